@@ -1,0 +1,95 @@
+"""Score components over a batch of records: cache look-up, de-duplication, then the evaluator's batch call."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from evalsi.engine._cache import ScoreCache
+from evalsi.engine._keys import params_fingerprint, record_key
+from evalsi.evaluators import Evaluator, Params, Score, ScoreContext
+from evalsi.records import Record
+
+
+@dataclass(frozen=True)
+class ComponentJob:
+    """One component to run over the batch: which evaluator, with which validated params."""
+
+    name: str
+    evaluator: Evaluator[Any]
+    params: Params
+
+    @property
+    def key_prefix(self) -> bytes:
+        """Name + canonical params, the shared part of this component's cache keys."""
+        return params_fingerprint(self.evaluator.name, self.params)
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The record fields this component's score depends on."""
+        fields_for = getattr(self.evaluator, "cache_fields", None)
+        if callable(fields_for):
+            return tuple(fields_for(self.params))
+        return self.evaluator.reads
+
+
+def score_component(job: ComponentJob, records: Sequence[Record], cache: ScoreCache | None) -> list[Score]:
+    """Scores of one component for every record, in order.
+
+    Cached scores are reused; identical records in the batch (GRPO repeats completions) are scored once; the
+    evaluator sees only the records that still need a score, in one ``score_batch`` call. An exception or a
+    wrong-length answer from the evaluator becomes an ``error`` score for the records it should have scored.
+    """
+    prefix = job.key_prefix
+    fields = job.fields
+    keys = [record_key(prefix, r, fields) for r in records]
+    cached: list[Score | None] = cache.get_many(keys) if cache is not None else [None] * len(records)
+
+    todo: dict[bytes, list[int]] = {}
+    for position, (key, hit) in enumerate(zip(keys, cached, strict=True)):
+        if hit is None:
+            todo.setdefault(key, []).append(position)
+    if not todo:
+        return [s for s in cached if s is not None]
+
+    unique_positions = [positions[0] for positions in todo.values()]
+    fresh = _call_evaluator(job, [records[p] for p in unique_positions])
+    out = list(cached)
+    new_entries: list[tuple[bytes, Score]] = []
+    for (key, positions), score in zip(todo.items(), fresh, strict=True):
+        for position in positions:
+            out[position] = score
+        new_entries.append((key, score))
+    if cache is not None:
+        cache.put_many(new_entries)
+    return [s if s is not None else Score.error("internal: missing score") for s in out]
+
+
+def _call_evaluator(job: ComponentJob, records: list[Record]) -> list[Score]:
+    try:
+        scores = job.evaluator.score_batch(records, job.params, ScoreContext(component=job.name))
+    except Exception as exc:  # the evaluator failed as a whole: every record it held errors, with the cause
+        return [Score.error(f"{job.evaluator.name} failed: {type(exc).__name__}: {exc}")] * len(records)
+    if len(scores) != len(records):
+        reason = f"{job.evaluator.name} returned {len(scores)} scores for {len(records)} records"
+        return [Score.error(reason)] * len(records)
+    return [s if isinstance(s, Score) else Score.error(f"{job.evaluator.name} returned {s!r}, not a Score") for s in scores]
+
+
+def score_components(
+    jobs: Sequence[ComponentJob],
+    records: Sequence[Record],
+    cache: ScoreCache | None,
+    executor: ThreadPoolExecutor | None = None,
+) -> list[list[Score]]:
+    """Scores of every component (outer list, in spec order) for every record (inner list, in input order).
+
+    Components run concurrently on ``executor`` when one is given and there is more than one component, so a
+    slow sandbox component does not wait behind a math component.
+    """
+    if executor is None or len(jobs) < 2 or not records:
+        return [score_component(job, records, cache) for job in jobs]
+    futures = [executor.submit(score_component, job, records, cache) for job in jobs]
+    return [f.result() for f in futures]

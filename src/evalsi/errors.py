@@ -1,0 +1,88 @@
+"""The evalsi exception tree.
+
+Every error evalsi raises on purpose derives from :class:`EvalsiError` and from the builtin it resembles,
+so callers can catch either::
+
+    EvalsiError
+    ├── SpecError(ValueError)          a spec file or field is invalid (file, line, field path)
+    ├── DataError(ValueError)          input data is invalid (file, line or rollout index)
+    ├── UnknownEvaluatorError(KeyError)  a `ref` names no registered evaluator
+    ├── RewardBatchError(RuntimeError) a component errored under `onError: raise`; the batch failed whole
+    └── SandboxUnavailableError(RuntimeError)  the requested isolation rung cannot run here
+
+A failed *sample* is data, not an exception: evaluators return a ``Score`` with status ``error``.
+"""
+
+from __future__ import annotations
+
+
+class EvalsiError(Exception):
+    """Base class of every error evalsi raises on purpose."""
+
+
+class SpecError(EvalsiError, ValueError):
+    """A spec is invalid; the message names the file, line and field path and what would be valid."""
+
+    def __init__(self, message: str, *, file: str | None = None, line: int | None = None, path: str = "") -> None:
+        self.file = file
+        self.line = line
+        self.path = path
+        self.detail = message
+        super().__init__(_locate(message, file, line, path))
+
+
+class DataError(EvalsiError, ValueError):
+    """Input data is invalid; the message names the file and line, or the rollout index."""
+
+    def __init__(
+        self, message: str, *, file: str | None = None, line: int | None = None, index: int | None = None
+    ) -> None:
+        self.file = file
+        self.line = line
+        self.index = index
+        self.detail = message
+        where = f"rollout {index}: " if index is not None else ""
+        super().__init__(_locate(where + message, file, line, ""))
+
+
+class UnknownEvaluatorError(EvalsiError, KeyError):
+    """No evaluator is registered under the requested name."""
+
+    def __init__(self, name: str, suggestions: list[str]) -> None:
+        self.name = name
+        self.suggestions = suggestions
+        hint = f"; did you mean {', '.join(repr(s) for s in suggestions)}?" if suggestions else ""
+        super().__init__(f"unknown evaluator {name!r}{hint} (`evalsi evaluators list` shows them all)")
+
+    def __str__(self) -> str:
+        # KeyError quotes its argument; show the sentence as written.
+        return str(self.args[0])
+
+
+class RewardBatchError(EvalsiError, RuntimeError):
+    """A component errored with ``onError: raise``, so the whole batch failed and no reward is returned."""
+
+    def __init__(self, index: int, component: str, cause: str) -> None:
+        self.index = index
+        self.component = component
+        self.cause = cause
+        super().__init__(
+            f"rollout {index}: component {component!r} errored: {cause} "
+            "(onError: raise fails the batch; set onError to 'zero' or 'none' to score past errors)"
+        )
+
+
+class SandboxUnavailableError(EvalsiError, RuntimeError):
+    """The isolation rung a component requires is not available on this machine."""
+
+
+def _locate(message: str, file: str | None, line: int | None, path: str) -> str:
+    """Prefix a message with `file:line: path: ` for whichever parts are known."""
+    prefix = ""
+    if file:
+        prefix = f"{file}:{line}: " if line else f"{file}: "
+    elif line:
+        prefix = f"line {line}: "
+    if path:
+        prefix += f"{path}: "
+    return prefix + message

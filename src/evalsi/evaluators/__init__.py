@@ -1,0 +1,32 @@
+"""Evaluators: the `Evaluator` base class, `Score`, and the registry of built-in and installed packs."""
+
+from evalsi.evaluators._base import Evaluator, NoParams, Params, ScoreContext
+from evalsi.evaluators._registry import (
+    ENTRY_POINT_GROUP,
+    PluginValidationError,
+    all_evaluators,
+    available_names,
+    close_all,
+    evaluator_class,
+    get_evaluator,
+    register,
+)
+from evalsi.evaluators._score import STATUSES, Score, Status
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "STATUSES",
+    "Evaluator",
+    "NoParams",
+    "Params",
+    "PluginValidationError",
+    "Score",
+    "ScoreContext",
+    "Status",
+    "all_evaluators",
+    "available_names",
+    "close_all",
+    "evaluator_class",
+    "get_evaluator",
+    "register",
+]

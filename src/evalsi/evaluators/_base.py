@@ -1,0 +1,77 @@
+"""The `Evaluator` base class every evaluator derives from.
+
+An evaluator declares its name, a pydantic params model (unknown params are an error), which record fields it
+reads (they make its cache key), whether it runs code, and scores records. Most evaluators implement
+:meth:`Evaluator.score` for one record; those that gain from batching (served models, sandboxes) override
+:meth:`Evaluator.score_batch`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from evalsi.evaluators._score import Score
+from evalsi.records import Record
+
+
+class Params(BaseModel):
+    """Base of every params model: frozen, and unknown params are rejected rather than ignored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class NoParams(Params):
+    """For evaluators that take no params."""
+
+
+P = TypeVar("P", bound=Params)
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreContext:
+    """What an evaluator knows about the call it is scoring for."""
+
+    component: str = ""
+    """The component's name in the spec (for messages and metrics)."""
+
+
+class Evaluator(Generic[P]):
+    """Base class of evaluators. Subclasses set the class attributes and implement ``score`` or ``score_batch``."""
+
+    name: ClassVar[str]
+    """The registered name, used as a component's ``ref``."""
+    summary: ClassVar[str]
+    """One line: what it checks."""
+    params_model: ClassVar[type[Params]] = NoParams
+    reads: ClassVar[tuple[str, ...]] = ("completion",)
+    """Record fields the score depends on (``completion``, ``prompt``, ``reference``, ``completion_tokens``,
+    ``metadata`` or ``metadata.<key>``): together with the params they make the cache key."""
+    scope: ClassVar[Literal["record", "dataset"]] = "record"
+    runs_code: ClassVar[bool] = False
+    """Code-running evaluators take ``min_isolation`` and run on the sandbox pool."""
+    pack: ClassVar[str] = "core"
+
+    def parse_params(self, raw: dict[str, Any] | None) -> P:
+        """Validate raw params; raises pydantic's ``ValidationError`` naming each bad field."""
+        return self.params_model.model_validate(raw or {})  # type: ignore[return-value]
+
+    def score(self, record: Record, params: P, ctx: ScoreContext) -> Score:
+        """Score one record. Exceptions become ``error`` scores in ``score_batch``."""
+        raise NotImplementedError(f"{type(self).__name__} implements neither score nor score_batch")
+
+    def score_batch(self, records: Sequence[Record], params: P, ctx: ScoreContext) -> list[Score]:
+        """Score records in order; one record's exception is that record's error, not the batch's."""
+        out: list[Score] = []
+        for record in records:
+            try:
+                out.append(self.score(record, params, ctx))
+            except Exception as exc:  # a failed sample is data
+                out.append(Score.error(f"{type(exc).__name__}: {exc}"))
+        return out
+
+    def close(self) -> None:
+        """Release pools and clients this evaluator holds (worker processes, HTTP clients)."""

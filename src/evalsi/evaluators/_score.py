@@ -1,0 +1,56 @@
+"""`Score`: what an evaluator says about one record. A failure is data (status ``error``), never an exception."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Status = Literal["ok", "skipped", "error"]
+STATUSES: tuple[Status, ...] = ("ok", "skipped", "error")
+
+
+@dataclass(frozen=True, slots=True)
+class Score:
+    """One evaluator's verdict on one record.
+
+    ``value`` is a number or a pass/fail bool when ``status`` is ``ok``; it is ``None`` for ``skipped`` (the
+    evaluator does not apply: no reference, no test cases) and for ``error`` (it could not decide).
+    """
+
+    value: float | bool | None
+    status: Status = "ok"
+    reason: str | None = None
+    details: Mapping[str, Any] | None = None
+
+    @classmethod
+    def ok(cls, value: float | bool, reason: str | None = None, details: Mapping[str, Any] | None = None) -> Score:
+        """A decided score. A non-finite number is turned into an error: it cannot be a reward."""
+        if not isinstance(value, bool) and not math.isfinite(value):
+            return cls.error(f"evaluator returned a non-finite value ({value})", details)
+        return cls(value, "ok", reason, details)
+
+    @classmethod
+    def skipped(cls, reason: str, details: Mapping[str, Any] | None = None) -> Score:
+        """The evaluator does not apply to this record; it adds nothing to a reward."""
+        return cls(None, "skipped", reason, details)
+
+    @classmethod
+    def error(cls, reason: str, details: Mapping[str, Any] | None = None) -> Score:
+        """The evaluator could not decide; the spec's ``onError`` says what that means for the reward."""
+        return cls(None, "error", reason, details)
+
+    @property
+    def numeric(self) -> float | None:
+        """The value as a number (pass/fail counts as 1 or 0), or None when there is no value."""
+        if self.value is None:
+            return None
+        return float(self.value)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form used in outputs: ``{value, status, reason}`` plus ``details`` when present."""
+        out: dict[str, Any] = {"value": self.value, "status": self.status, "reason": self.reason}
+        if self.details:
+            out["details"] = dict(self.details)
+        return out

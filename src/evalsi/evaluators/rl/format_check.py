@@ -1,0 +1,69 @@
+"""``format-check``: the completion has the required shape (by default ``<think>…</think><answer>…</answer>``)."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import field_validator
+
+from evalsi.evaluators._base import Evaluator, Params, ScoreContext
+from evalsi.evaluators._registry import register
+from evalsi.evaluators._score import Score
+from evalsi.records import Record
+
+DEFAULT_PATTERN = r"(?s)\s*<think>.*?</think>\s*<answer>.*?</answer>\s*"
+
+
+class FormatCheckParams(Params):
+    """The required shape."""
+
+    pattern: str = DEFAULT_PATTERN
+    """A regular expression the whole completion must match (``re.fullmatch``)."""
+    unique_tags: list[str] = []
+    """Tags (such as ``think`` or ``answer``) whose opening and closing forms must each appear exactly once."""
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"not a valid regular expression: {exc}") from None
+        return value
+
+    @field_validator("unique_tags")
+    @classmethod
+    def _bare_names(cls, value: list[str]) -> list[str]:
+        for tag in value:
+            if not tag or "<" in tag or ">" in tag:
+                raise ValueError(f"give bare tag names such as 'answer', not {tag!r}")
+        return value
+
+
+_compiled: dict[str, re.Pattern[str]] = {}
+
+
+@register
+class FormatCheck(Evaluator[FormatCheckParams]):
+    """Pass when the whole completion matches ``pattern`` and each of ``unique_tags`` appears exactly once."""
+
+    name = "format-check"
+    summary = "The completion matches a regex (default <think>…</think><answer>…</answer>); optional once-only tags."
+    params_model = FormatCheckParams
+    reads = ("completion",)
+    pack = "rl"
+
+    def score(self, record: Record, params: FormatCheckParams, ctx: ScoreContext) -> Score:
+        """Pass/fail, with the reason for a failure."""
+        pattern = _compiled.get(params.pattern)
+        if pattern is None:
+            pattern = _compiled[params.pattern] = re.compile(params.pattern)
+        text = record.completion_text
+        if pattern.fullmatch(text) is None:
+            return Score.ok(False, "the completion does not match the format pattern")
+        for tag in params.unique_tags:
+            for form in (f"<{tag}>", f"</{tag}>"):
+                count = text.count(form)
+                if count != 1:
+                    return Score.ok(False, f"{form} appears {count} times; it must appear exactly once")
+        return Score.ok(True)

@@ -1,0 +1,24 @@
+"""Rewards: RewardSpecs bound to evaluators, the composition rules, and the trainer adapters.
+
+Example:
+    >>> import evalsi.rewards
+    >>> reward = evalsi.rewards.from_mapping({"components": [{"ref": "exact-match"}]})
+    >>> reward.score([{"completion": "4", "answer": "4"}])[0].total
+    1.0
+"""
+
+from evalsi.rewards._compose import ComponentRule, RewardResult, RewardStatus, compose_batch, compose_one
+from evalsi.rewards._reward import BoundComponent, Reward, bind, from_mapping, load
+
+__all__ = [
+    "BoundComponent",
+    "ComponentRule",
+    "Reward",
+    "RewardResult",
+    "RewardStatus",
+    "bind",
+    "compose_batch",
+    "compose_one",
+    "from_mapping",
+    "load",
+]

@@ -1,0 +1,213 @@
+"""`Reward`: a RewardSpec bound to its evaluators, scoring batches of rollouts into totals with breakdowns."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from evalsi.engine import ComponentJob, ScoreCache, score_components
+from evalsi.errors import SpecError, UnknownEvaluatorError
+from evalsi.evaluators import Evaluator, Params, Score, get_evaluator
+from evalsi.records import Record, from_rollout
+from evalsi.rewards._compose import ComponentRule, RewardResult, compose_batch
+from evalsi.specs import (
+    ComponentSpec,
+    Resource,
+    RewardSpec,
+    RewardSpecBody,
+    document_from_mapping,
+    load_resources,
+    parse_resources,
+    select_resource,
+)
+from evalsi.specs._resource import describe_pydantic_error
+
+
+@dataclass(frozen=True)
+class BoundComponent:
+    """A component with its evaluator resolved and its params validated."""
+
+    spec: ComponentSpec
+    evaluator: Evaluator[Any]
+    params: Params
+    rule: ComponentRule
+
+    @property
+    def name(self) -> str:
+        """The component's name in breakdowns."""
+        return self.rule.name
+
+    @property
+    def job(self) -> ComponentJob:
+        """The engine's view of this component."""
+        return ComponentJob(self.rule.name, self.evaluator, self.params)
+
+
+class Reward:
+    """A RewardSpec ready to score: ``reward.score(rollouts)`` returns one :class:`RewardResult` per rollout.
+
+    Rollouts are mappings (see :func:`evalsi.records.from_rollout`). Scores are cached by content when the spec's
+    ``cache.enabled`` is true (the default), so rollouts repeated across or within batches cost no evaluator call.
+    """
+
+    def __init__(self, spec: RewardSpec, components: Sequence[BoundComponent]) -> None:
+        self.spec = spec
+        self.components = list(components)
+        self.name = spec.name
+        # TRL names a reward function after ``__name__``; the total is logged as rewards/<spec name>/mean.
+        self.__name__ = spec.name
+        body = spec.spec
+        self.cache: ScoreCache | None = ScoreCache(body.cache.max_entries) if body.cache.enabled else None
+        self._rules = [c.rule for c in self.components]
+        self._jobs = [c.job for c in self.components]
+        self._executor: ThreadPoolExecutor | None = None
+        self._executor_lock = threading.Lock()
+
+    @property
+    def component_names(self) -> list[str]:
+        """Component names in spec order."""
+        return [c.name for c in self.components]
+
+    @property
+    def runs_code(self) -> bool:
+        """Whether any component runs model-written code (needs the sandbox)."""
+        return any(c.evaluator.runs_code for c in self.components)
+
+    def records(self, rollouts: Iterable[Mapping[str, Any]]) -> list[Record]:
+        """Normalise rollouts with this spec's ``referenceField``."""
+        field = self.spec.spec.reference_field
+        return [from_rollout(r, reference_field=field, index=i) for i, r in enumerate(rollouts)]
+
+    def score(self, rollouts: Iterable[Mapping[str, Any]]) -> list[RewardResult]:
+        """Score a batch of rollouts; the batch completes or fails whole.
+
+        Raises:
+            DataError: A rollout is malformed (names its index).
+            RewardBatchError: A component errored under ``onError: raise``.
+        """
+        return self.score_records(self.records(rollouts))
+
+    def score_records(self, records: Sequence[Record]) -> list[RewardResult]:
+        """Score already normalised records."""
+        columns = self.component_scores(records)
+        body = self.spec.spec
+        return compose_batch(self._rules, columns, body.floor, body.clip)
+
+    def component_scores(self, records: Sequence[Record]) -> list[list[Score]]:
+        """Raw scores indexed ``[component][record]``, before composition."""
+        return score_components(self._jobs, records, self.cache, self._pool())
+
+    async def score_async(self, rollouts: Iterable[Mapping[str, Any]]) -> list[RewardResult]:
+        """``score`` on a worker thread, so an event loop keeps serving while a batch is scored."""
+        batch = list(rollouts)
+        return await asyncio.to_thread(self.score, batch)
+
+    def _pool(self) -> ThreadPoolExecutor | None:
+        if len(self._jobs) < 2:
+            return None
+        with self._executor_lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(
+                    max_workers=min(8, len(self._jobs)), thread_name_prefix=f"evalsi-{self.name}"
+                )
+            return self._executor
+
+    def close(self) -> None:
+        """Stop this reward's component threads (evaluator pools are shared and closed separately)."""
+        with self._executor_lock:
+            if self._executor is not None:
+                self._executor.shutdown(wait=False)
+                self._executor = None
+
+    def __repr__(self) -> str:
+        return f"Reward({self.name!r}, components={self.component_names})"
+
+
+def load(path: str | Path, name: str | None = None) -> Reward:
+    """Load the RewardSpec in a YAML file (``name`` picks one when the file holds several) and bind it.
+
+    Raises:
+        SpecError: The file, a field, a ``ref`` or a param is invalid; the message names file, line and field.
+    """
+    resources = load_resources(path)
+    return bind(select_resource(resources, "RewardSpec", name, str(path)))
+
+
+def from_mapping(data: Mapping[str, Any], source: str | None = None) -> Reward:
+    """Bind a RewardSpec given as a mapping: a whole resource (``apiVersion``, ``kind``...) or just its ``spec``."""
+    raw = dict(data)
+    if "apiVersion" not in raw:
+        raw = {"apiVersion": "evals.si/v1alpha1", "kind": "RewardSpec", "metadata": {"name": "reward"}, "spec": raw}
+    resources = parse_resources([document_from_mapping(raw, source)])
+    return bind(select_resource(resources, "RewardSpec", None, source))
+
+
+def bind(resource: Resource) -> Reward:
+    """Validate a RewardSpec resource and resolve its components to evaluators with validated params."""
+    try:
+        body = RewardSpecBody.model_validate(resource.spec)
+    except ValidationError as exc:
+        raise resource.validation_error(exc) from None
+    spec = RewardSpec(name=resource.name, spec=body, source=resource.document.file)
+    seen: dict[str, int] = {}
+    bound: list[BoundComponent] = []
+    for index, component in enumerate(body.components):
+        where = ("spec", "components", index)
+        name = component.display_name
+        if name in seen:
+            raise resource.error(
+                f"components[{seen[name]}] is already named {name!r}; give this component a distinct `name`",
+                (*where, "name" if component.name else "ref"),
+            )
+        seen[name] = index
+        bound.append(_bind_component(resource, component, body, where))
+    return Reward(spec, bound)
+
+
+def _bind_component(
+    resource: Resource, component: ComponentSpec, body: RewardSpecBody, where: tuple[str | int, ...]
+) -> BoundComponent:
+    try:
+        evaluator = get_evaluator(component.ref)
+    except UnknownEvaluatorError as exc:
+        raise resource.error(str(exc), (*where, "ref")) from None
+    raw_params = dict(component.params)
+    fields = evaluator.params_model.model_fields
+    if component.sandbox is not None:
+        if not evaluator.runs_code:
+            raise resource.error(
+                f"{component.ref!r} does not run code, so `sandbox` does not apply; remove it", (*where, "sandbox")
+            )
+        raw_params["min_isolation"] = component.sandbox.min_isolation
+    if component.judge is not None:
+        if "judge" not in fields:
+            raise resource.error(f"{component.ref!r} takes no judge; remove `judge`", (*where, "judge"))
+        raw_params["judge"] = component.judge
+    try:
+        params = evaluator.parse_params(raw_params)
+    except ValidationError as exc:
+        raise _params_error(resource, exc, evaluator, (*where, "params")) from None
+    on_error = component.on_error or body.on_error
+    rule = ComponentRule(component.display_name, component.weight, component.gate, component.threshold, on_error)
+    return BoundComponent(component, evaluator, params, rule)
+
+
+def _params_error(
+    resource: Resource, exc: ValidationError, evaluator: Evaluator[Any], where: tuple[str | int, ...]
+) -> SpecError:
+    error = exc.errors(include_url=False)[0]
+    loc = tuple(error["loc"])
+    if loc and loc[0] == "min_isolation":
+        where, loc = (*where[:-1], "sandbox", "minIsolation"), loc[1:]
+    message = describe_pydantic_error(error)
+    if error["type"] == "extra_forbidden":
+        valid = ", ".join(sorted(evaluator.params_model.model_fields)) or "none"
+        message = f"unknown param for {evaluator.name!r} (valid params: {valid})"
+    return resource.error(message, (*where, *loc))

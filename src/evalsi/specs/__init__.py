@@ -1,0 +1,34 @@
+"""Spec resources (``apiVersion: evals.si/v1alpha1``): loading with file/line/field errors, and their models."""
+
+from evalsi.specs._resource import (
+    API_VERSION,
+    KINDS,
+    Resource,
+    document_from_mapping,
+    load_resources,
+    parse_resources,
+    select_resource,
+)
+from evalsi.specs._reward import CacheSpec, ComponentSpec, Isolation, OnError, RewardSpec, RewardSpecBody, SandboxSpec
+from evalsi.specs._yaml import Document, format_path, load_yaml_documents, read_yaml_file
+
+__all__ = [
+    "API_VERSION",
+    "KINDS",
+    "CacheSpec",
+    "ComponentSpec",
+    "Document",
+    "Isolation",
+    "OnError",
+    "Resource",
+    "RewardSpec",
+    "RewardSpecBody",
+    "SandboxSpec",
+    "document_from_mapping",
+    "format_path",
+    "load_resources",
+    "load_yaml_documents",
+    "parse_resources",
+    "read_yaml_file",
+    "select_resource",
+]

@@ -1,0 +1,125 @@
+"""Resources: the ``apiVersion``/``kind``/``metadata``/``spec`` envelope shared by every evalsi YAML file."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from evalsi.errors import SpecError
+from evalsi.specs._yaml import Document, PathKey, format_path, load_yaml_documents, read_yaml_file
+
+API_VERSION = "evals.si/v1alpha1"
+KINDS = ("RewardSpec", "RunSpec", "Task", "ServerConfig")
+
+
+@dataclass
+class Resource:
+    """One resource document: its kind, name, raw ``spec`` mapping, and where it came from."""
+
+    kind: str
+    name: str
+    spec: dict[str, Any]
+    document: Document
+    labels: dict[str, str]
+
+    def error(self, message: str, path: PathKey) -> SpecError:
+        """A SpecError pointing at ``path`` (relative to the document root) in this resource's file."""
+        return SpecError(message, file=self.document.file, line=self.document.line_of(path), path=format_path(path))
+
+    def validation_error(self, exc: ValidationError, root: PathKey = ("spec",)) -> SpecError:
+        """Turn pydantic's first error into a SpecError with file, line and field path; list the others."""
+        errors = exc.errors(include_url=False)
+        first = errors[0]
+        path = (*root, *first["loc"])
+        message = describe_pydantic_error(first)
+        if len(errors) > 1:
+            others = "; ".join(
+                f"{format_path((*root, *e['loc']))}: {describe_pydantic_error(e)}" for e in errors[1:4]
+            )
+            message += f" (also: {others})"
+        return self.error(message, path)
+
+
+def describe_pydantic_error(error: Any) -> str:
+    """A pydantic error as a sentence, with the offending input when it is short."""
+    message = str(error["msg"])
+    if error["type"] == "extra_forbidden":
+        return "unknown field"
+    value = error.get("input")
+    if error["type"] not in ("missing",) and value is not None and len(repr(value)) <= 60:
+        message += f" (got {value!r})"
+    return message
+
+
+def parse_resources(documents: list[Document]) -> list[Resource]:
+    """Check each document's envelope and return it as a Resource.
+
+    Raises:
+        SpecError: A document is not a mapping, has the wrong ``apiVersion``, an unknown ``kind`` or no ``spec``.
+    """
+    resources: list[Resource] = []
+    for document in documents:
+        data = document.data
+        if data is None:
+            continue
+
+        def fail(message: str, path: PathKey, doc: Document = document) -> SpecError:
+            return SpecError(message, file=doc.file, line=doc.line_of(path), path=format_path(path))
+
+        if not isinstance(data, dict):
+            raise fail("a resource must be a mapping with apiVersion, kind, metadata and spec", ())
+        unknown = set(data) - {"apiVersion", "kind", "metadata", "spec"}
+        if unknown:
+            key = sorted(unknown)[0]
+            raise fail("unknown top-level field; a resource has apiVersion, kind, metadata and spec", (key,))
+        if data.get("apiVersion") != API_VERSION:
+            raise fail(f"apiVersion must be {API_VERSION!r} (got {data.get('apiVersion')!r})", ("apiVersion",))
+        kind = data.get("kind")
+        if kind not in KINDS:
+            close = difflib.get_close_matches(str(kind), KINDS, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise fail(f"unknown kind {kind!r}{hint} (valid: {', '.join(KINDS)})", ("kind",))
+        metadata = data.get("metadata") or {}
+        if not isinstance(metadata, dict):
+            raise fail("metadata must be a mapping such as {name: my-spec}", ("metadata",))
+        name = metadata.get("name")
+        if not isinstance(name, str) or not name:
+            raise fail("metadata.name is required: a non-empty name for this resource", ("metadata",))
+        labels = metadata.get("labels") or {}
+        spec = data.get("spec")
+        if not isinstance(spec, dict):
+            raise fail("spec is required and must be a mapping", ("spec",) if "spec" in data else ())
+        resources.append(Resource(kind=kind, name=name, spec=spec, document=document, labels=dict(labels)))
+    return resources
+
+
+def load_resources(source: str | Path, *, text: str | None = None) -> list[Resource]:
+    """Every resource in a YAML file (or in ``text``, with ``source`` naming it for messages)."""
+    documents = load_yaml_documents(text, str(source)) if text is not None else read_yaml_file(source)
+    return parse_resources(documents)
+
+
+def select_resource(resources: list[Resource], kind: str, name: str | None, file: str | None) -> Resource:
+    """The one resource of ``kind`` (named ``name`` when several are present)."""
+    matching = [r for r in resources if r.kind == kind]
+    if name is not None:
+        named = [r for r in matching if r.name == name]
+        if not named:
+            names = ", ".join(r.name for r in matching) or "none"
+            raise SpecError(f"no {kind} named {name!r} (found: {names})", file=file)
+        return named[0]
+    if not matching:
+        raise SpecError(f"no {kind} in this file (kinds found: {', '.join(r.kind for r in resources) or 'none'})", file=file)
+    if len(matching) > 1:
+        names = ", ".join(r.name for r in matching)
+        raise SpecError(f"several {kind} resources ({names}); choose one by name", file=file)
+    return matching[0]
+
+
+def document_from_mapping(data: dict[str, Any], source: str | None = None) -> Document:
+    """A Document for a spec given as a Python mapping (no line numbers, field paths still reported)."""
+    return Document(data=data, file=source, lines={}, start_line=0)
