@@ -21,7 +21,7 @@ from evalsi.records import Record
 class Params(BaseModel):
     """Base of every params model: frozen, and unknown params are rejected rather than ignored."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, use_attribute_docstrings=True)
 
 
 class NoParams(Params):

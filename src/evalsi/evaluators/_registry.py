@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import importlib.util
 import threading
 import warnings
 from importlib.metadata import entry_points
@@ -106,16 +107,21 @@ def _find_class(name: str) -> type[Evaluator[Any]]:
     return cls
 
 
+def _builtin_names() -> list[str]:
+    """Built-in names whose module is present in this installation."""
+    return [name for name, module in BUILTIN_MODULES.items() if importlib.util.find_spec(module) is not None]
+
+
 def available_names() -> list[str]:
     """Every registered name: built-ins and installed packs."""
     _load_entry_points()
-    return sorted(set(BUILTIN_MODULES) | set(_classes))
+    return sorted(set(_builtin_names()) | set(_classes))
 
 
 def all_evaluators() -> list[type[Evaluator[Any]]]:
     """Every evaluator class, built-ins imported, sorted by pack then name."""
     with _lock:
-        for name in BUILTIN_MODULES:
+        for name in _builtin_names():
             if name not in _classes:
                 importlib.import_module(BUILTIN_MODULES[name])
         _load_entry_points()

@@ -9,21 +9,51 @@ from evalsi.specs._resource import (
     parse_resources,
     select_resource,
 )
-from evalsi.specs._reward import CacheSpec, ComponentSpec, Isolation, OnError, RewardSpec, RewardSpecBody, SandboxSpec
+from evalsi.specs._reward import (
+    CacheSpec,
+    ComponentSpec,
+    Isolation,
+    OnError,
+    RewardSpec,
+    RewardSpecBody,
+    SandboxSpec,
+)
+from evalsi.specs._run import (
+    BUILTIN_EVALS,
+    DatasetSpec,
+    FieldMap,
+    GateSpec,
+    KSpec,
+    PassKSpec,
+    RunSpec,
+    RunSpecBody,
+    SamplingSpec,
+    TargetSpec,
+)
 from evalsi.specs._yaml import Document, format_path, load_yaml_documents, read_yaml_file
 
 __all__ = [
     "API_VERSION",
+    "BUILTIN_EVALS",
     "KINDS",
     "CacheSpec",
     "ComponentSpec",
+    "DatasetSpec",
     "Document",
+    "FieldMap",
+    "GateSpec",
     "Isolation",
+    "KSpec",
     "OnError",
+    "PassKSpec",
     "Resource",
     "RewardSpec",
     "RewardSpecBody",
+    "RunSpec",
+    "RunSpecBody",
+    "SamplingSpec",
     "SandboxSpec",
+    "TargetSpec",
     "document_from_mapping",
     "format_path",
     "load_resources",

@@ -12,7 +12,9 @@ Isolation = Literal["process", "namespaced", "gvisor"]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True, use_attribute_docstrings=True
+    )
 
 
 class SandboxSpec(_Model):

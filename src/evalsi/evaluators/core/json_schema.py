@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 import orjson
 from jsonschema import Draft202012Validator, SchemaError
-from pydantic import field_validator
+from pydantic import Field, field_validator
 
 from evalsi.evaluators._base import Evaluator, Params, ScoreContext
 from evalsi.evaluators._registry import register
@@ -22,18 +22,11 @@ _FENCED_JSON = re.compile(r"```(?:json|JSON)?[ \t]*\n(.*?)```", re.DOTALL)
 class JsonSchemaParams(Params):
     """The schema and where the JSON is in the completion."""
 
-    schema_: dict[str, Any] | bool
+    schema_: dict[str, Any] | bool = Field(alias="schema")
     """A JSON Schema (draft 2020-12)."""
     extract: Literal["auto", "whole", "fenced"] = "auto"
     """``whole``: the completion is the JSON; ``fenced``: the last ```json block; ``auto``: the last fenced
     block if there is one, else the whole completion."""
-
-    model_config = {"extra": "forbid", "frozen": True, "populate_by_name": True}
-
-    def __init__(self, **data: Any) -> None:
-        if "schema" in data:
-            data["schema_"] = data.pop("schema")
-        super().__init__(**data)
 
     @field_validator("schema_")
     @classmethod

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Shared set-up for a fresh machine: system packages the sandbox needs, and the project's virtualenv.
+# Sourced by scripts/demo and scripts/test; safe to run again (it only installs what is missing).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$ROOT/.venv"
+EXTRAS="${EVALSI_EXTRAS:-math}"
+
+ensure_bubblewrap() {
+  if command -v bwrap >/dev/null 2>&1; then return; fi
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing bubblewrap (the sandbox's namespaced rung)" >&2
+    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+  else
+    echo "warning: bubblewrap (bwrap) is missing; install it for the namespaced sandbox rung" >&2
+  fi
+}
+
+ensure_venv() {
+  local python="${PYTHON:-python3}"
+  if [ ! -x "$VENV/bin/python" ]; then
+    "$python" -m venv "$VENV"
+    "$VENV/bin/pip" install -q --upgrade pip
+  fi
+  # Re-install when pyproject changed since the last install (the stamp records its hash and the extras).
+  local stamp="$VENV/.evalsi-installed"
+  local want
+  want="$(sha256sum "$ROOT/pyproject.toml" | cut -d' ' -f1) $EXTRAS"
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    "$VENV/bin/pip" install -q -e "$ROOT[$EXTRAS]"
+    echo "$want" > "$stamp"
+  fi
+}

@@ -1,0 +1,1 @@
+"""Leaf helpers with no evalsi imports."""

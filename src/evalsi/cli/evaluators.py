@@ -1,0 +1,69 @@
+"""``evalsi evaluators list|describe``: what evaluators exist, their params, defaults and what they read."""
+
+from __future__ import annotations
+
+import typing
+from typing import Any
+
+import typer
+from pydantic_core import PydanticUndefined
+from rich.table import Table
+
+from evalsi.cli._console import fail, stdout
+from evalsi.errors import UnknownEvaluatorError
+from evalsi.evaluators import Evaluator, all_evaluators, evaluator_class
+
+app = typer.Typer(help="List evaluators and describe their params.", no_args_is_help=True)
+
+
+@app.command("list")
+def list_command() -> None:
+    """List every evaluator: built-in packs and installed ones."""
+    table = Table(title="evaluators", title_justify="left")
+    for column in ("name", "pack", "runs code", "what it checks"):
+        table.add_column(column, overflow="fold")
+    for cls in all_evaluators():
+        table.add_row(cls.name, cls.pack, "yes" if cls.runs_code else "", cls.summary)
+    stdout.print(table)
+
+
+@app.command("describe")
+def describe_command(name: str = typer.Argument(..., help="The evaluator's name, as used in a component's `ref`.")) -> None:
+    """Describe one evaluator: what it checks, what it reads, and each param with its type and default."""
+    try:
+        cls = evaluator_class(name)
+    except UnknownEvaluatorError as exc:
+        fail(str(exc))
+    stdout.print(f"[bold]{cls.name}[/] ({cls.pack} pack){'  runs code' if cls.runs_code else ''}")
+    stdout.print(cls.summary, highlight=False)
+    if cls.__doc__:
+        stdout.print(f"\n{cls.__doc__.strip()}", highlight=False)
+    stdout.print(f"\n[bold]reads:[/] {', '.join(cls.reads)}")
+    stdout.print(_params_table(cls))
+
+
+def _params_table(cls: type[Evaluator[Any]]) -> Table | str:
+    fields = cls.params_model.model_fields
+    if not fields:
+        return "\n[bold]params:[/] none"
+    table = Table(title="params", title_justify="left")
+    for column in ("param", "type", "default", "meaning"):
+        table.add_column(column, overflow="fold")
+    for field_name, info in fields.items():
+        shown = info.alias or field_name
+        default = "(required)" if info.is_required() else _default_text(info.default, info.default_factory)
+        type_text = _type_text(info.annotation)
+        table.add_row(shown, type_text, default, (info.description or "").replace("\n", " "))
+    return table
+
+
+def _default_text(default: Any, factory: Any) -> str:
+    if default is PydanticUndefined and factory is not None:
+        default = factory()
+    return repr(default)
+
+
+def _type_text(annotation: Any) -> str:
+    if isinstance(annotation, type) and not typing.get_args(annotation):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "")

@@ -1,0 +1,97 @@
+"""``evalsi rewards score``: score a file of rollouts with a RewardSpec."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import orjson
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from evalsi.cli._console import EXIT_FAILED, fail, stderr
+from evalsi.cli._summary import reward_summary
+from evalsi.errors import DataError, RewardBatchError, SpecError
+from evalsi.records import Record
+from evalsi.rewards import Reward, RewardResult, load
+from evalsi.rewards._rollout_files import read_rollouts, write_jsonl
+
+app = typer.Typer(help="Score rollouts with a RewardSpec, or serve one to a trainer.", no_args_is_help=True)
+
+CHUNK = 512
+"""Rollouts scored per engine call; the progress bar advances per chunk."""
+
+
+@app.command("score")
+def score_command(
+    spec: Path = typer.Option(..., "--spec", "-s", help="The RewardSpec YAML file."),
+    data: Path = typer.Option(..., "--data", "-d", help="Rollouts: JSONL, a JSON array, or Parquet."),
+    output: Path | None = typer.Option(
+        None, "--output", "-o", help="Where to write one JSON object per rollout (default: stdout)."
+    ),
+    name: str | None = typer.Option(None, "--name", help="Which RewardSpec, when the file holds several."),
+    details: bool = typer.Option(False, "--details", help="Include each component's details in the output."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or summary on stderr."),
+) -> None:
+    """Score every rollout in DATA with the RewardSpec in SPEC.
+
+    Writes one JSON object per rollout, in input order: index, id (when given), total (null when there is
+    none), status (ok, gated, no_total) and components ({name: {value, status, reason}}). The output appears
+    only when every rollout is scored: a batch completes or fails whole.
+
+    Exit codes: 0 scored; 1 a component errored under onError: raise; 2 bad usage, spec or data.
+    """
+    try:
+        reward = load(spec, name)
+        rollouts = read_rollouts(data)
+        records = reward.records(rollouts)
+    except (SpecError, DataError) as exc:
+        fail(str(exc))
+    try:
+        results = _score_in_chunks(reward, records, show_progress=not quiet and len(records) > CHUNK)
+    except RewardBatchError as exc:
+        fail(f"the batch failed, nothing was written: {exc}", EXIT_FAILED)
+    lines = [_output_row(i, record, result, details) for i, (record, result) in enumerate(zip(records, results))]
+    if output is None:
+        sys.stdout.buffer.write(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+        sys.stdout.flush()
+    else:
+        write_jsonl(output, lines)
+    if not quiet:
+        stderr.print(reward_summary(reward, results))
+        if output is not None:
+            stderr.print(f"wrote {len(lines)} results to {output}", highlight=False)
+
+
+def _score_in_chunks(reward: Reward, records: list[Record], show_progress: bool) -> list[RewardResult]:
+    results: list[RewardResult] = []
+    progress = Progress(
+        TextColumn("scoring"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+        console=stderr, disable=not show_progress, transient=True,
+    )
+    with progress:
+        task = progress.add_task("scoring", total=len(records))
+        for start in range(0, len(records), CHUNK):
+            chunk = records[start : start + CHUNK]
+            try:
+                results.extend(reward.score_records(chunk))
+            except RewardBatchError as exc:
+                raise RewardBatchError(exc.index + start, exc.component, exc.cause) from None
+            progress.advance(task, len(chunk))
+    return results
+
+
+def _output_row(index: int, record: Record, result: RewardResult, details: bool) -> dict[str, object]:
+    row: dict[str, object] = {"index": index}
+    if record.id is not None:
+        row["id"] = record.id
+    row["total"] = result.total
+    row["status"] = result.status
+    components: dict[str, object] = {}
+    for component, score in result.components.items():
+        entry: dict[str, object] = {"value": score.value, "status": score.status, "reason": score.reason}
+        if details and score.details:
+            entry["details"] = dict(score.details)
+        components[component] = entry
+    row["components"] = components
+    return row

@@ -1,0 +1,132 @@
+"""Final-answer extraction, in the seed's order.
+
+1. the last ``\\boxed{…}`` (or ``\\fbox{…}``), braces matched, so ``\\boxed{\\frac{1}{2}}`` is whole;
+2. the last ``<answer>…</answer>``;
+3. the last ``#### x`` (GSM8K);
+4. the last "the answer is x" / "final answer is x" / "final answer: x" (case-insensitive);
+5. else the last number (``1,234``, ``-3.5``, ``2/3``, ``\\frac{1}{2}``, ``50%``, ``1.5e3``).
+
+Every step is a linear scan (``rfind`` and regexes without nested quantifiers), so a megabyte completion costs
+milliseconds, never a hang.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+Source = Literal["boxed", "answer-tag", "####", "answer-is", "last-number", "reference"]
+
+_BOXED = ("\\boxed", "\\fbox")
+_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
+_ANSWER_IS = re.compile(r"(?:final\s+answer|the\s+answer)\s*(?:is\s*:?|:)\s*", re.IGNORECASE)
+_MATH_SPAN = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
+_SENTENCE_END = re.compile(r"\.(?:\s|$)|\n|;\s|,\s(?=[A-Za-z])")
+_LAST_NUMBER = re.compile(
+    r"-?\\[dt]?frac\{\s*-?\d+(?:\.\d+)?\s*\}\{\s*-?\d+(?:\.\d+)?\s*\}"  # \frac{1}{2}
+    r"|-?\\[dt]?frac\d\d"  # \frac12
+    r"|-?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?(?:\s*/\s*\d+(?![\d.]))?(?:\s*\\?%)?"
+    r"|-?\.\d+(?:\s*\\?%)?"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Extracted:
+    """An answer found in a text, and which rule found it."""
+
+    text: str
+    source: Source
+
+
+def extract_answer(text: str, *, last_number: bool = True) -> Extracted | None:
+    """The final answer of a completion, by the seed's rules in order; None when nothing is extractable."""
+    boxed = last_boxed(text)
+    if boxed is not None:
+        return Extracted(boxed, "boxed")
+    tags = _ANSWER_TAG.findall(text)
+    for tag in reversed(tags):
+        if tag.strip():
+            return Extracted(tag.strip(), "answer-tag")
+    marker = text.rfind("####")
+    if marker >= 0:
+        line = text[marker + 4 :].split("\n", 1)[0].strip()
+        if line:
+            return Extracted(line, "####")
+    said = _answer_is(text)
+    if said is not None:
+        return Extracted(said, "answer-is")
+    if last_number:
+        number = _last_number(text)
+        if number is not None:
+            return Extracted(number, "last-number")
+    return None
+
+
+def extract_reference(reference: str) -> Extracted:
+    """The gold answer: the last ``\\boxed{}`` or ``#### x`` of a worked solution, else the reference as given."""
+    found = extract_answer(reference, last_number=False) if ("\\boxed" in reference or "####" in reference
+                                                            or "\\fbox" in reference) else None
+    return found if found is not None else Extracted(reference.strip(), "reference")
+
+
+def last_boxed(text: str) -> str | None:
+    """Contents of the last ``\\boxed{…}``/``\\fbox{…}`` (or ``\\boxed x``) with balanced braces, else None."""
+    start = max(text.rfind(name) for name in _BOXED)
+    while start >= 0:
+        name = "\\boxed" if text.startswith("\\boxed", start) else "\\fbox"
+        body = _braced_after(text, start + len(name))
+        if body is not None and body.strip():
+            return body.strip()
+        start = max(text.rfind(n, 0, start) for n in _BOXED)
+    return None
+
+
+def _braced_after(text: str, position: int) -> str | None:
+    """The balanced ``{…}`` group starting at ``position`` (after spaces), or ``\\boxed 5``'s bare token."""
+    n = len(text)
+    while position < n and text[position] == " ":
+        position += 1
+    if position >= n:
+        return None
+    if text[position] != "{":
+        # `\boxed 5`: a bare token up to the next space or dollar sign.
+        end = position
+        while end < n and text[end] not in " $\n":
+            end += 1
+        return text[position:end] if end > position and text[position - 1] == " " else None
+    depth = 0
+    for index in range(position, n):
+        char = text[index]
+        if char == "{" and text[index - 1] != "\\":
+            depth += 1
+        elif char == "}" and text[index - 1] != "\\":
+            depth -= 1
+            if depth == 0:
+                return text[position + 1 : index]
+    return None  # unbalanced: the model stopped mid-answer
+
+
+def _answer_is(text: str) -> str | None:
+    """What follows the last "the answer is" / "final answer:" on its line, trimmed to the answer itself."""
+    last = None
+    for last in _ANSWER_IS.finditer(text):  # noqa: B007 - we want the last match
+        pass
+    if last is None:
+        return None
+    rest = text[last.end() :].lstrip()
+    if not rest:
+        return None
+    span = _MATH_SPAN.match(rest)
+    if span is not None:
+        return next(g for g in span.groups() if g is not None).strip()
+    end = _SENTENCE_END.search(rest)
+    answer = (rest[: end.start()] if end is not None else rest).strip().rstrip(".").strip()
+    return answer or None
+
+
+def _last_number(text: str) -> str | None:
+    match = None
+    for match in _LAST_NUMBER.finditer(text):  # noqa: B007 - we want the last match
+        pass
+    return match.group(0).strip() if match is not None else None

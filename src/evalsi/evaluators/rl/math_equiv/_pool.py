@@ -1,0 +1,137 @@
+"""The killable pool of warm worker processes that runs symbolic comparisons.
+
+Why not ``signal.alarm``: it works only in the main thread of the main interpreter, and a comparison stuck in C
+code (a huge integer power) ignores it. Here every comparison runs in a worker process and is bounded by
+``pebble``'s per-task timeout: an overrunning worker is killed and replaced.
+
+Why a private fork server: importing sympy and math-verify costs about a second. The workers are forked from a
+template process that imported them once (and ran a warm-up comparison), so a replacement after a kill costs a
+fork (milliseconds), not an import. The template is this module's own fork server, not multiprocessing's global
+one, so other parts of evalsi that use a fork server (the code sandbox) never fork from a process with sympy
+loaded. Children do not re-import the parent's ``__main__`` (a training script that imports torch, say).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import threading
+from concurrent.futures import Future
+from multiprocessing import context as mp_context
+from multiprocessing import forkserver, popen_forkserver, spawn, util
+from typing import Any
+
+PRELOAD_MODULE = "evalsi.evaluators.rl.math_equiv._warm"
+"""Imported once by the template process: it imports the symbolic backends and warms them up."""
+
+_server = forkserver.ForkServer()
+_server.set_forkserver_preload([PRELOAD_MODULE])
+
+
+class _Popen(popen_forkserver.Popen):
+    """``popen_forkserver.Popen`` launching through this module's fork server instead of the global one."""
+
+    def _launch(self, process_obj: Any) -> None:
+        # Mirrors CPython 3.11's Popen._launch, with two changes: the private server, and no __main__ re-import.
+        prep_data = spawn.get_preparation_data(process_obj._name)
+        prep_data.pop("init_main_from_name", None)
+        prep_data.pop("init_main_from_path", None)
+        buf = io.BytesIO()
+        mp_context.set_spawning_popen(self)
+        try:
+            mp_context.reduction.dump(prep_data, buf)
+            mp_context.reduction.dump(process_obj, buf)
+        finally:
+            mp_context.set_spawning_popen(None)
+        self.sentinel, w = _server.connect_to_new_process(self._fds)
+        _parent_w = os.dup(w)
+        self.finalizer = util.Finalize(self, util.close_fds, (_parent_w, self.sentinel))
+        with open(w, "wb", closefd=True) as f:
+            f.write(buf.getbuffer())
+        self.pid = forkserver.read_signed(self.sentinel)
+
+
+class _Process(mp_context.ForkServerProcess):
+    @staticmethod
+    def _Popen(process_obj: Any) -> _Popen:  # noqa: N802 - the name multiprocessing calls
+        return _Popen(process_obj)
+
+
+class _Context(mp_context.ForkServerContext):
+    Process = _Process  # type: ignore[assignment]
+
+
+def _limit_memory(memory_mb: int) -> None:
+    """Worker initializer: cap the address space, so a runaway comparison fails instead of eating the host."""
+    if memory_mb > 0:
+        import resource
+
+        limit = memory_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+class SymbolicPool:
+    """A lazily started pool of warm workers; thread-safe; ``close()`` stops the workers."""
+
+    def __init__(self, workers: int, memory_mb: int) -> None:
+        self.workers = workers
+        self.memory_mb = memory_mb
+        self._pool: Any = None
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Any, args: tuple[Any, ...], timeout: float) -> Future[Any]:
+        """Run ``fn(*args)`` in a worker; the future raises ``TimeoutError`` when it overran and was killed."""
+        return self._started().schedule(fn, args=args, timeout=timeout)  # type: ignore[no-any-return]
+
+    def _started(self) -> Any:
+        with self._lock:
+            if self._pool is None or not self._pool.active:
+                from pebble import ProcessPool
+
+                self._pool = ProcessPool(
+                    max_workers=self.workers,
+                    initializer=_limit_memory,
+                    initargs=(self.memory_mb,),
+                    context=_Context(),
+                )
+            return self._pool
+
+    def close(self) -> None:
+        """Stop the workers (killing any still running); the next ``submit`` starts a fresh pool."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.stop()
+            pool.join(timeout=5)
+
+
+_pools: dict[tuple[int, int], SymbolicPool] = {}
+_pools_lock = threading.Lock()
+
+
+def shared_pool(workers: int, memory_mb: int) -> SymbolicPool:
+    """The process-wide pool for this size and memory cap (one per distinct setting; usually exactly one)."""
+    key = (workers if workers > 0 else os.cpu_count() or 1, memory_mb)
+    with _pools_lock:
+        pool = _pools.get(key)
+        if pool is None:
+            pool = _pools[key] = SymbolicPool(*key)
+        return pool
+
+
+def close_all() -> None:
+    """Close every pool and stop the template process."""
+    with _pools_lock:
+        pools = list(_pools.values())
+        _pools.clear()
+    for pool in pools:
+        pool.close()
+    stop_template()
+
+
+def stop_template() -> None:
+    """Stop the fork server (it is restarted on the next pool start)."""
+    try:
+        _server._stop()
+    except Exception:  # already stopped, or never started
+        pass

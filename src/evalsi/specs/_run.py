@@ -1,0 +1,219 @@
+"""The ``RunSpec`` resource: generate completions from a target over a dataset, score them, report statistics.
+
+Example::
+
+    apiVersion: evals.si/v1alpha1
+    kind: RunSpec
+    metadata: {name: math500-qwen}
+    spec:
+      target: {baseUrl: http://localhost:8000/v1, model: Qwen/Qwen3-8B, apiKeyEnv: OPENAI_API_KEY}
+      sampling: {temperature: 0.6, maxTokens: 3000}
+      dataset: {builtin: math500}
+      samples: 8
+      passK: {atK: {metrics: [math-equiv], k: [1, 4, 8]}, powK: {metrics: [math-equiv], k: [4]}}
+      gates: [{metric: math-equiv, min: 0.5}]
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from evalsi.specs._reward import ComponentSpec, OnError, _Model
+
+Api = Literal["chat", "completions"]
+BuiltinEval = Literal["math500", "aime_2024", "aime_2025", "gpqa_diamond"]
+BUILTIN_EVALS: tuple[str, ...] = ("math500", "aime_2024", "aime_2025", "gpqa_diamond")
+DataFormat = Literal["jsonl", "json", "csv", "parquet"]
+
+
+class TargetSpec(_Model):
+    """What generates completions: an OpenAI-compatible endpoint, or an in-process Python callable."""
+
+    base_url: str | None = None
+    """The endpoint's base URL, such as ``http://localhost:8000/v1`` (vLLM, SGLang, OpenAI...)."""
+    model: str | None = None
+    """The ``model`` sent with each request (a served model name or a LoRA adapter's name)."""
+    api: Api = "chat"
+    """``chat`` (``/chat/completions``, messages) or ``completions`` (``/completions``, raw text prompts)."""
+    api_key_env: str | None = None
+    """The environment variable holding the API key (never the key itself); none sends no key."""
+    callable: str | None = None
+    """``module:function``: an in-process model, called as ``fn(prompt)`` (or with ``n`` and ``sampling``)."""
+    max_concurrency: int = Field(default=32, ge=1)
+    """Requests in flight at once."""
+    timeout: float = Field(default=600.0, gt=0)
+    """Seconds one request may take before it is retried."""
+    max_retries: int = Field(default=5, ge=0)
+    """Retries of a request after 429, 5xx, a timeout or a dropped connection (with exponential backoff)."""
+    retry_backoff: float = Field(default=1.0, ge=0)
+    """Seconds before the first retry; doubled each retry, capped at 30 s; a ``Retry-After`` header wins."""
+    samples_per_request: int | None = Field(default=None, ge=1)
+    """At most this many completions (``n``) per request; none asks for all of a record's samples at once."""
+    headers: dict[str, str] = Field(default_factory=dict)
+    """Extra HTTP headers sent with every request."""
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> TargetSpec:
+        if self.callable is not None:
+            if self.base_url is not None:
+                raise ValueError("give either baseUrl (an endpoint) or callable (in-process), not both")
+            if ":" not in self.callable:
+                raise ValueError(f"callable must be 'module:function', got {self.callable!r}")
+        elif self.base_url is None or self.model is None:
+            raise ValueError("a target needs baseUrl and model (an OpenAI-compatible endpoint), or callable")
+        return self
+
+
+class SamplingSpec(_Model):
+    """Sampling params sent with each request; unset ones are left to the server."""
+
+    temperature: float | None = Field(default=None, ge=0)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    seed: int | None = None
+    stop: list[str] | None = None
+    extra: dict[str, Any] = Field(default_factory=dict)
+    """Further request fields passed as they are (``top_k``, ``min_p``, ``chat_template_kwargs``...)."""
+
+    def request_fields(self) -> dict[str, Any]:
+        """The fields to merge into a request body (OpenAI spelling, unset ones left out)."""
+        body: dict[str, Any] = {
+            k: v for k, v in self.model_dump(exclude={"extra"}, exclude_none=True).items()
+        }
+        body.update(self.extra)
+        return body
+
+
+class FieldMap(_Model):
+    """Which dataset columns hold the prompt, the reference and the record id."""
+
+    prompt: str = "prompt"
+    """The column with the prompt: text, or chat messages."""
+    reference: str | None = None
+    """The column with the reference; default: the first of reference, ground_truth, answer, solution,
+    label."""
+    id: str | None = None
+    """The column that identifies a record for pairing across runs; default ``id`` when present."""
+
+
+class DatasetSpec(_Model):
+    """Where the records come from: a built-in eval, a local file, or a Hugging Face dataset."""
+
+    builtin: BuiltinEval | None = None
+    """A built-in eval with its own loader, prompt and evaluators: math500, aime_2024, aime_2025,
+    gpqa_diamond."""
+    path: str | None = None
+    """A JSONL, JSON, CSV or Parquet file (relative to the spec file); for a built-in eval, a local copy."""
+    hf: str | None = None
+    """A Hugging Face dataset name (needs the ``datasets`` package)."""
+    subset: str | None = None
+    """The Hugging Face config name."""
+    split: str | None = None
+    """The Hugging Face split (default ``test``; built-in evals know their own)."""
+    format: DataFormat | None = None
+    """The file format, when the file's extension does not say."""
+    fields: FieldMap = Field(default_factory=FieldMap)
+    prompt_template: str | None = None
+    """A ``str.format`` template over the row's columns, e.g. ``"{question}\\nAnswer:"``."""
+    system_prompt: str | None = None
+    """A system message put before a text prompt (chat targets)."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> DatasetSpec:
+        if self.builtin is None and (self.path is None) == (self.hf is None):
+            raise ValueError("give one of builtin, path (a local file) or hf (a Hugging Face dataset)")
+        if self.builtin is not None and self.hf is not None:
+            raise ValueError("a built-in eval knows its dataset; give path (a local copy), not hf")
+        return self
+
+
+class KSpec(_Model):
+    """Which metrics get pass@k (or pass^k), for which ``k``."""
+
+    metrics: list[str] = Field(min_length=1)
+    """Evaluator (component) names; a sample counts as correct when it reaches the component's threshold."""
+    k: list[int] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _positive(self) -> KSpec:
+        if any(k < 1 for k in self.k):
+            raise ValueError(f"every k must be at least 1, got {self.k}")
+        return self
+
+
+class PassKSpec(_Model):
+    """pass@k (at least one of k correct) and pass^k (all k correct)."""
+
+    at_k: KSpec | None = None
+    pow_k: KSpec | None = None
+
+    @property
+    def max_k(self) -> int:
+        """The largest k asked for (0 when none)."""
+        return max([*(self.at_k.k if self.at_k else []), *(self.pow_k.k if self.pow_k else []), 0])
+
+
+class GateSpec(_Model):
+    """A threshold on a metric: the run fails (exit 3) when the metric is outside ``[min, max]``."""
+
+    metric: str
+    """A component name (its mean), or ``pass@K/<component>``, ``pass^K/<component>``."""
+    min: float | None = None
+    max: float | None = None
+
+    @model_validator(mode="after")
+    def _bounded(self) -> GateSpec:
+        if self.min is None and self.max is None:
+            raise ValueError("a gate needs min, max, or both")
+        return self
+
+
+class RunSpecBody(_Model):
+    """The ``spec`` of a RunSpec."""
+
+    target: TargetSpec
+    sampling: SamplingSpec = Field(default_factory=SamplingSpec)
+    dataset: DatasetSpec
+    samples: int = Field(default=1, ge=1)
+    """Completions per record. With ``passK`` and no explicit value, the largest k."""
+    num_samples: int = Field(default=-1, ge=-1)
+    """How many dataset records to evaluate (the first ones); -1 for all."""
+    evaluators: list[ComponentSpec] = Field(default_factory=list)
+    """Components as in a RewardSpec; a built-in eval brings its own when none are given."""
+    pass_k: PassKSpec = Field(default_factory=PassKSpec)
+    gates: list[GateSpec] = Field(default_factory=list)
+    every: int | None = Field(default=None, ge=1)
+    """During training: evaluate every N steps."""
+    on_error: OnError = "zero"
+    """An errored score counts as 0 (``zero``), is left out of the means (``none``), or fails the run
+    (``raise``)."""
+    output: str | None = None
+    """The results file (default ``<name>.results.json`` beside the spec)."""
+    batch_size: int = Field(default=64, ge=1)
+    """Records scored per engine call."""
+
+    @model_validator(mode="after")
+    def _samples_cover_k(self) -> RunSpecBody:
+        if self.num_samples == 0:
+            raise ValueError("numSamples must be -1 (all records) or a positive count")
+        max_k = self.pass_k.max_k
+        if max_k > self.samples:
+            if "samples" in self.model_fields_set:
+                raise ValueError(f"passK asks for k={max_k} but samples is {self.samples}; need samples >= k")
+            object.__setattr__(self, "samples", max_k)  # Telescope: generate max(k) completions per record
+        if not self.evaluators and self.dataset.builtin is None:
+            raise ValueError("evaluators is required (only a built-in eval brings its own)")
+        return self
+
+
+class RunSpec(BaseModel):
+    """A parsed RunSpec resource: its name and body (evaluators not bound yet)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    spec: RunSpecBody
+    source: str | None = None
+    """The file it was loaded from, when it came from a file."""

@@ -1,0 +1,101 @@
+"""The content cache: repeated rollouts cost no evaluator call; errors are never cached; the LRU is bounded."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+import evalsi.rewards
+from evalsi.engine import ScoreCache
+from evalsi.evaluators import Score
+from tests.helpers.counting import Counting
+
+
+@pytest.fixture(autouse=True)
+def _reset() -> Iterator[None]:
+    Counting.reset()
+    yield
+    Counting.reset()
+
+
+def reward(**cache: object) -> evalsi.rewards.Reward:
+    spec: dict[str, object] = {"components": [{"ref": "test-counting", "onError": "zero"}]}
+    if cache:
+        spec["cache"] = cache
+    return evalsi.rewards.from_mapping(spec)
+
+
+def test_repeated_rollouts_across_batches_cost_no_call() -> None:
+    r = reward()
+    batch = [{"completion": f"c{i}"} for i in range(10)]
+    first = r.score(batch)
+    assert Counting.scored() == 10
+    second = r.score(batch)
+    assert Counting.scored() == 10
+    assert [x.total for x in first] == [x.total for x in second]
+    assert r.cache is not None and r.cache.stats.hits == 10
+
+
+def test_duplicates_within_a_batch_are_scored_once() -> None:
+    r = reward()
+    results = r.score([{"completion": "same"}] * 8 + [{"completion": "other"}])
+    assert Counting.calls == [2]
+    assert len(results) == 9
+
+
+def test_only_fields_the_evaluator_reads_make_the_key() -> None:
+    r = reward()
+    r.score([{"completion": "x", "answer": "1", "meta": 1}])
+    r.score([{"completion": "x", "answer": "2", "meta": 2}])
+    assert Counting.scored() == 1
+
+
+def test_different_params_do_not_share_entries() -> None:
+    a = evalsi.rewards.from_mapping({"components": [{"ref": "test-counting"}]})
+    b = evalsi.rewards.from_mapping({"components": [{"ref": "test-counting", "params": {"fail_on": "zz"}}]})
+    assert a.cache is not b.cache
+    cache = ScoreCache()
+    a.cache = b.cache = cache
+    a.score([{"completion": "x"}])
+    b.score([{"completion": "x"}])
+    assert Counting.scored() == 2
+
+
+def test_errors_are_never_cached() -> None:
+    r = reward()
+    r.score([{"completion": "bad"}])
+    r2 = evalsi.rewards.from_mapping(
+        {"components": [{"ref": "test-counting", "onError": "zero", "params": {"fail_on": "bad"}}]}
+    )
+    r2.score([{"completion": "bad"}])
+    r2.score([{"completion": "bad"}])
+    assert Counting.calls == [1, 1, 1]
+
+
+def test_disabled_cache_calls_every_time() -> None:
+    r = reward(enabled=False)
+    r.score([{"completion": "x"}])
+    r.score([{"completion": "x"}])
+    assert Counting.scored() == 2
+
+
+def test_lru_is_bounded_and_evicts_least_recent() -> None:
+    cache = ScoreCache(max_entries=2)
+    cache.put_many([(b"a", Score.ok(1.0)), (b"b", Score.ok(2.0))])
+    assert cache.get_many([b"a"])[0] is not None  # a is now most recent
+    cache.put_many([(b"c", Score.ok(3.0))])
+    assert len(cache) == 2
+    assert cache.get_many([b"b"]) == [None]
+    assert cache.stats.evictions == 1
+
+
+def test_evaluator_exception_becomes_error_scores_for_its_records() -> None:
+    r = evalsi.rewards.from_mapping(
+        {"components": [{"ref": "test-counting", "onError": "zero", "params": {"raise_on": "boom"}}]}
+    )
+    results = r.score([{"completion": "ok"}, {"completion": "boom"}])
+    for result in results:
+        score = result.components["test-counting"]
+        assert score.status == "error"
+        assert "evaluator exploded" in (score.reason or "")
