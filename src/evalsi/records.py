@@ -60,8 +60,11 @@ class Record:
         return "\n".join(_message_text(m) for m in self.prompt)
 
     def get(self, name: str) -> Any:
-        """Read a field by name: ``completion``, ``prompt``, ``reference``, ``completion_tokens``, ``id``,
-        ``metadata``, or ``metadata.<key>`` (None when the key is absent)."""
+        """Read a field by name.
+
+        Names: ``completion``, ``prompt``, ``reference``, ``completion_tokens``, ``id``, ``metadata``, or
+        ``metadata.<key>`` (None when the key is absent).
+        """
         if name.startswith("metadata."):
             return self.metadata.get(name[len("metadata.") :])
         if name == "completion_text":
@@ -119,12 +122,15 @@ def from_rollout(rollout: Mapping[str, Any], *, reference_field: str | None = No
 
     Raises:
         DataError: The rollout is not a mapping, has no completion, or a field has the wrong type.
+
     """
     if not isinstance(rollout, Mapping):
         raise DataError(f"a rollout must be a mapping (JSON object), got {type(rollout).__name__}", index=index)
     completion = _pick(rollout, "completion", "output")
     if completion is None:
-        raise DataError("has no 'completion' (or 'output') field; every rollout needs the model's completion", index=index)
+        raise DataError(
+            "has no 'completion' (or 'output') field; every rollout needs the model's completion", index=index
+        )
     completion = _check_content(completion, "completion", index)
     prompt = _pick(rollout, "prompt", "input")
     if prompt is not None:

@@ -64,12 +64,17 @@ ROWS: list[dict[str, object]] = [
 
 def test_writes_one_row_per_rollout_in_order(tmp_path: Path, spec: Path) -> None:
     out = tmp_path / "scores.jsonl"
-    code, _, stderr = run(["rewards", "score", "--spec", str(spec), "--data", str(rollouts(tmp_path, ROWS)), "-o", str(out)])
+    code, _, stderr = run(
+        ["rewards", "score", "--spec", str(spec), "--data", str(rollouts(tmp_path, ROWS)), "-o", str(out)]
+    )
     assert code == 0, stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["index"] for r in rows] == [0, 1, 2, 3]
     assert rows[0] == {
-        "index": 0, "id": "a", "total": 1.0, "status": "ok",
+        "index": 0,
+        "id": "a",
+        "total": 1.0,
+        "status": "ok",
         "components": {
             "format": {"value": True, "status": "ok", "reason": None},
             "right": {"value": True, "status": "ok", "reason": None},
@@ -113,7 +118,9 @@ def test_bad_jsonl_line_is_reported_with_its_number(tmp_path: Path, spec: Path) 
 
 
 def test_rollout_without_completion_names_its_index(tmp_path: Path, spec: Path) -> None:
-    code, _, stderr = run(["rewards", "score", "-s", str(spec), "-d", str(rollouts(tmp_path, [{"completion": "x"}, {"prompt": "p"}]))])
+    code, _, stderr = run(
+        ["rewards", "score", "-s", str(spec), "-d", str(rollouts(tmp_path, [{"completion": "x"}, {"prompt": "p"}]))]
+    )
     assert code == 2
     assert "rollout 1: has no 'completion'" in stderr
 
@@ -144,11 +151,18 @@ def test_raise_error_fails_the_batch_and_leaves_no_output(tmp_path: Path) -> Non
 def test_console_script_runs_for_real(tmp_path: Path, spec: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "evalsi", "rewards", "score", "-s", str(spec), "-d", str(rollouts(tmp_path, ROWS))],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
     assert len(proc.stdout.splitlines()) == 4
-    missing = subprocess.run([sys.executable, "-m", "evalsi", "rewards", "score", "-s", str(spec)], capture_output=True, text=True, timeout=60)
+    missing = subprocess.run(
+        [sys.executable, "-m", "evalsi", "rewards", "score", "-s", str(spec)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert missing.returncode == 2
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import evalsi.evaluators as ev
-from evalsi.evaluators import _registry
 from evalsi.errors import UnknownEvaluatorError
+from evalsi.evaluators import _registry
 
 
 def test_builtins_are_listed_with_summaries() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from typing import ClassVar
 
 import evalsi.evaluators as ev
 from evalsi.records import Record
@@ -27,7 +28,7 @@ class Counting(ev.Evaluator[CountingParams]):
     params_model = CountingParams
     reads = ("completion",)
     pack = "test"
-    calls: list[int] = []
+    calls: ClassVar[list[int]] = []
     lock = threading.Lock()
 
     def score_batch(self, records: Sequence[Record], params: CountingParams, ctx: ev.ScoreContext) -> list[ev.Score]:
@@ -37,8 +38,7 @@ class Counting(ev.Evaluator[CountingParams]):
         if params.raise_on is not None and params.raise_on in texts:
             raise RuntimeError("evaluator exploded")
         return [
-            ev.Score.error("asked to fail") if t == params.fail_on else ev.Score.ok(float(len(t) % 2))
-            for t in texts
+            ev.Score.error("asked to fail") if t == params.fail_on else ev.Score.ok(float(len(t) % 2)) for t in texts
         ]
 
     @classmethod

@@ -38,7 +38,11 @@ def test_vectors_command_prints_counts_last_and_fails_on_a_wrong_vector(tmp_path
     assert ok.returncode == 0
     assert ok.stdout.strip().splitlines()[-1].endswith(" passed, 0 failed")
     broken = tmp_path / "broken.json"
-    broken.write_text(VECTORS.read_text().replace('"expect": {"total": 0.7, "status": "ok"}', '"expect": {"total": 0.1, "status": "ok"}', 1))
+    broken.write_text(
+        VECTORS.read_text().replace(
+            '"expect": {"total": 0.7, "status": "ok"}', '"expect": {"total": 0.1, "status": "ok"}', 1
+        )
+    )
     bad = subprocess.run([sys.executable, "-m", "evalsi.rewards.vectors", str(broken)], capture_output=True, text=True)
     assert bad.returncode == 1
     assert "FAIL one component, weight 1" in bad.stdout
@@ -81,7 +85,8 @@ def test_clip_always_bounds_and_gated_totals_are_the_clipped_floor(
 ) -> None:
     rule_list = named([r for r, _ in pairs])
     [result] = compose_batch(rule_list, [[s] for _, s in pairs], floor, (clip[0], clip[1]))
-    has_none_error = any(s.status == "error" and r.on_error == "none" for r, s in zip(rule_list, [s for _, s in pairs]))
+    scores = [s for _, s in pairs]
+    has_none_error = any(s.status == "error" and r.on_error == "none" for r, s in zip(rule_list, scores, strict=True))
     if has_none_error:
         assert (result.total, result.status) == (None, "no_total")
         return

@@ -148,7 +148,10 @@ def test_invalid_yaml_names_the_line(tmp_path: Path) -> None:
     ("text", "message"),
     [
         ("apiVersion: v1\nkind: RewardSpec\nmetadata: {name: x}\nspec: {}\n", "apiVersion must be 'evals.si/v1alpha1'"),
-        ("apiVersion: evals.si/v1alpha1\nkind: RewardSpek\nmetadata: {name: x}\nspec: {}\n", "did you mean 'RewardSpec'"),
+        (
+            "apiVersion: evals.si/v1alpha1\nkind: RewardSpek\nmetadata: {name: x}\nspec: {}\n",
+            "did you mean 'RewardSpec'",
+        ),
         ("apiVersion: evals.si/v1alpha1\nkind: RewardSpec\nspec: {}\n", "metadata.name is required"),
         ("apiVersion: evals.si/v1alpha1\nkind: RewardSpec\nmetadata: {name: x}\n", "spec is required"),
         ("- 1\n- 2\n", "a resource must be a mapping"),

@@ -26,8 +26,13 @@ def reward_summary(reward: Reward, results: Sequence[RewardResult]) -> Group:
     if totals:
         std = statistics.pstdev(totals) if len(totals) > 1 else 0.0
         head.add_row(
-            f"{statistics.fmean(totals):.4f}", f"{std:.4f}", f"{min(totals):.4f}", f"{statistics.median(totals):.4f}",
-            f"{max(totals):.4f}", histogram(totals), status_text,
+            f"{statistics.fmean(totals):.4f}",
+            f"{std:.4f}",
+            f"{min(totals):.4f}",
+            f"{statistics.median(totals):.4f}",
+            f"{max(totals):.4f}",
+            histogram(totals),
+            status_text,
         )
     else:
         head.add_row("-", "-", "-", "-", "-", "", status_text)
@@ -42,9 +47,14 @@ def reward_summary(reward: Reward, results: Sequence[RewardResult]) -> Group:
         counts = Counter(s.status for s in scores)
         rule = component.rule
         table.add_row(
-            component.name, f"{rule.weight:g}", f">= {rule.threshold:g}" if rule.gate else "",
-            f"{statistics.fmean(values):.4f}" if values else "-", str(counts["ok"]), str(counts["skipped"]),
-            str(counts["error"]), (errors[0].reason or "")[:80] if errors else "",
+            component.name,
+            f"{rule.weight:g}",
+            f">= {rule.threshold:g}" if rule.gate else "",
+            f"{statistics.fmean(values):.4f}" if values else "-",
+            str(counts["ok"]),
+            str(counts["skipped"]),
+            str(counts["error"]),
+            (errors[0].reason or "")[:80] if errors else "",
         )
     parts: list[Table | Text] = [head, table]
     if reward.cache is not None:

@@ -28,7 +28,9 @@ def list_command() -> None:
 
 
 @app.command("describe")
-def describe_command(name: str = typer.Argument(..., help="The evaluator's name, as used in a component's `ref`.")) -> None:
+def describe_command(
+    name: str = typer.Argument(..., help="The evaluator's name, as used in a component's `ref`."),
+) -> None:
     """Describe one evaluator: what it checks, what it reads, and each param with its type and default."""
     try:
         cls = evaluator_class(name)

@@ -51,7 +51,8 @@ def score_command(
         results = _score_in_chunks(reward, records, show_progress=not quiet and len(records) > CHUNK)
     except RewardBatchError as exc:
         fail(f"the batch failed, nothing was written: {exc}", EXIT_FAILED)
-    lines = [_output_row(i, record, result, details) for i, (record, result) in enumerate(zip(records, results))]
+    pairs = enumerate(zip(records, results, strict=True))
+    lines = [_output_row(i, record, result, details) for i, (record, result) in pairs]
     if output is None:
         sys.stdout.buffer.write(b"".join(orjson.dumps(line) + b"\n" for line in lines))
         sys.stdout.flush()
@@ -66,8 +67,13 @@ def score_command(
 def _score_in_chunks(reward: Reward, records: list[Record], show_progress: bool) -> list[RewardResult]:
     results: list[RewardResult] = []
     progress = Progress(
-        TextColumn("scoring"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-        console=stderr, disable=not show_progress, transient=True,
+        TextColumn("scoring"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=stderr,
+        disable=not show_progress,
+        transient=True,
     )
     with progress:
         task = progress.add_task("scoring", total=len(records))

@@ -75,7 +75,9 @@ def _call_evaluator(job: ComponentJob, records: list[Record]) -> list[Score]:
     if len(scores) != len(records):
         reason = f"{job.evaluator.name} returned {len(scores)} scores for {len(records)} records"
         return [Score.error(reason)] * len(records)
-    return [s if isinstance(s, Score) else Score.error(f"{job.evaluator.name} returned {s!r}, not a Score") for s in scores]
+    return [
+        s if isinstance(s, Score) else Score.error(f"{job.evaluator.name} returned {s!r}, not a Score") for s in scores
+    ]
 
 
 def score_components(

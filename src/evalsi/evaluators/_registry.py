@@ -77,6 +77,7 @@ def get_evaluator(name: str) -> Evaluator[Any]:
 
     Raises:
         UnknownEvaluatorError: No such evaluator; the error suggests the closest names.
+
     """
     with _lock:
         instance = _instances.get(name)

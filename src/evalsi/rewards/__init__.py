@@ -5,6 +5,7 @@ Example:
     >>> reward = evalsi.rewards.from_mapping({"components": [{"ref": "exact-match"}]})
     >>> reward.score([{"completion": "4", "answer": "4"}])[0].total
     1.0
+
 """
 
 from evalsi.rewards._compose import ComponentRule, RewardResult, RewardStatus, compose_batch, compose_one

@@ -105,6 +105,7 @@ def compose_batch(
 
     Raises:
         RewardBatchError: A component errored under ``onError: raise`` (the whole batch fails).
+
     """
     check_raise(rules, scores)
     if not scores:

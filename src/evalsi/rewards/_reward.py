@@ -91,6 +91,7 @@ class Reward:
         Raises:
             DataError: A rollout is malformed (names its index).
             RewardBatchError: A component errored under ``onError: raise``.
+
         """
         return self.score_records(self.records(rollouts))
 
@@ -135,6 +136,7 @@ def load(path: str | Path, name: str | None = None) -> Reward:
 
     Raises:
         SpecError: The file, a field, a ``ref`` or a param is invalid; the message names file, line and field.
+
     """
     resources = load_resources(path)
     return bind(select_resource(resources, "RewardSpec", name, str(path)))

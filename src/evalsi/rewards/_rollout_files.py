@@ -19,6 +19,7 @@ def read_rollouts(path: str | Path) -> list[dict[str, Any]]:
 
     Raises:
         DataError: The file is missing, unreadable, or a line/item is not a JSON object (names file and line).
+
     """
     source = Path(path)
     file = str(path)
@@ -46,7 +47,9 @@ def _read_jsonl(raw: bytes, file: str) -> list[dict[str, Any]]:
         except orjson.JSONDecodeError as exc:
             raise DataError(f"not valid JSON: {exc}", file=file, line=number) from None
         if not isinstance(value, dict):
-            raise DataError(f"each line must be a JSON object (a rollout), got {type(value).__name__}", file=file, line=number)
+            raise DataError(
+                f"each line must be a JSON object (a rollout), got {type(value).__name__}", file=file, line=number
+            )
         rows.append(value)
     return rows
 

@@ -101,7 +101,9 @@ def check_vector(vector: Mapping[str, Any], scorer: Scorer) -> str | None:
     if isinstance(expect, Mapping) and "raises" in expect:
         want_raise = (expect["raises"]["component"], expect["raises"].get("index", 0))
         if outcome.raised != want_raise:
-            return f"expected the batch to fail at rollout {want_raise[1]} on {want_raise[0]!r}, got {_describe(outcome)}"
+            return (
+                f"expected the batch to fail at rollout {want_raise[1]} on {want_raise[0]!r}, got {_describe(outcome)}"
+            )
         return None
     if outcome.raised is not None:
         return f"batch failed at rollout {outcome.raised[1]} on {outcome.raised[0]!r}"

@@ -37,9 +37,7 @@ class Resource:
         path = (*root, *first["loc"])
         message = describe_pydantic_error(first)
         if len(errors) > 1:
-            others = "; ".join(
-                f"{format_path((*root, *e['loc']))}: {describe_pydantic_error(e)}" for e in errors[1:4]
-            )
+            others = "; ".join(f"{format_path((*root, *e['loc']))}: {describe_pydantic_error(e)}" for e in errors[1:4])
             message += f" (also: {others})"
         return self.error(message, path)
 
@@ -60,6 +58,7 @@ def parse_resources(documents: list[Document]) -> list[Resource]:
 
     Raises:
         SpecError: A document is not a mapping, has the wrong ``apiVersion``, an unknown ``kind`` or no ``spec``.
+
     """
     resources: list[Resource] = []
     for document in documents:
@@ -113,7 +112,9 @@ def select_resource(resources: list[Resource], kind: str, name: str | None, file
             raise SpecError(f"no {kind} named {name!r} (found: {names})", file=file)
         return named[0]
     if not matching:
-        raise SpecError(f"no {kind} in this file (kinds found: {', '.join(r.kind for r in resources) or 'none'})", file=file)
+        raise SpecError(
+            f"no {kind} in this file (kinds found: {', '.join(r.kind for r in resources) or 'none'})", file=file
+        )
     if len(matching) > 1:
         names = ", ".join(r.name for r in matching)
         raise SpecError(f"several {kind} resources ({names}); choose one by name", file=file)

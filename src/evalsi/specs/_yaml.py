@@ -47,6 +47,7 @@ def load_yaml_documents(text: str, file: str | None = None) -> list[Document]:
 
     Raises:
         SpecError: The text is not valid YAML, or a mapping repeats a key.
+
     """
     loader = yaml.SafeLoader(text)
     documents: list[Document] = []

@@ -1,0 +1,1 @@
+"""The core pack: exact-match, contains, regex, json-schema, field-score."""

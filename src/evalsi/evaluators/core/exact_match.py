@@ -34,7 +34,10 @@ class ExactMatch(Evaluator[ExactMatchParams]):
         refs = references(record.reference)
         if not refs:
             return Score.skipped("no reference")
-        options = {"ignore_case": params.ignore_case, "strip": params.strip,
-                   "collapse_whitespace": params.collapse_whitespace}
+        options = {
+            "ignore_case": params.ignore_case,
+            "strip": params.strip,
+            "collapse_whitespace": params.collapse_whitespace,
+        }
         answer = normalise(record.completion_text, **options)
         return Score.ok(any(answer == normalise(ref, **options) for ref in refs))

@@ -32,7 +32,7 @@ class JsonSchemaParams(Params):
     @classmethod
     def _valid_schema(cls, value: dict[str, Any] | bool) -> dict[str, Any] | bool:
         try:
-            Draft202012Validator.check_schema(value)  # type: ignore[arg-type]
+            Draft202012Validator.check_schema(value)
         except SchemaError as exc:
             raise ValueError(f"not a valid JSON Schema: {exc.message}") from None
         return value

@@ -19,7 +19,7 @@ class FormatCheckParams(Params):
 
     pattern: str = DEFAULT_PATTERN
     """A regular expression the whole completion must match (``re.fullmatch``)."""
-    unique_tags: list[str] = []
+    unique_tags: tuple[str, ...] = ()
     """Tags (such as ``think`` or ``answer``) whose opening and closing forms must each appear exactly once."""
 
     @field_validator("pattern")
@@ -33,7 +33,7 @@ class FormatCheckParams(Params):
 
     @field_validator("unique_tags")
     @classmethod
-    def _bare_names(cls, value: list[str]) -> list[str]:
+    def _bare_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for tag in value:
             if not tag or "<" in tag or ">" in tag:
                 raise ValueError(f"give bare tag names such as 'answer', not {tag!r}")

@@ -1,0 +1,264 @@
+"""A scripted OpenAI-compatible server on loopback, for tests and benchmarks that need a real model endpoint.
+
+It speaks real HTTP/1.1 (keep-alive, ``Content-Length`` bodies) on ``127.0.0.1`` and answers
+``POST /v1/chat/completions``, ``POST /v1/completions`` and ``GET /v1/models`` in the OpenAI wire format,
+including ``n`` choices and ``usage``. What it answers is scripted per prompt; faults can be injected.
+
+Usage::
+
+    from tests.helpers.openai_server import OpenAIServer
+
+    with OpenAIServer(answers={"What is 2+2?": "4", "Name a colour": ["red", "blue"]}, default="?") as server:
+        server.base_url                       # "http://127.0.0.1:<port>/v1"
+        server.inject(status=429, times=2)    # the next two requests get 429 (with Retry-After: 0)
+        server.inject(status=500, prompt="What is 2+2?")   # only requests for this prompt
+        server.inject(delay=5.0)              # the next request stalls 5 s (to trigger client timeouts)
+        server.delay = 0.01                   # every request takes at least 10 ms
+        server.requests                       # every JSON body received, in order
+
+The prompt is the ``prompt`` of a completions request, or the content of the last user message of a chat
+request. An answer is a string, a list (successive samples for that prompt cycle through it, across requests),
+or a callable ``f(prompt, body) -> str``. Unknown prompts get ``default``.
+
+As a process (for benchmarks): ``python -m tests.helpers.openai_server --default 'ok'`` prints its base URL on
+stdout and serves until killed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+Answer = str | list[str] | Callable[[str, dict[str, Any]], str]
+
+
+@dataclass
+class Fault:
+    """One injected fault: an HTTP status, a stall, or both, for ``times`` matching requests."""
+
+    status: int | None = None
+    delay: float = 0.0
+    times: int = 1
+    prompt: str | None = None
+    retry_after: float | None = 0.0
+
+
+class OpenAIServer:
+    """A scripted OpenAI-compatible HTTP server running on its own thread (a context manager)."""
+
+    def __init__(self, answers: Mapping[str, Answer] | None = None, default: Answer = "", delay: float = 0.0) -> None:
+        self.answers: dict[str, Answer] = dict(answers or {})
+        self.default = default
+        self.delay = delay
+        self.requests: list[dict[str, Any]] = []
+        self.statuses: list[int] = []
+        self._faults: list[Fault] = []
+        self._cursor: dict[str, itertools.count[int]] = {}
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.base_events.Server | None = None
+        self._thread: threading.Thread | None = None
+        self.port = 0
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI base URL, ending in ``/v1``."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def inject(
+        self,
+        *,
+        status: int | None = None,
+        delay: float = 0.0,
+        times: int = 1,
+        prompt: str | None = None,
+        retry_after: float | None = 0.0,
+    ) -> None:
+        """Make the next ``times`` requests (for ``prompt``, when given) fail with ``status`` and/or stall."""
+        with self._lock:
+            self._faults.append(Fault(status, delay, times, prompt, retry_after))
+
+    def request_count(self, prompt: str | None = None) -> int:
+        """How many requests arrived (for one prompt, when given), faults included."""
+        with self._lock:
+            return sum(1 for body in self.requests if prompt is None or _prompt_of(body) == prompt)
+
+    # --- lifecycle -------------------------------------------------------------------------------------------
+
+    def start(self) -> OpenAIServer:
+        """Start serving on a free loopback port; returns when the port is bound."""
+        ready = threading.Event()
+
+        def serve() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            self._server = loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", self.port))
+            self.port = self._server.sockets[0].getsockname()[1]
+            ready.set()
+            loop.run_forever()
+            self._server.close()
+            loop.run_until_complete(self._server.wait_closed())
+            loop.close()
+
+        self._thread = threading.Thread(target=serve, name="openai-test-server", daemon=True)
+        self._thread.start()
+        if not ready.wait(10):
+            raise RuntimeError("the test server did not start within 10 s")
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and join the thread."""
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def __enter__(self) -> OpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- HTTP ------------------------------------------------------------------------------------------------
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                request = await _read_request(reader)
+                if request is None:
+                    break
+                method, path, body = request
+                status, payload, headers = await self._respond(method, path, body)
+                _write_response(writer, status, payload, headers)
+                await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    async def _respond(self, method: str, path: str, raw: bytes) -> tuple[int, Any, dict[str, str]]:
+        if method == "GET" and path.rstrip("/").endswith("/models"):
+            return 200, {"object": "list", "data": [{"id": "test-model", "object": "model"}]}, {}
+        kind = "chat" if path.endswith("/chat/completions") else "completions" if path.endswith("/completions") else ""
+        if method != "POST" or not kind:
+            return 404, {"error": {"message": f"no route {method} {path}"}}, {}
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            return 400, {"error": {"message": "body is not JSON"}}, {}
+        prompt = _prompt_of(body)
+        fault = self._take_fault(body, prompt)
+        wait = self.delay + (fault.delay if fault else 0.0)
+        if wait:
+            await asyncio.sleep(wait)
+        if fault is not None and fault.status is not None:
+            headers = {} if fault.retry_after is None else {"Retry-After": f"{fault.retry_after:g}"}
+            with self._lock:
+                self.statuses.append(fault.status)
+            return fault.status, {"error": {"message": f"injected {fault.status}"}}, headers
+        n = int(body.get("n") or 1)
+        texts = [self._answer(prompt, body) for _ in range(n)]
+        with self._lock:
+            self.statuses.append(200)
+        return 200, _completion_payload(kind, body, texts), {}
+
+    def _take_fault(self, body: dict[str, Any], prompt: str) -> Fault | None:
+        with self._lock:
+            self.requests.append(body)
+            for fault in self._faults:
+                if fault.times > 0 and (fault.prompt is None or fault.prompt == prompt):
+                    fault.times -= 1
+                    return fault
+        return None
+
+    def _answer(self, prompt: str, body: dict[str, Any]) -> str:
+        answer = self.answers.get(prompt, self.default)
+        if callable(answer):
+            return answer(prompt, body)
+        if isinstance(answer, list):
+            with self._lock:
+                position = next(self._cursor.setdefault(prompt, itertools.count()))
+            return answer[position % len(answer)]
+        return answer
+
+
+def _prompt_of(body: Mapping[str, Any]) -> str:
+    if "messages" in body:
+        users = [m for m in body["messages"] if m.get("role") == "user"]
+        content = users[-1].get("content", "") if users else ""
+        return content if isinstance(content, str) else json.dumps(content)
+    prompt = body.get("prompt", "")
+    return prompt if isinstance(prompt, str) else json.dumps(prompt)
+
+
+def _completion_payload(kind: str, body: Mapping[str, Any], texts: list[str]) -> dict[str, Any]:
+    if kind == "chat":
+        choices: list[dict[str, Any]] = [
+            {"index": i, "message": {"role": "assistant", "content": t}, "finish_reason": "stop"}
+            for i, t in enumerate(texts)
+        ]
+    else:
+        choices = [{"index": i, "text": t, "finish_reason": "stop"} for i, t in enumerate(texts)]
+    tokens = sum(len(t.split()) for t in texts)
+    return {
+        "id": f"cmpl-{time.monotonic_ns()}",
+        "object": "chat.completion" if kind == "chat" else "text_completion",
+        "created": int(time.time()),
+        "model": body.get("model", "test-model"),
+        "choices": choices,
+        "usage": {"prompt_tokens": 1, "completion_tokens": tokens, "total_tokens": tokens + 1},
+    }
+
+
+async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, bytes] | None:
+    head = await reader.readuntil(b"\r\n\r\n") if not reader.at_eof() else b""
+    if not head:
+        return None
+    lines = head.decode("latin-1").split("\r\n")
+    method, path, _ = lines[0].split(" ", 2)
+    length = 0
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        if name.strip().lower() == "content-length":
+            length = int(value.strip())
+    body = await reader.readexactly(length) if length else b""
+    return method, path, body
+
+
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests", 500: "Internal Server Error",
+            502: "Bad Gateway", 503: "Service Unavailable"}
+
+
+def _write_response(writer: asyncio.StreamWriter, status: int, payload: Any, headers: dict[str, str]) -> None:
+    data = json.dumps(payload).encode()
+    extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    head = (
+        f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(data)}\r\n{extra}\r\n"
+    )
+    writer.write(head.encode() + data)
+
+
+def main() -> None:
+    """Serve until killed; print the base URL first (for benchmarks that run the server as a process)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--default", default="", help="The answer to every prompt.")
+    parser.add_argument("--delay", type=float, default=0.0, help="Seconds every request takes.")
+    args = parser.parse_args()
+    server = OpenAIServer(default=args.default, delay=args.delay).start()
+    print(server.base_url, flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()
