@@ -1,0 +1,41 @@
+"""The public surface: every package's __all__ is sorted, importable, and names evalsi's own objects."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import subprocess
+import sys
+
+import pytest
+
+PUBLIC = ["evalsi", "evalsi.evaluators", "evalsi.engine", "evalsi.rewards", "evalsi.specs"]
+
+
+@pytest.mark.parametrize("module_name", PUBLIC)
+def test_all_is_sorted_and_importable(module_name: str) -> None:
+    module = importlib.import_module(module_name)
+    names = list(module.__all__)
+    assert names == sorted(names, key=isort_style), "sort __all__ as ruff's RUF022 does"
+    for name in names:
+        value = getattr(module, name)
+        if isinstance(value, type) or callable(value) and hasattr(value, "__code__") or inspect.ismodule(value):
+            owner = value.__name__ if inspect.ismodule(value) else value.__module__
+            assert owner.startswith("evalsi"), f"{module_name}.{name} comes from {owner}"
+
+
+def isort_style(name: str) -> tuple[int, str]:
+    """CONSTANTS, then Classes, then functions, each alphabetical."""
+    if name.isupper():
+        return (0, name)
+    return (1, name) if name[0].isupper() else (2, name)
+
+
+def test_importing_evalsi_is_cheap_and_side_effect_free() -> None:
+    code = (
+        "import sys, evalsi; "
+        "print([m for m in ('sympy', 'math_verify', 'torch', 'fastapi', 'grpc') if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
