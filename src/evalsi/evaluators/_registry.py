@@ -29,6 +29,8 @@ BUILTIN_MODULES: dict[str, str] = {
     "math-equiv": "evalsi.evaluators.rl.math_equiv",
     "overlong-penalty": "evalsi.evaluators.rl.overlong_penalty",
     "code-exec-tests": "evalsi.evaluators.rl.code_exec_tests",
+    "reward-model": "evalsi.evaluators.rl.reward_model",
+    "llm-judge": "evalsi.evaluators.judge",
 }
 """Where each built-in evaluator lives; a name is listed only once its module exists."""
 

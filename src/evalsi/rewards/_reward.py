@@ -208,8 +208,21 @@ def _params_error(
     loc = tuple(error["loc"])
     if loc and loc[0] == "min_isolation":
         where, loc = (*where[:-1], "sandbox", "minIsolation"), loc[1:]
+    elif loc and loc[0] == "judge" and "judge" in resource_component_keys(resource, where):
+        where, loc = (*where[:-1], "judge"), loc[1:]
     message = describe_pydantic_error(error)
     if error["type"] == "extra_forbidden":
         valid = ", ".join(sorted(evaluator.params_model.model_fields)) or "none"
         message = f"unknown param for {evaluator.name!r} (valid params: {valid})"
     return resource.error(message, (*where, *loc))
+
+
+def resource_component_keys(resource: Resource, where: tuple[str | int, ...]) -> set[str]:
+    """The keys written on the component at ``where`` (``spec.components[i].params`` -> the component's keys)."""
+    components = resource.spec.get("components")
+    index = where[2] if len(where) > 2 else None
+    if isinstance(components, list) and isinstance(index, int) and index < len(components):
+        component = components[index]
+        if isinstance(component, dict):
+            return set(component)
+    return set()

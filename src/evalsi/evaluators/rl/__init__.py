@@ -1,1 +1,1 @@
-"""The rl pack: verifiers for RL rewards (format-check, math-equiv, code-exec-tests, overlong-penalty)."""
+"""The rl pack: verifiers for RL rewards (format-check, math-equiv, code-exec-tests, overlong-penalty, reward-model)."""

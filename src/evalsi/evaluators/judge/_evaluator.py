@@ -1,0 +1,142 @@
+"""``llm-judge``: a generative judge behind an OpenAI-compatible endpoint scores each rollout.
+
+The judge reads the config's template filled from the record, answers, and its reply is read by the config's
+``verdict`` rule. Scores are cached by the engine like any component's: the cache key holds the whole judge
+config and exactly the record fields the template uses, so a repeated rollout costs no judge call.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from concurrent.futures import CancelledError, Future
+from typing import Any
+
+from pydantic import field_validator
+
+from evalsi.evaluators._base import Evaluator, Params, ScoreContext
+from evalsi.evaluators._registry import register
+from evalsi.evaluators._score import Score
+from evalsi.evaluators.judge._client import ChatEndpoint, JudgeCallError, JudgeClient
+from evalsi.evaluators.judge._config import JsonVerdict, JudgeConfig, resolve_judge
+from evalsi.evaluators.judge._template import (
+    DEFAULT_TEMPLATE,
+    DEFAULT_TEMPLATE_WITH_REFERENCE,
+    MissingField,
+    record_fields,
+    render,
+)
+from evalsi.evaluators.judge._verdict import VerdictError, format_hint, parse_verdict
+from evalsi.records import Record
+
+
+class LLMJudgeParams(Params):
+    """The judge to ask."""
+
+    judge: JudgeConfig
+    """JudgeConfig fields (model, base_url, api_key_env, template, rubric, verdict, ...); on an evalsi server,
+    the name of a judge configured there. Set it as the component's ``judge`` or as a param."""
+
+    @field_validator("judge", mode="before")
+    @classmethod
+    def _resolve_name(cls, value: Any) -> Any:
+        return resolve_judge(value)
+
+
+def request_body(config: JudgeConfig, record: Record) -> dict[str, Any]:
+    """The chat-completions body for one record.
+
+    Raises:
+        MissingField: The template needs a field the record lacks.
+
+    """
+    template = config.template
+    if template is None:
+        template = DEFAULT_TEMPLATE if record.reference is None else DEFAULT_TEMPLATE_WITH_REFERENCE
+    user = render(template, record, config.rubric, format_hint(config.verdict))
+    messages = [{"role": "system", "content": config.system}] if config.system else []
+    messages.append({"role": "user", "content": user})
+    body: dict[str, Any] = {"model": config.model, "messages": messages, "temperature": config.temperature}
+    if config.max_tokens is not None:
+        body["max_tokens"] = config.max_tokens
+    if isinstance(config.verdict, JsonVerdict) and config.verdict.json_mode:
+        body["response_format"] = {"type": "json_object"}
+    body.update(config.extra_body)
+    return body
+
+
+@register
+class LLMJudge(Evaluator[LLMJudgeParams]):
+    """The judge's verdict as a score; an unreadable verdict is an error with the reply in the details."""
+
+    name = "llm-judge"
+    summary = "A generative judge (any OpenAI-compatible endpoint) scores the completion by a rubric."
+    params_model = LLMJudgeParams
+    reads = ("prompt", "completion", "reference", "metadata")
+    pack = "judge"
+
+    def __init__(self) -> None:
+        self._clients: dict[ChatEndpoint, JudgeClient] = {}
+        self._lock = threading.Lock()
+
+    def cache_fields(self, params: LLMJudgeParams) -> tuple[str, ...]:
+        """Only the fields the template shows the judge (the default template: prompt, completion, reference)."""
+        template = params.judge.template
+        return ("prompt", "completion", "reference") if template is None else record_fields(template)
+
+    def score_batch(self, records: Sequence[Record], params: LLMJudgeParams, ctx: ScoreContext) -> list[Score]:
+        """Ask the judge about every record at once (bounded by ``max_concurrency``) and read the verdicts."""
+        config = params.judge
+        client = self._client(config)
+        out: list[Score | Future[str]] = []
+        for record in records:
+            try:
+                body = request_body(config, record)
+            except MissingField as exc:
+                out.append(Score.skipped(str(exc)) if exc.skip else Score.error(str(exc)))
+                continue
+            out.append(client.submit(body))
+        return [item if isinstance(item, Score) else _verdict_score(item, config) for item in out]
+
+    def _client(self, config: JudgeConfig) -> JudgeClient:
+        endpoint = ChatEndpoint(
+            base_url=config.base_url,
+            api_key_env=config.api_key_env,
+            timeout=config.timeout,
+            retries=config.retries,
+            backoff=config.backoff,
+            max_concurrency=config.max_concurrency,
+        )
+        with self._lock:
+            client = self._clients.get(endpoint)
+            if client is None:
+                client = self._clients[endpoint] = JudgeClient(endpoint)
+            return client
+
+    def calls(self, params: LLMJudgeParams) -> int:
+        """HTTP requests made to the judge endpoint of ``params`` so far (retries included)."""
+        return self._client(params.judge).calls
+
+    def close(self) -> None:
+        """Close every client and its threads; a later call opens new ones."""
+        with self._lock:
+            clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            client.close()
+
+
+def _verdict_score(future: Future[str], config: JudgeConfig) -> Score:
+    where = f"judge {config.model!r} at {config.base_url}"
+    try:
+        text = future.result()  # bounded: each attempt has the config's timeout, and attempts are finite
+    except JudgeCallError as exc:
+        return Score.error(f"{where}: {exc}")
+    except CancelledError:
+        return Score.error(f"{where}: the llm-judge evaluator was closed before the call ran")
+    except Exception as exc:  # a failed sample is data
+        return Score.error(f"{where}: {type(exc).__name__}: {exc}")
+    try:
+        value, read = parse_verdict(text, config.verdict)
+    except VerdictError as exc:
+        return Score.error(f"unparseable verdict from {where}: {exc}", details={"raw": text})
+    return Score.ok(value, details={**read, "raw": text})

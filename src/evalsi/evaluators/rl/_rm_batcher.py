@@ -1,0 +1,278 @@
+"""The micro-batcher of ``reward-model``: rollouts requested together go to the server in one HTTP call.
+
+One background thread runs an asyncio loop for the evaluator. Each endpoint (URL, protocol, model, call and
+batching settings) has an :class:`EndpointBatcher` with one shared ``httpx.AsyncClient``. Any thread submits
+inputs with :meth:`BatcherHub.submit` and gets one ``concurrent.futures.Future`` per input. Pending inputs are
+sent when ``max_batch`` of them are waiting, or ``wait_ms`` after the first of them arrived, whichever comes
+first, so concurrent ``score_batch`` calls (several rewards, trainer threads) share calls. At most
+``max_concurrency`` calls per endpoint are in flight; while all are busy, pending inputs keep gathering (up to
+``max_batch`` per call), so a loaded server gets fewer, fuller calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import orjson
+
+from evalsi.evaluators.rl._rm_protocol import Protocol, ReplyError, RMInput, parse_reply, request_body
+
+RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+MAX_RETRY_AFTER = 30.0
+"""A server's ``Retry-After`` is honoured up to this many seconds."""
+
+
+class CallError(Exception):
+    """A call to the reward model failed (after its retries); its reason becomes each rollout's error."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Everything that decides how calls to one reward model are made; one batcher per distinct value."""
+
+    url: str
+    protocol: Protocol
+    model: str | None
+    api_key_env: str | None
+    timeout: float
+    retries: int
+    backoff: float
+    wait_ms: float
+    max_batch: int
+    max_concurrency: int
+    label_index: int | None
+    extra_body: str
+    """Extra request fields, as canonical JSON (so the endpoint stays hashable)."""
+
+    def headers(self) -> dict[str, str]:
+        """Request headers; a bearer token when ``api_key_env`` names a set variable."""
+        headers = {"Content-Type": "application/json"}
+        key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        return headers
+
+
+@dataclass
+class _Entry:
+    item: RMInput
+    future: concurrent.futures.Future[float]
+
+
+class EndpointBatcher:
+    """Collects inputs for one endpoint on the loop and sends them in batches. Loop-thread only."""
+
+    def __init__(self, endpoint: Endpoint, loop: asyncio.AbstractEventLoop) -> None:
+        self.endpoint = endpoint
+        self.loop = loop
+        self.client = httpx.AsyncClient(
+            timeout=endpoint.timeout,
+            limits=httpx.Limits(
+                max_connections=endpoint.max_concurrency, max_keepalive_connections=endpoint.max_concurrency
+            ),
+        )
+        self.calls = 0
+        """HTTP requests made, retries included."""
+        self._pending: list[_Entry] = []
+        self._alone: list[_Entry] = []
+        self._due = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._in_flight = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._extra: dict[str, Any] = orjson.loads(endpoint.extra_body)
+
+    def add(self, entries: Sequence[_Entry]) -> None:
+        """Queue entries, then send what may leave now."""
+        for entry in entries:
+            # A conversation is a call of its own (vLLM's /pooling takes one per request).
+            (self._alone if entry.item.messages is not None else self._pending).append(entry)
+        self._pump()
+
+    def _pump(self) -> None:
+        """Send while a call slot is free: conversations, full batches, and pending rollouts whose wait is over.
+
+        While every slot is busy, rollouts keep gathering, so the next free slot takes a fuller batch.
+        """
+        size = self.endpoint.max_batch
+        while self._in_flight < self.endpoint.max_concurrency:
+            if self._alone:
+                batch = [self._alone.pop(0)]
+            elif len(self._pending) >= size or (self._due and self._pending):
+                batch, self._pending = self._pending[:size], self._pending[size:]
+            else:
+                break
+            self._launch(batch)
+        if not self._pending:
+            self._due = False
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+        elif not self._due and self._timer is None:
+            self._timer = self.loop.call_later(self.endpoint.wait_ms / 1000.0, self._expire)
+
+    def _expire(self) -> None:
+        self._timer = None
+        self._due = True
+        self._pump()
+
+    def _launch(self, batch: list[_Entry]) -> None:
+        self._in_flight += 1
+        task = self.loop.create_task(self._send(batch))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, batch: list[_Entry]) -> None:
+        endpoint = self.endpoint
+        items = [e.item for e in batch]
+        try:
+            body = request_body(endpoint.protocol, items, endpoint.model, self._extra)
+            reply = await self._post(body)
+            outcomes = parse_reply(endpoint.protocol, reply, len(items), endpoint.label_index)
+        except (CallError, ReplyError) as exc:
+            kind = "malformed reply" if isinstance(exc, ReplyError) else "call failed"
+            reason = f"reward model at {endpoint.url}: {kind}: {exc}"
+            outcomes = [reason] * len(batch)
+        except asyncio.CancelledError:  # closed while the call was in flight: the callers must still hear
+            for entry in batch:
+                _resolve(entry.future, f"reward model at {endpoint.url}: the evaluator was closed during the call")
+            raise
+        except Exception as exc:  # never leave a caller waiting on a future nobody will resolve
+            outcomes = [f"reward model at {endpoint.url}: {type(exc).__name__}: {exc}"] * len(batch)
+        finally:
+            self._in_flight -= 1
+        for entry, outcome in zip(batch, outcomes, strict=True):
+            _resolve(entry.future, outcome)
+        self._pump()
+
+    async def _post(self, body: Mapping[str, Any]) -> Any:
+        """POST with retries on timeouts, connection failures, 429 and 5xx; the JSON reply, or CallError."""
+        endpoint = self.endpoint
+        content = orjson.dumps(body)
+        reason = ""
+        for attempt in range(endpoint.retries + 1):
+            delay = endpoint.backoff * (2**attempt)
+            self.calls += 1
+            try:
+                response = await self.client.post(endpoint.url, content=content, headers=endpoint.headers())
+            except httpx.TimeoutException:
+                reason = f"no reply within {endpoint.timeout:g} s"
+            except httpx.TransportError as exc:
+                reason = f"connection failed ({type(exc).__name__}: {exc})"
+            else:
+                if response.status_code == 200:
+                    try:
+                        return orjson.loads(response.content)
+                    except orjson.JSONDecodeError:
+                        raise ReplyError(f"the body is not JSON: {response.text[:120]!r}") from None
+                reason = f"HTTP {response.status_code}: {response.text[:200]}"
+                if response.status_code not in RETRY_STATUSES:
+                    raise CallError(reason)
+                delay = _retry_after(response, delay)
+            if attempt < endpoint.retries:
+                await asyncio.sleep(delay)
+        raise CallError(f"{reason} (gave up after {endpoint.retries + 1} attempts)")
+
+    async def aclose(self) -> None:
+        """Fail what is still queued, cancel calls in flight, close the client."""
+        if self._timer is not None:
+            self._timer.cancel()
+        for entry in self._pending + self._alone:
+            _resolve(entry.future, "the reward-model evaluator was closed")
+        self._pending.clear()
+        self._alone.clear()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.client.aclose()
+
+
+def _resolve(future: concurrent.futures.Future[float], outcome: float | str) -> None:
+    """Set a caller's result; a future the caller gave up on (cancelled) is left alone."""
+    try:
+        if isinstance(outcome, str):
+            future.set_exception(CallError(outcome))
+        else:
+            future.set_result(outcome)
+    except concurrent.futures.InvalidStateError:
+        pass
+
+
+def _retry_after(response: httpx.Response, default: float) -> float:
+    value = response.headers.get("Retry-After")
+    if value is None:
+        return default
+    try:
+        return min(max(float(value), 0.0), MAX_RETRY_AFTER)
+    except ValueError:
+        return default
+
+
+class BatcherHub:
+    """The background loop thread and the batchers of every endpoint used by one evaluator instance."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._batchers: dict[Endpoint, EndpointBatcher] = {}
+
+    def submit(self, endpoint: Endpoint, items: Sequence[RMInput]) -> list[concurrent.futures.Future[float]]:
+        """Queue inputs for ``endpoint``; each future gives the raw score or raises :class:`CallError`."""
+        entries = [_Entry(item, concurrent.futures.Future()) for item in items]
+        with self._lock:
+            loop = self._running_loop()
+            batcher = self._batchers.get(endpoint)
+            if batcher is None:
+                batcher = self._batchers[endpoint] = EndpointBatcher(endpoint, loop)
+            loop.call_soon_threadsafe(batcher.add, entries)
+        return [e.future for e in entries]
+
+    def calls(self, endpoint: Endpoint) -> int:
+        """HTTP requests made to ``endpoint`` so far (0 if never used)."""
+        with self._lock:
+            batcher = self._batchers.get(endpoint)
+            return batcher.calls if batcher is not None else 0
+
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is not None:
+            return self._loop
+        loop = asyncio.new_event_loop()
+        ready = threading.Event()
+
+        def run() -> None:
+            asyncio.set_event_loop(loop)
+            loop.call_soon(ready.set)
+            loop.run_forever()
+
+        thread = threading.Thread(target=run, name="evalsi-reward-model", daemon=True)
+        thread.start()
+        ready.wait()
+        self._loop, self._thread = loop, thread
+        return loop
+
+    def close(self) -> None:
+        """Stop the loop thread after closing every batcher; a later submit starts afresh."""
+        with self._lock:
+            loop, thread, batchers = self._loop, self._thread, list(self._batchers.values())
+            self._loop, self._thread, self._batchers = None, None, {}
+        if loop is None or thread is None:
+            return
+
+        async def shutdown() -> None:
+            await asyncio.gather(*(b.aclose() for b in batchers), return_exceptions=True)
+
+        # A stuck close must not hang the process; the daemon thread dies with it.
+        with contextlib.suppress(concurrent.futures.TimeoutError, RuntimeError):
+            asyncio.run_coroutine_threadsafe(shutdown(), loop).result(timeout=10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+        if not thread.is_alive():
+            loop.close()
