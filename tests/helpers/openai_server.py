@@ -15,6 +15,7 @@ Usage::
         server.inject(delay=5.0)              # the next request stalls 5 s (to trigger client timeouts)
         server.delay = 0.01                   # every request takes at least 10 ms
         server.requests                       # every JSON body received, in order
+        server.headers                        # and each request's headers (lower-case names)
 
 The prompt is the ``prompt`` of a completions request, or the content of the last user message of a chat
 request. An answer is a string, a list (successive samples for that prompt cycle through it, across requests),
@@ -58,6 +59,7 @@ class OpenAIServer:
         self.default = default
         self.delay = delay
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
         self.statuses: list[int] = []
         self._faults: list[Fault] = []
         self._cursor: dict[str, itertools.count[int]] = {}
@@ -65,6 +67,7 @@ class OpenAIServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.base_events.Server | None = None
         self._thread: threading.Thread | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
         self.port = 0
 
     @property
@@ -103,8 +106,7 @@ class OpenAIServer:
             self.port = self._server.sockets[0].getsockname()[1]
             ready.set()
             loop.run_forever()
-            self._server.close()
-            loop.run_until_complete(self._server.wait_closed())
+            loop.run_until_complete(self._shutdown())
             loop.close()
 
         self._thread = threading.Thread(target=serve, name="openai-test-server", daemon=True)
@@ -112,6 +114,17 @@ class OpenAIServer:
         if not ready.wait(10):
             raise RuntimeError("the test server did not start within 10 s")
         return self
+
+    async def _shutdown(self) -> None:
+        """Close the listener and every open connection, so nothing outlives the loop."""
+        if self._server is not None:
+            self._server.close()
+        for writer in list(self._writers):
+            writer.close()
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     def stop(self) -> None:
         """Stop serving and join the thread."""
@@ -129,18 +142,22 @@ class OpenAIServer:
     # --- HTTP ------------------------------------------------------------------------------------------------
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
         try:
             while True:
                 request = await _read_request(reader)
                 if request is None:
                     break
-                method, path, body = request
+                method, path, headers_in, body = request
+                with self._lock:
+                    self.headers.append(headers_in)
                 status, payload, headers = await self._respond(method, path, body)
                 _write_response(writer, status, payload, headers)
                 await writer.drain()
-        except (ConnectionError, asyncio.IncompleteReadError):
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             pass
         finally:
+            self._writers.discard(writer)
             writer.close()
 
     async def _respond(self, method: str, path: str, raw: bytes) -> tuple[int, Any, dict[str, str]]:
@@ -217,19 +234,20 @@ def _completion_payload(kind: str, body: Mapping[str, Any], texts: list[str]) ->
     }
 
 
-async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, bytes] | None:
+async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, dict[str, str], bytes] | None:
     head = await reader.readuntil(b"\r\n\r\n") if not reader.at_eof() else b""
     if not head:
         return None
     lines = head.decode("latin-1").split("\r\n")
     method, path, _ = lines[0].split(" ", 2)
-    length = 0
+    headers: dict[str, str] = {}
     for line in lines[1:]:
         name, _, value = line.partition(":")
-        if name.strip().lower() == "content-length":
-            length = int(value.strip())
+        if name:
+            headers[name.strip().lower()] = value.strip()
+    length = int(headers.get("content-length", "0"))
     body = await reader.readexactly(length) if length else b""
-    return method, path, body
+    return method, path, headers, body
 
 
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests", 500: "Internal Server Error",

@@ -9,6 +9,8 @@ import typer
 
 from evalsi import __version__
 from evalsi.cli import evaluators, rewards
+from evalsi.cli.compare import compare_command
+from evalsi.cli.run import run_command
 
 app = typer.Typer(
     name="evalsi",
@@ -21,6 +23,8 @@ app = typer.Typer(
 )
 app.add_typer(rewards.app, name="rewards")
 app.add_typer(evaluators.app, name="evaluators")
+app.command("run")(run_command)
+app.command("compare")(compare_command)
 
 
 def _version(value: bool) -> None:

@@ -25,6 +25,7 @@ BUILTIN_MODULES: dict[str, str] = {
     "regex": "evalsi.evaluators.core.regex",
     "json-schema": "evalsi.evaluators.core.json_schema",
     "field-score": "evalsi.evaluators.core.field_score",
+    "multiple-choice": "evalsi.evaluators.core.multiple_choice",
     "format-check": "evalsi.evaluators.rl.format_check",
     "math-equiv": "evalsi.evaluators.rl.math_equiv",
     "overlong-penalty": "evalsi.evaluators.rl.overlong_penalty",

@@ -9,7 +9,7 @@ Example:
 """
 
 from evalsi.rewards._compose import ComponentRule, RewardResult, RewardStatus, compose_batch, compose_one
-from evalsi.rewards._reward import BoundComponent, Reward, bind, from_mapping, load
+from evalsi.rewards._reward import BoundComponent, Reward, bind, bind_component, from_mapping, load
 
 __all__ = [
     "BoundComponent",
@@ -18,6 +18,7 @@ __all__ = [
     "RewardResult",
     "RewardStatus",
     "bind",
+    "bind_component",
     "compose_batch",
     "compose_one",
     "from_mapping",

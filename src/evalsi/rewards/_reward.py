@@ -169,13 +169,14 @@ def bind(resource: Resource) -> Reward:
                 (*where, "name" if component.name else "ref"),
             )
         seen[name] = index
-        bound.append(_bind_component(resource, component, body, where))
+        bound.append(bind_component(resource, component, body, where))
     return Reward(spec, bound)
 
 
-def _bind_component(
+def bind_component(
     resource: Resource, component: ComponentSpec, body: RewardSpecBody, where: tuple[str | int, ...]
 ) -> BoundComponent:
+    """Resolve one component's evaluator and validate its params; errors point at ``where`` in the resource."""
     try:
         evaluator = get_evaluator(component.ref)
     except UnknownEvaluatorError as exc:

@@ -79,9 +79,7 @@ class SamplingSpec(_Model):
 
     def request_fields(self) -> dict[str, Any]:
         """The fields to merge into a request body (OpenAI spelling, unset ones left out)."""
-        body: dict[str, Any] = {
-            k: v for k, v in self.model_dump(exclude={"extra"}, exclude_none=True).items()
-        }
+        body: dict[str, Any] = {k: v for k, v in self.model_dump(exclude={"extra"}, exclude_none=True).items()}
         body.update(self.extra)
         return body
 
@@ -190,7 +188,7 @@ class RunSpecBody(_Model):
     """An errored score counts as 0 (``zero``), is left out of the means (``none``), or fails the run
     (``raise``)."""
     output: str | None = None
-    """The results file (default ``<name>.results.json`` beside the spec)."""
+    """The results file (default ``<name>.results.json`` in the current directory)."""
     batch_size: int = Field(default=64, ge=1)
     """Records scored per engine call."""
 

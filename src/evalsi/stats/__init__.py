@@ -8,6 +8,7 @@ Example:
     0.75
     >>> pass_at_k(n=10, c=10, k=5)
     1.0
+
 """
 
 from evalsi.stats._compare import (

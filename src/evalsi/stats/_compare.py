@@ -81,6 +81,7 @@ def mcnemar_exact(a_only: int, b_only: int) -> float:
     Example:
         >>> mcnemar_exact(0, 5)
         0.0625
+
     """
     if a_only < 0 or b_only < 0:
         raise ValueError("discordant counts must be non-negative")
@@ -100,6 +101,7 @@ def paired_comparison(a: Mapping[str, Sequence[float]], b: Mapping[str, Sequence
     Args:
         a: Per-record sample values of run A, keyed by pairing key.
         b: The same for run B.
+
     """
     means_a, means_b = record_means(a), record_means(b)
     keys = sorted(means_a.keys() & means_b.keys())

@@ -31,8 +31,11 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     Example:
         >>> pass_at_k(4, 1, 2)
         0.5
+
     """
     _check(n, c, k)
+    if k == 1:
+        return c / n  # exact, where the product form would round
     if n - c < k:
         return 1.0  # every draw of k samples holds a correct one
     product = 1.0
@@ -50,6 +53,7 @@ def pass_pow_k(n: int, c: int, k: int) -> float:
     Example:
         >>> pass_pow_k(4, 2, 2)
         0.16666666666666666
+
     """
     _check(n, c, k)
     if c < k:

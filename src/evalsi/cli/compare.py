@@ -1,0 +1,77 @@
+"""``evalsi compare RESULTS_A RESULTS_B``: run B against run A, record by record, for every shared metric."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated
+
+import orjson
+import typer
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from evalsi.cli._console import fail, stdout
+from evalsi.errors import DataError
+from evalsi.runs import MetricComparison, compare_runs, comparison_to_dict, load_results
+
+
+def compare_command(
+    results_a: Annotated[Path, typer.Argument(help="The results file of run A (the baseline).")],
+    results_b: Annotated[Path, typer.Argument(help="The results file of run B (compared with A).")],
+    metrics: Annotated[
+        list[str] | None, typer.Option("--metric", "-m", help="Compare only this metric (repeatable).")
+    ] = None,
+    flips: Annotated[int, typer.Option("--flips", help="Flipped records to list per metric.")] = 10,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
+) -> None:
+    """Paired comparison of B against A: per metric, B − A with a 95% CI (* when it excludes 0).
+
+    Records are paired by id (else content hash) and averaged over samples first. Pass/fail metrics also get
+    McNemar's exact test and the records that flipped.
+
+    Exit codes: 0 compared; 2 a file is missing or not a results file, or a metric is unknown.
+    """
+    try:
+        run_a, run_b = load_results(results_a), load_results(results_b)
+        compared = compare_runs(run_a, run_b, metrics or None)
+    except DataError as exc:
+        fail(str(exc))
+    if as_json:
+        stdout.out(orjson.dumps([comparison_to_dict(c) for c in compared]).decode(), highlight=False)
+        return
+    stdout.print(comparison_table(run_a.name, run_b.name, compared, flips))
+
+
+def comparison_table(name_a: str, name_b: str, compared: list[MetricComparison], flips: int) -> Group:
+    """The per-metric table, then the flipped records of pass/fail metrics."""
+    table = Table(title=f"B = {name_b} vs A = {name_a}", title_justify="left",
+                  caption="* the 95% CI of B − A excludes 0", caption_justify="left")
+    for column in ("metric", "A", "B", "B − A", "95% CI", "McNemar p", "flips (+/−)", "pairs"):
+        table.add_column(column, justify="left" if column == "metric" else "right")
+    details: list[Text] = []
+    for item in compared:
+        c = item.comparison
+        d = c.difference
+        mark = "*" if c.significant else ""
+        ci = "-" if math.isnan(d.ci_low) else f"[{d.ci_low:+.4f}, {d.ci_high:+.4f}]"
+        improved = sum(1 for f in c.flips if f.direction == "improved")
+        flip_text = f"+{improved}/−{len(c.flips) - improved}" if c.mcnemar is not None else "-"
+        p = "-" if c.mcnemar is None else f"{c.mcnemar.p_value:.4g}"
+        unpaired = f" (+{c.only_a} A-only, {c.only_b} B-only)" if c.only_a or c.only_b else ""
+        table.add_row(item.metric, _num(c.mean_a), _num(c.mean_b), f"{_signed(d.mean)}{mark}", ci, p, flip_text,
+                      f"{c.pairs}{unpaired}")
+        if c.flips and flips > 0:
+            shown = ", ".join(f"{f.key} ({'+' if f.direction == 'improved' else '−'})" for f in c.flips[:flips])
+            more = f" … {len(c.flips) - flips} more" if len(c.flips) > flips else ""
+            details.append(Text(f"{item.metric} flipped: {shown}{more}"))
+    return Group(table, *details)
+
+
+def _num(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.4f}"
+
+
+def _signed(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:+.4f}"

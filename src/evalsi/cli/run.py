@@ -1,0 +1,100 @@
+"""``evalsi run -f spec.yaml [--set path.to.field=value ...]``: run a RunSpec and summarise it.
+
+Exit codes: 0 every record done and every gate passed; 1 records failed to generate (rerun to resume) or the
+run stopped under ``onError: raise``; 2 bad usage, spec or data; 3 a gate failed.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from evalsi.cli._console import EXIT_FAILED, fail, stderr
+from evalsi.errors import DataError, SpecError
+from evalsi.runs import GenerationError, Runner, RunOutcome, load_run
+from evalsi.stats import Estimate
+
+
+def run_command(
+    file: Annotated[Path, typer.Option("--file", "-f", help="The RunSpec YAML file.")],
+    overrides: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="Override a spec field, e.g. --set sampling.temperature=0.6 (repeatable)."),
+    ] = None,
+    name: Annotated[str | None, typer.Option("--name", help="Which RunSpec, when the file holds several.")] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="The results file (default: spec.output).")
+    ] = None,
+    restart: Annotated[
+        bool, typer.Option("--restart", help="Discard earlier results of this run instead of resuming.")
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    """Generate completions from the spec's target, score them, write the results file and summarise.
+
+    Every spec field can be overridden: --set dataset.numSamples=50 --set target.model=my-lora. An
+    interrupted run resumes from its finished records when run again with the same spec.
+
+    Exit codes: 0 ok; 1 records failed (rerun to resume); 2 bad usage, spec or data; 3 a gate failed.
+    """
+    extra = [*(overrides or []), *([f"output={output}"] if output is not None else [])]
+    try:
+        run = load_run(file, name, extra)
+        outcome = Runner(run, progress=not quiet, restart=restart).run()
+    except (SpecError, DataError, GenerationError) as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        fail("interrupted: every scored record is saved; run the same command again to resume", EXIT_FAILED)
+    stderr.print(run_summary(outcome))
+    if not outcome.summary.gates_passed:
+        stderr.print("[bold red]a gate failed[/] (exit 3)", highlight=False)
+    if outcome.aborted:
+        fail(f"the run stopped (onError: raise): {outcome.aborted}", EXIT_FAILED)
+    if outcome.failed:
+        first = next(iter(outcome.failed.items()))
+        fail(f"{len(outcome.failed)} records could not be generated (first: {first[0]}: {first[1]}); "
+             f"run again to resume them", EXIT_FAILED)
+    raise typer.Exit(outcome.exit_code)
+
+
+def fmt(value: float, digits: int = 4) -> str:
+    """A number for a table; ``nan`` as ``-``."""
+    return "-" if math.isnan(value) else f"{value:.{digits}f}"
+
+
+def interval(est: Estimate) -> str:
+    """``[low, high]``, or ``-`` when it cannot be estimated."""
+    return "-" if math.isnan(est.ci_low) else f"[{est.ci_low:.4f}, {est.ci_high:.4f}]"
+
+
+def run_summary(outcome: RunOutcome) -> Group:
+    """The metrics table (mean, 95% CI, standard error, records, score statuses) and the gates table."""
+    summary = outcome.summary
+    table = Table(title=f"{outcome.path}: {len(outcome.records)} records", title_justify="left")
+    for column in ("metric", "mean", "95% CI", "se", "records", "ok", "skipped", "errored"):
+        table.add_column(column, justify="left" if column == "metric" else "right")
+    for metric, est in summary.metrics.items():
+        counts = summary.counts.get(metric)
+        statuses = [str(counts[s]) for s in ("ok", "skipped", "error")] if counts else ["", "", ""]
+        table.add_row(metric, fmt(est.mean), interval(est), fmt(est.se), str(est.clusters), *statuses)
+    parts: list[Table | Text] = [table]
+    if summary.gates:
+        gates = Table(title="gates", title_justify="left")
+        for column in ("metric", "value", "min", "max", "status"):
+            gates.add_column(column)
+        for gate in summary.gates:
+            status = "[green]passed[/]" if gate.passed else f"[bold red]FAILED[/] {gate.reason}"
+            value = "-" if gate.value is None else f"{gate.value:.4f}"
+            bounds = ["-" if b is None else f"{b:g}" for b in (gate.min, gate.max)]
+            gates.add_row(gate.metric, value, *bounds, status)
+        parts.append(gates)
+    notes = f"resumed {outcome.resumed} records, generated {outcome.generated}"
+    wall = outcome.timings.get("wallSeconds")
+    parts.append(Text(f"{notes}; {wall} s" if wall is not None else notes, style="dim"))
+    return Group(*parts)

@@ -1,0 +1,74 @@
+"""Evaluation runs: generate completions from a target over a dataset, score them, keep per-record results.
+
+The results file holds every record's samples, for statistics, gates and paired comparisons.
+
+Example:
+    >>> from evalsi.runs import Runner, run_from_mapping
+    >>> run = run_from_mapping({
+    ...     "target": {"callable": "builtins:str"},
+    ...     "dataset": {"path": "data.jsonl"},
+    ...     "evaluators": [{"ref": "exact-match"}],
+    ...     "output": "run.results.json",
+    ... })
+    >>> outcome = Runner(run).run()  # doctest: +SKIP
+
+"""
+
+from evalsi.runs._bind import BoundRun, apply_overrides, bind_run, load_run, run_from_mapping
+from evalsi.runs._builtin import BUILTINS, BuiltinEval, hub_cache_dirs, load_builtin
+from evalsi.runs._compare import LoadedRun, MetricComparison, compare_runs, comparison_to_dict, load_results
+from evalsi.runs._datasets import Item, load_items, read_rows
+from evalsi.runs._driver import EXIT_FAILED, EXIT_GATE, EXIT_OK, Runner, RunOutcome, load_run_items
+from evalsi.runs._results import (
+    RecordResult,
+    ResultsWriter,
+    ResumeError,
+    SampleResult,
+    journal_path,
+    read_results,
+)
+from evalsi.runs._summary import GateResult, MetricInfo, RunSummary, record_values, summarize
+from evalsi.runs._targets import CallableTarget, Generation, GenerationError, OpenAITarget, Target, make_target
+
+__all__ = [
+    "BUILTINS",
+    "EXIT_FAILED",
+    "EXIT_GATE",
+    "EXIT_OK",
+    "BoundRun",
+    "BuiltinEval",
+    "CallableTarget",
+    "GateResult",
+    "Generation",
+    "GenerationError",
+    "Item",
+    "LoadedRun",
+    "MetricComparison",
+    "MetricInfo",
+    "OpenAITarget",
+    "RecordResult",
+    "ResultsWriter",
+    "ResumeError",
+    "RunOutcome",
+    "RunSummary",
+    "Runner",
+    "SampleResult",
+    "Target",
+    "apply_overrides",
+    "bind_run",
+    "compare_runs",
+    "comparison_to_dict",
+    "hub_cache_dirs",
+    "journal_path",
+    "load_builtin",
+    "load_items",
+    "load_results",
+    "load_run",
+    "load_run_items",
+    "make_target",
+    "read_results",
+    "read_rows",
+    "record_values",
+    "run_from_mapping",
+    "summarize",
+]

@@ -1,0 +1,99 @@
+"""Comparing two results files record by record: every metric both runs report, paired by record key."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evalsi.errors import DataError
+from evalsi.runs._results import RecordResult, read_results
+from evalsi.runs._summary import MetricInfo, per_record_pass_k, record_values
+from evalsi.specs import OnError
+from evalsi.stats import PairedComparison, paired_comparison
+
+
+@dataclass(frozen=True)
+class MetricComparison:
+    """One metric of run B against run A."""
+
+    metric: str
+    comparison: PairedComparison
+
+
+@dataclass
+class LoadedRun:
+    """A results file read back: its name, metrics, ``onError`` policy and records."""
+
+    path: str
+    name: str
+    metrics: list[MetricInfo]
+    pass_k: list[str]
+    on_error: OnError
+    records: list[RecordResult]
+
+
+def load_results(path: str | Path) -> LoadedRun:
+    """Read a results file for comparison.
+
+    Raises:
+        DataError: The file is not a readable results file.
+
+    """
+    data = read_results(path)
+    try:
+        metrics = [MetricInfo(str(m["name"]), float(m.get("threshold", 1.0))) for m in data.get("metrics") or []]
+        records = [RecordResult.from_json(r) for r in data.get("records") or []]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DataError(f"malformed results file: {exc}", file=str(path)) from None
+    summary_metrics = (data.get("summary") or {}).get("metrics") or {}
+    pass_k = [name for name in summary_metrics if name.startswith(("pass@", "pass^"))]
+    on_error = data.get("onError", "zero")
+    return LoadedRun(str(path), str(data.get("name", path)), metrics, pass_k,
+                     on_error if on_error in ("zero", "none", "raise") else "zero", records)
+
+
+def per_record(run: LoadedRun, metric: str) -> dict[str, list[float]]:
+    """Sample values (or one pass@k estimate) per record key, for pairing."""
+    if metric.startswith(("pass@", "pass^")):
+        head, _, base = metric.partition("/")
+        info = next(m for m in run.metrics if m.name == base)
+        k = int(head[5:])
+        out: dict[str, list[float]] = {}
+        for record in run.records:
+            value = per_record_pass_k(record, metric, info, k, run.on_error)
+            if value is not None:
+                out[record.key] = [value]
+        return out
+    return {r.key: record_values(r, metric, run.on_error) for r in run.records}
+
+
+def compare_runs(a: LoadedRun, b: LoadedRun, metrics: list[str] | None = None) -> list[MetricComparison]:
+    """Paired comparisons of B against A for ``metrics`` (default: every metric both runs report).
+
+    Raises:
+        DataError: A requested metric is missing from one run, or the runs share no metric.
+
+    """
+    names_a = [m.name for m in a.metrics] + a.pass_k
+    names_b = set(m.name for m in b.metrics) | set(b.pass_k)
+    wanted = metrics or [n for n in names_a if n in names_b]
+    for name in wanted:
+        for run, names in ((a, set(names_a)), (b, names_b)):
+            if name not in names:
+                raise DataError(f"has no metric {name!r} (it has: {', '.join(sorted(names))})", file=run.path)
+    if not wanted:
+        raise DataError(f"{a.path} and {b.path} share no metric to compare")
+    return [MetricComparison(n, paired_comparison(per_record(a, n), per_record(b, n))) for n in wanted]
+
+
+def comparison_to_dict(item: MetricComparison) -> dict[str, Any]:
+    """JSON form of one metric's comparison."""
+    c = item.comparison
+    test: Mapping[str, Any] | None = None
+    if c.mcnemar is not None:
+        test = {"aOnly": c.mcnemar.a_only, "bOnly": c.mcnemar.b_only, "pValue": c.mcnemar.p_value}
+    return {"metric": item.metric, "meanA": c.mean_a, "meanB": c.mean_b, "difference": c.difference.to_dict(),
+            "significant": c.significant, "mcnemar": test, "pairs": c.pairs, "onlyA": c.only_a, "onlyB": c.only_b,
+            "flips": [{"key": f.key, "a": f.a, "b": f.b, "direction": f.direction} for f in c.flips]}

@@ -1,0 +1,262 @@
+"""The run driver: generate every record's samples, score them through the engine, write and resume results.
+
+Generation runs concurrently (bounded by the target); finished generations queue up for one scorer task that
+takes whatever is ready (up to ``batchSize`` records) and scores it on a worker thread with the run's
+:class:`~evalsi.rewards.Reward` (``component_scores``: cache, de-duplication, batched evaluator calls). A
+scored record is journaled at once, so a killed run resumes from its finished records.
+
+Resuming reuses finished records; a record with an errored score keeps its completions and is scored again
+(an outage is not a verdict); records whose generation failed are generated again. Under ``onError: raise``
+the run stops at the first errored score, and that record stays unfinished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from evalsi.records import Record
+from evalsi.runs._bind import BoundRun
+from evalsi.runs._builtin import load_builtin
+from evalsi.runs._datasets import Item, load_items
+from evalsi.runs._progress import RunProgress
+from evalsi.runs._results import RecordResult, ResultsWriter, SampleResult, fingerprint, load_resumable
+from evalsi.runs._summary import RunSummary, summarize
+from evalsi.runs._targets import Generation, GenerationError, ModelFn, Target, make_target
+
+EXIT_OK, EXIT_FAILED, EXIT_GATE = 0, 1, 3
+
+Scored = tuple[Item, list[Generation]]
+"""A record's item and its generated samples, waiting to be scored."""
+
+
+@dataclass
+class RunOutcome:
+    """What a run did: its results file, summary, and the records it could not finish."""
+
+    path: Path
+    summary: RunSummary
+    records: list[RecordResult]
+    failed: dict[str, str] = field(default_factory=dict)
+    """Pairing key -> why generation failed (these records are retried on the next run)."""
+    aborted: str | None = None
+    """Why the run stopped early (``onError: raise``), if it did."""
+    resumed: int = 0
+    generated: int = 0
+    timings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        """0 ok, 1 records failed or the run was aborted, 3 a gate failed."""
+        if self.failed or self.aborted:
+            return EXIT_FAILED
+        return EXIT_OK if self.summary.gates_passed else EXIT_GATE
+
+
+def load_run_items(run: BoundRun) -> list[Item]:
+    """The records the run evaluates: its dataset, cut to ``numSamples`` when set."""
+    dataset = run.body.dataset
+    items = load_builtin(dataset, run.base_dir) if dataset.builtin else load_items(dataset, run.base_dir)
+    return items if run.body.num_samples < 0 else items[: run.body.num_samples]
+
+
+def fingerprints(run: BoundRun, target: Target) -> dict[str, str]:
+    """Hashes of what produced the completions (generation) and their scores (scoring)."""
+    body = run.body
+    described = {k: v for k, v in target.describe().items() if k != "baseUrl"}  # a moved server is the same model
+    generation = {"target": described, "sampling": body.sampling.model_dump(mode="json"),
+                  "dataset": body.dataset.model_dump(mode="json"), "samples": body.samples}
+    scoring = [c.model_dump(mode="json") for c in run.reward.spec.spec.components]
+    return {"generation": fingerprint(generation), "scoring": fingerprint(scoring)}
+
+
+class Runner:
+    """Runs one bound RunSpec; ``await runner.run_async()`` or ``runner.run()``."""
+
+    def __init__(self, run: BoundRun, *, fn: ModelFn | None = None, target: Target | None = None,
+                 progress: bool = False, restart: bool = False, checkpoint_seconds: float = 30.0) -> None:
+        self.run_spec = run
+        self._fn = fn
+        self._target = target
+        self._progress_enabled = progress
+        self._restart = restart
+        self._checkpoint_seconds = checkpoint_seconds
+        self._done: dict[str, RecordResult] = {}
+        self._failed: dict[str, str] = {}
+        self._aborted: str | None = None
+        self._scoring_seconds = 0.0
+        self._resumed = 0
+        self._generated = 0
+
+    def run(self) -> RunOutcome:
+        """Run to completion on a fresh event loop."""
+        return asyncio.run(self.run_async())
+
+    async def run_async(self) -> RunOutcome:
+        """Generate, score, journal and summarise every record not finished by an earlier run."""
+        run = self.run_spec
+        body = run.body
+        started, wall = datetime.now(UTC), time.perf_counter()
+        items = load_run_items(run)
+        target = self._target or make_target(body.target, body.sampling, body.dataset.system_prompt, self._fn)
+        try:
+            writer, todo, rescore = self._resume(items, target)
+            try:
+                with RunProgress(run.spec.name, len(items), len(self._done), self._progress_enabled) as bar:
+                    await self._pipeline(todo, rescore, target, writer, bar)
+            except BaseException:
+                # Interrupted: keep the journal (it holds every scored record) and leave a partial results file.
+                with contextlib.suppress(Exception):
+                    writer.write(self._done.values(), status="partial", extra={})
+                writer.close(remove_journal=False)
+                raise
+        finally:
+            await target.aclose()
+        timings = {"started": started.isoformat(), "finished": datetime.now(UTC).isoformat(),
+                   "wallSeconds": round(time.perf_counter() - wall, 3),
+                   "scoringSeconds": round(self._scoring_seconds, 3)}
+        return self._finish(writer, len(items), timings)
+
+    def _resume(self, items: list[Item], target: Target) -> tuple[ResultsWriter, list[Item], list[Scored]]:
+        """Open the results writer; take over an earlier run's records (or queue them for rescoring)."""
+        run = self.run_spec
+        prints = fingerprints(run, target)
+        header = {"name": run.spec.name, "spec": run.body.model_dump(mode="json", by_alias=True),
+                  "target": target.describe(), "fingerprints": prints,
+                  "metrics": [m.__dict__ for m in run.metrics], "onError": run.body.on_error}
+        writer = ResultsWriter(run.output, header)
+        if self._restart:
+            writer.restart()
+        resumed = load_resumable(run.output, prints)
+        by_key = {item.key: item for item in items}
+        previous = {k: r for k, r in resumed.records.items() if k in by_key}
+        todo = [item for item in items if item.key not in previous]
+        # Errored scores are never final (an outage is not a verdict): their completions are scored again.
+        kept = {k: r for k, r in previous.items() if resumed.scores_valid and not _has_error(r)}
+        self._done.update(kept)
+        self._resumed = len(kept)
+        return writer, todo, [(by_key[k], _generations(r)) for k, r in previous.items() if k not in kept]
+
+    def _finish(self, writer: ResultsWriter, total: int, timings: dict[str, Any]) -> RunOutcome:
+        """Summarise, write the final results file, and drop the journal it supersedes."""
+        body = self.run_spec.body
+        records = sorted(self._done.values(), key=lambda r: r.index)
+        summary = summarize(records, self.run_spec.metrics, body.pass_k, body.gates, body.on_error)
+        complete = not self._failed and self._aborted is None and len(records) == total
+        writer.write(records, status="complete" if complete else "partial",
+                     extra={"timings": timings, "summary": summary.to_dict(), "failed": self._failed,
+                            "aborted": self._aborted})
+        writer.close(remove_journal=True)
+        return RunOutcome(writer.path, summary, records, dict(self._failed), self._aborted,
+                          resumed=self._resumed, generated=self._generated, timings=timings)
+
+    async def _pipeline(self, todo: Sequence[Item], rescore: Sequence[Scored],
+                        target: Target, writer: ResultsWriter, bar: RunProgress) -> None:
+        queue: asyncio.Queue[Scored | None] = asyncio.Queue()
+        for entry in rescore:  # same completions, changed evaluators: score again without generating
+            queue.put_nowait(entry)
+        scorer = asyncio.create_task(self._score_loop(queue, writer, bar))
+        samples = self.run_spec.body.samples
+
+        async def generate(item: Item) -> None:
+            try:
+                queue.put_nowait((item, await target.generate(item.prompt, samples)))
+                self._generated += 1
+            except GenerationError as exc:
+                self._failed[item.key] = str(exc)
+                bar.advance(0, failed=1)
+
+        workers = [asyncio.create_task(generate(item)) for item in todo]
+        generation = asyncio.gather(*workers)
+        try:
+            waiters: list[asyncio.Future[Any]] = [generation, scorer]
+            done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            if scorer not in done:  # every generation is queued: let the scorer drain the queue
+                generation.result()
+                queue.put_nowait(None)
+                await asyncio.wait({scorer})
+            error = scorer.exception()
+            if error is not None and not isinstance(error, _Abort):
+                raise error
+        finally:
+            for task in (*workers, scorer):
+                task.cancel()
+            await asyncio.gather(*workers, scorer, return_exceptions=True)
+            generation.cancel()
+
+    async def _score_loop(self, queue: asyncio.Queue[Scored | None],
+                          writer: ResultsWriter, bar: RunProgress) -> None:
+        batch_size = self.run_spec.body.batch_size
+        last_checkpoint = time.monotonic()
+        finished = False
+        while not finished:
+            first = await queue.get()
+            batch = [] if first is None else [first]
+            finished = first is None
+            while not finished and len(batch) < batch_size and not queue.empty():
+                entry = queue.get_nowait()
+                finished = entry is None
+                if entry is not None:
+                    batch.append(entry)
+            if batch:
+                results = await self._score(batch)
+                if self._aborted is not None:  # onError: raise; errored records stay unfinished
+                    results = [r for r in results if not _has_error(r)]
+                writer.append(results)
+                self._done.update((r.key, r) for r in results)
+                bar.advance(len(results))
+                if self._aborted is not None:
+                    raise _Abort(self._aborted)
+            if time.monotonic() - last_checkpoint > self._checkpoint_seconds:
+                writer.write(self._done.values(), status="partial", extra={})
+                last_checkpoint = time.monotonic()
+
+    async def _score(self, batch: list[Scored]) -> list[RecordResult]:
+        records = [_record(item, g) for item, gens in batch for g in gens]
+        started = time.perf_counter()
+        columns = await asyncio.to_thread(self.run_spec.reward.component_scores, records)
+        self._scoring_seconds += time.perf_counter() - started
+        names = self.run_spec.reward.component_names
+        out: list[RecordResult] = []
+        position = 0
+        for item, gens in batch:
+            samples = []
+            for g in gens:
+                scores = {name: column[position] for name, column in zip(names, columns, strict=True)}
+                samples.append(SampleResult(g.text, g.finish_reason, g.tokens, g.latency, scores))
+                position += 1
+                if self.run_spec.body.on_error == "raise" and self._aborted is None:
+                    self._aborted = _first_error(item, scores)
+            out.append(RecordResult(item.key, item.index, item.prompt, item.reference, item.id, samples))
+        return out
+
+
+class _Abort(Exception):
+    """``onError: raise`` met an errored score: stop generating, keep what is scored."""
+
+
+def _first_error(item: Item, scores: dict[str, Any]) -> str | None:
+    for name, score in scores.items():
+        if score.status == "error":
+            return f"record {item.id or item.key} (index {item.index}): {name} errored: {score.reason}"
+    return None
+
+
+def _has_error(record: RecordResult) -> bool:
+    return any(score.status == "error" for sample in record.samples for score in sample.scores.values())
+
+
+def _record(item: Item, generation: Generation) -> Record:
+    return Record(completion=generation.text, prompt=item.prompt, reference=item.reference,
+                  completion_tokens=generation.tokens, id=item.id, metadata=item.metadata)
+
+
+
+def _generations(record: RecordResult) -> list[Generation]:
+    return [Generation(s.completion, s.finish_reason, s.tokens, s.latency) for s in record.samples]

@@ -1,0 +1,59 @@
+"""The run's progress bar on stderr: records done of total, rate, elapsed time and ETA (Rich)."""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
+
+
+class RateColumn(ProgressColumn):
+    """Records per second done by this run (resumed records do not count), over its elapsed time."""
+
+    def render(self, task: Task) -> Text:
+        """``12.3 rec/s`` (blank until a record is done)."""
+        done = task.completed - float(task.fields.get("resumed", 0))
+        elapsed = task.elapsed
+        if not elapsed or done <= 0:
+            return Text("")
+        return Text(f"{done / elapsed:.1f} rec/s", style="progress.data.speed")
+
+
+class RunProgress:
+    """A context manager around a Rich progress bar; disabled, it costs nothing."""
+
+    def __init__(self, description: str, total: int, done: int, enabled: bool) -> None:
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), RateColumn(),
+            TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
+            TextColumn("{task.fields[failed]}", style="red"),
+            console=Console(stderr=True), disable=not enabled, transient=False,
+        )
+        self._task = self._progress.add_task(description, total=total, completed=done, failed="", resumed=done)
+        self._failed = 0
+
+    def advance(self, records: int, failed: int = 0) -> None:
+        """Count records as done (and failed ones, shown in red)."""
+        self._failed += failed
+        label = f"{self._failed} failed" if self._failed else ""
+        self._progress.update(self._task, advance=records + failed, failed=label)
+
+    def __enter__(self) -> RunProgress:
+        self._progress.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._progress.stop()

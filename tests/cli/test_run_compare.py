@@ -1,0 +1,125 @@
+"""`evalsi run` and `evalsi compare` through Typer: exit codes, overrides, summaries, paired comparisons."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import typer
+import yaml
+from typer.testing import CliRunner
+
+from evalsi.cli.compare import compare_command
+from evalsi.cli.run import run_command
+from tests.helpers.openai_server import OpenAIServer
+
+app = typer.Typer()
+app.command("run")(run_command)
+app.command("compare")(compare_command)
+runner = CliRunner()
+
+QUESTIONS = {f"q{i}": f"a{i}" for i in range(30)}
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAIServer]:
+    with OpenAIServer(answers=dict(QUESTIONS), default="?") as srv:
+        yield srv
+
+
+@pytest.fixture
+def spec_file(tmp_path: Path, server: OpenAIServer) -> Path:
+    (tmp_path / "d.jsonl").write_bytes(
+        b"".join(orjson.dumps({"id": f"r{i}", "prompt": p, "answer": a}) + b"\n"
+                 for i, (p, a) in enumerate(QUESTIONS.items())))
+    spec: dict[str, Any] = {
+        "apiVersion": "evals.si/v1alpha1", "kind": "RunSpec", "metadata": {"name": "cli"},
+        "spec": {"target": {"baseUrl": server.base_url, "model": "base", "retryBackoff": 0.01},
+                 "dataset": {"path": "d.jsonl"}, "evaluators": [{"ref": "exact-match"}],
+                 "gates": [{"metric": "exact-match", "min": 0.5}]},
+    }
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def invoke(*args: str) -> Any:
+    return runner.invoke(app, list(args))
+
+
+def test_run_writes_results_and_summarises(spec_file: Path, tmp_path: Path) -> None:
+    out = tmp_path / "a.json"
+    result = invoke("run", "-f", str(spec_file), "-o", str(out), "-q")
+    assert result.exit_code == 0, result.output
+    assert "exact-match" in result.output and "1.0000" in result.output and "passed" in result.output
+    assert orjson.loads(out.read_bytes())["status"] == "complete"
+
+
+def test_run_shows_progress_with_rate(spec_file: Path, tmp_path: Path) -> None:
+    result = invoke("run", "-f", str(spec_file), "-o", str(tmp_path / "p.json"))
+    assert result.exit_code == 0, result.output
+    assert "30/30" in result.output and "rec/s" in result.output
+
+
+def test_run_gate_failure_exits_3_with_a_table(spec_file: Path, server: OpenAIServer, tmp_path: Path) -> None:
+    server.answers = {p: "wrong" for p in QUESTIONS}
+    result = invoke("run", "-f", str(spec_file), "--set", f"output={tmp_path / 'b.json'}", "-q")
+    assert result.exit_code == 3, result.output
+    assert "FAILED" in result.output and "0.0000 < min 0.5" in result.output
+
+
+def test_run_overrides_reach_the_requests(spec_file: Path, server: OpenAIServer, tmp_path: Path) -> None:
+    result = invoke("run", "-f", str(spec_file), "-o", str(tmp_path / "c.json"), "-q",
+                    "--set", "target.model=step-100", "--set", "sampling.temperature=0.6", "--set", "numSamples=5")
+    assert result.exit_code == 0, result.output
+    assert len(server.requests) == 5
+    assert {(r["model"], r["temperature"]) for r in server.requests} == {("step-100", 0.6)}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(["--set", "sampling.temperature=hot"], "spec.sampling.temperature"),
+     (["--set", "dataset.path=missing.jsonl"], "no such file"),
+     (["--set", "evaluators[0].ref=nope"], "unknown evaluator 'nope'")],
+)
+def test_run_bad_input_exits_2(spec_file: Path, tmp_path: Path, args: list[str], message: str) -> None:
+    result = invoke("run", "-f", str(spec_file), "-o", str(tmp_path / "x.json"), "-q", *args)
+    assert result.exit_code == 2, result.output
+    assert message in " ".join(result.output.split())
+
+
+def test_run_with_failed_records_exits_1(spec_file: Path, server: OpenAIServer, tmp_path: Path) -> None:
+    server.inject(status=401, prompt="q3")
+    result = invoke("run", "-f", str(spec_file), "-o", str(tmp_path / "x.json"), "-q")
+    assert result.exit_code == 1
+    assert "1 records could not be generated" in " ".join(result.output.split())
+
+
+def test_compare_marks_significant_changes_and_lists_flips(
+    spec_file: Path, server: OpenAIServer, tmp_path: Path
+) -> None:
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    assert invoke("run", "-f", str(spec_file), "-o", str(a), "-q").exit_code == 0
+    server.answers = {p: (ans if i < 10 else "wrong") for i, (p, ans) in enumerate(QUESTIONS.items())}
+    assert invoke("run", "-f", str(spec_file), "-o", str(b), "-q").exit_code == 3
+    result = invoke("compare", str(a), str(b), "--flips", "3")
+    assert result.exit_code == 0, result.output
+    text = result.output
+    assert "-0.6667*" in text and "+0/−20" in text and "r10 (−)" in text and "17 more" in text
+    data = orjson.loads(invoke("compare", str(a), str(b), "--json").output)
+    assert data[0]["metric"] == "exact-match" and data[0]["significant"] is True
+    assert data[0]["mcnemar"]["aOnly"] == 20 and data[0]["mcnemar"]["pValue"] < 1e-5
+    same = invoke("compare", str(a), str(a), "--json")
+    assert orjson.loads(same.output)[0]["significant"] is False
+
+
+def test_compare_bad_input_exits_2(tmp_path: Path, spec_file: Path) -> None:
+    a = tmp_path / "a.json"
+    assert invoke("run", "-f", str(spec_file), "-o", str(a), "-q").exit_code == 0
+    missing = invoke("compare", str(a), str(tmp_path / "none.json"))
+    assert missing.exit_code == 2 and "no such results file" in missing.output
+    unknown = invoke("compare", str(a), str(a), "-m", "pass@4/exact-match")
+    assert unknown.exit_code == 2 and "has no metric 'pass@4/exact-match'" in " ".join(unknown.output.split())

@@ -1,0 +1,207 @@
+"""Runs end to end against the loopback OpenAI-compatible server: metrics, pass@k, gates, failures, resume."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+import orjson
+import pytest
+
+from evalsi.evaluators import Evaluator, NoParams, Score, ScoreContext, register
+from evalsi.records import Record
+from evalsi.runs import ResumeError, Runner, journal_path, read_results, run_from_mapping
+from tests.helpers.openai_server import OpenAIServer
+from tests.runs.conftest import run_spec
+
+
+@register
+class Picky(Evaluator[NoParams]):
+    """Errors on answers it cannot judge ("no idea"), passes anything else that equals the reference."""
+
+    name = "test-picky"
+    summary = "test evaluator that errors on 'no idea'"
+    reads: ClassVar[tuple[str, ...]] = ("completion", "reference")
+
+    def score(self, record: Record, params: NoParams, ctx: ScoreContext) -> Score:
+        if record.completion_text == "no idea":
+            return Score.error("cannot judge")
+        return Score.ok(record.completion_text == record.reference)
+
+
+OUTAGE = {"on": False}
+
+
+@register
+class Outage(Evaluator[NoParams]):
+    """Exact match, except that it errors for every record while ``OUTAGE["on"]`` is set."""
+
+    name = "test-outage"
+    summary = "test evaluator with a switchable outage"
+    reads: ClassVar[tuple[str, ...]] = ("completion", "reference")
+
+    def score(self, record: Record, params: NoParams, ctx: ScoreContext) -> Score:
+        if OUTAGE["on"]:
+            return Score.error("scorer unavailable")
+        return Score.ok(record.completion_text == record.reference)
+
+
+def start(spec: dict[str, Any], **kwargs: Any) -> Any:
+    return Runner(run_from_mapping(spec), **kwargs).run()
+
+
+def test_metrics_pass_k_and_the_results_file(server: OpenAIServer, qa_file: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    spec = run_spec(server, qa_file, out, samples=2,
+                    passK={"atK": {"metrics": ["exact-match"], "k": [1, 2]},
+                           "powK": {"metrics": ["exact-match"], "k": [2]}})
+    outcome = start(spec)
+    m = outcome.summary.metrics
+    # a: 4,4 -> 1,1   b: 6,7 -> 1,0   c: Paris -> 1,1   d: no idea -> 0,0
+    assert m["exact-match"].mean == pytest.approx(5 / 8)
+    assert (m["exact-match"].n, m["exact-match"].clusters) == (8, 4)
+    assert m["pass@1/exact-match"].mean == pytest.approx(0.625)
+    assert m["pass@2/exact-match"].mean == pytest.approx(0.75)
+    assert m["pass^2/exact-match"].mean == pytest.approx(0.5)
+    assert outcome.exit_code == 0 and outcome.generated == 4 and outcome.resumed == 0
+    data = read_results(out)
+    assert data["status"] == "complete" and data["name"] == "run"
+    assert data["target"] == {"kind": "openai", "baseUrl": server.base_url, "model": "test-model", "api": "chat",
+                              "apiKeyEnv": None}
+    assert data["spec"]["samples"] == 2 and data["timings"]["wallSeconds"] >= 0
+    assert [r["id"] for r in data["records"]] == ["a", "b", "c", "d"]
+    b = data["records"][1]
+    assert [s["completion"] for s in b["samples"]] == ["6", "7"]
+    assert [s["scores"]["exact-match"]["value"] for s in b["samples"]] == [True, False]
+    assert data["summary"]["metrics"]["pass@2/exact-match"]["mean"] == pytest.approx(0.75)
+    assert not journal_path(out).exists()
+
+
+def test_gates_fail_with_exit_3(server: OpenAIServer, qa_file: Path, tmp_path: Path) -> None:
+    gates = [{"metric": "exact-match", "min": 0.9}, {"metric": "exact-match", "max": 1.0}]
+    outcome = start(run_spec(server, qa_file, tmp_path / "r.json", gates=gates))
+    assert outcome.exit_code == 3
+    assert [g.passed for g in outcome.summary.gates] == [False, True]
+    assert outcome.summary.gates[0].reason == "0.7500 < min 0.9"
+
+
+def test_transient_errors_are_retried_within_the_run(server: OpenAIServer, qa_file: Path, tmp_path: Path) -> None:
+    server.inject(status=429, times=3)
+    server.inject(status=502, times=2)
+    outcome = start(run_spec(server, qa_file, tmp_path / "r.json"))
+    assert outcome.exit_code == 0 and len(outcome.records) == 4
+    assert server.statuses.count(429) == 3 and server.statuses.count(502) == 2
+
+
+def test_a_failed_record_is_retried_on_the_next_run_only(server: OpenAIServer, qa_file: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    spec = run_spec(server, qa_file, out)
+    server.inject(status=400, prompt="capital of France?")
+    first = start(spec)
+    assert first.exit_code == 1 and list(first.failed) == ["c"] and "HTTP 400" in first.failed["c"]
+    data = read_results(out)
+    assert data["status"] == "partial" and [r["id"] for r in data["records"]] == ["a", "b", "d"]
+    before = {p: server.request_count(p) for p in ("2+2?", "3+3?", "capital of France?", "largest planet?")}
+    second = start(spec)
+    assert second.exit_code == 0 and second.resumed == 3 and second.generated == 1
+    after = {p: server.request_count(p) for p in before}
+    assert after == {**before, "capital of France?": before["capital of France?"] + 1}
+    assert read_results(out)["status"] == "complete"
+
+
+def test_changed_evaluators_rescore_without_generating(server: OpenAIServer, qa_file: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    start(run_spec(server, qa_file, out))
+    requests = server.request_count()
+    spec = run_spec(server, qa_file, out, evaluators=[{"ref": "contains", "params": {"ignore_case": True}}])
+    outcome = start(spec)
+    assert server.request_count() == requests
+    assert outcome.summary.metrics["contains"].mean == pytest.approx(0.75)
+    assert list(read_results(out)["records"][0]["samples"][0]["scores"]) == ["contains"]
+
+
+def test_other_generation_settings_refuse_to_resume(server: OpenAIServer, qa_file: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    start(run_spec(server, qa_file, out))
+    changed = run_spec(server, qa_file, out, sampling={"temperature": 1.0})
+    with pytest.raises(ResumeError, match="different generation settings"):
+        start(changed)
+    requests = server.request_count()
+    assert start(changed, restart=True).generated == 4
+    assert server.request_count() == requests + 4
+
+
+@pytest.mark.parametrize(("on_error", "mean", "exit_code"), [("zero", 0.75, 0), ("none", 1.0, 0), ("raise", None, 1)])
+def test_on_error_policy(server: OpenAIServer, qa_file: Path, tmp_path: Path, on_error: str, mean: float | None,
+                         exit_code: int) -> None:
+    spec = run_spec(server, qa_file, tmp_path / "r.json", evaluators=[{"ref": "test-picky"}], onError=on_error,
+                    target={"maxConcurrency": 1}, batchSize=1)
+    outcome = start(spec)
+    assert outcome.exit_code == exit_code
+    if mean is not None:
+        assert outcome.summary.metrics["test-picky"].mean == pytest.approx(mean)
+        assert outcome.summary.counts["test-picky"]["error"] == 1
+    else:
+        assert outcome.aborted is not None and "test-picky errored: cannot judge" in outcome.aborted
+        assert read_results(tmp_path / "r.json")["status"] == "partial"
+
+
+def test_errored_scores_are_rescored_on_resume_not_regenerated(
+    server: OpenAIServer, qa_file: Path, tmp_path: Path
+) -> None:
+    spec = run_spec(server, qa_file, tmp_path / "r.json", evaluators=[{"ref": "test-outage"}])
+    OUTAGE["on"] = True
+    try:
+        first = start(spec)
+    finally:
+        OUTAGE["on"] = False
+    assert first.summary.metrics["test-outage"].mean == 0.0 and first.summary.counts["test-outage"]["error"] == 4
+    requests = server.request_count()
+    second = start(spec)
+    assert server.request_count() == requests  # completions kept, only the scores were redone
+    assert second.summary.metrics["test-outage"].mean == pytest.approx(0.75)
+    assert second.summary.counts["test-outage"]["error"] == 0
+
+
+def test_raise_keeps_the_errored_record_unfinished(server: OpenAIServer, qa_file: Path, tmp_path: Path) -> None:
+    spec = run_spec(server, qa_file, tmp_path / "r.json", evaluators=[{"ref": "test-picky"}], onError="raise",
+                    target={"maxConcurrency": 1}, batchSize=1)
+    first = start(spec)
+    assert first.exit_code == 1 and "d" not in {r.id for r in first.records}
+    spec["onError"] = "zero"  # the policy is not a generation setting: the run resumes
+    second = start(spec)
+    assert second.exit_code == 0 and second.resumed == len(first.records)
+    assert [r.id for r in second.records] == ["a", "b", "c", "d"]
+
+
+def echo_model(prompt: str) -> str:
+    """An in-process model for the callable target: answers arithmetic by evaluating it."""
+    return str(eval(prompt.rstrip("?"))) if prompt[0].isdigit() else "Paris"
+
+
+def test_callable_target_from_the_spec_and_a_record_limit(qa_file: Path, tmp_path: Path) -> None:
+    spec = {"target": {"callable": "tests.runs.test_run:echo_model"},
+            "dataset": {"path": str(qa_file), "fields": {"prompt": "question"}},
+            "evaluators": [{"ref": "exact-match"}], "numSamples": 3, "output": str(tmp_path / "r.json")}
+    outcome = start(spec)
+    assert [r.id for r in outcome.records] == ["a", "b", "c"]
+    assert outcome.summary.metrics["exact-match"].mean == 1.0
+    assert read_results(tmp_path / "r.json")["target"] == {"kind": "callable",
+                                                          "callable": "tests.runs.test_run:echo_model"}
+
+
+def test_a_truncated_journal_line_is_redone(server: OpenAIServer, qa_file: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    spec = run_spec(server, qa_file, out)
+    start(spec)
+    data = read_results(out)
+    journal = journal_path(out)
+    lines = [orjson.dumps({"fingerprints": data["fingerprints"]})]
+    lines += [orjson.dumps(r) for r in data["records"][:2]]
+    journal.write_bytes(b"\n".join(lines) + b"\n" + orjson.dumps(data["records"][2])[:40])
+    out.unlink()  # as if killed before the first results file was written
+    requests = server.request_count()
+    outcome = start(spec)
+    assert outcome.resumed == 2 and outcome.generated == 2
+    assert server.request_count() == requests + 2
+    assert [r.id for r in outcome.records] == ["a", "b", "c", "d"] and not journal.exists()

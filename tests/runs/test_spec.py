@@ -1,0 +1,106 @@
+"""RunSpec loading: defaults, --set overrides, and errors that name file, line and field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from evalsi.errors import SpecError
+from evalsi.runs import load_run
+
+SPEC = """\
+apiVersion: evals.si/v1alpha1
+kind: RunSpec
+metadata: {name: qa}
+spec:
+  target:
+    baseUrl: http://127.0.0.1:9/v1
+    model: base
+  sampling: {temperature: 0.6, maxTokens: 256}
+  dataset:
+    path: qa.jsonl
+    fields: {prompt: question}
+  evaluators:
+    - ref: exact-match
+      params: {ignore_case: true}
+  passK:
+    atK: {metrics: [exact-match], k: [1, 4]}
+  gates:
+    - {metric: pass@4/exact-match, min: 0.5}
+"""
+
+
+def write(tmp_path: Path, text: str = SPEC) -> Path:
+    path = tmp_path / "run.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_loads_with_defaults(tmp_path: Path) -> None:
+    run = load_run(write(tmp_path))
+    body = run.body
+    assert run.spec.name == "qa" and body.samples == 4  # generate max(k) samples when samples is not set
+    assert body.num_samples == -1 and body.on_error == "zero" and body.target.api == "chat"
+    assert body.sampling.request_fields() == {"temperature": 0.6, "max_tokens": 256}
+    assert run.metric_names() == ["exact-match", "pass@1/exact-match", "pass@4/exact-match"]
+    assert run.output == Path("qa.results.json") and run.base_dir == tmp_path
+    assert run.reward.component_names == ["exact-match"]
+
+
+def test_every_field_can_be_overridden(tmp_path: Path) -> None:
+    run = load_run(write(tmp_path), overrides=[
+        "sampling.temperature=0", "sampling.top_p=0.9", "target.model=step-100", "numSamples=2",
+        "evaluators[0].params.ignore_case=false", "spec.samples=8", "output=out/x.json", "metadata.name=qa-100",
+        "dataset.fields.reference=gold", "passK.atK.k=[1, 4, 8]", "target.headers.X-Run=abc",
+    ])
+    body = run.body
+    assert body.sampling.temperature == 0 and body.sampling.top_p == 0.9
+    assert body.target.model == "step-100" and body.num_samples == 2 and body.samples == 8
+    assert body.evaluators[0].params == {"ignore_case": False}
+    assert run.output == Path("out/x.json") and run.spec.name == "qa-100"
+    assert body.dataset.fields.reference == "gold" and body.pass_k.at_k is not None
+    assert body.pass_k.at_k.k == [1, 4, 8] and body.target.headers == {"X-Run": "abc"}
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("sampling.temperature=-1", r"run\.yaml:8: spec\.sampling\.temperature: Input should be greater"),
+        ("samples=2", r"spec: .*passK asks for k=4 but samples is 2"),
+        ("evaluators.3.weight=1", r"--set: evaluators\.3\.weight: '3' is not an index of a list of 1"),
+        ("nonsense", r"--set: 'nonsense' is not path\.to\.field=value"),
+        ("sampling.bogus=1", r"spec\.sampling\.bogus: unknown field"),
+    ],
+)
+def test_bad_overrides_are_named(tmp_path: Path, override: str, message: str) -> None:
+    with pytest.raises(SpecError, match=message):
+        load_run(write(tmp_path), overrides=[override])
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("ref: exact-match", "ref: exact-mach", r"run\.yaml:13: spec\.evaluators\[0\]\.ref: unknown evaluator"),
+        ("{ignore_case: true}", "{ignore_cases: true}",
+         r"run\.yaml:14: spec\.evaluators\[0\]\.params\.ignore_cases"),
+        ("metric: pass@4/exact-match", "metric: pass@5/exact-match",
+         r"run\.yaml:18: spec\.gates\[0\]\.metric: unknown"),
+        ("metrics: [exact-match]", "metrics: [math-eq]", r"run\.yaml:16: spec\.passK\.atK\.metrics\[0\]: 'math-eq'"),
+        ("    baseUrl: http://127.0.0.1:9/v1\n", "", r"spec\.target: Value error, a target needs baseUrl and model"),
+        ("    path: qa.jsonl\n", "", r"spec\.dataset: Value error, give one of builtin, path"),
+    ],
+)
+def test_spec_errors_name_file_line_and_field(tmp_path: Path, old: str, new: str, message: str) -> None:
+    assert old in SPEC
+    with pytest.raises(SpecError, match=message):
+        load_run(write(tmp_path, SPEC.replace(old, new)))
+
+
+def test_a_builtin_eval_brings_its_evaluators(tmp_path: Path) -> None:
+    text = SPEC.replace("    path: qa.jsonl\n    fields: {prompt: question}\n", "    builtin: gpqa_diamond\n")
+    text = text[: text.index("  evaluators:")]
+    run = load_run(write(tmp_path, text))
+    assert run.reward.component_names == ["multiple-choice"]
+    with pytest.raises(SpecError, match="evaluators is required"):
+        load_run(write(tmp_path, text.replace("builtin: gpqa_diamond", "path: x.jsonl")))
