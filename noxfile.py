@@ -10,7 +10,7 @@ import nox
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = True
 
-INTEGRATIONS: list[str] = []
+INTEGRATIONS: list[str] = ["trl", "verl"]
 
 
 @nox.session(name="integrations", python=False)
@@ -20,3 +20,19 @@ def integrations(session: nox.Session) -> None:
         session.notify(name)
     if not INTEGRATIONS:
         session.log("no integration sessions are defined yet")
+
+
+@nox.session(name="trl")
+def trl(session: nox.Session) -> None:
+    """GRPOTrainer with evalsi rewards on a tiny local model; OpenRLHF's own SingleTurnAgentExecutor (CPU)."""
+    session.install("torch==2.13.0", "aiohttp", "pylatexenc", "-e", ".[dev,trl,serve]")
+    # OpenRLHF pins deepspeed/flash-attn, which need a GPU; the executor we drive does not.
+    session.install("--no-deps", "openrlhf==0.11.2")
+    session.run("pytest", "-q", "tests/integrations/trl", "tests/integrations/openrlhf", env={"EVALSI_INTEGRATION": "1"})
+
+
+@nox.session(name="verl")
+def verl(session: nox.Session) -> None:
+    """verl's Naive and Batch reward managers score a DataProto through evalsi/rewards/verl.py (CPU)."""
+    session.install("torch==2.13.0", "verl==0.9.1", "-e", ".[dev]")
+    session.run("pytest", "-q", "tests/integrations/verl", env={"EVALSI_INTEGRATION": "1"})

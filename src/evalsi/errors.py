@@ -8,7 +8,8 @@ so callers can catch either::
     ├── DataError(ValueError)          input data is invalid (file, line or rollout index)
     ├── UnknownEvaluatorError(KeyError)  a `ref` names no registered evaluator
     ├── RewardBatchError(RuntimeError) a component errored under `onError: raise`; the batch failed whole
-    └── SandboxUnavailableError(RuntimeError)  the requested isolation rung cannot run here
+    ├── SandboxUnavailableError(RuntimeError)  the requested isolation rung cannot run here
+    └── RewardServiceError(RuntimeError)       the evalsi server could not be reached, refused, or broke its contract
 
 A failed *sample* is data, not an exception: evaluators return a ``Score`` with status ``error``.
 """
@@ -86,3 +87,7 @@ def _locate(message: str, file: str | None, line: int | None, path: str) -> str:
     if path:
         prefix += f"{path}: "
     return prefix + message
+
+
+class RewardServiceError(EvalsiError, RuntimeError):
+    """The Reward Service could not be reached, refused the call, or answered outside its contract."""

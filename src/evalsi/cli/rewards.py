@@ -11,6 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from evalsi.cli._console import EXIT_FAILED, fail, stderr
 from evalsi.cli._summary import reward_summary
+from evalsi.cli.rewards_serve import serve_command
 from evalsi.errors import DataError, RewardBatchError, SpecError
 from evalsi.records import Record
 from evalsi.rewards import Reward, RewardResult, load
@@ -101,3 +102,6 @@ def _output_row(index: int, record: Record, result: RewardResult, details: bool)
         components[component] = entry
     row["components"] = components
     return row
+
+
+app.command("serve")(serve_command)

@@ -2,12 +2,15 @@
 
 from evalsi.engine._cache import CacheStats, ScoreCache
 from evalsi.engine._keys import params_fingerprint, record_key
-from evalsi.engine._runner import ComponentJob, score_component, score_components
+from evalsi.engine._runner import ComponentJob, PendingComponent, complete, look_up, score_component, score_components
 
 __all__ = [
     "CacheStats",
     "ComponentJob",
+    "PendingComponent",
     "ScoreCache",
+    "complete",
+    "look_up",
     "params_fingerprint",
     "record_key",
     "score_component",

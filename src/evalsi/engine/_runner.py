@@ -35,6 +35,51 @@ class ComponentJob:
         return self.evaluator.reads
 
 
+@dataclass
+class PendingComponent:
+    """One component after its cache look-up: the scores found, and the records still to score."""
+
+    job: ComponentJob
+    records: Sequence[Record]
+    scores: list[Score | None]
+    todo: dict[bytes, list[int]]
+    """Content key -> positions of the records with that key that missed the cache."""
+
+    @property
+    def done(self) -> bool:
+        """Every record has a score already."""
+        return not self.todo
+
+
+def look_up(job: ComponentJob, records: Sequence[Record], cache: ScoreCache | None) -> PendingComponent:
+    """Key every record and take what the cache holds; identical records share one key (scored once)."""
+    prefix = job.key_prefix
+    fields = job.fields
+    keys = [record_key(prefix, r, fields) for r in records]
+    cached: list[Score | None] = cache.get_many(keys) if cache is not None else [None] * len(records)
+    todo: dict[bytes, list[int]] = {}
+    for position, (key, hit) in enumerate(zip(keys, cached, strict=True)):
+        if hit is None:
+            todo.setdefault(key, []).append(position)
+    return PendingComponent(job, records, cached, todo)
+
+
+def complete(pending: PendingComponent, cache: ScoreCache | None) -> list[Score]:
+    """Score the records the cache missed in one ``score_batch`` call, store the results, return every score."""
+    out = pending.scores
+    if pending.todo:
+        unique = [pending.records[positions[0]] for positions in pending.todo.values()]
+        fresh = _call_evaluator(pending.job, unique)
+        new_entries: list[tuple[bytes, Score]] = []
+        for (key, positions), score in zip(pending.todo.items(), fresh, strict=True):
+            for position in positions:
+                out[position] = score
+            new_entries.append((key, score))
+        if cache is not None:
+            cache.put_many(new_entries)
+    return [s if s is not None else Score.error("internal: missing score") for s in out]
+
+
 def score_component(job: ComponentJob, records: Sequence[Record], cache: ScoreCache | None) -> list[Score]:
     """Scores of one component for every record, in order.
 
@@ -42,29 +87,7 @@ def score_component(job: ComponentJob, records: Sequence[Record], cache: ScoreCa
     evaluator sees only the records that still need a score, in one ``score_batch`` call. An exception or a
     wrong-length answer from the evaluator becomes an ``error`` score for the records it should have scored.
     """
-    prefix = job.key_prefix
-    fields = job.fields
-    keys = [record_key(prefix, r, fields) for r in records]
-    cached: list[Score | None] = cache.get_many(keys) if cache is not None else [None] * len(records)
-
-    todo: dict[bytes, list[int]] = {}
-    for position, (key, hit) in enumerate(zip(keys, cached, strict=True)):
-        if hit is None:
-            todo.setdefault(key, []).append(position)
-    if not todo:
-        return [s for s in cached if s is not None]
-
-    unique_positions = [positions[0] for positions in todo.values()]
-    fresh = _call_evaluator(job, [records[p] for p in unique_positions])
-    out = list(cached)
-    new_entries: list[tuple[bytes, Score]] = []
-    for (key, positions), score in zip(todo.items(), fresh, strict=True):
-        for position in positions:
-            out[position] = score
-        new_entries.append((key, score))
-    if cache is not None:
-        cache.put_many(new_entries)
-    return [s if s is not None else Score.error("internal: missing score") for s in out]
+    return complete(look_up(job, records, cache), cache)
 
 
 def _call_evaluator(job: ComponentJob, records: list[Record]) -> list[Score]:
@@ -88,10 +111,13 @@ def score_components(
 ) -> list[list[Score]]:
     """Scores of every component (outer list, in spec order) for every record (inner list, in input order).
 
-    Components run concurrently on ``executor`` when one is given and there is more than one component, so a
-    slow sandbox component does not wait behind a math component.
+    Cache look-ups run on the calling thread. Components that still need evaluator calls run concurrently on
+    ``executor`` when more than one does, so a slow sandbox component does not wait behind a math component; a
+    fully cached batch never pays for a thread hand-off.
     """
-    if executor is None or len(jobs) < 2 or not records:
-        return [score_component(job, records, cache) for job in jobs]
-    futures = [executor.submit(score_component, job, records, cache) for job in jobs]
-    return [f.result() for f in futures]
+    pending = [look_up(job, records, cache) for job in jobs]
+    busy = [p for p in pending if not p.done]
+    if executor is None or len(busy) < 2:
+        return [complete(p, cache) for p in pending]
+    futures = {id(p): executor.submit(complete, p, cache) for p in busy}
+    return [futures[id(p)].result() if id(p) in futures else complete(p, cache) for p in pending]

@@ -16,6 +16,7 @@ from evalsi.engine import ComponentJob, ScoreCache, score_components
 from evalsi.errors import SpecError, UnknownEvaluatorError
 from evalsi.evaluators import Evaluator, Params, Score, get_evaluator
 from evalsi.records import Record, from_rollout
+from evalsi.rewards._batch import rows, totals, trl_batch
 from evalsi.rewards._compose import ComponentRule, RewardResult, compose_batch
 from evalsi.specs import (
     ComponentSpec,
@@ -104,6 +105,12 @@ class Reward:
     def component_scores(self, records: Sequence[Record]) -> list[list[Score]]:
         """Raw scores indexed ``[component][record]``, before composition."""
         return score_components(self._jobs, records, self.cache, self._pool())
+
+    def __call__(
+        self, prompts: Sequence[Any] | None = None, completions: Sequence[Any] | None = None, **kwargs: Any
+    ) -> list[float | None]:
+        """A TRL reward function: the total of each completion (None where the spec gives none)."""
+        return totals(self.score(rows(trl_batch(prompts, completions, kwargs))))
 
     async def score_async(self, rollouts: Iterable[Mapping[str, Any]]) -> list[RewardResult]:
         """``score`` on a worker thread, so an event loop keeps serving while a batch is scored."""

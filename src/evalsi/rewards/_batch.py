@@ -1,0 +1,143 @@
+"""Trainer batches -> rollout mappings, and RewardResults -> the plain numbers trainers take.
+
+Every adapter (TRL, verl, OpenRLHF, the reward server) turns what its trainer hands over into rollout mappings
+here, so :func:`evalsi.records.from_rollout` sees one shape whatever the trainer, and reads the results back
+with the same two projections.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from evalsi.rewards._compose import RewardResult
+
+TRL_RESERVED = frozenset({"prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric",
+                          "environments"})
+"""Keywords TRL passes that are not dataset columns."""
+
+END_MARKERS: tuple[str, ...] = (
+    "<|im_end|>", "<|endoftext|>", "</s>", "<|eot_id|>", "<|end_of_text|>", "<end_of_turn>", "<eos>", "<|end|>",
+    "<|eom_id|>", "<|return|>", "<｜end▁of▁sentence｜>", "<pad>", "<|pad|>", "<|finetune_right_pad_id|>",
+)
+"""End-of-sequence and padding tokens a decoded OpenRLHF query may end with (it is decoded with
+``skip_special_tokens=False``); they are not part of what the model wrote."""
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+Batch = dict[str, list[Any]]
+"""A batch by columns: ``{"prompt": [...], "completion": [...], "answer": [...], ...}``, all of one length."""
+
+
+def trl_batch(prompts: Sequence[Any] | None, completions: Sequence[Any] | None, kwargs: Mapping[str, Any]) -> Batch:
+    """The columns of one TRL reward call: prompts, completions, completion ids and every dataset column.
+
+    Extras that are not per-rollout lists (``trainer_state``, ``log_extra``, ``log_metric``, ``environments``,
+    scalars, lists of another length) are left out.
+
+    Raises:
+        ValueError: No completions were passed.
+
+    """
+    if completions is None:
+        raise ValueError("a reward function needs `completions` (TRL passes prompts=, completions=, ...)")
+    count = len(completions)
+    batch: Batch = {"completion": completions if isinstance(completions, list) else list(completions)}
+    if prompts is not None and len(prompts) == count:
+        batch["prompt"] = prompts if isinstance(prompts, list) else list(prompts)
+    ids = kwargs.get("completion_ids")
+    if isinstance(ids, list) and len(ids) == count:
+        batch["completion_ids"] = ids
+    for key, value in kwargs.items():
+        if key not in TRL_RESERVED and isinstance(value, list) and len(value) == count:
+            batch[key] = value
+    return batch
+
+
+def rows(batch: Batch) -> list[dict[str, Any]]:
+    """Transpose a batch by columns into one rollout mapping per row."""
+    keys = list(batch)
+    # Columns are aligned by construction (trl_batch keeps only lists of the batch's length).
+    return [dict(zip(keys, values)) for values in zip(*batch.values())]  # noqa: B905
+
+
+def same_batch(a: Batch, b: Batch) -> bool:
+    """Whether two batches hold the same columns with equal values.
+
+    List ``==`` checks identity first, so the same objects passed twice cost one pointer check per row.
+    """
+    if a.keys() != b.keys():
+        return False
+    return all(a[key] == b[key] for key in a)
+
+
+def plain(value: Any) -> Any:
+    """``value`` with numpy arrays and scalars (anything with ``tolist``) as Python lists and numbers.
+
+    Recursive, so test cases read from parquet reach evaluators (and JSON) as plain data.
+    """
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is dict or isinstance(value, Mapping):
+        return {k: plain(v) for k, v in value.items()}
+    if kind is list or kind is tuple:
+        return [plain(v) for v in value]
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist):
+        return plain(tolist())
+    return value
+
+
+def completion_after_prompt(query: str, prompt: str | None) -> str:
+    """What the model wrote in an OpenRLHF query: the text after its prompt, without end-of-sequence tokens.
+
+    OpenRLHF decodes prompt + response tokens together, so the prompt is normally a prefix of the query; when a
+    tokenizer round trip changed it (a BOS token in front), the text after its first occurrence is used, and
+    when it cannot be found at all the whole query is the completion.
+    """
+    text = query
+    if prompt:
+        if text.startswith(prompt):
+            text = text[len(prompt):]
+        else:
+            at = text.find(prompt)
+            if at >= 0:
+                text = text[at + len(prompt):]
+    return strip_end_markers(text)
+
+
+def strip_end_markers(text: str) -> str:
+    """Remove trailing end-of-sequence and padding tokens (repeated, and whitespace after them).
+
+    Text the model wrote before them, trailing whitespace included, stays as written.
+    """
+    while True:
+        stripped = text.rstrip()
+        if not stripped.endswith(END_MARKERS):  # one C-level check for the common case
+            return text
+        for marker in END_MARKERS:
+            if stripped.endswith(marker):
+                text = stripped[: -len(marker)]
+                break
+
+
+def totals(results: Sequence[RewardResult]) -> list[float | None]:
+    """The total of each rollout, None where the spec gives none (``onError: none``)."""
+    return [r.total for r in results]
+
+
+def component_values(results: Sequence[RewardResult], name: str) -> list[float | None]:
+    """One component's value per rollout: a number when it scored, None when it was skipped or errored.
+
+    A rollout without a total reports None for every component too, so a trainer that sums weighted functions
+    (TRL with weight 0 per component) sees a row it cannot score rather than a sum of zeros.
+    """
+    out: list[float | None] = []
+    append = out.append
+    for result in results:
+        score = result.components[name]
+        value = score.value
+        # an ok score always has a value; pass/fail counts as 1.0 or 0.0
+        append(float(value) if value is not None and score.status == "ok" and result.total is not None else None)
+    return out

@@ -1,0 +1,262 @@
+"""The ``server=`` client: score a batch through the evalsi server's Reward Service, one HTTP request per call.
+
+The HTTP contract (``POST {server}/v1alpha1/rewards:score``; the evalsi server implements it):
+
+Request body (JSON)::
+
+    {"spec": <RewardSpec resource mapping: apiVersion, kind, metadata, spec>,
+     "rollouts": [<rollout mapping>, ...]}
+
+Headers: ``Content-Type: application/json``, and ``Authorization: Bearer $EVALSI_TOKEN`` when that variable
+(or ``token=``) is set.
+
+Response ``200`` (one result per rollout, ``index`` is the rollout's position in the request)::
+
+    {"results": [{"index": 0, "total": 0.9 | null, "status": "ok" | "gated" | "no_total",
+                  "components": {"<name>": {"value": 1.0 | true | null,
+                                            "status": "ok" | "skipped" | "error",
+                                            "reason": "..." | null}}}]}
+
+Errors (any non-2xx) carry ``{"error": {"code": str, "message": str, ...}}``:
+
+- ``422`` ``reward_batch_failed`` with ``index``, ``component``, ``cause``: a component errored under
+  ``onError: raise``; the client raises :class:`~evalsi.errors.RewardBatchError` as local scoring would.
+- ``400`` ``invalid_spec`` / ``invalid_rollout`` (with ``index`` and ``detail``, the message without the index):
+  raised as ``SpecError`` / ``DataError``.
+- ``401`` / ``403``: raised as :class:`RewardServiceError` naming ``EVALSI_TOKEN``.
+- ``429``, ``502``, ``503``, ``504`` and connection failures are retried with backoff, then raised.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+from pydantic import ValidationError
+
+from evalsi.errors import DataError, EvalsiError, RewardBatchError, RewardServiceError, SpecError
+from evalsi.evaluators import STATUSES, Score
+from evalsi.rewards._batch import plain
+from evalsi.rewards._compose import ComponentRule, RewardResult
+from evalsi.specs import (
+    API_VERSION,
+    Resource,
+    RewardSpecBody,
+    document_from_mapping,
+    load_resources,
+    parse_resources,
+    select_resource,
+)
+
+SCORE_PATH = "/v1alpha1/rewards:score"
+RETRY_STATUSES = frozenset({429, 502, 503, 504})
+_RESULT_STATUSES = ("ok", "gated", "no_total")
+
+
+class RemoteReward:
+    """A RewardSpec scored by an evalsi server: ``score(rollouts)`` returns what ``Reward.score`` would.
+
+    The spec is validated here (so a typo fails at start-up, with file and line), but its evaluators are
+    resolved on the server, which may hold evaluators or judges this process does not.
+    """
+
+    def __init__(
+        self,
+        server: str,
+        resource: Mapping[str, Any],
+        body: RewardSpecBody,
+        *,
+        token: str | None = None,
+        timeout: float = 600.0,
+        retries: int = 3,
+    ) -> None:
+        self.server = server.rstrip("/")
+        self.url = self.server + SCORE_PATH
+        self.resource = dict(resource)
+        self.name = str(self.resource["metadata"]["name"])
+        self.rules = [
+            ComponentRule(c.display_name, c.weight, c.gate, c.threshold, c.on_error or body.on_error)
+            for c in body.components
+        ]
+        self.retries = retries
+        token = token if token is not None else os.environ.get("EVALSI_TOKEN")
+        headers = {"Content-Type": "application/json"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        # Calls past the server's max_inflight wait there (back-pressure), so the read timeout is long.
+        self._client = httpx.Client(headers=headers, timeout=httpx.Timeout(timeout, connect=10.0))
+
+    @property
+    def component_names(self) -> list[str]:
+        """Component names in spec order."""
+        return [rule.name for rule in self.rules]
+
+    @classmethod
+    def from_file(cls, path: str | Path, server: str, name: str | None = None, **options: Any) -> RemoteReward:
+        """Read and validate the RewardSpec in a YAML file; it is sent as written."""
+        resource = select_resource(load_resources(path), "RewardSpec", name, str(path))
+        return cls(server, resource.document.data, _validate(resource), **options)
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], server: str, **options: Any) -> RemoteReward:
+        """From a mapping: a whole resource, or just its ``spec`` (named ``reward``, as ``from_mapping`` does)."""
+        raw = dict(data)
+        if "apiVersion" not in raw:
+            raw = {"apiVersion": API_VERSION, "kind": "RewardSpec", "metadata": {"name": "reward"}, "spec": raw}
+        resource = select_resource(parse_resources([document_from_mapping(raw)]), "RewardSpec", None, None)
+        return cls(server, raw, _validate(resource), **options)
+
+    @classmethod
+    def from_spec(cls, name: str, body: RewardSpecBody, server: str, **options: Any) -> RemoteReward:
+        """From an already parsed spec (e.g. a loaded ``Reward``'s ``spec``)."""
+        resource = {
+            "apiVersion": API_VERSION,
+            "kind": "RewardSpec",
+            "metadata": {"name": name},
+            "spec": body.model_dump(mode="json", by_alias=True, exclude_defaults=True),
+        }
+        return cls(server, resource, body, **options)
+
+    def score(self, rollouts: Iterable[Mapping[str, Any]]) -> list[RewardResult]:
+        """Score a batch in one request; the batch completes or fails whole, as with local scoring.
+
+        Raises:
+            RewardBatchError: A component errored under ``onError: raise`` on the server.
+            DataError: The server rejected a rollout (names its index).
+            RewardServiceError: The server is unreachable, refused the token, or broke the contract.
+
+        """
+        batch = [dict(r) for r in rollouts]
+        if not batch:
+            return []
+        body = orjson.dumps(
+            {"spec": self.resource, "rollouts": batch},
+            default=_fallback,
+            option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS,
+        )
+        response = self._post(body)
+        return self._results(response, len(batch))
+
+    def _post(self, body: bytes) -> httpx.Response:
+        delay = 0.5
+        for attempt in range(self.retries + 1):
+            last = attempt == self.retries
+            try:
+                response = self._client.post(self.url, content=body)
+            except httpx.TransportError as exc:
+                if last:
+                    raise RewardServiceError(f"cannot reach the Reward Service at {self.url}: {exc}") from exc
+            else:
+                if response.status_code not in RETRY_STATUSES or last:
+                    return response
+            time.sleep(delay)
+            delay *= 2
+        raise AssertionError("unreachable")  # the loop returns or raises on its last attempt
+
+    def _results(self, response: httpx.Response, count: int) -> list[RewardResult]:
+        if response.status_code >= 300:
+            raise _error_from(response, self.url)
+        try:
+            data = orjson.loads(response.content)
+            raw = data["results"]
+            results = [_result(item) for item in sorted(raw, key=lambda item: int(item["index"]))]
+            indexes = [int(item["index"]) for item in raw]
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise RewardServiceError(f"{self.url} answered outside the contract ({type(exc).__name__}: {exc})") from exc
+        if sorted(indexes) != list(range(count)):
+            raise RewardServiceError(f"{self.url} answered {len(indexes)} results for {count} rollouts")
+        names = set(self.component_names)
+        for index, result in enumerate(results):
+            if set(result.components) != names:
+                raise RewardServiceError(
+                    f"{self.url}: rollout {index} has components {sorted(result.components)}, "
+                    f"expected {sorted(names)}"
+                )
+        return results
+
+    def close(self) -> None:
+        """Close the HTTP connection pool."""
+        self._client.close()
+
+    def __repr__(self) -> str:
+        return f"RemoteReward({self.name!r}, server={self.server!r})"
+
+
+def _validate(resource: Resource) -> RewardSpecBody:
+    try:
+        return RewardSpecBody.model_validate(resource.spec)
+    except ValidationError as exc:
+        raise resource.validation_error(exc) from None
+
+
+def _fallback(value: Any) -> Any:
+    converted = plain(value)
+    if converted is value:
+        return str(value)
+    return converted
+
+
+def _result(item: Mapping[str, Any]) -> RewardResult:
+    status = item["status"]
+    if status not in _RESULT_STATUSES:
+        raise ValueError(f"unknown result status {status!r}")
+    total = item.get("total")
+    components: dict[str, Score] = {}
+    for name, score in item["components"].items():
+        if score["status"] not in STATUSES:
+            raise ValueError(f"component {name!r}: unknown status {score['status']!r}")
+        components[name] = Score(score.get("value"), score["status"], score.get("reason"))
+    return RewardResult(None if total is None else float(total), status, components)
+
+
+def _error_from(response: httpx.Response, url: str) -> EvalsiError:
+    try:
+        error = orjson.loads(response.content).get("error") or {}
+    except (orjson.JSONDecodeError, AttributeError):
+        error = {}
+    if not isinstance(error, Mapping):
+        error = {"message": str(error)}
+    code = error.get("code", "")
+    message = str(error.get("message") or response.text[:500] or response.reason_phrase)
+    status = response.status_code
+    if code == "reward_batch_failed":
+        return RewardBatchError(int(error.get("index", -1)), str(error.get("component", "?")),
+                                str(error.get("cause") or message))
+    if code == "invalid_rollout":
+        index = None if error.get("index") is None else int(error["index"])
+        detail = str(error.get("detail") or message).removeprefix(f"rollout {index}: ")
+        return DataError(f"rejected by the Reward Service: {detail}", index=index)
+    if code == "invalid_spec":
+        return SpecError(f"rejected by the Reward Service at {url}: {message}")
+    if status in (401, 403):
+        return RewardServiceError(
+            f"the Reward Service at {url} refused the call (HTTP {status}: {message}); "
+            "set EVALSI_TOKEN to a token with the evaluations.run permission"
+        )
+    return RewardServiceError(f"the Reward Service at {url} failed (HTTP {status}: {message})")
+
+
+def results_payload(results: Sequence[RewardResult]) -> dict[str, Any]:
+    """The response body for ``results`` under this contract (for servers and test doubles)."""
+    return {"results": [{"index": i, **r.to_dict()} for i, r in enumerate(results)]}
+
+
+def error_payload(exc: Exception) -> tuple[int, dict[str, Any]]:
+    """The HTTP status and body a server answers for ``exc`` under this contract.
+
+    It is the inverse of the client's error mapping, for servers and test doubles.
+    """
+    if isinstance(exc, RewardBatchError):
+        return 422, {"error": {"code": "reward_batch_failed", "message": str(exc), "index": exc.index,
+                               "component": exc.component, "cause": exc.cause}}
+    if isinstance(exc, DataError):
+        return 400, {"error": {"code": "invalid_rollout", "message": str(exc), "detail": exc.detail,
+                               "index": exc.index}}
+    if isinstance(exc, SpecError):
+        return 400, {"error": {"code": "invalid_spec", "message": str(exc)}}
+    return 500, {"error": {"code": "internal", "message": f"{type(exc).__name__}: {exc}"}}

@@ -1,0 +1,106 @@
+"""OpenRLHF adapter: ``reward_func`` for ``--reward.remote_url /path/to/evalsi/rewards/openrlhf.py``.
+
+(``--remote_rm_url`` before OpenRLHF 0.10.2; ``python -c "import evalsi.rewards.openrlhf as m; print(m.__file__)"``
+prints the path.)
+
+Set ``EVALSI_REWARD_SPEC`` to the RewardSpec file (and ``EVALSI_SERVER`` to score through the Reward Service).
+OpenRLHF loads this file by path and calls ``reward_func(queries, prompts, labels)``; each query is the decoded
+prompt + response, so the completion is the query after its prompt (end-of-sequence tokens removed), and the
+label is the reference. The answer is ``{"rewards", "scores", "extra_logs"}``: the totals twice, and each
+component under its own name in ``extra_logs`` (OpenRLHF logs them as ``train/<component>``; a skipped or
+errored component reads 0.0 there, since OpenRLHF averages them plainly). ``evalsi rewards serve`` answers the
+same over HTTP. A spec with ``onError: none`` is refused: OpenRLHF cannot skip a rollout's reward.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from evalsi.errors import DataError, SpecError
+from evalsi.rewards._batch import completion_after_prompt
+from evalsi.rewards._compose import RewardResult
+from evalsi.rewards._scorer import shared_scorer
+
+__all__ = ["reward_func", "reward_response", "rollouts"]
+
+
+def reward_func(
+    queries: Sequence[str], prompts: Sequence[str] | None = None, labels: Sequence[Any] | None = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """OpenRLHF's file-form reward function.
+
+    Args:
+        queries: Decoded prompt + response, one per sample.
+        prompts: The prompts, aligned with ``queries``.
+        labels: The references (``--data.label_key``), aligned; None when the dataset has none.
+        **kwargs: Ignored (room for what newer OpenRLHF versions pass).
+
+    Returns:
+        ``{"rewards": totals, "scores": totals, "extra_logs": {component: values}}``, as torch tensors when
+        torch is loaded (always, inside OpenRLHF), else lists of floats.
+
+    Raises:
+        SpecError: ``EVALSI_REWARD_SPEC`` is not set, the spec is invalid, or it can leave a rollout without
+            a total.
+        RewardBatchError: A component errored under ``onError: raise``.
+
+    """
+    spec = os.environ.get("EVALSI_REWARD_SPEC")
+    if not spec:
+        raise SpecError("OpenRLHF reward_func: set EVALSI_REWARD_SPEC to the RewardSpec file to score with")
+    scorer = shared_scorer(spec, os.environ.get("EVALSI_SERVER") or None, total_required_by="OpenRLHF")
+    results = scorer.score(rollouts(queries, prompts, labels))
+    torch = sys.modules.get("torch")
+    return reward_response(scorer.component_names, results, tensor=torch.tensor if torch is not None else None)
+
+
+def rollouts(
+    queries: Sequence[str], prompts: Sequence[str] | None, labels: Sequence[Any] | None
+) -> list[dict[str, Any]]:
+    """OpenRLHF samples as rollouts: prompt, completion (the query after its prompt) and label (the reference).
+
+    Raises:
+        DataError: The lists differ in length, or a query or prompt is not text (names the sample's index).
+
+    """
+    count = len(queries)
+    for name, column in (("prompts", prompts), ("labels", labels)):
+        if column is not None and len(column) != count:
+            raise DataError(f"{name} has {len(column)} items for {count} queries; OpenRLHF sends aligned lists")
+    out: list[dict[str, Any]] = []
+    for index, query in enumerate(queries):
+        prompt = prompts[index] if prompts is not None else None
+        if not isinstance(query, str) or (prompt is not None and not isinstance(prompt, str)):
+            raise DataError("query and prompt must be text", index=index)
+        item: dict[str, Any] = {"completion": completion_after_prompt(query, prompt)}
+        if prompt is not None:
+            item["prompt"] = prompt
+        label = labels[index] if labels is not None else None
+        if label is not None:
+            item["label"] = label
+        out.append(item)
+    return out
+
+
+def reward_response(
+    components: Sequence[str], results: Sequence[RewardResult], tensor: Any = None
+) -> dict[str, Any]:
+    """The OpenRLHF answer for ``results``; ``tensor`` (e.g. ``torch.tensor``) wraps each list when given."""
+    rewards: list[float] = []
+    logs: dict[str, list[float]] = {name: [] for name in components}
+    for result in results:
+        rewards.append(float("nan") if result.total is None else result.total)
+        for name, score in result.components.items():
+            value = score.value  # a skipped or errored component logs 0.0 (see the module docstring)
+            logs[name].append(float(value) if value is not None and score.status == "ok" else 0.0)
+    if tensor is None:
+        return {"rewards": rewards, "scores": list(rewards), "extra_logs": logs}
+    return {
+        "rewards": tensor(rewards),
+        "scores": tensor(list(rewards)),
+        "extra_logs": {name: tensor(values) for name, values in logs.items()},
+    }

@@ -1,0 +1,189 @@
+"""TRL adapter: a RewardSpec as ``GRPOTrainer`` / ``RLOOTrainer`` reward functions.
+
+Example::
+
+    from evalsi.rewards.trl import reward_funcs
+    funcs, weights = reward_funcs("code-reward.yaml")        # server="https://evalsi..." to score remotely
+    trainer = GRPOTrainer(..., reward_funcs=funcs, args=GRPOConfig(..., reward_weights=weights))
+
+``funcs[0]`` is the total (weight 1); then one function per component (weight 0), named
+``<spec name>/<component>``, so TRL logs ``rewards/<spec name>/mean`` and ``rewards/<spec name>/<component>/mean``
+without changing what is trained on. TRL calls every function with the same batch: the first call scores it,
+the others reuse that result, in whatever order (or concurrently, with ``asynchronous=True``) TRL calls them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+from evalsi.rewards._batch import Batch, component_values, rows, same_batch, totals, trl_batch
+from evalsi.rewards._compose import RewardResult
+from evalsi.rewards._reward import Reward
+from evalsi.rewards._scorer import Scorer, SpecSource, open_scorer, resource_of, server_of
+
+RewardFunc = Callable[..., list[float | None]] | Callable[..., Awaitable[list[float | None]]]
+
+__all__ = ["BatchMemo", "RewardFunc", "RewardFunction", "reward_call", "reward_funcs"]
+
+
+@dataclass
+class _Entry:
+    batch: Batch
+    future: Future[list[RewardResult]]
+    reads: int = 0
+
+
+class BatchMemo:
+    """Scores each batch once for all the functions that read it.
+
+    The batches being read are remembered with their results (or the scoring still running), matched by the
+    values of their columns, so a component function called after, before or alongside the total reuses the
+    total's computation instead of scoring again. Once all ``readers`` functions have read a batch it is
+    forgotten (results kept alive longer only cost the garbage collector); at most ``size`` batches are kept.
+    """
+
+    def __init__(self, scorer: Scorer, readers: int = 1, size: int = 4) -> None:
+        self.scorer = scorer
+        self.readers = readers
+        self._entries: deque[_Entry] = deque(maxlen=size)
+        self._lock = threading.Lock()
+
+    def results(self, batch: Batch) -> list[RewardResult]:
+        """The batch's results, scoring it here if no other call has (or is doing it)."""
+        entry, owner = self._claim(batch)
+        if owner:
+            self._compute(batch, entry.future)
+        return self._read(entry, entry.future.result())
+
+    async def results_async(self, batch: Batch) -> list[RewardResult]:
+        """As :meth:`results`, scoring on a worker thread so TRL's event loop runs the other functions."""
+        entry, owner = self._claim(batch)
+        if owner:
+            await asyncio.to_thread(self._compute, batch, entry.future)
+        return self._read(entry, await asyncio.wrap_future(entry.future))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled as its spec (TRL's async GRPO spawns its rollout worker and pickles the reward functions):
+        # functions pickled together keep sharing one memo, rebuilt on the other side.
+        return (_memo_for, (resource_of(self.scorer), server_of(self.scorer), self.readers))
+
+    def _claim(self, batch: Batch) -> tuple[_Entry, bool]:
+        with self._lock:
+            for entry in self._entries:
+                if same_batch(entry.batch, batch):
+                    return entry, False
+            # Shallow copies: the lists TRL passes are compared, and kept alive, by their items.
+            entry = _Entry({key: list(values) for key, values in batch.items()}, Future())
+            self._entries.append(entry)
+            return entry, True
+
+    def _read(self, entry: _Entry, results: list[RewardResult]) -> list[RewardResult]:
+        with self._lock:
+            entry.reads += 1
+            if entry.reads >= self.readers and entry in self._entries:
+                self._entries.remove(entry)
+        return results
+
+    def _compute(self, batch: Batch, future: Future[list[RewardResult]]) -> None:
+        try:
+            future.set_result(self.scorer.score(rows(batch)))
+        except BaseException as exc:
+            with self._lock:  # a failed batch is not remembered: calling again retries it
+                for entry in list(self._entries):
+                    if entry.future is future:
+                        self._entries.remove(entry)
+            future.set_exception(exc)
+
+
+def _memo_for(resource: dict[str, Any], server: str | None, readers: int) -> BatchMemo:
+    return BatchMemo(open_scorer(resource, server), readers)
+
+
+class RewardFunction:
+    """One TRL reward function of a spec: the total (``component`` None) or one component's values.
+
+    A callable instance rather than a closure, so it pickles (as its spec); TRL names it by ``__name__``.
+    """
+
+    def __init__(self, memo: BatchMemo, name: str, component: str | None = None) -> None:
+        self.memo = memo
+        self.component = component
+        self.__name__ = self.__qualname__ = name
+
+    def __call__(
+        self, prompts: Sequence[Any] | None = None, completions: Sequence[Any] | None = None, **kwargs: Any
+    ) -> list[float | None]:
+        """One ``float | None`` per completion; TRL passes every argument by keyword."""
+        return self.project(self.memo.results(trl_batch(prompts, completions, kwargs)))
+
+    async def call_async(
+        self, prompts: Sequence[Any] | None = None, completions: Sequence[Any] | None = None, **kwargs: Any
+    ) -> list[float | None]:
+        """As ``__call__``, scoring on a worker thread."""
+        return self.project(await self.memo.results_async(trl_batch(prompts, completions, kwargs)))
+
+    def project(self, results: Sequence[RewardResult]) -> list[float | None]:
+        """The values of this function, from the batch's results."""
+        return totals(results) if self.component is None else component_values(results, self.component)
+
+    def __repr__(self) -> str:
+        return f"RewardFunction({self.__name__!r})"
+
+
+def reward_funcs(
+    spec: SpecSource, server: str | None = None, *, asynchronous: bool = False
+) -> tuple[list[RewardFunc], list[float]]:
+    """TRL reward functions for a RewardSpec, and their ``reward_weights``.
+
+    Args:
+        spec: A RewardSpec file, a mapping, or a loaded ``Reward``.
+        server: Score through the evalsi server's Reward Service at this URL (one request per batch).
+        asynchronous: Return ``async def`` functions, which TRL runs concurrently on its event loop.
+
+    Returns:
+        ``(funcs, weights)``: the total (weight 1.0), then one function per component (weight 0.0).
+
+    Raises:
+        SpecError: The spec is invalid (file, line and field).
+
+    Each function returns one ``float | None`` per completion; None (NaN to TRL: not applicable) marks a
+    skipped or errored component, and every function of a rollout whose spec gives no total
+    (``onError: none``), so TRL treats that rollout as unscorable rather than as a reward of 0. The sync
+    functions pickle (for TRL's async GRPO worker); the async ones are plain ``async def`` functions, which
+    every TRL version recognises.
+
+    """
+    scorer = open_scorer(spec, server)
+    memo = BatchMemo(scorer, readers=1 + len(scorer.component_names))
+    functions = [RewardFunction(memo, scorer.name)]
+    functions += [RewardFunction(memo, f"{scorer.name}/{name}", name) for name in scorer.component_names]
+    funcs: list[RewardFunc] = [_async(f) for f in functions] if asynchronous else list(functions)
+    return funcs, [1.0] + [0.0] * len(scorer.component_names)
+
+
+def _async(function: RewardFunction) -> RewardFunc:
+    async def score_async(
+        prompts: Sequence[Any] | None = None, completions: Sequence[Any] | None = None, **kwargs: Any
+    ) -> list[float | None]:
+        return await function.call_async(prompts, completions, **kwargs)
+
+    # TRL names metrics after __name__: rewards/<name>/mean.
+    score_async.__name__ = score_async.__qualname__ = function.__name__
+    score_async.__doc__ = f"evalsi reward {function.__name__!r}: one float | None per completion."
+    return score_async
+
+
+def reward_call(
+    reward: Reward, prompts: Sequence[Any] | None = None, completions: Sequence[Any] | None = None, **kwargs: Any
+) -> list[float | None]:
+    """A loaded ``Reward`` used as a TRL reward function: the total of each completion (None: no total).
+
+    ``Reward.__call__`` delegates here, so ``GRPOTrainer(reward_funcs=evalsi.rewards.load("r.yaml"))`` works.
+    """
+    return totals(reward.score(rows(trl_batch(prompts, completions, kwargs))))

@@ -1,0 +1,112 @@
+"""verl adapter: ``custom_reward_function`` for verl's reward managers.
+
+Configure verl with this file's path (``python -c "import evalsi.rewards.verl as m; print(m.__file__)"``)::
+
+    custom_reward_function:
+      path: /path/to/site-packages/evalsi/rewards/verl.py
+      name: compute_score              # compute_score_batch with the batch reward manager
+      reward_kwargs:
+        spec: /path/to/reward.yaml
+        server: https://evalsi.example.com   # optional: score through the Reward Service
+
+Each call returns ``{"score": total, <component>: value, ...}``: verl trains on ``score`` and records the rest
+(a skipped or errored component reads 0.0 there, since verl averages these keys plainly). ``extra_info``'s
+fields (test cases, ...) reach the rollout, and the data source is kept as ``data_source``. The spec is loaded
+once per process. A spec with ``onError: none`` is refused: verl cannot skip a rollout's reward.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from evalsi.errors import SpecError
+from evalsi.rewards._batch import plain
+from evalsi.rewards._compose import RewardResult
+from evalsi.rewards._scorer import Scorer, shared_scorer
+
+__all__ = ["compute_score", "compute_score_batch", "rollout"]
+
+
+def compute_score(
+    data_source: Any, solution_str: str, ground_truth: Any, extra_info: Mapping[str, Any] | None = None,
+    **reward_kwargs: Any,
+) -> dict[str, float]:
+    """The per-sample reward function of verl (``NaiveRewardManager``, the reward loop).
+
+    Args:
+        data_source: The sample's data source (kept in the rollout as ``data_source``).
+        solution_str: The decoded response: the completion.
+        ground_truth: The reference.
+        extra_info: More fields of the sample (test cases, ids), merged into the rollout.
+        **reward_kwargs: ``spec`` (a RewardSpec file; else ``$EVALSI_REWARD_SPEC``), optional ``server``;
+            others verl passes (``reward_router_address``, ...) are ignored.
+
+    Returns:
+        ``{"score": total, <component>: value, ...}``.
+
+    Raises:
+        SpecError: No spec was given, it is invalid, or it can leave a rollout without a total.
+        RewardBatchError: A component errored under ``onError: raise``.
+
+    """
+    scorer = _scorer(reward_kwargs)
+    results = scorer.score([rollout(data_source, solution_str, ground_truth, extra_info)])
+    return _dicts(results)[0]
+
+
+def compute_score_batch(
+    data_sources: Sequence[Any], solution_strs: Sequence[str], ground_truths: Sequence[Any],
+    extra_infos: Sequence[Mapping[str, Any] | None] | None = None, **reward_kwargs: Any,
+) -> list[dict[str, float]]:
+    """The batch reward function of verl (``reward_manager.name=batch``): the whole batch in one scoring call.
+
+    Arguments are the per-sample ones as aligned lists; returns one dict per sample, as :func:`compute_score`.
+    """
+    scorer = _scorer(reward_kwargs)
+    count = len(solution_strs)
+    infos: Sequence[Mapping[str, Any] | None] = extra_infos if extra_infos is not None else [None] * count
+    for name, column in (("data_sources", data_sources), ("ground_truths", ground_truths), ("extra_infos", infos)):
+        if len(column) != count:
+            raise ValueError(f"compute_score_batch: {name} has {len(column)} items for {count} solution_strs")
+    batch = [rollout(*sample) for sample in zip(data_sources, solution_strs, ground_truths, infos, strict=True)]
+    return _dicts(scorer.score(batch))
+
+
+def rollout(
+    data_source: Any, solution_str: str, ground_truth: Any, extra_info: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """One verl sample as a rollout.
+
+    ``extra_info``'s fields come first; the completion, reference and data source win over same-named ones.
+    numpy values (parquet columns) become plain lists.
+    """
+    out: dict[str, Any] = plain(extra_info) if extra_info and isinstance(extra_info, Mapping) else {}
+    out["completion"] = solution_str
+    out["data_source"] = plain(data_source)
+    if ground_truth is not None:
+        out["reference"] = plain(ground_truth)
+    return out
+
+
+def _scorer(reward_kwargs: Mapping[str, Any]) -> Scorer:
+    spec = reward_kwargs.get("spec") or os.environ.get("EVALSI_REWARD_SPEC")
+    if not spec:
+        raise SpecError(
+            "verl: no RewardSpec given; set custom_reward_function.reward_kwargs.spec to a RewardSpec file "
+            "(or the EVALSI_REWARD_SPEC environment variable)"
+        )
+    return shared_scorer(spec, reward_kwargs.get("server") or None, total_required_by="verl")
+
+
+def _dicts(results: Sequence[RewardResult]) -> list[dict[str, float]]:
+    out: list[dict[str, float]] = []
+    for result in results:
+        item = {"score": float("nan") if result.total is None else result.total}
+        # the breakdown is in spec order; component names are never "score" (the spec forbids it)
+        for name, score in result.components.items():
+            value = score.value  # a skipped or errored component reads 0.0 (see the module docstring)
+            item[name] = float(value) if value is not None and score.status == "ok" else 0.0
+        out.append(item)
+    return out

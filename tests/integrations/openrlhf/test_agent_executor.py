@@ -1,0 +1,104 @@
+"""OpenRLHF's own ``SingleTurnAgentExecutor`` fetches rewards from evalsi: the ``.py`` file form and the HTTP form.
+
+The executor tokenizes the prompt, asks its engine for a response, decodes prompt + response with
+``skip_special_tokens=False`` and calls the reward function (in a thread) or POSTs to the reward server with
+aiohttp. Only the generation engine is a stand-in (vLLM needs a GPU): it answers fixed tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+import transformers
+import yaml
+from openrlhf.utils.agent import SingleTurnAgentExecutor
+
+import evalsi.rewards.openrlhf
+from evalsi.rewards import load
+from evalsi.rewards._scorer import clear_shared
+from evalsi.rewards.serve import create_app
+from tests.rewards._servers import ServerThread
+
+WORDS = ["what", "is", "2+2", "?", "4", "5", "<answer>", "</answer>"]
+SPEC: dict[str, Any] = {
+    "apiVersion": "evals.si/v1alpha1",
+    "kind": "RewardSpec",
+    "metadata": {"name": "openrlhf-executor"},
+    "spec": {
+        "components": [
+            {"ref": "exact-match", "name": "exact", "weight": 0.75},
+            {"ref": "format-check", "name": "format", "weight": 0.25,
+             "params": {"pattern": r"\s*<answer> \S+ </answer>\s*"}},
+        ],
+    },
+}
+
+
+def tokenizer() -> Any:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {"<pad>": 0, "<eos>": 1, "<unk>": 2, **{w: i + 3 for i, w in enumerate(WORDS)}}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return transformers.PreTrainedTokenizerFast(
+        tokenizer_object=core, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>"
+    )
+
+
+class FixedEngine:
+    """Stands in for OpenRLHF's vLLM engine: answers the given text's tokens, then EOS."""
+
+    def __init__(self, tok: Any, text: str) -> None:
+        self.ids = tok(text, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+
+    async def generate(self, prompt_ids: list[int], params: Any, multi_modal_data: Any = None) -> Any:
+        output = SimpleNamespace(token_ids=list(self.ids), finish_reason="stop", logprobs=None, text="")
+        return SimpleNamespace(outputs=[output])
+
+
+def execute(url: str, answer: str, label: str) -> dict[str, Any]:
+    tok = tokenizer()
+    executor = SingleTurnAgentExecutor(remote_rm_url=url)
+    params = SimpleNamespace(max_tokens=8, logprobs=None)
+    result: dict[str, Any] = asyncio.run(
+        executor.execute("what is 2+2 ?", label, params, 32, tok, FixedEngine(tok, answer))
+    )
+    return result
+
+
+@pytest.fixture
+def spec_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    clear_shared()
+    path = tmp_path / "reward.yaml"
+    path.write_text(yaml.safe_dump(SPEC))
+    monkeypatch.setenv("EVALSI_REWARD_SPEC", str(path))
+    yield path
+    clear_shared()
+
+
+def as_float(value: Any) -> float:
+    return float(torch.as_tensor(value).flatten()[0])
+
+
+def test_file_form(spec_file: Path) -> None:
+    good = execute(evalsi.rewards.openrlhf.__file__, "<answer> 4 </answer>", "<answer> 4 </answer>")
+    assert as_float(good["reward"]) == pytest.approx(1.0)
+    assert as_float(good["scores"]) == pytest.approx(1.0)
+    assert {k: as_float(v) for k, v in good["extra_logs"].items()} == {"exact": 1.0, "format": 1.0}
+    wrong = execute(evalsi.rewards.openrlhf.__file__, "<answer> 5 </answer>", "<answer> 4 </answer>")
+    assert as_float(wrong["reward"]) == pytest.approx(0.25)
+
+
+def test_http_form(spec_file: Path) -> None:
+    with ServerThread(create_app(load(spec_file))) as server:
+        good = execute(server.url + "/get_reward", "<answer> 4 </answer>", "<answer> 4 </answer>")
+        wrong = execute(server.url, "5", "<answer> 4 </answer>")
+    assert good["reward"] == [1.0] and good["scores"] == [1.0]
+    assert good["extra_logs"] == {"exact": [1.0], "format": [1.0]}
+    assert wrong["reward"] == [0.0] and wrong["extra_logs"] == {"exact": [0.0], "format": [0.0]}
