@@ -28,7 +28,8 @@ def trl(session: nox.Session) -> None:
     session.install("torch==2.13.0", "aiohttp", "pylatexenc", "-e", ".[dev,trl,serve]")
     # OpenRLHF pins deepspeed/flash-attn, which need a GPU; the executor we drive does not.
     session.install("--no-deps", "openrlhf==0.11.2")
-    session.run("pytest", "-q", "tests/integrations/trl", "tests/integrations/openrlhf", env={"EVALSI_INTEGRATION": "1"})
+    tests = ["tests/integrations/trl", "tests/integrations/openrlhf"]
+    session.run("pytest", "-q", *tests, env={"EVALSI_INTEGRATION": "1"})
 
 
 @nox.session(name="verl")

@@ -1,0 +1,78 @@
+r"""``math-equiv``: the completion's final answer equals the reference, numerically or symbolically.
+
+The final answer is extracted in the seed's order (``\boxed{}``, ``<answer>``, ``#### x``, "the answer is x",
+else the last number), normalised (delimiters, units, ``\text{}``, degrees, ``\dfrac``…), and compared:
+
+1. as text, then from the memo of earlier verdicts on the same (reference, answer);
+2. by the pure-Python fast path (numbers, fractions, percentages, tuples, intervals, sets), which decides the
+   easy cases in microseconds without importing sympy in the scoring process;
+3. otherwise by math-verify or sympy in a pool of warm worker processes, every comparison bounded by ``timeout``
+   (an overrunning worker is killed and replaced; the answer scores 0 with the reason).
+
+A batch sends all of its undecided comparisons to the pool at once, so they run in parallel over the cores.
+The value is pass/fail; the reason and details say what was extracted, from where, and how it was compared.
+
+Example:
+    >>> from evalsi.evaluators import ScoreContext, get_evaluator
+    >>> from evalsi.records import Record
+    >>> math_equiv = get_evaluator("math-equiv")
+    >>> record = Record(completion="So the total is \\boxed{1,234}.", reference="1234")
+    >>> math_equiv.score(record, math_equiv.parse_params({}), ScoreContext()).reason
+    "'1,234' (from \\boxed{}) equals the reference '1234' (numeric)"
+
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from evalsi.evaluators._base import Evaluator, ScoreContext
+from evalsi.evaluators._registry import register
+from evalsi.evaluators._score import Score
+from evalsi.evaluators.rl.math_equiv._decide import Judge
+from evalsi.evaluators.rl.math_equiv._params import MathEquivParams
+from evalsi.evaluators.rl.math_equiv._pool import close_all as _close_pools
+from evalsi.records import Record
+
+__all__ = ["MathEquiv", "MathEquivParams"]
+
+
+@register
+class MathEquiv(Evaluator[MathEquivParams]):
+    """Pass when the extracted final answer is equivalent to the reference (any item of a list reference)."""
+
+    name = "math-equiv"
+    summary = "The final answer (\\boxed{}, <answer>, ####, 'the answer is', last number) equals the reference."
+    params_model = MathEquivParams
+    reads = ("completion", "reference")
+    pack = "rl"
+
+    def __init__(self) -> None:
+        self._judges: dict[MathEquivParams, Judge] = {}
+        self._lock = threading.Lock()
+
+    def judge(self, params: MathEquivParams) -> Judge:
+        """The judge (memo, parsed references) for these params, made on first use."""
+        judge = self._judges.get(params)
+        if judge is None:
+            with self._lock:
+                judge = self._judges.setdefault(params, Judge(params))
+        return judge
+
+    def score(self, record: Record, params: MathEquivParams, ctx: ScoreContext) -> Score:
+        """Pass/fail for one record; skipped without a reference."""
+        return self.score_batch([record], params, ctx)[0]
+
+    def score_batch(self, records: Sequence[Record], params: MathEquivParams, ctx: ScoreContext) -> list[Score]:
+        """Scores in order; the batch's undecided comparisons run together on the worker pool."""
+        try:
+            return self.judge(params).decide(records)
+        except Exception as exc:  # a bug must not fail the batch: every record errors, with the cause
+            return [Score.error(f"math-equiv failed: {type(exc).__name__}: {exc}")] * len(records)
+
+    def close(self) -> None:
+        """Stop the symbolic worker processes and forget memoised verdicts."""
+        with self._lock:
+            self._judges.clear()
+        _close_pools()

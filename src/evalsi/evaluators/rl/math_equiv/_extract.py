@@ -1,10 +1,10 @@
-"""Final-answer extraction, in the seed's order.
+r"""Final-answer extraction, in the seed's order.
 
-1. the last ``\\boxed{…}`` (or ``\\fbox{…}``), braces matched, so ``\\boxed{\\frac{1}{2}}`` is whole;
+1. the last ``\boxed{…}`` (or ``\fbox{…}``), braces matched, so ``\boxed{\frac{1}{2}}`` is whole;
 2. the last ``<answer>…</answer>``;
 3. the last ``#### x`` (GSM8K);
 4. the last "the answer is x" / "final answer is x" / "final answer: x" (case-insensitive);
-5. else the last number (``1,234``, ``-3.5``, ``2/3``, ``\\frac{1}{2}``, ``50%``, ``1.5e3``).
+5. else the last number (``1,234``, ``-3.5``, ``2/3``, ``\frac{1}{2}``, ``50%``, ``1.5e3``).
 
 Every step is a linear scan (``rfind`` and regexes without nested quantifiers), so a megabyte completion costs
 milliseconds, never a hang.
@@ -19,9 +19,10 @@ from typing import Literal
 Source = Literal["boxed", "answer-tag", "####", "answer-is", "last-number", "reference"]
 
 _BOXED = ("\\boxed", "\\fbox")
-_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
+_BOXED_TRIES = 4
+_BRACE = re.compile(r"(?<!\\)[{}]")
 _ANSWER_IS = re.compile(r"(?:final\s+answer|the\s+answer)\s*(?:is\s*:?|:)\s*", re.IGNORECASE)
-_MATH_SPAN = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
+_MATH_SPAN = re.compile(r"\$\$(.+?)\$\$|\$((?:\\.|[^$\\])+)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
 _SENTENCE_END = re.compile(r"\.(?:\s|$)|\n|;\s|,\s(?=[A-Za-z])")
 _LAST_NUMBER = re.compile(
     r"-?\\[dt]?frac\{\s*-?\d+(?:\.\d+)?\s*\}\{\s*-?\d+(?:\.\d+)?\s*\}"  # \frac{1}{2}
@@ -44,13 +45,12 @@ def extract_answer(text: str, *, last_number: bool = True) -> Extracted | None:
     boxed = last_boxed(text)
     if boxed is not None:
         return Extracted(boxed, "boxed")
-    tags = _ANSWER_TAG.findall(text)
-    for tag in reversed(tags):
-        if tag.strip():
-            return Extracted(tag.strip(), "answer-tag")
+    tag = _last_answer_tag(text)
+    if tag is not None:
+        return Extracted(tag, "answer-tag")
     marker = text.rfind("####")
     if marker >= 0:
-        line = text[marker + 4 :].split("\n", 1)[0].strip()
+        line = _trim(text[marker + 4 :].lstrip(" \t"))
         if line:
             return Extracted(line, "####")
     said = _answer_is(text)
@@ -64,16 +64,25 @@ def extract_answer(text: str, *, last_number: bool = True) -> Extracted | None:
 
 
 def extract_reference(reference: str) -> Extracted:
-    """The gold answer: the last ``\\boxed{}`` or ``#### x`` of a worked solution, else the reference as given."""
-    found = extract_answer(reference, last_number=False) if ("\\boxed" in reference or "####" in reference
-                                                            or "\\fbox" in reference) else None
+    r"""The gold answer: the last ``\boxed{}`` or ``#### x`` of a worked solution, else the reference as given."""
+    found = (
+        extract_answer(reference, last_number=False)
+        if ("\\boxed" in reference or "####" in reference or "\\fbox" in reference)
+        else None
+    )
     return found if found is not None else Extracted(reference.strip(), "reference")
 
 
 def last_boxed(text: str) -> str | None:
-    """Contents of the last ``\\boxed{…}``/``\\fbox{…}`` (or ``\\boxed x``) with balanced braces, else None."""
+    r"""Contents of the last ``\boxed{…}``/``\fbox{…}`` (or ``\boxed x``) with balanced braces, else None.
+
+    An unbalanced last box (the model ran out of tokens) falls back to the one before, at most
+    ``_BOXED_TRIES`` times, so a text of a million ``\boxed{`` stays linear.
+    """
     start = max(text.rfind(name) for name in _BOXED)
-    while start >= 0:
+    for _ in range(_BOXED_TRIES):
+        if start < 0:
+            break
         name = "\\boxed" if text.startswith("\\boxed", start) else "\\fbox"
         body = _braced_after(text, start + len(name))
         if body is not None and body.strip():
@@ -83,7 +92,7 @@ def last_boxed(text: str) -> str | None:
 
 
 def _braced_after(text: str, position: int) -> str | None:
-    """The balanced ``{…}`` group starting at ``position`` (after spaces), or ``\\boxed 5``'s bare token."""
+    r"""The balanced ``{…}`` group starting at ``position`` (after spaces), or ``\boxed 5``'s bare token."""
     n = len(text)
     while position < n and text[position] == " ":
         position += 1
@@ -96,15 +105,28 @@ def _braced_after(text: str, position: int) -> str | None:
             end += 1
         return text[position:end] if end > position and text[position - 1] == " " else None
     depth = 0
-    for index in range(position, n):
-        char = text[index]
-        if char == "{" and text[index - 1] != "\\":
-            depth += 1
-        elif char == "}" and text[index - 1] != "\\":
-            depth -= 1
-            if depth == 0:
-                return text[position + 1 : index]
+    for brace in _BRACE.finditer(text, position):
+        depth += 1 if brace.group() == "{" else -1
+        if depth == 0:
+            return text[position + 1 : brace.start()]
     return None  # unbalanced: the model stopped mid-answer
+
+
+def _last_answer_tag(text: str) -> str | None:
+    """The last non-empty ``<answer>…</answer>``, found with ``rfind`` (a regex rescans on unclosed tags)."""
+    lowered = text.lower() if "<ANSWER>" in text.upper() else text
+    end = lowered.rfind("</answer>")
+    for _ in range(_BOXED_TRIES):
+        if end < 0:
+            return None
+        start = lowered.rfind("<answer>", 0, end)
+        if start < 0:
+            return None
+        body = text[start + len("<answer>") : end].strip()
+        if body:
+            return body
+        end = lowered.rfind("</answer>", 0, start)
+    return None
 
 
 def _answer_is(text: str) -> str | None:
@@ -114,12 +136,16 @@ def _answer_is(text: str) -> str | None:
         pass
     if last is None:
         return None
-    rest = text[last.end() :].lstrip()
+    return _trim(text[last.end() :].lstrip())
+
+
+def _trim(rest: str) -> str | None:
+    """The answer at the start of ``rest``: a leading math span, else the text up to the end of the sentence."""
     if not rest:
         return None
     span = _MATH_SPAN.match(rest)
     if span is not None:
-        return next(g for g in span.groups() if g is not None).strip()
+        return next(g for g in span.groups() if g is not None).strip() or None
     end = _SENTENCE_END.search(rest)
     answer = (rest[: end.start()] if end is not None else rest).strip().rstrip(".").strip()
     return answer or None

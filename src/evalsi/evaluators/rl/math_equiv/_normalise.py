@@ -1,9 +1,9 @@
-"""LaTeX and text normalisation of an extracted answer into a canonical string.
+r"""LaTeX and text normalisation of an extracted answer into a canonical string.
 
 The canonical string is what the memo is keyed on, what the numeric fast path parses, what two answers are
 compared on as text, and what the symbolic backend receives. It removes what never changes the value: math
-delimiters, ``\\left``/``\\right``, spacing commands, ``\\text{}`` units, currency signs, degree signs,
-``\\dfrac``/``\\tfrac`` (→ ``\\frac``), shorthand arguments (``\\frac12`` → ``\\frac{1}{2}``), and whitespace.
+delimiters, ``\left``/``\right``, spacing commands, ``\text{}`` units, currency signs, degree signs,
+``\dfrac``/``\tfrac`` (→ ``\frac``), shorthand arguments (``\frac12`` → ``\frac{1}{2}``), and whitespace.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def normalise(answer: str) -> str:
     text = answer.strip()
     if _PLAIN.fullmatch(text):
         return text  # the common case (GSM8K): nothing to do
-    text = _DELIMITERS.sub("", text)
+    text = _DELIMITERS.sub("", text).replace("{,}", ",")
     text = _SPACING.sub(" ", text)
     text = _DEGREES.sub("", text)
     text = _FRAC_NAMES.sub(r"\\frac", text)
@@ -54,7 +54,7 @@ def _group(token: str) -> str:
 
 
 def _strip_text_groups(text: str) -> str:
-    """Unwrap ``\\text{…}`` groups; a group of words ending the answer after other content is a unit: dropped."""
+    r"""Unwrap ``\text{…}`` groups; a group of words ending the answer after other content is a unit: dropped."""
     if "\\" not in text:
         return text
     pieces: list[str] = []

@@ -13,12 +13,15 @@ loaded. Children do not re-import the parent's ``__main__`` (a training script t
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
+import signal
+import sys
 import threading
 from concurrent.futures import Future
 from multiprocessing import context as mp_context
-from multiprocessing import forkserver, popen_forkserver, spawn, util
+from multiprocessing import forkserver, popen_forkserver, reduction, spawn, util
 from typing import Any
 
 PRELOAD_MODULE = "evalsi.evaluators.rl.math_equiv._warm"
@@ -39,13 +42,13 @@ class _Popen(popen_forkserver.Popen):
         buf = io.BytesIO()
         mp_context.set_spawning_popen(self)
         try:
-            mp_context.reduction.dump(prep_data, buf)
-            mp_context.reduction.dump(process_obj, buf)
+            reduction.dump(prep_data, buf)
+            reduction.dump(process_obj, buf)
         finally:
             mp_context.set_spawning_popen(None)
-        self.sentinel, w = _server.connect_to_new_process(self._fds)
+        self.sentinel, w = _server.connect_to_new_process(self._fds)  # type: ignore[attr-defined]
         _parent_w = os.dup(w)
-        self.finalizer = util.Finalize(self, util.close_fds, (_parent_w, self.sentinel))
+        self.finalizer = util.Finalize(self, util.close_fds, (_parent_w, self.sentinel))  # type: ignore[attr-defined]
         with open(w, "wb", closefd=True) as f:
             f.write(buf.getbuffer())
         self.pid = forkserver.read_signed(self.sentinel)
@@ -53,21 +56,51 @@ class _Popen(popen_forkserver.Popen):
 
 class _Process(mp_context.ForkServerProcess):
     @staticmethod
-    def _Popen(process_obj: Any) -> _Popen:  # noqa: N802 - the name multiprocessing calls
+    def _Popen(process_obj: Any) -> _Popen:  # the name multiprocessing calls
         return _Popen(process_obj)
 
 
 class _Context(mp_context.ForkServerContext):
-    Process = _Process  # type: ignore[assignment]
+    Process = _Process
 
 
-def _limit_memory(memory_mb: int) -> None:
-    """Worker initializer: cap the address space, so a runaway comparison fails instead of eating the host."""
+def _init_worker(memory_mb: int) -> None:
+    """Worker initializer: die with the template, and cap the address space.
+
+    A worker is a child of the template, not of the scoring process: ``PR_SET_PDEATHSIG`` makes the kernel kill
+    it when the template exits, so no worker outlives its pool busy on a runaway comparison. The memory cap makes
+    a runaway comparison fail instead of eating the host.
+    """
+    set_parent_death_signal()
     if memory_mb > 0:
         import resource
 
         limit = memory_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def set_parent_death_signal() -> None:
+    """Ask Linux to SIGKILL this process when its parent exits (a no-op elsewhere)."""
+    libc = load_libc()
+    if libc is None:
+        return
+    parent = os.getppid()
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the parent died before the call: nobody will send the signal
+        os._exit(1)
+
+
+_libc: Any = None
+
+
+def load_libc() -> Any:
+    """The C library, loaded once (the template loads it before forking, so children do not pay for it)."""
+    global _libc
+    if _libc is None and sys.platform.startswith("linux"):
+        import ctypes
+
+        _libc = ctypes.CDLL(None, use_errno=True)
+    return _libc
 
 
 class SymbolicPool:
@@ -90,7 +123,7 @@ class SymbolicPool:
 
                 self._pool = ProcessPool(
                     max_workers=self.workers,
-                    initializer=_limit_memory,
+                    initializer=_init_worker,
                     initargs=(self.memory_mb,),
                     context=_Context(),
                 )
@@ -130,8 +163,10 @@ def close_all() -> None:
 
 
 def stop_template() -> None:
-    """Stop the fork server (it is restarted on the next pool start)."""
-    try:
-        _server._stop()
-    except Exception:  # already stopped, or never started
-        pass
+    """Stop the template (it is restarted on the next pool start); any worker left dies with it."""
+    pid = getattr(_server, "_forkserver_pid", None)
+    if pid is not None:
+        with contextlib.suppress(OSError):  # killed, not asked: a straggling worker must not keep it alive
+            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(Exception):  # already stopped, or never started
+        _server._stop()  # type: ignore[attr-defined]
