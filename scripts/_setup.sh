@@ -6,13 +6,20 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
 EXTRAS="${EVALSI_EXTRAS:-math}"
 
-ensure_bubblewrap() {
-  if command -v bwrap >/dev/null 2>&1; then return; fi
+# System packages the tests need: bubblewrap (the namespaced sandbox rung) and PostgreSQL (server replicas are
+# tested against a real one, started by the tests in a temporary directory).
+ensure_system_packages() {
+  local missing=()
+  command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
+  compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
+  [ ${#missing[@]} -eq 0 ] && return
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "installing bubblewrap (the sandbox's namespaced rung)" >&2
-    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+    echo "installing ${missing[*]}" >&2
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   else
-    echo "warning: bubblewrap (bwrap) is missing; install it for the namespaced sandbox rung" >&2
+    echo "error: install ${missing[*]} (apt-get install ${missing[*]}) and run again" >&2
+    exit 2
   fi
 }
 

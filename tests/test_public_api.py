@@ -9,7 +9,16 @@ import sys
 
 import pytest
 
-PUBLIC = ["evalsi", "evalsi.evaluators", "evalsi.engine", "evalsi.rewards", "evalsi.specs"]
+PUBLIC = [
+    "evalsi",
+    "evalsi.engine",
+    "evalsi.evaluators",
+    "evalsi.rewards",
+    "evalsi.runs",
+    "evalsi.server",
+    "evalsi.specs",
+    "evalsi.stats",
+]
 
 
 @pytest.mark.parametrize("module_name", PUBLIC)

@@ -1,0 +1,25 @@
+"""The evalsi server: the Reward Service over gRPC, Connect and HTTP JSON.
+
+Tokens, quotas, a shared score cache and Prometheus metrics. Needs the ``server`` extra
+(``pip install 'evalsi[server]'``).
+
+Start it with ``evalsi server --config server.yaml``; create tokens with ``evalsi server token create``.
+"""
+
+from evalsi.server._config import ServerConfig, config_from_mapping, load_config
+from evalsi.server._run import build, serve, serve_async
+from evalsi.server._service import RewardService
+from evalsi.server._tokens import PERMISSIONS, Principal, TokenStore
+
+__all__ = [
+    "PERMISSIONS",
+    "Principal",
+    "RewardService",
+    "ServerConfig",
+    "TokenStore",
+    "build",
+    "config_from_mapping",
+    "load_config",
+    "serve",
+    "serve_async",
+]

@@ -1,0 +1,186 @@
+"""The server's configuration: a ``kind: ServerConfig`` resource in ``server.yaml``.
+
+Example::
+
+    apiVersion: evals.si/v1alpha1
+    kind: ServerConfig
+    metadata: {name: default}
+    spec:
+      listen: {host: 127.0.0.1, port: 8080, grpc_port: 50051}
+      database: {url: sqlite:///evalsi-server.db}     # a postgresql:// URL serves replicas
+      rewards:
+        max_rollouts: 16384       # per call
+        max_inflight: 65536       # across calls; further calls wait
+        cache_size: 1048576       # component scores in memory
+        shared_cache: true        # also in the database, shared by replicas
+        shared_cache_ttl: 7d      # pruned after
+      quotas:
+        team-a: {max_reward_rollouts: 4096}
+      judges:
+        strict: {model: gpt-4o-mini, base_url: http://127.0.0.1:8000/v1}
+
+Field names are the seed's snake_case; camelCase spellings (``maxRollouts``) are accepted too, as in RewardSpecs.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic.alias_generators import to_camel
+
+from evalsi.specs import API_VERSION, document_from_mapping, load_resources, parse_resources, select_resource
+
+ONE_WEEK = 7 * 24 * 3600.0
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True, use_attribute_docstrings=True
+    )
+
+
+def parse_duration(value: Any) -> float:
+    """Seconds from a number or a string such as ``90s``, ``30m``, ``12h``, ``7d``, ``1w``.
+
+    Raises:
+        ValueError: Not a non-negative duration.
+
+    """
+    if isinstance(value, bool):
+        raise ValueError("a duration is a number of seconds or a string like '7d', '12h', '30m'")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    else:
+        match = _DURATION.match(str(value))
+        if match is None:
+            raise ValueError(f"a duration is a number of seconds or a string like '7d', '12h', '30m' (got {value!r})")
+        seconds = float(match.group(1)) * _UNITS[match.group(2) or "s"]
+    if seconds < 0:
+        raise ValueError("a duration cannot be negative")
+    return seconds
+
+
+class ListenConfig(_Model):
+    """Where the server listens."""
+
+    host: str = "127.0.0.1"
+    """Address of both listeners (HTTP/Connect and gRPC)."""
+    port: int = Field(default=8080, ge=0, le=65535)
+    """HTTP port: JSON API, Connect, ``/metrics`` and ``/healthz`` (0 picks a free port)."""
+    grpc_port: int | None = Field(default=50051, ge=0, le=65535)
+    """gRPC port (0 picks a free port; null disables gRPC)."""
+
+
+class DatabaseConfig(_Model):
+    """The server's database: tokens and the shared score cache."""
+
+    url: str = "sqlite:///evalsi-server.db"
+    """A SQLAlchemy URL. A relative SQLite path is resolved against the config file's directory."""
+
+
+class RewardsConfig(_Model):
+    """The Reward Service's limits and caches."""
+
+    max_rollouts: int = Field(default=16384, ge=1)
+    """Most rollouts in one call; a larger call is refused with an error naming this limit."""
+    max_inflight: int = Field(default=65536, ge=1)
+    """Most rollouts being scored across calls; further calls wait (back-pressure, not rejection)."""
+    cache_size: int = Field(default=1_048_576, ge=0)
+    """Component scores kept in memory (LRU)."""
+    shared_cache: bool = False
+    """Also keep component scores in the database, so replicas on one database share them."""
+    shared_cache_ttl: float = ONE_WEEK
+    """Age after which shared scores are ignored and pruned: seconds, or ``7d``, ``12h``, ``30m``."""
+    cpu_workers: int = Field(default=8, ge=1)
+    """Threads scoring calls on the cpu pool (evaluators with their own process pools fan out further)."""
+    sandbox_workers: int = Field(default=4, ge=1)
+    """Threads running code components (they wait on sandboxed processes); code never runs on the cpu pool."""
+
+    @field_validator("shared_cache_ttl", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> float:
+        return parse_duration(value)
+
+
+class QuotaConfig(_Model):
+    """One project's limits."""
+
+    max_reward_rollouts: int = Field(ge=1)
+    """The project's rollouts in flight; its further calls wait without delaying other projects."""
+
+
+class ServerSpec(_Model):
+    """The ``spec`` of a ServerConfig."""
+
+    listen: ListenConfig = Field(default_factory=ListenConfig)
+    database: DatabaseConfig = Field(default_factory=DatabaseConfig)
+    rewards: RewardsConfig = Field(default_factory=RewardsConfig)
+    quotas: dict[str, QuotaConfig] = Field(default_factory=dict)
+    """Per-project limits, by project name."""
+    judges: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Named judges: a RewardSpec component's ``judge: NAME`` is replaced by these JudgeConfig fields."""
+    imports: list[str] = Field(default_factory=list)
+    """Modules imported at start, so evaluators they register can be used as ``ref`` (besides entry points)."""
+    drain_timeout: float = 60.0
+    """Seconds SIGTERM waits for in-flight calls before exiting anyway."""
+
+    @field_validator("drain_timeout", mode="before")
+    @classmethod
+    def _drain(cls, value: Any) -> float:
+        return parse_duration(value)
+
+
+class ServerConfig(BaseModel):
+    """A loaded server configuration: the spec, and the directory relative paths are resolved against."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str = "default"
+    spec: ServerSpec = Field(default_factory=ServerSpec)
+    base_dir: Path = Field(default_factory=Path.cwd)
+
+    @property
+    def database_url(self) -> str:
+        """The database URL with a relative SQLite path made absolute against ``base_dir``."""
+        return resolve_database_url(self.spec.database.url, self.base_dir)
+
+
+def resolve_database_url(url: str, base_dir: Path) -> str:
+    """``sqlite:///relative.db`` -> ``sqlite:////abs/dir/relative.db``; other URLs unchanged."""
+    prefix = "sqlite:///"
+    if url.startswith(prefix) and not url.startswith(prefix + "/") and url != prefix + ":memory:":
+        return prefix + str((base_dir / url[len(prefix):]).resolve())
+    return url
+
+
+def load_config(path: str | Path | None) -> ServerConfig:
+    """The ServerConfig in ``path``, or the defaults when ``path`` is None.
+
+    Raises:
+        SpecError: The file or a field is invalid; the message names the file, line and field path.
+
+    """
+    if path is None:
+        return ServerConfig()
+    resource = select_resource(load_resources(path), "ServerConfig", None, str(path))
+    try:
+        spec = ServerSpec.model_validate(resource.spec)
+    except ValidationError as exc:
+        raise resource.validation_error(exc) from None
+    return ServerConfig(name=resource.name, spec=spec, base_dir=Path(path).resolve().parent)
+
+
+def config_from_mapping(spec: dict[str, Any], base_dir: Path | None = None) -> ServerConfig:
+    """A ServerConfig from a ``spec`` mapping (tests, embedding), validated like a file."""
+    raw = {"apiVersion": API_VERSION, "kind": "ServerConfig", "metadata": {"name": "inline"}, "spec": spec}
+    resource = parse_resources([document_from_mapping(raw)])[0]
+    try:
+        body = ServerSpec.model_validate(resource.spec)
+    except ValidationError as exc:
+        raise resource.validation_error(exc) from None
+    return ServerConfig(name="inline", spec=body, base_dir=base_dir or Path.cwd())

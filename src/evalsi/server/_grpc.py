@@ -1,0 +1,68 @@
+"""The gRPC side: a ``grpc.aio`` server on the same event loop as HTTP, calling the same service."""
+
+from __future__ import annotations
+
+import time
+
+import grpc
+
+from evalsi.server._convert import request_parts, results_message
+from evalsi.server._errors import from_exception
+from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
+from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2_grpc as pb_grpc
+from evalsi.server._service import RewardService
+
+GRPC_CODES = {
+    "invalid_argument": grpc.StatusCode.INVALID_ARGUMENT,
+    "unauthenticated": grpc.StatusCode.UNAUTHENTICATED,
+    "permission_denied": grpc.StatusCode.PERMISSION_DENIED,
+    "failed_precondition": grpc.StatusCode.FAILED_PRECONDITION,
+    "resource_exhausted": grpc.StatusCode.RESOURCE_EXHAUSTED,
+    "unavailable": grpc.StatusCode.UNAVAILABLE,
+    "not_found": grpc.StatusCode.NOT_FOUND,
+}
+MAX_MESSAGE_BYTES = 512 * 1024 * 1024  # a 16k-rollout batch of long completions is far beyond gRPC's 4 MiB default
+
+
+class GrpcRewardService(pb_grpc.RewardServiceServicer):
+    """``RewardService.ScoreRewards`` over gRPC; the token travels as ``authorization: Bearer ...`` metadata."""
+
+    def __init__(self, service: RewardService) -> None:
+        self.service = service
+
+    async def ScoreRewards(
+        self,
+        request: pb.ScoreRewardsRequest,
+        context: grpc.aio.ServicerContext[pb.ScoreRewardsRequest, pb.ScoreRewardsResponse],
+    ) -> pb.ScoreRewardsResponse:
+        """Score a batch; errors abort with the matching status code and the shared message."""
+        metrics = self.service.metrics
+        started = time.perf_counter()
+        code = "ok"
+        try:
+            metadata = dict(context.invocation_metadata() or ())
+            principal = await self.service.authenticate(_text(metadata.get("authorization")))
+            spec, rollouts = request_parts(request)
+            return results_message(await self.service.score(principal, spec, rollouts))
+        except Exception as exc:
+            error = from_exception(exc)
+            code = error.status
+            await context.abort(GRPC_CODES.get(error.status, grpc.StatusCode.INTERNAL), error.message)
+            raise  # abort raises; this line is for type checkers
+        finally:
+            metrics.calls.labels("grpc", code).inc()
+            metrics.call_seconds.labels("grpc").observe(time.perf_counter() - started)
+
+
+def _text(value: str | bytes | None) -> str | None:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def make_grpc_server(service: RewardService) -> grpc.aio.Server:
+    """A gRPC server with the Reward Service added (ports are added by the caller)."""
+    server = grpc.aio.server(options=[
+        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ])
+    pb_grpc.add_RewardServiceServicer_to_server(GrpcRewardService(service), server)  # type: ignore[no-untyped-call]
+    return server

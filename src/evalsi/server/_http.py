@@ -1,0 +1,170 @@
+"""The HTTP side: JSON scoring, Connect, ``/metrics`` and ``/healthz`` in one ASGI application.
+
+Routes: ``POST /v1alpha1/rewards:score`` (JSON), Connect at ``/evalsi.v1alpha1.RewardService/*``.
+
+Connect is served by ``connect-python``'s ASGI application (unary, JSON or binary protobuf) from the code
+``scripts/gen-proto`` generates; it calls the same :class:`RewardService` as the JSON route.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+import orjson
+from connectrpc.code import Code
+from connectrpc.errors import ConnectError
+from connectrpc.request import RequestContext
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from evalsi.server._convert import request_parts, results_json, results_message
+from evalsi.server._errors import ServiceError, from_exception
+from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
+from evalsi.server._proto.evalsi.v1alpha1.rewards_connect import RewardServiceASGIApplication
+from evalsi.server._service import RewardService
+
+SCORE_PATH = "/v1alpha1/rewards:score"
+_OFFLOAD_BYTES = 4 * 1024 * 1024  # bodies larger than this (a few ms of JSON) are decoded off the event loop
+_CONNECT_CODES = {
+    "invalid_argument": Code.INVALID_ARGUMENT,
+    "unauthenticated": Code.UNAUTHENTICATED,
+    "permission_denied": Code.PERMISSION_DENIED,
+    "failed_precondition": Code.FAILED_PRECONDITION,
+    "resource_exhausted": Code.RESOURCE_EXHAUSTED,
+    "unavailable": Code.UNAVAILABLE,
+    "not_found": Code.NOT_FOUND,
+}
+
+Scope = MutableMapping[str, Any]
+ASGIApp = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
+
+
+class ServerState:
+    """What the routes share: the service, and whether the server is draining (health answers 503 then)."""
+
+    def __init__(self, service: RewardService) -> None:
+        self.service = service
+        self.draining = False
+
+
+def _json(data: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(data), status_code=status, media_type="application/json")
+
+
+def _error(error: ServiceError) -> Response:
+    return _json(error.payload(), error.http_status)
+
+
+async def _decode(body: bytes) -> Any:
+    if len(body) > _OFFLOAD_BYTES:
+        return await asyncio.to_thread(orjson.loads, body)
+    return orjson.loads(body)
+
+
+def parse_score_body(data: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The spec and rollouts of an HTTP JSON request body.
+
+    Raises:
+        ServiceError: ``invalid_argument`` naming what is missing or of the wrong type (and the rollout index).
+
+    """
+    if not isinstance(data, dict):
+        raise ServiceError("invalid_argument", 'the body must be a JSON object {"spec": ..., "rollouts": [...]}')
+    spec = data.get("spec")
+    if not isinstance(spec, dict):
+        raise ServiceError("invalid_argument", "`spec` must be a RewardSpec object", "invalid_spec", path="spec")
+    rollouts = data.get("rollouts")
+    if not isinstance(rollouts, list):
+        raise ServiceError("invalid_argument", "`rollouts` must be a list of rollout objects")
+    for index, rollout in enumerate(rollouts):
+        if not isinstance(rollout, dict):
+            raise ServiceError("invalid_argument", f"rollout {index}: must be an object, got {type(rollout).__name__}",
+                               "invalid_rollout", index=index)
+    return spec, rollouts
+
+
+def build_app(state: ServerState) -> ASGIApp:
+    """The ASGI application serving every HTTP route and Connect."""
+    service = state.service
+    metrics = service.metrics
+
+    async def score(request: Request) -> Response:
+        started = time.perf_counter()
+        try:
+            principal = await service.authenticate(request.headers.get("authorization"))
+            try:
+                data = await _decode(await request.body())
+            except orjson.JSONDecodeError as exc:
+                raise ServiceError("invalid_argument", f"the body is not valid JSON: {exc}") from None
+            spec, rollouts = parse_score_body(data)
+            results = await service.score(principal, spec, rollouts)
+            body = results_json(results)
+            encoded = await asyncio.to_thread(orjson.dumps, body) if len(results) > 8192 else orjson.dumps(body)
+            response = Response(encoded, media_type="application/json")
+            code = "ok"
+        except Exception as exc:
+            error = from_exception(exc)
+            response, code = _error(error), error.status
+        metrics.calls.labels("http", code).inc()
+        metrics.call_seconds.labels("http").observe(time.perf_counter() - started)
+        return response
+
+    async def metrics_route(request: Request) -> Response:
+        try:
+            await service.authenticate(request.headers.get("authorization"))
+        except ServiceError as error:
+            return _error(error)
+        return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    async def health(request: Request) -> Response:
+        if state.draining:
+            return _json({"status": "draining"}, 503)
+        return _json({"status": "ok"})
+
+    http = Starlette(routes=[
+        Route(SCORE_PATH, score, methods=["POST"]),
+        Route("/metrics", metrics_route, methods=["GET"]),
+        Route("/healthz", health, methods=["GET"]),
+    ])
+    connect = RewardServiceASGIApplication(ConnectRewardService(service))
+    prefix = connect.path + "/"
+
+    async def app(scope: Scope, receive: Callable[[], Awaitable[Any]], send: Callable[[Any], Awaitable[None]]) -> None:
+        if scope["type"] == "http" and scope["path"].startswith(prefix):
+            await connect(scope, receive, send)
+        else:
+            await http(scope, receive, send)
+
+    return app
+
+
+class ConnectRewardService:
+    """The Connect protocol's view of the service (``connect-python`` calls ``score_rewards``)."""
+
+    def __init__(self, service: RewardService) -> None:
+        self.service = service
+
+    async def score_rewards(
+        self, request: pb.ScoreRewardsRequest, ctx: RequestContext[pb.ScoreRewardsRequest, pb.ScoreRewardsResponse]
+    ) -> pb.ScoreRewardsResponse:
+        """Score a batch; errors become Connect errors with the same message as every other protocol."""
+        metrics = self.service.metrics
+        started = time.perf_counter()
+        code = "ok"
+        try:
+            principal = await self.service.authenticate(ctx.request_headers().get("authorization"))
+            spec, rollouts = request_parts(request)
+            results = await self.service.score(principal, spec, rollouts)
+            return results_message(results)
+        except Exception as exc:
+            error = from_exception(exc)
+            code = error.status
+            raise ConnectError(_CONNECT_CODES.get(error.status, Code.INTERNAL), error.message) from None
+        finally:
+            metrics.calls.labels("connect", code).inc()
+            metrics.call_seconds.labels("connect").observe(time.perf_counter() - started)

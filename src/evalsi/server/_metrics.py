@@ -1,0 +1,70 @@
+"""Prometheus metrics of the Reward Service, named ``evalsi_reward_*``, in a registry per server."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+class Metrics:
+    """Every metric the server exports; one instance per server, so tests can run several in one process."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.calls = Counter(
+            "evalsi_reward_calls", "ScoreRewards calls by protocol and result code.", ["protocol", "code"], registry=r
+        )
+        self.call_seconds = Histogram(
+            "evalsi_reward_call_seconds", "Wall time of a ScoreRewards call, waiting included.", ["protocol"],
+            buckets=_LATENCY_BUCKETS, registry=r,
+        )
+        self.rollouts = Counter(
+            "evalsi_reward_rollouts", "Rollouts scored, by project and result status (failed: the batch failed).",
+            ["project", "status"], registry=r,
+        )
+        self.component_seconds = Histogram(
+            "evalsi_reward_component_seconds", "Wall time of one component over one batch (cache look-ups included).",
+            ["evaluator"], buckets=_LATENCY_BUCKETS, registry=r,
+        )
+        self.component_errors = Counter(
+            "evalsi_reward_component_errors", "Component scores with status error, by component and evaluator.",
+            ["component", "evaluator"], registry=r,
+        )
+        self.cache_hits = Counter(
+            "evalsi_reward_cache_hits", "Component score cache hits by tier.", ["tier"], registry=r
+        )
+        self.cache_misses = Counter(
+            "evalsi_reward_cache_misses", "Component score cache misses by tier.", ["tier"], registry=r
+        )
+        self.inflight = Gauge(
+            "evalsi_reward_inflight_rollouts", "Rollouts being scored, by project.", ["project"], registry=r
+        )
+        self.waiting = Gauge(
+            "evalsi_reward_waiting_rollouts", "Rollouts waiting for capacity (back-pressure), by project.", ["project"],
+            registry=r,
+        )
+        self.cancelled = Counter(
+            "evalsi_reward_cancelled_calls", "Calls whose caller went away while their batch was being scored.",
+            registry=r,
+        )
+        self.shared_cache_pruned = Counter(
+            "evalsi_reward_shared_cache_pruned", "Shared cache entries deleted after rewards.shared_cache_ttl.",
+            registry=r,
+        )
+
+    def on_lookup(self, tier: str, hits: int, misses: int) -> None:
+        """Count one cache look-up (the hook of :class:`~evalsi.server._shared_cache.TieredCache`)."""
+        if hits:
+            self.cache_hits.labels(tier).inc(hits)
+        if misses:
+            self.cache_misses.labels(tier).inc(misses)
+
+    def on_gauge(self, gauge: str, project: str, delta: int) -> None:
+        """Move the waiting or in-flight gauge of a project (the hook of the admission gates)."""
+        (self.waiting if gauge == "waiting" else self.inflight).labels(project).inc(delta)
+
+    def render(self) -> bytes:
+        """The text exposition format."""
+        return generate_latest(self.registry)
