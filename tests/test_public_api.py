@@ -28,7 +28,7 @@ def test_all_is_sorted_and_importable(module_name: str) -> None:
     assert names == sorted(names, key=isort_style), "sort __all__ as ruff's RUF022 does"
     for name in names:
         value = getattr(module, name)
-        if isinstance(value, type) or callable(value) and hasattr(value, "__code__") or inspect.ismodule(value):
+        if isinstance(value, type) or (callable(value) and hasattr(value, "__code__")) or inspect.ismodule(value):
             owner = value.__name__ if inspect.ismodule(value) else value.__module__
             assert owner.startswith("evalsi"), f"{module_name}.{name} comes from {owner}"
 

@@ -10,9 +10,9 @@ import pytest
 
 from evalsi.errors import DataError
 from evalsi.evaluators import ScoreContext, get_evaluator
+from evalsi.evaluators.core.multiple_choice import extract_letter
 from evalsi.records import Record
 from evalsi.runs import BUILTINS, Runner, load_builtin, run_from_mapping
-from evalsi.evaluators.core.multiple_choice import extract_letter
 from evalsi.specs import DatasetSpec
 
 FIXTURES = Path(__file__).parent / "fixtures"
