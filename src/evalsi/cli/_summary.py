@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from rich.console import Group
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import typer
 from pydantic_core import PydanticUndefined
+from rich.markup import escape
 from rich.table import Table
 
 from evalsi.cli._console import fail, stdout
@@ -23,7 +24,7 @@ def list_command() -> None:
     for column in ("name", "pack", "runs code", "what it checks"):
         table.add_column(column, overflow="fold")
     for cls in all_evaluators():
-        table.add_row(cls.name, cls.pack, "yes" if cls.runs_code else "", cls.summary)
+        table.add_row(escape(cls.name), cls.pack, "yes" if cls.runs_code else "", escape(cls.summary))
     stdout.print(table)
 
 
@@ -37,9 +38,9 @@ def describe_command(
     except UnknownEvaluatorError as exc:
         fail(str(exc))
     stdout.print(f"[bold]{cls.name}[/] ({cls.pack} pack){'  runs code' if cls.runs_code else ''}")
-    stdout.print(cls.summary, highlight=False)
+    stdout.print(escape(cls.summary), highlight=False)
     if cls.__doc__:
-        stdout.print(f"\n{cls.__doc__.strip()}", highlight=False)
+        stdout.print(f"\n{escape(cls.__doc__.strip())}", highlight=False)
     stdout.print(f"\n[bold]reads:[/] {', '.join(cls.reads)}")
     stdout.print(_params_table(cls))
 
@@ -55,7 +56,8 @@ def _params_table(cls: type[Evaluator[Any]]) -> Table | str:
         shown = info.alias or field_name
         default = "(required)" if info.is_required() else _default_text(info.default, info.default_factory)
         type_text = _type_text(info.annotation)
-        table.add_row(shown, type_text, default, (info.description or "").replace("\n", " "))
+        meaning = (info.description or "").replace("\n", " ")
+        table.add_row(escape(shown), escape(type_text), escape(default), escape(meaning))
     return table
 
 

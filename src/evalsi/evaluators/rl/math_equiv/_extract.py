@@ -18,10 +18,11 @@ from typing import Literal
 
 Source = Literal["boxed", "answer-tag", "####", "answer-is", "last-number", "reference"]
 
-_BOXED = ("\\boxed", "\\fbox")
 _BOXED_TRIES = 4
 _BRACE = re.compile(r"(?<!\\)[{}]")
-_ANSWER_IS = re.compile(r"(?:final\s+answer|the\s+answer)\s*(?:is\s*:?|:)\s*", re.IGNORECASE)
+_ANSWER_TRIES = 16
+_ANSWER_IS_PREFIX = re.compile(r"(?:final|the)\s+$")
+_ANSWER_IS_SUFFIX = re.compile(r"\s*(?:is\s*:?|:)\s*")
 _MATH_SPAN = re.compile(r"\$\$(.+?)\$\$|\$((?:\\.|[^$\\])+)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
 _SENTENCE_END = re.compile(r"\.(?:\s|$)|\n|;\s|,\s(?=[A-Za-z])")
 _LAST_NUMBER = re.compile(
@@ -79,16 +80,30 @@ def last_boxed(text: str) -> str | None:
     An unbalanced last box (the model ran out of tokens) falls back to the one before, at most
     ``_BOXED_TRIES`` times, so a text of a million ``\boxed{`` stays linear.
     """
-    start = max(text.rfind(name) for name in _BOXED)
+    start, after = _last_box(text, len(text))
     for _ in range(_BOXED_TRIES):
         if start < 0:
             break
-        name = "\\boxed" if text.startswith("\\boxed", start) else "\\fbox"
-        body = _braced_after(text, start + len(name))
+        body = _braced_after(text, after)
         if body is not None and body.strip():
             return body.strip()
-        start = max(text.rfind(n, 0, start) for n in _BOXED)
+        start, after = _last_box(text, start)
     return None
+
+
+def _last_box(text: str, end: int) -> tuple[int, int]:
+    r"""Start of the last ``\boxed``/``\fbox`` before ``end``, and where its argument starts; (-1, -1) if none.
+
+    One ``rfind`` of their common part ("box") instead of one per spelling.
+    """
+    position = text.rfind("box", 0, end)
+    while position >= 0:
+        if text.startswith("\\boxed", position - 1):
+            return position - 1, position + 5
+        if text.startswith("\\fbox", position - 2):
+            return position - 2, position + 3
+        position = text.rfind("box", 0, position)
+    return -1, -1
 
 
 def _braced_after(text: str, position: int) -> str | None:
@@ -130,13 +145,22 @@ def _last_answer_tag(text: str) -> str | None:
 
 
 def _answer_is(text: str) -> str | None:
-    """What follows the last "the answer is" / "final answer:" on its line, trimmed to the answer itself."""
-    last = None
-    for last in _ANSWER_IS.finditer(text):  # noqa: B007 - we want the last match
-        pass
-    if last is None:
-        return None
-    return _trim(text[last.end() :].lstrip())
+    """What follows the last "the answer is" / "final answer:" on its line, trimmed to the answer itself.
+
+    The word "answer" is found with ``rfind`` and only its surroundings are matched, so a long completion is
+    not scanned by a case-insensitive regex at every position.
+    """
+    lowered = text.lower()
+    end = len(lowered)
+    for _ in range(_ANSWER_TRIES):
+        position = lowered.rfind("answer", 0, end)
+        if position < 0:
+            return None
+        after = _ANSWER_IS_SUFFIX.match(lowered, position + 6)
+        if after is not None and _ANSWER_IS_PREFIX.search(lowered, max(0, position - 16), position):
+            return _trim(text[after.end() :].lstrip())
+        end = position
+    return None
 
 
 def _trim(rest: str) -> str | None:

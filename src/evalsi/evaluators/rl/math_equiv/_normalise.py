@@ -27,7 +27,7 @@ _WHITESPACE = re.compile(r"\s+")
 
 def normalise(answer: str) -> str:
     """The canonical string of an extracted answer (see the module docstring for what is removed)."""
-    text = answer.strip()
+    text = answer.strip().replace("−", "-")  # a typeset minus sign (U+2212) is a minus
     if _PLAIN.fullmatch(text):
         return text  # the common case (GSM8K): nothing to do
     text = _DELIMITERS.sub("", text).replace("{,}", ",")

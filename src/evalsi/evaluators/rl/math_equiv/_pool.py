@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import multiprocessing
 import os
 import signal
 import sys
@@ -64,14 +65,28 @@ class _Context(mp_context.ForkServerContext):
     Process = _Process
 
 
-def _init_worker(memory_mb: int) -> None:
-    """Worker initializer: die with the template, and cap the address space.
+def _mp_context() -> Any:
+    """The private fork-server context where its launch code is known to match CPython's (3.11 on Linux).
+
+    Elsewhere, plain ``spawn``: correct, but every new worker imports the backends itself (about a second).
+    """
+    if sys.version_info[:2] == (3, 11) and sys.platform.startswith("linux"):
+        return _Context()
+    return multiprocessing.get_context("spawn")
+
+
+def _init_worker(memory_mb: int, warm: bool) -> None:
+    """Worker initializer: die with the parent, cap the address space, and warm up unless the template did.
 
     A worker is a child of the template, not of the scoring process: ``PR_SET_PDEATHSIG`` makes the kernel kill
     it when the template exits, so no worker outlives its pool busy on a runaway comparison. The memory cap makes
     a runaway comparison fail instead of eating the host.
     """
     set_parent_death_signal()
+    if warm:
+        from evalsi.evaluators.rl.math_equiv._symbolic import warm_up
+
+        warm_up()
     if memory_mb > 0:
         import resource
 
@@ -121,11 +136,12 @@ class SymbolicPool:
             if self._pool is None or not self._pool.active:
                 from pebble import ProcessPool
 
+                context = _mp_context()
                 self._pool = ProcessPool(
                     max_workers=self.workers,
                     initializer=_init_worker,
-                    initargs=(self.memory_mb,),
-                    context=_Context(),
+                    initargs=(self.memory_mb, not isinstance(context, _Context)),
+                    context=context,
                 )
             return self._pool
 

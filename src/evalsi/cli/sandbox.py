@@ -1,0 +1,47 @@
+"""``evalsi sandbox doctor``: which isolation rungs work on this machine, and why the others do not."""
+
+from __future__ import annotations
+
+import typer
+from rich.table import Table
+
+from evalsi.cli._console import EXIT_FAILED, stdout
+from evalsi.sandbox import best_available, doctor
+
+app = typer.Typer(help="Inspect the sandbox that code-running evaluators use.", no_args_is_help=True)
+
+
+@app.callback()
+def _sandbox() -> None:
+    """Inspect the sandbox that code-running evaluators use."""
+
+
+@app.command("doctor")
+def doctor_command(
+    require: str = typer.Option(
+        None, "--require", help="Exit 1 unless this rung (process, namespaced, gvisor) or a higher one works."
+    ),
+) -> None:
+    """Print each rung (process < namespaced < gvisor): whether it works here, and what is missing if not.
+
+    Exit codes: 0 ok; 1 the rung named by --require (or any rung, without it) is not available.
+    """
+    table = Table(title="sandbox rungs (lowest to highest isolation)", title_justify="left")
+    for column in ("rung", "works", "detail", "how to fix"):
+        table.add_column(column, overflow="fold")
+    found = doctor()
+    for item in found:
+        mark = "[green]yes[/]" if item.ok else "[red]no[/]"
+        table.add_row(item.rung, mark, item.detail, item.fix)
+    stdout.print(table)
+    best = best_available()
+    stdout.print(f"best available rung: [bold]{best or 'none'}[/]")
+    if require is not None:
+        names = [f.rung for f in found]
+        if require not in names:
+            stdout.print(f"[red]--require must be one of {', '.join(names)}[/]")
+            raise typer.Exit(2)
+        if not any(f.ok for f in found[names.index(require) :]):
+            raise typer.Exit(EXIT_FAILED)
+    elif best is None:
+        raise typer.Exit(EXIT_FAILED)
