@@ -6,11 +6,14 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
 EXTRAS="${EVALSI_EXTRAS:-math}"
 
-# System packages the tests need: bubblewrap (the namespaced sandbox rung) and PostgreSQL (server replicas are
-# tested against a real one, started by the tests in a temporary directory).
+# System packages the tests need: bubblewrap (the namespaced sandbox rung), runsc (the gvisor rung), the system
+# python3 (the sandbox's interpreter: the venv's may live under /root, which the sandbox user cannot read), and
+# PostgreSQL (server replicas are tested against a real one, started by the tests in a temporary directory).
 ensure_system_packages() {
   local missing=()
   command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
+  command -v runsc >/dev/null 2>&1 || missing+=(runsc)
+  [ -x /usr/bin/python3 ] || missing+=(python3)
   compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
   [ ${#missing[@]} -eq 0 ] && return
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -1,0 +1,148 @@
+"""Host facts the rungs depend on: which uid runs sandboxed code, and which interpreter it can start."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+
+SANDBOX_UID_BASE = 61000
+"""When evalsi runs as root, sandboxed code runs as ``SANDBOX_UID_BASE + slot``: never root, and one uid per
+pool slot so process limits (RLIMIT_NPROC) and ``kill(-1)`` reach only that slot's processes."""
+
+
+def running_as_root() -> bool:
+    """True when evalsi itself runs as root (CI and these machines do)."""
+    return os.geteuid() == 0
+
+
+def sandbox_uid(slot: int) -> int:
+    """The host uid (and gid) that a pool slot's sandbox runs as."""
+    return SANDBOX_UID_BASE + slot % 1000 if running_as_root() else os.getuid()
+
+
+PROBE_SLOT = 999
+"""The slot (uid) of availability probes and interpreter checks: never given to a sandbox, so a process-rung
+sandbox's ``kill(-1)`` (all of its uid's processes) can never hit a probe, nor a probe's uid a sandbox."""
+_slots_in_use: dict[int, int | None] = {}
+_slots_lock = threading.Lock()
+
+
+def acquire_slot() -> int:
+    """A slot no other live sandbox uses, in this process or any other.
+
+    As root, a lock file per slot is held for the sandbox's life, so sandbox uids never collide: a process-rung
+    ``kill(-1)`` reaches only its own processes.
+    """
+    with _slots_lock:
+        for slot in range(PROBE_SLOT):
+            if slot in _slots_in_use:
+                continue
+            lock = _lock_slot(slot) if running_as_root() else None
+            if running_as_root() and lock is None:
+                continue  # another evalsi process has it
+            _slots_in_use[slot] = lock
+            return slot
+    raise RuntimeError(f"all {PROBE_SLOT} sandbox slots are in use")
+
+
+def release_slot(slot: int) -> None:
+    """Give a slot back once its sandbox is closed for good."""
+    with _slots_lock:
+        lock = _slots_in_use.pop(slot, None)
+    if lock is not None:
+        os.close(lock)
+
+
+def _lock_slot(slot: int) -> int | None:
+    folder = os.path.join(tempfile.gettempdir(), "evalsi-sandbox-slots")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    fd = os.open(os.path.join(folder, f"{slot}.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def drop_to(uid: int) -> int | None:
+    """The uid to switch to when starting sandboxed processes: ``uid`` as root, else None (stay as we are)."""
+    return uid if running_as_root() else None
+
+
+_PROBE = "import json, os, socket, resource, select; os.pidfd_open, os.memfd_create, os.waitstatus_to_exitcode"
+"""What the fork server needs of an interpreter (Python >= 3.9 on Linux)."""
+
+
+def _candidates() -> list[str]:
+    seen: list[str] = []
+    for path in (
+        getattr(sys, "_base_executable", sys.executable),
+        sys.executable,
+        "/usr/bin/python3",
+        "/usr/local/bin/python3",
+        shutil.which("python3") or "",
+    ):
+        real = os.path.realpath(path) if path else ""
+        if real and os.path.isfile(real) and real not in seen and "shims" not in real.split(os.sep):
+            seen.append(real)
+    return seen
+
+
+_found: dict[int, str] = {}
+PROBE_FAILURES: list[str] = []
+"""Why candidate interpreters were refused (the last few), for error messages."""
+
+
+def sandbox_python(uid: int) -> str | None:
+    """The real path of a Python interpreter that ``uid`` can start with only the standard library.
+
+    evalsi's own interpreter comes first; when it lives where the sandbox uid cannot read it (pyenv under a
+    0700 ``/root``), a system interpreter is used instead. Never a pyenv shim (≈180 ms per start). Only a
+    success is remembered: a probe that failed by accident (a loaded machine) is tried again next time.
+    """
+    found = _found.get(uid)
+    if found is not None:
+        return found
+    for path in _candidates():
+        if _starts(path, uid):
+            _found[uid] = path
+            return path
+    return None
+
+
+def _starts(path: str, uid: int) -> bool:
+    who = drop_to(uid)
+    for _ in range(2):
+        try:
+            done = subprocess.run(
+                [path, "-I", "-S", "-c", _PROBE],
+                env={},
+                capture_output=True,
+                timeout=30,
+                check=False,
+                user=who,
+                group=who,
+                extra_groups=None if who is None else [],
+            )
+        except PermissionError as exc:
+            PROBE_FAILURES[:] = [*PROBE_FAILURES[-4:], f"{path}: {exc.strerror}"]
+            return False  # not readable by this uid: retrying will not help
+        except (OSError, subprocess.SubprocessError) as exc:
+            PROBE_FAILURES[:] = [*PROBE_FAILURES[-4:], f"{path}: {exc}"]
+            continue
+        if done.returncode == 0:
+            return True
+        detail = done.stderr.decode(errors="replace").strip()[-200:]
+        PROBE_FAILURES[:] = [*PROBE_FAILURES[-4:], f"{path}: exit {done.returncode} {detail}"]
+    return False
+
+
+def python_prefix(python: str) -> str:
+    """The install root of an interpreter (``/usr`` for ``/usr/bin/python3.11``)."""
+    return os.path.dirname(os.path.dirname(python))

@@ -1,0 +1,342 @@
+"""One running sandbox: the fork server started under a rung, and the host's side of its protocol.
+
+The host owns the only ends of every channel that carries a verdict: the control socket (the server's answers,
+with the request's nonce) and, per ``call`` case, a socket whose other end goes to the tester process. Model
+code never holds either, so whatever it prints, however it exits, it cannot write a verdict.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any, Literal
+
+from evalsi.sandbox._host import acquire_slot, release_slot, sandbox_python
+from evalsi.sandbox._rungs import Launch, Rung, run_cleanup
+from evalsi.sandbox._types import Limits, RunResult, classify
+
+MAX_CALL_CASES_PER_REQUEST = 200
+"""SCM_RIGHTS carries at most 253 fds per message; larger programs are sent in several requests."""
+START_TIMEOUT = 30.0
+GRACE = 1.0
+"""Seconds a closing sandbox has to exit by itself before it is killed."""
+MAX_REPLY = 256 << 20
+
+
+@functools.cache
+def server_source() -> str:
+    """The fork server's source: ``_calls.py`` then ``_server.py``, as one script.
+
+    It is passed on the command line because the project checkout is never mounted in the sandbox.
+    """
+    package = resources.files("evalsi.sandbox")
+    parts = [package.joinpath(name).read_text(encoding="utf-8") for name in ("_calls.py", "_server.py")]
+    body = [line for part in parts for line in part.splitlines() if not line.startswith("from __future__")]
+    return "\n".join(["from __future__ import annotations", *body])
+
+
+@dataclass(frozen=True)
+class Case:
+    """One test case to run in its own process.
+
+    ``stdio``: the program runs with ``stdin``; the host compares its stdout. ``call``: the program's functions
+    are called by a tester process running ``payload`` (asserts, a ``check`` script or one call); the payload
+    goes to the tester only. ``exec``: run ``argv`` (the generic rung interface).
+    """
+
+    kind: Literal["stdio", "call", "exec"]
+    stdin: str = ""
+    payload: dict[str, Any] | None = None
+    argv: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CaseOutcome:
+    """How a case's process ended, and for ``call`` cases the tester's verdict (None when there is none)."""
+
+    run: RunResult
+    verdict: dict[str, Any] | None = None
+
+
+@dataclass
+class _Pending:
+    nonce: str
+    cases: list[Case]
+    host_ends: list[socket.socket | None] = field(default_factory=list)
+
+
+class SandboxError(RuntimeError):
+    """The sandbox itself failed (did not start, died, answered garbage); it is restarted on next use."""
+
+
+class Sandbox:
+    """A fork server under one rung, reused across programs (each program gets a wiped work dir)."""
+
+    def __init__(self, rung: Rung, slot: int | None = None) -> None:
+        self.rung = rung
+        self._own_slot = slot is None
+        self.slot = acquire_slot() if slot is None else slot
+        self.programs_run = 0
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._ctl: socket.socket | None = None
+        self._launch: Launch | None = None
+
+    @property
+    def alive(self) -> bool:
+        """The server process is running."""
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self) -> None:
+        """Start the server and wait for its ``ready``; raises :class:`SandboxError` with the rung's stderr."""
+        self.close()
+        launch = self.rung.launch(server_source(), self.slot)
+        host, child = socket.socketpair()
+        errors = tempfile.TemporaryFile()  # noqa: SIM115 (closed below, once the server answered)
+        try:
+            self._proc = subprocess.Popen(
+                launch.argv,
+                stdin=child.fileno(),
+                stdout=subprocess.DEVNULL,
+                stderr=errors,
+                pass_fds=launch.pass_fds,
+                cwd=launch.cwd,
+                env={},
+                start_new_session=True,
+                user=launch.uid,
+                group=launch.uid,
+                extra_groups=None if launch.uid is None else [],
+            )
+        finally:
+            child.close()
+            for fd in launch.close_after_start:
+                os.close(fd)
+        self._ctl, self._launch = host, launch
+        try:
+            hello = _recv(host, time.monotonic() + START_TIMEOUT)
+        except (OSError, EOFError, ValueError) as exc:
+            errors.seek(0)
+            message = errors.read().decode(errors="replace").strip()[-500:]
+            self.close()
+            raise SandboxError(f"the {self.rung.name} sandbox did not start: {message or exc}") from None
+        finally:
+            errors.close()
+        if hello.get("op") != "ready":
+            self.close()
+            raise SandboxError(f"the {self.rung.name} sandbox answered {hello!r} instead of ready")
+
+    def run(
+        self, source: str | None, cases: list[Case], limits: Limits, files: dict[str, str] | None = None
+    ) -> list[CaseOutcome]:
+        """Run every case of one program, in order. A failed sandbox fails only the cases it had not finished."""
+        out: list[CaseOutcome] = []
+        for chunk in _chunks(cases):
+            if not self.alive:
+                self.start()
+            out.extend(self._run_chunk(source, chunk, limits, files or {}))
+        self.programs_run += 1
+        return out
+
+    def _run_chunk(
+        self, source: str | None, cases: list[Case], limits: Limits, files: dict[str, str]
+    ) -> list[CaseOutcome]:
+        assert self._ctl is not None
+        pending = _Pending(secrets.token_hex(16), cases)
+        tester_ends: list[int] = []
+        for case in cases:
+            if case.kind != "call":
+                pending.host_ends.append(None)
+                continue
+            host_end, tester_end = socket.socketpair()
+            _send_async(host_end, {**(case.payload or {}), "nonce": pending.nonce})
+            pending.host_ends.append(host_end)
+            tester_ends.append(tester_end.detach())
+        wire_cases = [{"kind": c.kind, "stdin": c.stdin, "argv": list(c.argv)} for c in cases]
+        request: dict[str, Any] = {"op": "program", "nonce": pending.nonce, "source": source, "cases": wire_cases}
+        request.update(limits=limits.to_wire(), files=files)
+        deadline = time.monotonic() + sum(limits.wall_time + 2.0 for _ in cases) + 5.0
+        try:
+            _send(self._ctl, request, tester_ends)
+            reply = _recv(self._ctl, deadline)
+        except (OSError, EOFError, ValueError) as exc:
+            reply = {"error": f"sandbox failed: {type(exc).__name__}: {exc}"}
+        finally:
+            for fd in tester_ends:
+                os.close(fd)
+        return self._collect(pending, reply, limits)
+
+    def _collect(self, pending: _Pending, reply: dict[str, Any], limits: Limits) -> list[CaseOutcome]:
+        if reply.get("nonce") != pending.nonce:
+            self.close()
+            detail = str(reply.get("error") or "the sandbox's answer did not carry this run's nonce")
+            return [_sandbox_failure(detail) for _ in pending.cases]
+        if "compile_error" in reply:
+            failed = RunResult(1, "", str(reply["compile_error"]), 0.0, 0.0, "exit", detail="compile error")
+            _close_all(pending.host_ends)
+            return [CaseOutcome(failed) for _ in pending.cases]
+        raw_results = reply.get("results", [])
+        out: list[CaseOutcome] = []
+        for index, host_end in enumerate(pending.host_ends):
+            if index >= len(raw_results):
+                self.close()  # the server could not clean up after a case: never reuse it
+                out.append(_sandbox_failure("an earlier case left processes the sandbox could not kill"))
+                continue
+            verdict = _read_verdict(host_end, pending.nonce) if host_end is not None else None
+            out.append(CaseOutcome(classify(raw_results[index], limits), verdict))
+        _close_all(pending.host_ends)
+        if reply.get("dirty"):
+            self.close()  # its work dir could not be wiped: the next program gets a new sandbox
+        return out
+
+    def __del__(self) -> None:
+        if getattr(self, "_own_slot", False):
+            release_slot(self.slot)
+
+    def close(self) -> None:
+        """Kill the sandbox and everything in it; remove its host work dir. It restarts on its next use."""
+        if self._ctl is not None:
+            self._ctl.close()
+            self._ctl = None
+        if self._proc is not None:
+            _stop(self._proc)
+            self._proc = None
+        if self._launch is not None:
+            run_cleanup(self._launch)
+            if self._launch.sweep_uid is not None:
+                _sweep_uid(self._launch.sweep_uid)
+            for path in self._launch.remove_after:
+                shutil.rmtree(path, ignore_errors=True)
+            self._launch = None
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a sandbox whose control socket was just closed.
+
+    An idle server exits on EOF and every wrapper (bubblewrap's init, runsc) exits after it, leaving no orphan
+    behind; a busy or stuck one has its process group killed, and bubblewrap's pid namespace dies with it
+    (``--die-with-parent``).
+    """
+    try:
+        proc.wait(timeout=GRACE)
+        return
+    except subprocess.TimeoutExpired:
+        pass
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def _sweep_uid(uid: int) -> None:
+    """Kill every process of the sandbox's dedicated uid (cases escape the server's group with setsid)."""
+    python = sandbox_python(uid)
+    if python is None:
+        return
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        subprocess.run(
+            [python, "-I", "-S", "-c", "import os, signal\nfor _ in range(3): os.kill(-1, signal.SIGKILL)"],
+            env={},
+            timeout=10,
+            check=False,
+            user=uid,
+            group=uid,
+            extra_groups=[],
+        )
+
+
+def _chunks(cases: list[Case]) -> list[list[Case]]:
+    chunks: list[list[Case]] = [[]]
+    calls = 0
+    for case in cases:
+        if case.kind == "call":
+            if calls == MAX_CALL_CASES_PER_REQUEST:
+                chunks.append([])
+                calls = 0
+            calls += 1
+        chunks[-1].append(case)
+    return [c for c in chunks if c]
+
+
+def _sandbox_failure(detail: str) -> CaseOutcome:
+    return CaseOutcome(RunResult(None, "", "", 0.0, 0.0, "sandbox", detail=detail))
+
+
+def _close_all(socks: list[socket.socket | None]) -> None:
+    for sock in socks:
+        if sock is not None:
+            sock.close()
+
+
+def _read_verdict(sock: socket.socket, nonce: str) -> dict[str, Any] | None:
+    """The tester's verdict, if it wrote one carrying this run's nonce; the tester has exited by now."""
+    try:
+        verdict = _recv(sock, time.monotonic() + 2.0, limit=MAX_REPLY)
+    except (OSError, EOFError, ValueError):
+        return None
+    if not isinstance(verdict, dict) or not secrets.compare_digest(str(verdict.get("nonce", "")), nonce):
+        return None
+    return verdict
+
+
+def _frame(obj: Any) -> bytes:
+    data = json.dumps(obj).encode()
+    return struct.pack(">I", len(data)) + data
+
+
+def _send(sock: socket.socket, obj: Any, fds: list[int]) -> None:
+    data = _frame(obj)
+    if fds:
+        sent = sock.sendmsg([data[:4]], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack(f"{len(fds)}i", *fds))])
+        data = data[sent:]
+    sock.settimeout(60.0)
+    sock.sendall(data)
+
+
+def _send_async(sock: socket.socket, obj: Any) -> None:
+    """Queue a payload for a tester; big payloads go from a thread so they never block the request."""
+    data = _frame(obj)
+    if len(data) <= 64 << 10:
+        sock.sendall(data)
+        return
+    threading.Thread(target=_sendall_quietly, args=(sock, data), daemon=True).start()
+
+
+def _sendall_quietly(sock: socket.socket, data: bytes) -> None:
+    with contextlib.suppress(OSError):  # the tester died or the case ended: nothing to deliver
+        sock.sendall(data)
+
+
+def _recv_exact(sock: socket.socket, n: int, deadline: float) -> bytes:
+    chunks: list[bytes] = []
+    while n:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("no answer from the sandbox in time")
+        sock.settimeout(left)
+        chunk = sock.recv(min(n, 1 << 20))
+        if not chunk:
+            raise EOFError("the sandbox closed the channel")
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def _recv(sock: socket.socket, deadline: float, limit: int = MAX_REPLY) -> Any:
+    (n,) = struct.unpack(">I", _recv_exact(sock, 4, deadline))
+    if n > limit:
+        raise ValueError(f"answer of {n} bytes exceeds {limit}")
+    return json.loads(_recv_exact(sock, n, deadline))

@@ -1,0 +1,50 @@
+"""The examples under examples/finetuning run as written and score what a reader would expect."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).parents[1] / "examples" / "finetuning"
+
+
+def score(spec: str, data: str) -> list[dict[str, object]]:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "evalsi",
+            "rewards",
+            "score",
+            "--spec",
+            str(EXAMPLES / spec),
+            "--data",
+            str(EXAMPLES / data),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "reward '" in proc.stderr  # the summary
+    return [json.loads(line) for line in proc.stdout.splitlines()]
+
+
+def test_math_example() -> None:
+    rows = score("math-reward.yaml", "math-rollouts.jsonl")
+    totals = [row["total"] for row in rows]
+    assert totals == pytest.approx([1.0, 0.1, 0.0, 1.0, 1.0, 0.1, 1.0, 1.0 - 132 / 256, 1.0, 0.0, 1.0, 0.1])
+    assert rows[2]["status"] == "gated"
+    assert rows[6]["components"]["correct"]["value"] is True  # 2\sqrt{2}, decided symbolically
+
+
+@pytest.mark.sandbox
+def test_code_example() -> None:
+    rows = score("code-reward.yaml", "code-rollouts.jsonl")
+    totals = [row["total"] for row in rows]
+    assert totals == pytest.approx([1.0, 0.1, 0.0, 0.1 + 0.9 / 3, 1.0, 0.1, 1.0, 0.1])
+    assert "timeout" in rows[7]["components"]["tests"]["reason"]
