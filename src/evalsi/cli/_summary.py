@@ -48,14 +48,14 @@ def reward_summary(reward: Reward, results: Sequence[RewardResult]) -> Group:
         counts = Counter(s.status for s in scores)
         rule = component.rule
         table.add_row(
-            component.name,
+            escape(component.name),
             f"{rule.weight:g}",
             f">= {rule.threshold:g}" if rule.gate else "",
             f"{statistics.fmean(values):.4f}" if values else "-",
             str(counts["ok"]),
             str(counts["skipped"]),
             str(counts["error"]),
-            (errors[0].reason or "")[:80] if errors else "",
+            escape((errors[0].reason or "")[:80]) if errors else "",
         )
     parts: list[Table | Text] = [head, table]
     if reward.cache is not None:
