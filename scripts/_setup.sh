@@ -4,7 +4,6 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
-EXTRAS="${EVALSI_EXTRAS:-math}"
 
 # System packages the tests need: bubblewrap (the namespaced sandbox rung), runsc (the gvisor rung), the system
 # python3 (the sandbox's interpreter: the venv's may live under /root, which the sandbox user cannot read), and
@@ -26,18 +25,30 @@ ensure_system_packages() {
   fi
 }
 
+# ensure_venv EXTRAS: create .venv if needed and install the project with those extras (e.g. "math").
 ensure_venv() {
+  local extras="$1"
   local python="${PYTHON:-python3}"
   if [ ! -x "$VENV/bin/python" ]; then
     "$python" -m venv "$VENV"
     "$VENV/bin/pip" install -q --upgrade pip
   fi
-  # Re-install when pyproject changed since the last install (the stamp records its hash and the extras).
+  # Re-install when pyproject changed since the last install, or an extra is missing (the stamp records the
+  # pyproject hash on its first line and the installed extras, one a line, after it).
   local stamp="$VENV/.evalsi-installed"
-  local want
-  want="$(sha256sum "$ROOT/pyproject.toml" | cut -d' ' -f1) $EXTRAS"
-  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    "$VENV/bin/pip" install -q -e "$ROOT[$EXTRAS]"
-    echo "$want" > "$stamp"
+  local hash
+  hash="$(sha256sum "$ROOT/pyproject.toml" | cut -d' ' -f1)"
+  local needed=0
+  if [ ! -f "$stamp" ] || [ "$(head -n1 "$stamp")" != "$hash" ]; then
+    needed=1
+  else
+    local extra
+    for extra in ${extras//,/ }; do
+      grep -qx "$extra" <(tail -n +2 "$stamp") || needed=1
+    done
+  fi
+  if [ "$needed" = 1 ]; then
+    "$VENV/bin/pip" install -q -e "$ROOT[$extras]"
+    { echo "$hash"; tr ',' '\n' <<<"$extras"; } > "$stamp"
   fi
 }

@@ -39,6 +39,7 @@ import httpx
 import orjson
 from pydantic import ValidationError
 
+from evalsi._util.retry import retry_delay
 from evalsi.errors import DataError, EvalsiError, RewardBatchError, RewardServiceError, SpecError
 from evalsi.evaluators import STATUSES, Score
 from evalsi.rewards._batch import plain
@@ -143,9 +144,9 @@ class RemoteReward:
         return self._results(response, len(batch))
 
     def _post(self, body: bytes) -> httpx.Response:
-        delay = 0.5
         for attempt in range(self.retries + 1):
             last = attempt == self.retries
+            response: httpx.Response | None = None
             try:
                 response = self._client.post(self.url, content=body)
             except httpx.TransportError as exc:
@@ -154,8 +155,7 @@ class RemoteReward:
             else:
                 if response.status_code not in RETRY_STATUSES or last:
                     return response
-            time.sleep(delay)
-            delay *= 2
+            time.sleep(retry_delay(attempt, 0.5, None if response is None else response.headers.get("Retry-After")))
         raise AssertionError("unreachable")  # the loop returns or raises on its last attempt
 
     def _results(self, response: httpx.Response, count: int) -> list[RewardResult]:

@@ -18,12 +18,13 @@ from typing import Any, Protocol
 
 import httpx
 
+from evalsi._util.retry import RETRY_STATUSES as SHARED_RETRY_STATUSES
+from evalsi._util.retry import retry_delay
 from evalsi.errors import EvalsiError
 from evalsi.records import Content
 from evalsi.specs import SamplingSpec, TargetSpec
 
-MAX_BACKOFF = 30.0
-RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+RETRY_STATUSES = SHARED_RETRY_STATUSES | {409}  # as OpenAI's own client: 409 is a lock timeout, worth a retry
 
 
 class GenerationError(EvalsiError, RuntimeError):
@@ -105,21 +106,18 @@ class OpenAITarget:
                     response = await self._client.post(self._path, json=body)
                 except (httpx.TimeoutException, httpx.TransportError) as exc:
                     failure: str = f"{type(exc).__name__}: {exc}"
-                    retry_after: float | None = None
+                    retry_after: str | None = None
                 else:
                     if response.status_code == 200:
                         return _parse(response, self.spec.api, time.perf_counter() - started, n)
                     failure = f"HTTP {response.status_code}: {response.text[:200]}"
                     if response.status_code not in RETRY_STATUSES:
                         raise GenerationError(failure)
-                    retry_after = _retry_after(response.headers.get("retry-after"))
+                    retry_after = response.headers.get("retry-after")
             if attempt >= self.spec.max_retries:
                 raise GenerationError(f"gave up after {attempt + 1} attempts; last: {failure}")
-            await asyncio.sleep(retry_after if retry_after is not None else self._backoff(attempt))
+            await asyncio.sleep(retry_delay(attempt, self.spec.retry_backoff, retry_after))
             attempt += 1
-
-    def _backoff(self, attempt: int) -> float:
-        return float(min(MAX_BACKOFF, self.spec.retry_backoff * 2**attempt))
 
     def _body(self, prompt: Content, n: int) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.spec.model, **self._fields}
@@ -144,15 +142,6 @@ def chat_messages(prompt: Content, system_prompt: str | None) -> list[dict[str, 
         head = [{"role": "system", "content": system_prompt}] if system_prompt else []
         return [*head, {"role": "user", "content": prompt}]
     return list(prompt)
-
-
-def _retry_after(value: str | None) -> float | None:
-    if value is None:
-        return None
-    try:
-        return max(0.0, min(MAX_BACKOFF, float(value)))
-    except ValueError:
-        return None  # an HTTP date: fall back to our own backoff
 
 
 def _parse(response: httpx.Response, api: str, latency: float, n: int) -> list[Generation]:

@@ -19,8 +19,7 @@ from typing import Any
 import httpx
 import orjson
 
-RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
-MAX_RETRY_AFTER = 60.0
+from evalsi._util.retry import RETRY_STATUSES, retry_delay
 
 
 class JudgeCallError(Exception):
@@ -71,7 +70,7 @@ class JudgeClient:
         endpoint = self.endpoint
         reason = ""
         for attempt in range(endpoint.retries + 1):
-            delay = endpoint.backoff * (2**attempt)
+            delay = retry_delay(attempt, endpoint.backoff)
             with self._count_lock:
                 self.calls += 1
             try:
@@ -91,7 +90,7 @@ class JudgeClient:
                 reason = f"HTTP {response.status_code}: {response.text[:200]}"
                 if response.status_code not in RETRY_STATUSES:
                     raise JudgeCallError(reason)
-                delay = _retry_after(response, delay)
+                delay = retry_delay(attempt, endpoint.backoff, response.headers.get("Retry-After"))
             if attempt < endpoint.retries:
                 time.sleep(delay)
         raise JudgeCallError(f"{reason} (gave up after {endpoint.retries + 1} attempts)")
@@ -108,16 +107,6 @@ def _headers(api_key_env: str | None) -> dict[str, str]:
     if key:
         headers["Authorization"] = f"Bearer {key}"
     return headers
-
-
-def _retry_after(response: httpx.Response, default: float) -> float:
-    value = response.headers.get("Retry-After")
-    if value is None:
-        return default
-    try:
-        return min(max(float(value), 0.0), MAX_RETRY_AFTER)
-    except ValueError:
-        return default
 
 
 def _message_content(reply: Any) -> str:

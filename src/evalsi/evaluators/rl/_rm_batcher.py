@@ -23,11 +23,8 @@ from typing import Any
 import httpx
 import orjson
 
+from evalsi._util.retry import RETRY_STATUSES, retry_delay
 from evalsi.evaluators.rl._rm_protocol import Protocol, ReplyError, RMInput, parse_reply, request_body
-
-RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
-MAX_RETRY_AFTER = 30.0
-"""A server's ``Retry-After`` is honoured up to this many seconds."""
 
 
 class CallError(Exception):
@@ -158,7 +155,7 @@ class EndpointBatcher:
         content = orjson.dumps(body)
         reason = ""
         for attempt in range(endpoint.retries + 1):
-            delay = endpoint.backoff * (2**attempt)
+            delay = retry_delay(attempt, endpoint.backoff)
             self.calls += 1
             try:
                 response = await self.client.post(endpoint.url, content=content, headers=endpoint.headers())
@@ -175,7 +172,7 @@ class EndpointBatcher:
                 reason = f"HTTP {response.status_code}: {response.text[:200]}"
                 if response.status_code not in RETRY_STATUSES:
                     raise CallError(reason)
-                delay = _retry_after(response, delay)
+                delay = retry_delay(attempt, endpoint.backoff, response.headers.get("Retry-After"))
             if attempt < endpoint.retries:
                 await asyncio.sleep(delay)
         raise CallError(f"{reason} (gave up after {endpoint.retries + 1} attempts)")
@@ -203,16 +200,6 @@ def _resolve(future: concurrent.futures.Future[float], outcome: float | str) -> 
             future.set_result(outcome)
     except concurrent.futures.InvalidStateError:
         pass
-
-
-def _retry_after(response: httpx.Response, default: float) -> float:
-    value = response.headers.get("Retry-After")
-    if value is None:
-        return default
-    try:
-        return min(max(float(value), 0.0), MAX_RETRY_AFTER)
-    except ValueError:
-        return default
 
 
 class BatcherHub:
