@@ -10,6 +10,7 @@ from pydantic import field_validator
 from evalsi.evaluators._base import Evaluator, Params, ScoreContext
 from evalsi.evaluators._registry import register
 from evalsi.evaluators._score import Score
+from evalsi.evaluators.core._text import valid_regex
 from evalsi.records import Record
 
 
@@ -27,14 +28,7 @@ class RegexParams(Params):
     multiline: bool = False
     """Let ``^`` and ``$`` match at line boundaries."""
 
-    @field_validator("pattern")
-    @classmethod
-    def _compiles(cls, value: str) -> str:
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"not a valid regular expression: {exc}") from None
-        return value
+    _compiles = field_validator("pattern")(valid_regex)
 
     def compiled(self) -> re.Pattern[str]:
         """The pattern compiled with the chosen flags."""

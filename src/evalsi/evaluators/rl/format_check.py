@@ -9,6 +9,7 @@ from pydantic import field_validator
 from evalsi.evaluators._base import Evaluator, Params, ScoreContext
 from evalsi.evaluators._registry import register
 from evalsi.evaluators._score import Score
+from evalsi.evaluators.core._text import valid_regex
 from evalsi.records import Record
 
 DEFAULT_PATTERN = r"(?s)\s*<think>.*?</think>\s*<answer>.*?</answer>\s*"
@@ -22,14 +23,7 @@ class FormatCheckParams(Params):
     unique_tags: tuple[str, ...] = ()
     """Tags (such as ``think`` or ``answer``) whose opening and closing forms must each appear exactly once."""
 
-    @field_validator("pattern")
-    @classmethod
-    def _compiles(cls, value: str) -> str:
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"not a valid regular expression: {exc}") from None
-        return value
+    _compiles = field_validator("pattern")(valid_regex)
 
     @field_validator("unique_tags")
     @classmethod
