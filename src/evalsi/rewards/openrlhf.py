@@ -20,11 +20,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from evalsi.errors import DataError, SpecError
+from evalsi.records import Record
 from evalsi.rewards._batch import completion_after_prompt
 from evalsi.rewards._compose import RewardResult
+from evalsi.rewards._reward import Reward
 from evalsi.rewards._scorer import shared_scorer
 
-__all__ = ["reward_func", "reward_response", "rollouts"]
+__all__ = ["records", "reward_func", "reward_response", "rollouts", "samples"]
 
 
 def reward_func(
@@ -53,7 +55,10 @@ def reward_func(
     if not spec:
         raise SpecError("OpenRLHF reward_func: set EVALSI_REWARD_SPEC to the RewardSpec file to score with")
     scorer = shared_scorer(spec, os.environ.get("EVALSI_SERVER") or None, total_required_by="OpenRLHF")
-    results = scorer.score(rollouts(queries, prompts, labels))
+    if isinstance(scorer, Reward):
+        results = scorer.score_records(records(queries, prompts, labels))
+    else:
+        results = scorer.score(rollouts(queries, prompts, labels))
     torch = sys.modules.get("torch")
     return reward_response(scorer.component_names, results, tensor=torch.tensor if torch is not None else None)
 
@@ -67,22 +72,39 @@ def rollouts(
         DataError: The lists differ in length, or a query or prompt is not text (names the sample's index).
 
     """
+    out: list[dict[str, Any]] = []
+    for completion, prompt, label in samples(queries, prompts, labels):
+        item: dict[str, Any] = {"completion": completion}
+        if prompt is not None:
+            item["prompt"] = prompt
+        if label is not None:
+            item["label"] = label
+        out.append(item)
+    return out
+
+
+def records(queries: Sequence[str], prompts: Sequence[str] | None, labels: Sequence[Any] | None) -> list[Record]:
+    """OpenRLHF samples as records, built directly; the label is the reference whatever the spec's ``referenceField``.
+
+    OpenRLHF has no other field to take a reference from. Raises ``DataError`` as :func:`rollouts` does.
+    """
+    return [Record(completion=c, prompt=p, reference=label) for c, p, label in samples(queries, prompts, labels)]
+
+
+def samples(
+    queries: Sequence[str], prompts: Sequence[str] | None, labels: Sequence[Any] | None
+) -> list[tuple[str, str | None, Any]]:
+    """(completion, prompt, label) per sample, after checking the lists are aligned and the texts are text."""
     count = len(queries)
     for name, column in (("prompts", prompts), ("labels", labels)):
         if column is not None and len(column) != count:
             raise DataError(f"{name} has {len(column)} items for {count} queries; OpenRLHF sends aligned lists")
-    out: list[dict[str, Any]] = []
+    out: list[tuple[str, str | None, Any]] = []
     for index, query in enumerate(queries):
         prompt = prompts[index] if prompts is not None else None
         if not isinstance(query, str) or (prompt is not None and not isinstance(prompt, str)):
             raise DataError("query and prompt must be text", index=index)
-        item: dict[str, Any] = {"completion": completion_after_prompt(query, prompt)}
-        if prompt is not None:
-            item["prompt"] = prompt
-        label = labels[index] if labels is not None else None
-        if label is not None:
-            item["label"] = label
-        out.append(item)
+        out.append((completion_after_prompt(query, prompt), prompt, labels[index] if labels is not None else None))
     return out
 
 

@@ -39,7 +39,8 @@ from evalsi.rewards._compose import RewardResult, compose_batch
 from evalsi.rewards._remote import error_payload
 from evalsi.rewards._reward import Reward
 from evalsi.rewards._scorer import require_totals
-from evalsi.rewards.openrlhf import reward_response, rollouts
+from evalsi.rewards.openrlhf import records as openrlhf_records
+from evalsi.rewards.openrlhf import reward_response
 
 __all__ = ["Batcher", "create_app", "listening_socket", "run"]
 
@@ -135,7 +136,7 @@ def create_app(reward: Reward, *, max_batch: int = 4096, on_ready: Callable[[], 
     async def get_reward(request: Request) -> Response:
         try:
             queries, prompts, labels, single = _parse(await request.body())
-            records = reward.records(rollouts(queries, prompts, labels))
+            records = openrlhf_records(queries, prompts, labels)
             results = await batcher.score(records)
         except Exception as exc:
             status, payload = error_payload(exc)
