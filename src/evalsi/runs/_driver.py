@@ -35,6 +35,9 @@ EXIT_OK, EXIT_FAILED, EXIT_GATE = 0, 1, 3
 Scored = tuple[Item, list[Generation]]
 """A record's item and its generated samples, waiting to be scored."""
 
+SCORE_LINGER_SECONDS = 0.02
+"""How long the scorer waits to fill a batch before scoring what it has."""
+
 
 @dataclass
 class RunOutcome:
@@ -199,8 +202,20 @@ class Runner:
             first = await queue.get()
             batch = [] if first is None else [first]
             finished = first is None
-            while not finished and len(batch) < batch_size and not queue.empty():
-                entry = queue.get_nowait()
+            # Linger briefly for more generations: each scoring call hands over to a worker thread, and
+            # fewer, fuller calls cost the event loop far less than one hand-off per record.
+            deadline = time.monotonic() + SCORE_LINGER_SECONDS
+            while not finished and len(batch) < batch_size:
+                if queue.empty():
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    try:
+                        entry = await asyncio.wait_for(queue.get(), remaining)
+                    except TimeoutError:
+                        break
+                else:
+                    entry = queue.get_nowait()
                 finished = entry is None
                 if entry is not None:
                     batch.append(entry)
