@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from evalsi.engine._cache import ScoreCache
@@ -15,24 +15,25 @@ from evalsi.records import Record
 
 @dataclass(frozen=True)
 class ComponentJob:
-    """One component to run over the batch: which evaluator, with which validated params."""
+    """One component to run over the batch: which evaluator, with which validated params.
+
+    The cache-key prefix and the fields read are worked out once, when the job is made: a small batch (one
+    OpenRLHF sample) should not pay for serialising the params on every call.
+    """
 
     name: str
     evaluator: Evaluator[Any]
     params: Params
+    key_prefix: bytes = field(init=False)
+    """Evaluator name + canonical params, the shared part of this component's cache keys."""
+    fields: tuple[str, ...] = field(init=False)
+    """The record fields this component's score depends on."""
 
-    @property
-    def key_prefix(self) -> bytes:
-        """Name + canonical params, the shared part of this component's cache keys."""
-        return params_fingerprint(self.evaluator.name, self.params)
-
-    @property
-    def fields(self) -> tuple[str, ...]:
-        """The record fields this component's score depends on."""
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key_prefix", params_fingerprint(self.evaluator.name, self.params))
         fields_for = getattr(self.evaluator, "cache_fields", None)
-        if callable(fields_for):
-            return tuple(fields_for(self.params))
-        return self.evaluator.reads
+        fields = tuple(fields_for(self.params)) if callable(fields_for) else self.evaluator.reads
+        object.__setattr__(self, "fields", fields)
 
 
 @dataclass
