@@ -178,3 +178,33 @@ def test_reward_spec_min_isolation_reaches_the_component():
     spec["spec"]["components"][0]["sandbox"] = {"minIsolation": "chroot"}
     with pytest.raises(SpecError, match="minIsolation"):
         from_mapping(spec)
+
+
+HUMANEVAL_PROMPT = 'def add(x, y):\n    """Return x + y."""\n'
+HUMANEVAL_TEST = "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(-1, 1) == 0\n"
+
+
+@pytest.mark.parametrize(
+    ("completion", "continue_prompt", "expected"),
+    [
+        ("    return x + y\n", True, 1.0),  # a body that continues the prompt
+        ("```python\ndef add(x, y):\n    return x + y\n```", True, 1.0),  # a whole program: run as it is
+        ("    return x - y\n", True, 0.0),
+        ("    return x + y\n", False, 0.0),  # not continued: the body alone does not define add
+    ],
+)
+def test_humaneval_completion_continues_the_prompt(completion: str, continue_prompt: bool, expected: float) -> None:
+    reward = from_mapping(
+        {
+            "components": [
+                {
+                    "ref": "code-exec-tests",
+                    "onError": "zero",
+                    "params": {"continue_prompt": continue_prompt, "timeout": 5},
+                }
+            ]
+        }
+    )
+    rollout = {"prompt": HUMANEVAL_PROMPT, "completion": completion, "test": HUMANEVAL_TEST, "entry_point": "add"}
+    [result] = reward.score([rollout])
+    assert result.components["code-exec-tests"].value == expected

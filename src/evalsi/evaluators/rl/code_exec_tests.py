@@ -8,6 +8,7 @@ cases are judged by a tester process whose verdict carries a per-run nonce on a 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -43,6 +44,9 @@ class CodeExecTestsParams(Params):
     """When > 0, numbers in the output (or returned values) may differ by this much, relative to max(1, |x|)."""
     fresh_interpreter: bool = False
     """The slow baseline: a new sandbox and interpreter for every case instead of a fork of the warm server."""
+    continue_prompt: bool = True
+    """HumanEval style: when the program does not define ``entry_point`` but a text prompt does, run prompt +
+    program (the completion continues the prompt's signature and docstring)."""
 
     def limits(self) -> Limits:
         """The per-case sandbox limits these params describe."""
@@ -62,7 +66,7 @@ class CodeExecTests(Evaluator[CodeExecTestsParams]):
     name = "code-exec-tests"
     summary = "Runs the program against test cases in the sandbox, each case in its own process."
     params_model = CodeExecTestsParams
-    reads = ("completion", *(f"metadata.{key}" for key in CASE_FIELDS))
+    reads = ("completion", "prompt", *(f"metadata.{key}" for key in CASE_FIELDS))
     runs_code = True
     pack = "rl"
 
@@ -72,7 +76,7 @@ class CodeExecTests(Evaluator[CodeExecTestsParams]):
 
     def score_batch(self, records: Sequence[Record], params: CodeExecTestsParams, ctx: ScoreContext) -> list[Score]:
         """Every record's programs run in parallel on the sandbox pool of the chosen rung."""
-        jobs: list[tuple[str, list[TestCase]] | Score] = [_prepare(r) for r in records]
+        jobs: list[tuple[str, list[TestCase]] | Score] = [_prepare(r, params.continue_prompt) for r in records]
         todo = [(i, job) for i, job in enumerate(jobs) if not isinstance(job, Score)]
         if not todo:
             return [job for job in jobs if isinstance(job, Score)]
@@ -98,7 +102,7 @@ class CodeExecTests(Evaluator[CodeExecTestsParams]):
         close_shared_pools()
 
 
-def _prepare(record: Record) -> tuple[str, list[TestCase]] | Score:
+def _prepare(record: Record, continue_prompt: bool) -> tuple[str, list[TestCase]] | Score:
     """The program and its cases, or the score that says why there is nothing to run."""
     try:
         tests = test_cases(record.metadata)
@@ -106,7 +110,22 @@ def _prepare(record: Record) -> tuple[str, list[TestCase]] | Score:
         return Score.error(str(exc))
     if not tests:
         return Score.skipped("no test cases (tests, inputs/outputs, test_list or test) in the rollout")
-    return extract_program(record.completion_text), tests
+    program = extract_program(record.completion_text)
+    entry = record.metadata.get("entry_point")
+    if continue_prompt and isinstance(entry, str) and isinstance(record.prompt, str):
+        program = continued_program(record.prompt, program, entry)
+    return program, tests
+
+
+def continued_program(prompt: str, program: str, entry_point: str) -> str:
+    """``prompt + program`` when only the prompt defines ``entry_point``, else the program as it is.
+
+    A HumanEval completion often continues the prompt's signature and docstring rather than repeating them.
+    """
+    defines = re.compile(rf"^\s*(?:async\s+)?def\s+{re.escape(entry_point)}\s*\(", re.MULTILINE)
+    if defines.search(program) or not defines.search(prompt):
+        return program
+    return prompt + program if prompt.endswith("\n") or program.startswith("\n") else prompt + "\n" + program
 
 
 def _score(tests: list[TestCase], outcomes: list[CaseOutcome], params: CodeExecTestsParams, rung: str) -> Score:
