@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import Any
 
 import pytest
@@ -23,8 +23,12 @@ def score(program: str, params: dict[str, Any] | None = None, **metadata: Any) -
     return result
 
 
-def sandbox_processes() -> list[int]:
-    """Host pids of live (not zombie) processes whose real uid is a sandbox uid (root only)."""
+def sandbox_processes(uids: Collection[int] | None = None) -> list[int]:
+    """Host pids of live (not zombie) processes whose real uid is a sandbox uid (root only), or one of ``uids``.
+
+    Tests run in parallel workers, each with sandboxes of its own: a test that checks what its sandboxes left
+    behind passes the uids they used, so another worker's live sandboxes do not count.
+    """
     found = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -39,7 +43,8 @@ def sandbox_processes() -> list[int]:
         for line in status.splitlines():
             if line.startswith("Uid:"):
                 uid = int(line.split()[1])
-                if SANDBOX_UID_BASE <= uid < SANDBOX_UID_BASE + 1000:
+                wanted = uid in uids if uids is not None else SANDBOX_UID_BASE <= uid < SANDBOX_UID_BASE + 1000
+                if wanted:
                     found.append(int(name))
     return found
 

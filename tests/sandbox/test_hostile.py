@@ -11,6 +11,8 @@ import time
 import pytest
 
 from evalsi.sandbox import Case, Isolation, Limits, close_shared_pools, shared_pool
+from evalsi.sandbox import _sandbox as sandbox_module
+from evalsi.sandbox._host import sandbox_uid
 from tests.sandbox._helpers import process_command, sandbox_processes, score
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(90)]
@@ -264,15 +266,26 @@ def test_host_secrets_and_environment_are_not_visible(monkeypatch):
         assert line.endswith(("FileNotFoundError", "IsADirectoryError", "PermissionError")), line
 
 
-def test_nothing_the_sandboxes_started_survives_them():
+def test_nothing_the_sandboxes_started_survives_them(monkeypatch: pytest.MonkeyPatch):
+    close_shared_pools()  # fresh sandboxes, so every uid this test's programs run as is recorded below
+    used: set[int] = set()
+    real_acquire = sandbox_module.acquire_slot
+
+    def acquire() -> int:
+        slot = real_acquire()
+        used.add(sandbox_uid(slot))
+        return slot
+
+    monkeypatch.setattr(sandbox_module, "acquire_slot", acquire)
     orphan = "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\nprint(3)"
     score(orphan, FAST, tests=SUM_TESTS[:1])
     assert score(orphan, {**FAST, "min_isolation": "process"}, tests=SUM_TESTS[:1]).details["isolation"] == "process"
     close_shared_pools()
+    assert used
     deadline = time.monotonic() + 10
-    while sandbox_processes() and time.monotonic() < deadline:
+    while sandbox_processes(used) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert {pid: process_command(pid) for pid in sandbox_processes()} == {}
+    assert {pid: process_command(pid) for pid in sandbox_processes(used)} == {}
 
 
 def test_process_rung_case_cannot_read_the_server_or_take_its_fds():
