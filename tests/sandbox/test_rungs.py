@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -113,11 +114,15 @@ def test_process_limit_stops_a_fork_bomb(rung):
     assert int(result.stdout.split()[2]) <= 8 + 4  # the server, init and tester count too
 
 
+CHECKOUT = str(Path(__file__).resolve().parents[2])
+"""The project checkout these tests run from (it exists on the host, so the sandbox must not show it)."""
+
+
 def test_namespaced_runs_unprivileged_without_capabilities_network_or_host_files():
     program = (
         "import os, socket, errno\n"
         "print('uid', os.getuid(), os.getgid())\n"
-        "for path in ('/etc/shadow', '/root', '/work/main', '/proc/1/environ'):\n"
+        f"for path in ('/etc/shadow', '/root', {CHECKOUT!r}, '/proc/1/environ'):\n"
         "    print(path, os.path.exists(path))\n"
         "print('env', sorted(os.environ))\n"
         "try:\n"
@@ -134,7 +139,7 @@ def test_namespaced_runs_unprivileged_without_capabilities_network_or_host_files
     result = run([PY, "-I", "-c", program], rung="namespaced")
     lines = result.stdout.splitlines()
     assert lines[0] == "uid 1000 1000"
-    assert lines[1:5] == ["/etc/shadow False", "/root False", "/work/main False", "/proc/1/environ False"]
+    assert lines[1:5] == ["/etc/shadow False", "/root False", f"{CHECKOUT} False", "/proc/1/environ False"]
     assert set(eval(lines[5][4:])) <= {"HOME", "LANG", "LC_CTYPE", "PATH", "TMPDIR"}  # nothing from the host
     assert lines[6:] == ["setuid denied", "chroot denied"]
 
