@@ -48,3 +48,38 @@ def test_code_example() -> None:
     totals = [row["total"] for row in rows]
     assert totals == pytest.approx([1.0, 0.1, 0.0, 0.1 + 0.9 / 3, 1.0, 0.1, 1.0, 0.1])
     assert "timeout" in rows[7]["components"]["tests"]["reason"]
+
+
+def test_run_example(tmp_path: Path) -> None:
+    results = tmp_path / "gsm.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "evalsi", "run", "-f", str(EXAMPLES / "math-run.yaml"), "--set", f"output={results}"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "pass@4/math-equiv" in proc.stdout + proc.stderr
+    data = json.loads(results.read_text())
+    assert len(data["records"]) == 8
+    assert all(len(record["samples"]) == 8 for record in data["records"])
+    failing = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "evalsi",
+            "run",
+            "-f",
+            str(EXAMPLES / "math-run.yaml"),
+            "--set",
+            f"output={tmp_path / 'strict.json'}",
+            "--set",
+            "gates=[{metric: math-equiv, min: 0.99}]",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=tmp_path,
+    )
+    assert failing.returncode == 3, failing.stderr

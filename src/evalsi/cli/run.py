@@ -78,7 +78,10 @@ def run_summary(outcome: RunOutcome) -> Group:
     summary = outcome.summary
     table = Table(title=f"{outcome.path}: {len(outcome.records)} records", title_justify="left")
     for column in ("metric", "mean", "95% CI", "se", "records", "ok", "skipped", "errored"):
-        table.add_column(column, justify="left" if column == "metric" else "right")
+        if column == "metric":
+            table.add_column(column, no_wrap=True)  # a metric name is read whole: it says which pass@k
+        else:
+            table.add_column(column, justify="right", no_wrap=column == "95% CI")
     for metric, est in summary.metrics.items():
         counts = summary.counts.get(metric)
         statuses = [str(counts[s]) for s in ("ok", "skipped", "error")] if counts else ["", "", ""]

@@ -107,7 +107,9 @@ class Runner:
         body = run.body
         started, wall = datetime.now(UTC), time.perf_counter()
         items = load_run_items(run)
-        target = self._target or make_target(body.target, body.sampling, body.dataset.system_prompt, self._fn)
+        target = self._target or make_target(
+            body.target, body.sampling, body.dataset.system_prompt, self._fn, self.run_spec.base_dir
+        )
         try:
             writer, todo, rescore = self._resume(items, target)
             try:

@@ -9,6 +9,7 @@ always left out.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -122,8 +123,15 @@ def summarize(
     by_name = {m.name: m for m in metrics}
     for name, metric_name, k in pass_k_names(pass_k):
         values = (per_record_pass_k(r, name, by_name[metric_name], k, on_error) for r in records)
-        estimates[name] = estimate([v for v in values if v is not None])
+        estimates[name] = within_unit_interval(estimate([v for v in values if v is not None]))
     return RunSummary(estimates, counts, [check_gate(g, estimates) for g in gates])
+
+
+def within_unit_interval(est: Estimate) -> Estimate:
+    """A probability's interval clipped to [0, 1]: the t interval around a mean near 1 can pass it."""
+    if math.isnan(est.ci_low):
+        return est
+    return dataclasses.replace(est, ci_low=max(0.0, est.ci_low), ci_high=min(1.0, est.ci_high))
 
 
 def check_gate(gate: GateSpec, estimates: Mapping[str, Estimate]) -> GateResult:

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import importlib.util
 import inspect
 import os
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
@@ -234,16 +237,19 @@ def _generations(result: Any, latency: float, name: str) -> list[Generation]:
     return out
 
 
-def load_callable(reference: str) -> ModelFn:
-    """Import ``module:attribute`` (dots allowed in the attribute) and check it is callable.
+def load_callable(reference: str, base_dir: Path | None = None) -> ModelFn:
+    """Import ``module:attribute`` or ``path/to/file.py:attribute`` and check it is callable.
+
+    A file path is relative to ``base_dir`` (the spec file's folder) when given. Dots are allowed in the attribute.
 
     Raises:
-        GenerationError: The module or attribute does not exist, or is not callable.
-
+        GenerationError: The module, file or attribute does not exist, or is not callable.
     """
     module_name, _, attribute = reference.partition(":")
     try:
-        target: Any = importlib.import_module(module_name)
+        target: Any = _import_file(module_name, base_dir) if module_name.endswith(".py") else (
+            importlib.import_module(module_name)
+        )
         for part in attribute.split("."):
             target = getattr(target, part)
     except (ImportError, AttributeError) as exc:
@@ -254,12 +260,37 @@ def load_callable(reference: str) -> ModelFn:
     return fn
 
 
+def _import_file(path_text: str, base_dir: Path | None) -> Any:
+    path = Path(path_text)
+    if not path.is_absolute() and base_dir is not None:
+        path = base_dir / path
+    if not path.is_file():
+        raise ImportError(f"no such file: {path}")
+    name = f"evalsi_target_{abs(hash(str(path.resolve())))}"
+    module = sys.modules.get(name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot import {path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return module
+
+
 def make_target(
-    spec: TargetSpec, sampling: SamplingSpec, system_prompt: str | None = None, fn: ModelFn | None = None
+    spec: TargetSpec,
+    sampling: SamplingSpec,
+    system_prompt: str | None = None,
+    fn: ModelFn | None = None,
+    base_dir: Path | None = None,
 ) -> Target:
-    """The target a spec names (``fn`` overrides ``callable`` for models built in the same process)."""
+    """The target a spec names (``fn`` overrides ``callable`` for models built in the same process).
+
+    ``base_dir`` (the spec file's folder) resolves a ``callable`` given as a relative ``file.py:function``.
+    """
     if fn is not None or spec.callable is not None:
-        model = fn if fn is not None else load_callable(spec.callable or "")
+        model = fn if fn is not None else load_callable(spec.callable or "", base_dir)
         return CallableTarget(model, sampling, spec.max_concurrency, None if fn is not None else spec.callable)
     return OpenAITarget(spec, sampling, system_prompt)
 
