@@ -244,6 +244,7 @@ def load_callable(reference: str, base_dir: Path | None = None) -> ModelFn:
 
     Raises:
         GenerationError: The module, file or attribute does not exist, or is not callable.
+
     """
     module_name, _, attribute = reference.partition(":")
     try:
