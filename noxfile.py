@@ -10,7 +10,7 @@ import nox
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = True
 
-INTEGRATIONS: list[str] = ["trl", "verl"]
+INTEGRATIONS: list[str] = ["trl", "verl", "hf"]
 
 
 @nox.session(name="integrations", python=False)
@@ -37,3 +37,15 @@ def verl(session: nox.Session) -> None:
     """verl's Naive and Batch reward managers score a DataProto through evalsi/rewards/verl.py (CPU)."""
     session.install("torch==2.13.0", "verl==0.9.1", "-e", ".[dev]")
     session.run("pytest", "-q", "tests/integrations/verl", env={"EVALSI_INTEGRATION": "1"})
+
+
+@nox.session(name="hf")
+def hf(session: nox.Session) -> None:
+    """Datasets by Hugging Face name load through the `datasets` package (offline, from a local dataset folder).
+
+    The core suite runs without `datasets` and checks the missing-package error; this session runs the same
+    tests with it installed, so both paths are exercised.
+    """
+    session.install("-e", ".[dev,math,hf]")
+    tests = ["tests/runs/test_datasets.py", "tests/runs/test_builtin.py"]
+    session.run("pytest", "-q", *tests, env={"HF_HUB_OFFLINE": "1"})
