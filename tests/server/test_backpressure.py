@@ -32,8 +32,7 @@ def _until(condition: Callable[[], bool], what: str) -> None:
 
 def test_eight_times_max_inflight_all_complete_and_wait_in_line(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
-    config = write_config(tmp_path, {"database": {"url": url},
-                                     "rewards": {"max_inflight": 8, "cpu_workers": 8}})
+    config = write_config(tmp_path, {"database": {"url": url}, "rewards": {"max_inflight": 8, "cpu_workers": 8}})
     token = make_token(url, "team", ["evaluations.run"])
     gate = tmp_path / "release"
     spec = {"components": [{"ref": "test-server-gate", "params": {"gate": str(gate)}}]}
@@ -68,18 +67,23 @@ def test_eight_times_max_inflight_all_complete_and_wait_in_line(tmp_path: Path) 
 
 def test_a_project_over_its_quota_waits_without_delaying_another(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
-    config = write_config(tmp_path, {"database": {"url": url},
-                                     "rewards": {"cpu_workers": 8},
-                                     "quotas": {"slow": {"max_reward_rollouts": 4}}})
+    config = write_config(
+        tmp_path,
+        {"database": {"url": url}, "rewards": {"cpu_workers": 8}, "quotas": {"slow": {"max_reward_rollouts": 4}}},
+    )
     slow = make_token(url, "slow", ["evaluations.run"])
     fast = make_token(url, "fast", ["evaluations.run"])
     gate = tmp_path / "release"
     gated = {"components": [{"ref": "test-server-gate", "params": {"gate": str(gate)}}]}
     with ServerProcess(config) as server, ThreadPoolExecutor(3) as pool:
-        held = [pool.submit(post_http, server, slow, gated, [{"completion": f"{n}-{i}"} for i in range(4)], 120)
-                for n in range(3)]
-        _until(lambda: metric(_metrics(server, slow), "evalsi_reward_waiting_rollouts", project="slow") == 8,
-               "two of slow's calls waiting on its quota")
+        held = [
+            pool.submit(post_http, server, slow, gated, [{"completion": f"{n}-{i}"} for i in range(4)], 120)
+            for n in range(3)
+        ]
+        _until(
+            lambda: metric(_metrics(server, slow), "evalsi_reward_waiting_rollouts", project="slow") == 8,
+            "two of slow's calls waiting on its quota",
+        )
         text = _metrics(server, slow)
         assert metric(text, "evalsi_reward_inflight_rollouts", project="slow") == 4
         # the other project is answered while slow's calls still wait
@@ -102,12 +106,54 @@ def test_a_cancelled_call_keeps_its_capacity_until_its_batch_ends(tmp_path: Path
             stub = pb_grpc.RewardServiceStub(channel)  # type: ignore[no-untyped-call]
             request = request_message(spec, [{"completion": "a"}, {"completion": "b"}, {"completion": "c"}])
             call = stub.ScoreRewards.future(request, metadata=(("authorization", f"Bearer {token}"),), timeout=120)
-            _until(lambda: metric(_metrics(server, token), "evalsi_reward_inflight_rollouts", project="p") == 3,
-                   "the batch is being scored")
+            _until(
+                lambda: metric(_metrics(server, token), "evalsi_reward_inflight_rollouts", project="p") == 3,
+                "the batch is being scored",
+            )
             call.cancel()
-            _until(lambda: metric(_metrics(server, token), "evalsi_reward_cancelled_calls_total") == 1,
-                   "the server saw the cancellation")
+            _until(
+                lambda: metric(_metrics(server, token), "evalsi_reward_cancelled_calls_total") == 1,
+                "the server saw the cancellation",
+            )
         assert metric(_metrics(server, token), "evalsi_reward_inflight_rollouts", project="p") == 3
         gate.touch()
-        _until(lambda: metric(_metrics(server, token), "evalsi_reward_inflight_rollouts", project="p") == 0,
-               "the cancelled batch released its capacity when it ended")
+        _until(
+            lambda: metric(_metrics(server, token), "evalsi_reward_inflight_rollouts", project="p") == 0,
+            "the cancelled batch released its capacity when it ended",
+        )
+
+
+def test_request_bodies_past_max_inflight_bytes_wait_unread(tmp_path: Path) -> None:
+    """Memory stays bounded: bodies beyond rewards.max_inflight_bytes are not read until room is free."""
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    budget = 12_000
+    config = write_config(
+        tmp_path, {"database": {"url": url}, "rewards": {"max_inflight_bytes": budget, "cpu_workers": 8}}
+    )
+    token = make_token(url, "team", ["evaluations.run"])
+    gate = tmp_path / "release"
+    spec = {"components": [{"ref": "test-server-gate", "params": {"gate": str(gate)}}]}
+    calls_count = 12
+    peak = 0.0
+    with ServerProcess(config) as server, ThreadPoolExecutor(calls_count) as pool:
+        calls = [
+            pool.submit(post_http, server, token, spec, [{"completion": f"c{n}-" + "x" * 4000}], 120)
+            for n in range(calls_count)
+        ]
+
+        def some_wait_unread() -> bool:
+            nonlocal peak
+            text = _metrics(server, token)
+            held = metric(text, "evalsi_reward_request_bytes")
+            peak = max(peak, held)
+            return metric(text, "evalsi_reward_requests_waiting_to_read") >= calls_count - budget // 4000
+
+        _until(some_wait_unread, "calls past the byte budget waiting before their body is read")
+        assert 0 < peak <= budget
+        gate.touch()
+        responses = [call.result(timeout=WAIT) for call in calls]
+        text = _metrics(server, token)
+    assert [r.status_code for r in responses] == [200] * calls_count
+    assert all(r.json()["results"][0]["total"] == 1.0 for r in responses)
+    assert metric(text, "evalsi_reward_request_bytes") == 0
+    assert metric(text, "evalsi_reward_requests_waiting_to_read") == 0

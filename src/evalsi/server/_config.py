@@ -90,6 +90,9 @@ class RewardsConfig(_Model):
     """Most rollouts in one call; a larger call is refused with an error naming this limit."""
     max_inflight: int = Field(default=65536, ge=1)
     """Most rollouts being scored across calls; further calls wait (back-pressure, not rejection)."""
+    max_inflight_bytes: int = Field(default=1 << 30, ge=1024)
+    """Most bytes of JSON request bodies held at once; a call past it waits before its body is read, so the
+    server's memory stays bounded however many trainers queue up (TCP pushes back on them meanwhile)."""
     cache_size: int = Field(default=1_048_576, ge=0)
     """Component scores kept in memory (LRU)."""
     shared_cache: bool = False

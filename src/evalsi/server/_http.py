@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from contextlib import asynccontextmanager
 from typing import Any
 
 import orjson
@@ -24,6 +25,7 @@ from starlette.routing import Route
 
 from evalsi.server._convert import request_parts, results_json, results_message
 from evalsi.server._errors import ServiceError, from_exception
+from evalsi.server._limits import RolloutGate
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
 from evalsi.server._proto.evalsi.v1alpha1.rewards_connect import RewardServiceASGIApplication
 from evalsi.server._service import RewardService
@@ -45,11 +47,45 @@ ASGIApp = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitab
 
 
 class ServerState:
-    """What the routes share: the service, and whether the server is draining (health answers 503 then)."""
+    """What the routes share: the service, the draining flag, and the gate over request-body bytes.
+
+    Health answers 503 while draining; the gate is made on first use, inside the serving event loop.
+    """
 
     def __init__(self, service: RewardService) -> None:
         self.service = service
         self.draining = False
+        self._body_gate: RolloutGate | None = None
+
+    @property
+    def body_gate(self) -> RolloutGate:
+        """The FIFO gate over ``rewards.max_inflight_bytes``."""
+        if self._body_gate is None:
+            self._body_gate = RolloutGate(self.service.config.spec.rewards.max_inflight_bytes)
+        return self._body_gate
+
+
+@asynccontextmanager
+async def held_body(state: ServerState, request: Request) -> AsyncIterator[None]:
+    """Hold room for this request's body while the call is served, waiting for it first.
+
+    The room is the Content-Length (all of it when unknown); the body is not read until the room is held.
+    """
+    gate = state.body_gate
+    length = request.headers.get("content-length")
+    units = gate.weight(int(length)) if length and length.isdigit() else gate.capacity
+    metrics = state.service.metrics
+    metrics.requests_waiting_to_read.inc()
+    try:
+        await gate.acquire(units)
+    finally:
+        metrics.requests_waiting_to_read.dec()
+    metrics.request_bytes.inc(units)
+    try:
+        yield
+    finally:
+        gate.release(units)
+        metrics.request_bytes.dec(units)
 
 
 def _json(data: Any, status: int = 200) -> Response:
@@ -97,12 +133,15 @@ def build_app(state: ServerState) -> ASGIApp:
         started = time.perf_counter()
         try:
             principal = await service.authenticate(request.headers.get("authorization"))
-            try:
-                data = await _decode(await request.body())
-            except orjson.JSONDecodeError as exc:
-                raise ServiceError("invalid_argument", f"the body is not valid JSON: {exc}") from None
-            spec, rollouts = parse_score_body(data)
-            results = await service.score(principal, spec, rollouts)
+            async with held_body(state, request):
+                try:
+                    data = await _decode(await request.body())
+                except orjson.JSONDecodeError as exc:
+                    raise ServiceError("invalid_argument", f"the body is not valid JSON: {exc}") from None
+                spec, rollouts = parse_score_body(data)
+                del data
+                results = await service.score(principal, spec, rollouts)
+                del spec, rollouts
             body = results_json(results)
             encoded = await asyncio.to_thread(orjson.dumps, body) if len(results) > 8192 else orjson.dumps(body)
             response = Response(encoded, media_type="application/json")

@@ -45,6 +45,14 @@ class Metrics:
             "evalsi_reward_waiting_rollouts", "Rollouts waiting for capacity (back-pressure), by project.", ["project"],
             registry=r,
         )
+        self.request_bytes = Gauge(
+            "evalsi_reward_request_bytes", "Bytes of JSON request bodies held (read, or admitted to be read).",
+            registry=r,
+        )
+        self.requests_waiting_to_read = Gauge(
+            "evalsi_reward_requests_waiting_to_read", "Calls waiting for rewards.max_inflight_bytes before their body "
+            "is read.", registry=r,
+        )
         self.cancelled = Counter(
             "evalsi_reward_cancelled_calls", "Calls whose caller went away while their batch was being scored.",
             registry=r,
