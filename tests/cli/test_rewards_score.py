@@ -173,6 +173,10 @@ def test_evaluators_list_and_describe() -> None:
     code, stdout, _ = run(["evaluators", "describe", "overlong-penalty"])
     assert code == 0
     assert "max_length" in stdout and "20480" in stdout and "completion_tokens" in stdout
+    code, stdout, _ = run(["evaluators", "describe", "llm-judge"])
+    assert code == 0
+    assert "judge.model" in stdout and "judge.verdict" in stdout  # a nested config lists its own fields
+    assert "evalsi.evaluators" not in stdout  # types read as names, not module paths
     code, _, stderr = run(["evaluators", "describe", "overlong"])
     assert code == 2
     assert "did you mean 'overlong-penalty'" in stderr

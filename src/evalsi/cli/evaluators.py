@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import typing
 from typing import Any
 
 import typer
+from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 from rich.markup import escape
 from rich.table import Table
@@ -52,13 +54,28 @@ def _params_table(cls: type[Evaluator[Any]]) -> Table | str:
     table = Table(title="params", title_justify="left")
     for column in ("param", "type", "default", "meaning"):
         table.add_column(column, overflow="fold")
-    for field_name, info in fields.items():
-        shown = info.alias or field_name
-        default = "(required)" if info.is_required() else _default_text(info.default, info.default_factory)
-        type_text = _type_text(info.annotation)
-        meaning = (info.description or "").replace("\n", " ")
-        table.add_row(escape(shown), escape(type_text), escape(default), escape(meaning))
+    _add_rows(table, cls.params_model, "")
     return table
+
+
+def _add_rows(table: Table, model: type[BaseModel], prefix: str) -> None:
+    """One row per field; a field whose type is a model (a JudgeConfig, say) also lists that model's fields."""
+    for field_name, info in model.model_fields.items():
+        shown = prefix + (info.alias or field_name)
+        default = "(required)" if info.is_required() else _default_text(info.default, info.default_factory)
+        meaning = (info.description or "").replace("\n", " ")
+        table.add_row(escape(shown), escape(_type_text(info.annotation)), escape(default), escape(meaning))
+        nested = _nested_model(info.annotation)
+        if nested is not None and prefix.count(".") < 2:
+            _add_rows(table, nested, f"{shown}.")
+
+
+def _nested_model(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model inside a field's type (``Model``, ``Model | None``, ``str | Model``), if any."""
+    for candidate in (annotation, *typing.get_args(annotation)):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
 
 
 def _default_text(default: Any, factory: Any) -> str:
@@ -70,4 +87,5 @@ def _default_text(default: Any, factory: Any) -> str:
 def _type_text(annotation: Any) -> str:
     if isinstance(annotation, type) and not typing.get_args(annotation):
         return annotation.__name__
-    return str(annotation).replace("typing.", "")
+    # `evalsi.evaluators.judge._config.JudgeConfig | None` reads as `JudgeConfig | None`.
+    return re.sub(r"\b(?:[a-z_]\w*\.)+([A-Za-z_]\w*)", r"\1", str(annotation))
