@@ -25,7 +25,9 @@ def integrations(session: nox.Session) -> None:
 @nox.session(name="trl")
 def trl(session: nox.Session) -> None:
     """GRPOTrainer with evalsi rewards on a tiny local model; OpenRLHF's own SingleTurnAgentExecutor (CPU)."""
-    session.install("torch==2.13.0", "aiohttp", "pylatexenc", "-e", ".[dev,trl,serve]")
+    # Versions pinned to the ones these tests were written against, so a new release cannot break CI unseen.
+    session.install("torch==2.13.0", "trl==1.16.0", "transformers==5.24.0", "aiohttp", "pylatexenc",
+                    "-e", ".[dev,trl,serve]")
     # OpenRLHF pins deepspeed/flash-attn, which need a GPU; the executor we drive does not.
     session.install("--no-deps", "openrlhf==0.11.2")
     tests = ["tests/integrations/trl", "tests/integrations/openrlhf"]
@@ -35,7 +37,7 @@ def trl(session: nox.Session) -> None:
 @nox.session(name="verl")
 def verl(session: nox.Session) -> None:
     """verl's Naive and Batch reward managers score a DataProto through evalsi/rewards/verl.py (CPU)."""
-    session.install("torch==2.13.0", "verl==0.9.1", "-e", ".[dev]")
+    session.install("torch==2.13.0", "verl==0.9.1", "transformers==5.10.4", "ray==2.60.0", "-e", ".[dev]")
     session.run("pytest", "-q", "tests/integrations/verl", env={"EVALSI_INTEGRATION": "1"})
 
 
