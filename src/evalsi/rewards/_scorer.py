@@ -28,6 +28,7 @@ SpecSource = str | Path | Reward | Mapping[str, Any]
 _shared: dict[tuple[str, str | None], Scorer] = {}
 _shared_lock = threading.Lock()
 _checked: set[tuple[int, str]] = set()
+_ready: dict[tuple[str, str | None, str], Scorer] = {}
 
 
 def open_scorer(spec: SpecSource, server: str | None = None) -> Scorer:
@@ -72,12 +73,25 @@ def shared_scorer(spec: str | Path, server: str | None = None, *, total_required
     return scorer
 
 
+def checked_scorer(spec: str, server: str | None, trainer: str) -> Scorer:
+    """:func:`shared_scorer` for a trainer that needs a total for every rollout, memoised after the check.
+
+    After the first call for a (spec, server, trainer), it is one dict look-up: OpenRLHF calls once per sample.
+    """
+    key = (spec, server, trainer)
+    scorer = _ready.get(key)
+    if scorer is None:
+        scorer = _ready[key] = shared_scorer(spec, server, total_required_by=trainer)
+    return scorer
+
+
 def clear_shared() -> None:
     """Forget the process's shared scorers (tests; a long-lived process that reloads specs)."""
     with _shared_lock:
         scorers = {id(s): s for s in _shared.values()}.values()
         _shared.clear()
         _checked.clear()
+        _ready.clear()
     for scorer in scorers:
         scorer.close()
 

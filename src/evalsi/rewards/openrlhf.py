@@ -24,7 +24,9 @@ from evalsi.records import Record
 from evalsi.rewards._batch import completion_after_prompt
 from evalsi.rewards._compose import RewardResult
 from evalsi.rewards._reward import Reward
-from evalsi.rewards._scorer import shared_scorer
+from evalsi.rewards._scorer import checked_scorer
+
+_NAN = float("nan")
 
 __all__ = ["records", "reward_func", "reward_response", "rollouts", "samples"]
 
@@ -54,7 +56,7 @@ def reward_func(
     spec = os.environ.get("EVALSI_REWARD_SPEC")
     if not spec:
         raise SpecError("OpenRLHF reward_func: set EVALSI_REWARD_SPEC to the RewardSpec file to score with")
-    scorer = shared_scorer(spec, os.environ.get("EVALSI_SERVER") or None, total_required_by="OpenRLHF")
+    scorer = checked_scorer(spec, os.environ.get("EVALSI_SERVER") or None, "OpenRLHF")
     if isinstance(scorer, Reward):
         results = scorer.score_records(records(queries, prompts, labels))
     else:
@@ -88,17 +90,22 @@ def records(queries: Sequence[str], prompts: Sequence[str] | None, labels: Seque
 
     OpenRLHF has no other field to take a reference from. Raises ``DataError`` as :func:`rollouts` does.
     """
-    return [Record(completion=c, prompt=p, reference=label) for c, p, label in samples(queries, prompts, labels)]
+    _check_aligned(queries, prompts, labels)
+    out: list[Record] = []
+    for index, query in enumerate(queries):
+        prompt = prompts[index] if prompts is not None else None
+        if not isinstance(query, str) or (prompt is not None and not isinstance(prompt, str)):
+            raise DataError("query and prompt must be text", index=index)
+        label = labels[index] if labels is not None else None
+        out.append(Record(completion_after_prompt(query, prompt), prompt, label))
+    return out
 
 
 def samples(
     queries: Sequence[str], prompts: Sequence[str] | None, labels: Sequence[Any] | None
 ) -> list[tuple[str, str | None, Any]]:
     """(completion, prompt, label) per sample, after checking the lists are aligned and the texts are text."""
-    count = len(queries)
-    for name, column in (("prompts", prompts), ("labels", labels)):
-        if column is not None and len(column) != count:
-            raise DataError(f"{name} has {len(column)} items for {count} queries; OpenRLHF sends aligned lists")
+    _check_aligned(queries, prompts, labels)
     out: list[tuple[str, str | None, Any]] = []
     for index, query in enumerate(queries):
         prompt = prompts[index] if prompts is not None else None
@@ -108,14 +115,21 @@ def samples(
     return out
 
 
+def _check_aligned(queries: Sequence[str], prompts: Sequence[str] | None, labels: Sequence[Any] | None) -> None:
+    count = len(queries)
+    if prompts is not None and len(prompts) != count:
+        raise DataError(f"prompts has {len(prompts)} items for {count} queries; OpenRLHF sends aligned lists")
+    if labels is not None and len(labels) != count:
+        raise DataError(f"labels has {len(labels)} items for {count} queries; OpenRLHF sends aligned lists")
+
+
 def reward_response(
     components: Sequence[str], results: Sequence[RewardResult], tensor: Any = None
 ) -> dict[str, Any]:
     """The OpenRLHF answer for ``results``; ``tensor`` (e.g. ``torch.tensor``) wraps each list when given."""
-    rewards: list[float] = []
+    rewards = [_NAN if r.total is None else r.total for r in results]
     logs: dict[str, list[float]] = {name: [] for name in components}
     for result in results:
-        rewards.append(float("nan") if result.total is None else result.total)
         for name, score in result.components.items():
             value = score.value  # a skipped or errored component logs 0.0 (see the module docstring)
             logs[name].append(float(value) if value is not None and score.status == "ok" else 0.0)
