@@ -142,10 +142,7 @@ def from_rollout(rollout: Mapping[str, Any], *, reference_field: str | None = No
     raw_id = rollout.get("id")
     record_id = None if raw_id is None else str(raw_id)
 
-    consumed = set(_CONSUMED_ALWAYS)
-    if reference_key is not None:
-        consumed.add(reference_key)
-    metadata = {k: v for k, v in rollout.items() if k not in consumed}
+    metadata = {k: v for k, v in rollout.items() if k not in _CONSUMED_ALWAYS and k != reference_key}
     # `input`/`output` are aliases: when both spellings are given, the unused one stays visible as metadata.
     for primary, alias in (("prompt", "input"), ("completion", "output")):
         if primary in rollout and alias in rollout:

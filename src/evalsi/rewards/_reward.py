@@ -67,14 +67,15 @@ class Reward:
         body = spec.spec
         self.cache: ScoreCache | None = ScoreCache(body.cache.max_entries) if body.cache.enabled else None
         self._rules = [c.rule for c in self.components]
+        self._component_names = [c.name for c in self.components]
         self._jobs = [c.job for c in self.components]
         self._executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
 
     @property
     def component_names(self) -> list[str]:
-        """Component names in spec order."""
-        return [c.name for c in self.components]
+        """Component names in spec order (worked out once; read it, do not change it)."""
+        return self._component_names
 
     @property
     def runs_code(self) -> bool:
@@ -203,34 +204,32 @@ def bind_component(
     try:
         params = evaluator.parse_params(raw_params)
     except ValidationError as exc:
-        raise _params_error(resource, exc, evaluator, (*where, "params")) from None
+        raise _params_error(resource, exc, evaluator, (*where, "params"), component.judge is not None) from None
     on_error = component.on_error or body.on_error
     rule = ComponentRule(component.display_name, component.weight, component.gate, component.threshold, on_error)
     return BoundComponent(component, evaluator, params, rule)
 
 
 def _params_error(
-    resource: Resource, exc: ValidationError, evaluator: Evaluator[Any], where: tuple[str | int, ...]
+    resource: Resource,
+    exc: ValidationError,
+    evaluator: Evaluator[Any],
+    where: tuple[str | int, ...],
+    judge_on_component: bool,
 ) -> SpecError:
+    """The first params error, pointed at what the user wrote.
+
+    ``sandbox.minIsolation`` and a component-level ``judge`` are injected into the params, so their errors
+    point back at those fields.
+    """
     error = exc.errors(include_url=False)[0]
     loc = tuple(error["loc"])
     if loc and loc[0] == "min_isolation":
         where, loc = (*where[:-1], "sandbox", "minIsolation"), loc[1:]
-    elif loc and loc[0] == "judge" and "judge" in resource_component_keys(resource, where):
+    elif loc and loc[0] == "judge" and judge_on_component:
         where, loc = (*where[:-1], "judge"), loc[1:]
     message = describe_pydantic_error(error)
     if error["type"] == "extra_forbidden":
         valid = ", ".join(sorted(evaluator.params_model.model_fields)) or "none"
         message = f"unknown param for {evaluator.name!r} (valid params: {valid})"
     return resource.error(message, (*where, *loc))
-
-
-def resource_component_keys(resource: Resource, where: tuple[str | int, ...]) -> set[str]:
-    """The keys written on the component at ``where`` (``spec.components[i].params`` -> the component's keys)."""
-    components = resource.spec.get("components")
-    index = where[2] if len(where) > 2 else None
-    if isinstance(components, list) and isinstance(index, int) and index < len(components):
-        component = components[index]
-        if isinstance(component, dict):
-            return set(component)
-    return set()

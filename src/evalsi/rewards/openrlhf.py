@@ -28,7 +28,7 @@ from evalsi.rewards._scorer import checked_scorer
 
 _NAN = float("nan")
 
-__all__ = ["records", "reward_func", "reward_response", "rollouts", "samples"]
+__all__ = ["records", "reward_func", "reward_response", "rollouts"]
 
 
 def reward_func(
@@ -68,27 +68,26 @@ def reward_func(
 def rollouts(
     queries: Sequence[str], prompts: Sequence[str] | None, labels: Sequence[Any] | None
 ) -> list[dict[str, Any]]:
-    """OpenRLHF samples as rollouts: prompt, completion (the query after its prompt) and label (the reference).
-
-    Raises:
-        DataError: The lists differ in length, or a query or prompt is not text (names the sample's index).
-
-    """
+    """OpenRLHF samples as rollout mappings (for the Reward Service): the :func:`records`, as mappings."""
     out: list[dict[str, Any]] = []
-    for completion, prompt, label in samples(queries, prompts, labels):
-        item: dict[str, Any] = {"completion": completion}
-        if prompt is not None:
-            item["prompt"] = prompt
-        if label is not None:
-            item["label"] = label
+    for record in records(queries, prompts, labels):
+        item: dict[str, Any] = {"completion": record.completion}
+        if record.prompt is not None:
+            item["prompt"] = record.prompt
+        if record.reference is not None:
+            item["label"] = record.reference
         out.append(item)
     return out
 
 
 def records(queries: Sequence[str], prompts: Sequence[str] | None, labels: Sequence[Any] | None) -> list[Record]:
-    """OpenRLHF samples as records, built directly; the label is the reference whatever the spec's ``referenceField``.
+    """OpenRLHF samples as records: the completion is the query after its prompt, the label the reference.
 
-    OpenRLHF has no other field to take a reference from. Raises ``DataError`` as :func:`rollouts` does.
+    The label is the reference whatever the spec's ``referenceField``: OpenRLHF has no other field for it.
+
+    Raises:
+        DataError: The lists differ in length, or a query or prompt is not text (names the sample's index).
+
     """
     _check_aligned(queries, prompts, labels)
     out: list[Record] = []
@@ -98,20 +97,6 @@ def records(queries: Sequence[str], prompts: Sequence[str] | None, labels: Seque
             raise DataError("query and prompt must be text", index=index)
         label = labels[index] if labels is not None else None
         out.append(Record(completion_after_prompt(query, prompt), prompt, label))
-    return out
-
-
-def samples(
-    queries: Sequence[str], prompts: Sequence[str] | None, labels: Sequence[Any] | None
-) -> list[tuple[str, str | None, Any]]:
-    """(completion, prompt, label) per sample, after checking the lists are aligned and the texts are text."""
-    _check_aligned(queries, prompts, labels)
-    out: list[tuple[str, str | None, Any]] = []
-    for index, query in enumerate(queries):
-        prompt = prompts[index] if prompts is not None else None
-        if not isinstance(query, str) or (prompt is not None and not isinstance(prompt, str)):
-            raise DataError("query and prompt must be text", index=index)
-        out.append((completion_after_prompt(query, prompt), prompt, labels[index] if labels is not None else None))
     return out
 
 

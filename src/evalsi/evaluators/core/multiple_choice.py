@@ -52,7 +52,7 @@ class MultipleChoice(Evaluator[MultipleChoiceParams]):
     summary = "The final answer letter ('Answer: X', \\boxed{X}) equals the reference letter."
     params_model = MultipleChoiceParams
     reads = ("completion", "reference")
-    pack = "rl"
+    pack = "core"
 
     def score(self, record: Record, params: MultipleChoiceParams, ctx: ScoreContext) -> Score:
         """Pass/fail; skipped without a reference letter."""

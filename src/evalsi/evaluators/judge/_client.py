@@ -8,7 +8,6 @@ honoured); anything else, and a reply without a message, is a :class:`JudgeCallE
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -19,6 +18,7 @@ from typing import Any
 import httpx
 import orjson
 
+from evalsi._util.http import MalformedReply, json_headers, read_reply, transport_failure
 from evalsi._util.retry import RETRY_STATUSES, retry_delay
 
 
@@ -74,20 +74,16 @@ class JudgeClient:
             with self._count_lock:
                 self.calls += 1
             try:
-                response = self._http.post(endpoint.url, content=content, headers=_headers(endpoint.api_key_env))
-            except httpx.TimeoutException:
-                reason = f"no reply within {endpoint.timeout:g} s"
+                response = self._http.post(endpoint.url, content=content, headers=json_headers(endpoint.api_key_env))
             except httpx.TransportError as exc:
-                reason = f"connection failed ({type(exc).__name__}: {exc})"
+                reason = transport_failure(exc, endpoint.timeout)
             else:
-                if response.status_code == 200:
-                    try:
-                        return orjson.loads(response.content)
-                    except orjson.JSONDecodeError:
-                        raise JudgeCallError(
-                            f"malformed reply: the body is not JSON: {response.text[:120]!r}"
-                        ) from None
-                reason = f"HTTP {response.status_code}: {response.text[:200]}"
+                try:
+                    reply, reason = read_reply(response)
+                except MalformedReply as exc:
+                    raise JudgeCallError(f"malformed reply: {exc}") from None
+                if not reason:
+                    return reply
                 if response.status_code not in RETRY_STATUSES:
                     raise JudgeCallError(reason)
                 delay = retry_delay(attempt, endpoint.backoff, response.headers.get("Retry-After"))
@@ -99,14 +95,6 @@ class JudgeClient:
         """Stop the threads (queued requests are dropped) and close the connections."""
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._http.close()
-
-
-def _headers(api_key_env: str | None) -> dict[str, str]:
-    headers = {"Content-Type": "application/json"}
-    key = os.environ.get(api_key_env) if api_key_env else None
-    if key:
-        headers["Authorization"] = f"Bearer {key}"
-    return headers
 
 
 def _message_content(reply: Any) -> str:

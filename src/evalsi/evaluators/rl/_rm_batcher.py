@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import os
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from typing import Any
 import httpx
 import orjson
 
+from evalsi._util.http import MalformedReply, json_headers, read_reply, transport_failure
 from evalsi._util.retry import RETRY_STATUSES, retry_delay
 from evalsi.evaluators.rl._rm_protocol import Protocol, ReplyError, RMInput, parse_reply, request_body
 
@@ -51,11 +51,7 @@ class Endpoint:
 
     def headers(self) -> dict[str, str]:
         """Request headers; a bearer token when ``api_key_env`` names a set variable."""
-        headers = {"Content-Type": "application/json"}
-        key = os.environ.get(self.api_key_env) if self.api_key_env else None
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        return headers
+        return json_headers(self.api_key_env)
 
 
 @dataclass
@@ -159,17 +155,15 @@ class EndpointBatcher:
             self.calls += 1
             try:
                 response = await self.client.post(endpoint.url, content=content, headers=endpoint.headers())
-            except httpx.TimeoutException:
-                reason = f"no reply within {endpoint.timeout:g} s"
             except httpx.TransportError as exc:
-                reason = f"connection failed ({type(exc).__name__}: {exc})"
+                reason = transport_failure(exc, endpoint.timeout)
             else:
-                if response.status_code == 200:
-                    try:
-                        return orjson.loads(response.content)
-                    except orjson.JSONDecodeError:
-                        raise ReplyError(f"the body is not JSON: {response.text[:120]!r}") from None
-                reason = f"HTTP {response.status_code}: {response.text[:200]}"
+                try:
+                    reply, reason = read_reply(response)
+                except MalformedReply as exc:
+                    raise ReplyError(str(exc)) from None
+                if not reason:
+                    return reply
                 if response.status_code not in RETRY_STATUSES:
                     raise CallError(reason)
                 delay = retry_delay(attempt, endpoint.backoff, response.headers.get("Retry-After"))
