@@ -7,7 +7,7 @@ rounds time:
 
 - direct, batch: ``reward.score(rollouts)`` on a batch of 256 (the baseline of the batch adapters);
 - TRL: the total and its 3 component functions called on the same batch as GRPOTrainer does (scored once);
-- ``Reward`` as a TRL function (``reward_call``);
+- ``Reward`` as a TRL function (``Reward.__call__``);
 - verl ``compute_score_batch`` (batch manager);
 - direct, one rollout per call: ``reward.score([rollout])`` (the baseline of the per-sample adapters);
 - verl ``compute_score`` (naive manager: one call per sample);
@@ -42,7 +42,7 @@ from evalsi.rewards import Reward, load
 from evalsi.rewards._scorer import shared_scorer
 from evalsi.rewards.openrlhf import reward_func
 from evalsi.rewards.serve import create_app
-from evalsi.rewards.trl import reward_call, reward_funcs
+from evalsi.rewards.trl import reward_funcs
 from evalsi.rewards.verl import compute_score, compute_score_batch
 
 SPEC = {
@@ -118,7 +118,7 @@ def build_runs(reward: Reward, spec_path: Path, batches: list[dict[str, list[Any
     return {
         "direct, batch": lambda i: timed(lambda: reward.score(rollout_batches[i]), size),
         "TRL reward_funcs (4 funcs)": lambda i: timed(lambda: trl_step(batches[i]), size),
-        "TRL Reward as function": lambda i: timed(lambda: reward_call(reward, **batches[i]), size),
+        "TRL Reward as function": lambda i: timed(lambda: reward(**batches[i]), size),
         "verl compute_score_batch": lambda i: timed(lambda: verl_batch(i), size),
         "direct, one per call": lambda i: timed(lambda: [reward.score([r]) for r in singles], len(singles)),
         "verl compute_score": lambda i: timed(

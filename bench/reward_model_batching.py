@@ -10,7 +10,7 @@ GPU reward model behind HTTP). 1,000 distinct rollouts are scored with ``max_bat
   closed-loop callers the batch is capped by how many callers are waiting, so this shape gains less.
 
 Prints HTTP calls (counted on the server), median wall time over the repeats, and the ratios.
-Targets (issue 7, the one-batch shape): at least 20x fewer calls and 5x less wall time.
+Targets (the one-batch shape): at least 20x fewer calls and 5x less wall time.
 Run: ``.venv/bin/python bench/reward_model_batching.py``.
 """
 

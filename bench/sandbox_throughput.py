@@ -4,7 +4,7 @@
 (b) the same inside bubblewrap, with evalsi's own bwrap options and seccomp filter;
 (c) evalsi's ``namespaced`` fast path: ``code-exec-tests`` over a batch, a warm fork server per core.
 
-Then the wall time of a batch of 1,000 rollouts x 10 cases end to end. Targets (issue 3): (c) >= 5x (b) and
+Then the wall time of a batch of 1,000 rollouts x 10 cases end to end. Targets: (c) >= 5x (b) and
 >= 3x (a). Run: ``.venv/bin/python bench/sandbox_throughput.py [--quick]`` (about a minute; --quick scales down).
 """
 

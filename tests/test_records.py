@@ -1,4 +1,4 @@
-"""from_rollout: the seed's rollout rules."""
+"""from_rollout: how a rollout mapping becomes a Record."""
 
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ so callers can catch either::
     ├── UnknownEvaluatorError(KeyError)  a `ref` names no registered evaluator
     ├── RewardBatchError(RuntimeError) a component errored under `onError: raise`; the batch failed whole
     ├── SandboxUnavailableError(RuntimeError)  the requested isolation rung cannot run here
+    ├── SandboxError(RuntimeError)     the sandbox itself failed (did not start, died, answered garbage)
     └── RewardServiceError(RuntimeError)       the evalsi server could not be reached, refused, or broke its contract
 
 A failed *sample* is data, not an exception: evaluators return a ``Score`` with status ``error``.
@@ -75,6 +76,10 @@ class RewardBatchError(EvalsiError, RuntimeError):
 
 class SandboxUnavailableError(EvalsiError, RuntimeError):
     """The isolation rung a component requires is not available on this machine."""
+
+
+class SandboxError(EvalsiError, RuntimeError):
+    """The sandbox itself failed (did not start, died, answered garbage); it is restarted on next use."""
 
 
 def _locate(message: str, file: str | None, line: int | None, path: str) -> str:

@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from evalsi.errors import DataError, RewardBatchError, SpecError
-from evalsi.rewards import Reward, load
-from evalsi.rewards.trl import reward_call, reward_funcs
+from evalsi.rewards import load
+from evalsi.rewards.trl import reward_funcs
 from tests.rewards._adapter_evaluators import CountingLength
 from tests.rewards._servers import ServerThread, ServiceLog, reward_service_app
 
@@ -194,9 +194,7 @@ def test_invalid_spec_fails_at_construction(tmp_path: Path) -> None:
         reward_funcs(path)
 
 
-def test_a_loaded_reward_is_a_trl_reward_function(spec_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    if "__call__" not in vars(Reward):  # until Reward.__call__ (delegating to reward_call) lands in _reward.py
-        monkeypatch.setattr(Reward, "__call__", reward_call, raising=False)
+def test_a_loaded_reward_is_a_trl_reward_function(spec_file: Path) -> None:
     reward: Any = load(spec_file)
     assert reward.__name__ == "grpo-test"
     totals = reward(**trl_kwargs(["4", "five"], answer=["4", "4"]))

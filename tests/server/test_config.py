@@ -1,4 +1,4 @@
-"""The ServerConfig file: defaults, seed names, durations, errors naming file, line and field; the token CLI."""
+"""The ServerConfig file: defaults, either spelling of names, durations, errors with file, line and field; token CLI."""
 
 from __future__ import annotations
 

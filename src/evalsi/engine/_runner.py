@@ -31,9 +31,7 @@ class ComponentJob:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "key_prefix", params_fingerprint(self.evaluator.name, self.params))
-        fields_for = getattr(self.evaluator, "cache_fields", None)
-        fields = tuple(fields_for(self.params)) if callable(fields_for) else self.evaluator.reads
-        object.__setattr__(self, "fields", fields)
+        object.__setattr__(self, "fields", tuple(self.evaluator.cache_fields(self.params)))
 
 
 @dataclass

@@ -59,6 +59,14 @@ class Evaluator(Generic[P]):
         """Validate raw params; raises pydantic's ``ValidationError`` naming each bad field."""
         return self.params_model.model_validate(raw or {})  # type: ignore[return-value]
 
+    def cache_fields(self, params: P) -> tuple[str, ...]:
+        """The record fields a score with these params depends on; they make the cache key.
+
+        The default is :attr:`reads`. Override it when params decide what is read (a judge template that shows
+        only some fields, a score read from a named field), so records that differ elsewhere share a cached score.
+        """
+        return self.reads
+
     def score(self, record: Record, params: P, ctx: ScoreContext) -> Score:
         """Score one record. Exceptions become ``error`` scores in ``score_batch``."""
         raise NotImplementedError(f"{type(self).__name__} implements neither score nor score_batch")

@@ -1,6 +1,6 @@
 """The composition rules: per-component scores -> one total per rollout.
 
-The rules, in order (DESIGN.md "Composition"; checked by ``testdata/reward_vectors.json``):
+The rules, in order (checked by the shared vectors in ``testdata/reward_vectors.json``):
 
 1. Every component is scored.
 2. An errored component with ``onError: raise`` fails the whole batch (:class:`RewardBatchError`).

@@ -24,12 +24,11 @@ from typing import Any
 
 from evalsi.rewards._batch import Batch, component_values, rows, same_batch, totals, trl_batch
 from evalsi.rewards._compose import RewardResult
-from evalsi.rewards._reward import Reward
 from evalsi.rewards._scorer import Scorer, SpecSource, open_scorer, resource_of, server_of
 
 RewardFunc = Callable[..., list[float | None]] | Callable[..., Awaitable[list[float | None]]]
 
-__all__ = ["BatchMemo", "RewardFunc", "RewardFunction", "reward_call", "reward_funcs"]
+__all__ = ["BatchMemo", "RewardFunc", "RewardFunction", "reward_funcs"]
 
 
 @dataclass
@@ -178,12 +177,3 @@ def _async(function: RewardFunction) -> RewardFunc:
     score_async.__doc__ = f"evalsi reward {function.__name__!r}: one float | None per completion."
     return score_async
 
-
-def reward_call(
-    reward: Reward, prompts: Sequence[Any] | None = None, completions: Sequence[Any] | None = None, **kwargs: Any
-) -> list[float | None]:
-    """A loaded ``Reward`` used as a TRL reward function: the total of each completion (None: no total).
-
-    ``Reward.__call__`` delegates here, so ``GRPOTrainer(reward_funcs=evalsi.rewards.load("r.yaml"))`` works.
-    """
-    return totals(reward.score(rows(trl_batch(prompts, completions, kwargs))))

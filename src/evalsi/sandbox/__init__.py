@@ -5,19 +5,19 @@ from it with its own limits (:class:`Limits`), and the result says how it ended 
 ``min_isolation`` is a floor: :func:`require` raises, naming what is missing, when no rung at or above it works.
 
 Example:
-    >>> from evalsi.sandbox import run  # doctest: +SKIP
-    >>> run(["/usr/bin/python3", "-c", "print(input()[::-1])"], stdin="abc", rung="namespaced").stdout  # doctest: +SKIP
+    >>> from evalsi.sandbox import run
+    >>> run(["/usr/bin/python3", "-c", "print(input()[::-1])"], stdin="abc", rung="namespaced").stdout
     'cba\n'
 
 """
 
 from __future__ import annotations
 
-from evalsi.errors import SandboxUnavailableError
+from evalsi.errors import SandboxError, SandboxUnavailableError
 from evalsi.sandbox._ladder import RUNGS
 from evalsi.sandbox._pool import SandboxPool, close_shared_pools, shared_pool
 from evalsi.sandbox._rungs import Availability, Rung
-from evalsi.sandbox._sandbox import Case, CaseOutcome, Sandbox, SandboxError
+from evalsi.sandbox._sandbox import Case, CaseOutcome, Sandbox
 from evalsi.sandbox._types import ISOLATION_ORDER, Isolation, Limits, RunResult, StopReason, isolation_level
 
 __all__ = [

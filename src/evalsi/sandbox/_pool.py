@@ -14,8 +14,9 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from evalsi.errors import SandboxError
 from evalsi.sandbox._ladder import RUNGS
-from evalsi.sandbox._sandbox import Case, CaseOutcome, Sandbox, SandboxError
+from evalsi.sandbox._sandbox import Case, CaseOutcome, Sandbox
 from evalsi.sandbox._types import Isolation, Limits, RunResult
 
 T = TypeVar("T")

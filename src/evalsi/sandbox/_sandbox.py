@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Literal
 
+from evalsi.errors import SandboxError
 from evalsi.sandbox._host import acquire_slot, release_slot, sandbox_python
 from evalsi.sandbox._rungs import Launch, Rung, run_cleanup
 from evalsi.sandbox._types import Limits, RunResult, classify
@@ -76,10 +77,6 @@ class _Pending:
     nonce: str
     cases: list[Case]
     host_ends: list[socket.socket | None] = field(default_factory=list)
-
-
-class SandboxError(RuntimeError):
-    """The sandbox itself failed (did not start, died, answered garbage); it is restarted on next use."""
 
 
 class Sandbox:

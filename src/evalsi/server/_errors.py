@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalsi.errors import DataError, RewardBatchError, SpecError
+from evalsi.errors import DataError, EvalsiError, RewardBatchError, SpecError
 
 HTTP_STATUS = {
     "invalid_argument": 400,
@@ -28,7 +28,7 @@ HTTP_STATUS = {
 but the state of a component (e.g. the sandbox is down) prevented a reward."""
 
 
-class ServiceError(Exception):
+class ServiceError(EvalsiError):
     """A refused or failed call: canonical ``status`` code, message, and contract ``code`` with extra fields."""
 
     def __init__(self, status: str, message: str, code: str | None = None, **fields: Any) -> None:

@@ -1,5 +1,7 @@
 """Spec resources (``apiVersion: evals.si/v1alpha1``): loading with file/line/field errors, and their models."""
 
+from evalsi.sandbox import Isolation
+from evalsi.specs._model import SpecModel
 from evalsi.specs._resource import (
     API_VERSION,
     KINDS,
@@ -12,7 +14,6 @@ from evalsi.specs._resource import (
 from evalsi.specs._reward import (
     CacheSpec,
     ComponentSpec,
-    Isolation,
     OnError,
     RewardSpec,
     RewardSpecBody,
@@ -53,6 +54,7 @@ __all__ = [
     "RunSpecBody",
     "SamplingSpec",
     "SandboxSpec",
+    "SpecModel",
     "TargetSpec",
     "document_from_mapping",
     "format_path",

@@ -5,16 +5,11 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-from pydantic.alias_generators import to_camel
+
+from evalsi.sandbox import Isolation
+from evalsi.specs._model import SpecModel as _Model
 
 OnError = Literal["raise", "zero", "none"]
-Isolation = Literal["process", "namespaced", "gvisor"]
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True, use_attribute_docstrings=True
-    )
 
 
 class SandboxSpec(_Model):

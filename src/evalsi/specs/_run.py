@@ -20,7 +20,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from evalsi.specs._reward import ComponentSpec, OnError, _Model
+from evalsi.specs._model import SpecModel as _Model
+from evalsi.specs._reward import ComponentSpec, OnError
 
 Api = Literal["chat", "completions"]
 BuiltinEval = Literal["math500", "aime_2024", "aime_2025", "gpqa_diamond"]
@@ -200,7 +201,7 @@ class RunSpecBody(_Model):
         if max_k > self.samples:
             if "samples" in self.model_fields_set:
                 raise ValueError(f"passK asks for k={max_k} but samples is {self.samples}; need samples >= k")
-            object.__setattr__(self, "samples", max_k)  # Telescope: generate max(k) completions per record
+            object.__setattr__(self, "samples", max_k)  # pass@k needs max(k) completions per record
         if not self.evaluators and self.dataset.builtin is None:
             raise ValueError("evaluators is required (only a built-in eval brings its own)")
         return self

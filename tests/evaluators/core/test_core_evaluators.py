@@ -1,4 +1,4 @@
-"""The core evaluators and the rl pack's format-check and overlong-penalty, as the seed describes them."""
+"""The core evaluators and the rl pack's format-check and overlong-penalty, as documented."""
 
 from __future__ import annotations
 

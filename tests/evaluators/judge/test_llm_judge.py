@@ -13,7 +13,7 @@ import evalsi.evaluators.judge as judge_pack
 import evalsi.rewards
 from evalsi.errors import SpecError
 from evalsi.evaluators import Score, ScoreContext, get_evaluator
-from evalsi.evaluators.judge import JudgeConfig, LLMJudge, LLMJudgeParams, set_judge_resolver
+from evalsi.evaluators.judge import LLMJudge, LLMJudgeParams
 from evalsi.records import Record, from_rollout
 from tests.helpers.model_servers import ChatJudgeServer, LoopbackServer
 from tests.helpers.openai_server import OpenAIServer
@@ -259,19 +259,6 @@ def test_unparseable_verdicts_are_not_cached_and_on_error_applies(server: ChatJu
 def test_a_judge_name_in_process_is_an_error_that_says_so() -> None:
     with pytest.raises(SpecError, match=re.escape("'strict' names a judge configured on an evalsi server")):
         evalsi.rewards.from_mapping({"components": [{"ref": "llm-judge", "judge": "strict"}]})
-
-
-def test_a_registered_resolver_turns_names_into_configs(judge: LLMJudge, server: ChatJudgeServer) -> None:
-    server.verdict = "Score: 6"
-    configured = {"strict": JudgeConfig(model="judge-1", base_url=server.base_url)}
-    previous = set_judge_resolver(configured.__getitem__)
-    try:
-        reward = evalsi.rewards.from_mapping({"components": [{"ref": "llm-judge", "judge": "strict"}]})
-        assert reward.score([ROLLOUT])[0].total == pytest.approx(0.6)
-        with pytest.raises(SpecError, match="no judge named 'lenient' is configured on this server"):
-            evalsi.rewards.from_mapping({"components": [{"ref": "llm-judge", "judge": "lenient"}]})
-    finally:
-        set_judge_resolver(previous)
 
 
 @pytest.mark.parametrize(

@@ -21,8 +21,8 @@ import yaml
 import evalsi.evaluators
 from evalsi.evaluators import Evaluator, NoParams, Score, ScoreContext
 from evalsi.records import Record
-from evalsi.rewards import Reward, load
-from evalsi.rewards.trl import reward_call, reward_funcs
+from evalsi.rewards import load
+from evalsi.rewards.trl import reward_funcs
 
 WORDS = ["the", "answer", "is", "4", "5", "what", "2+2", "?", "yes", "no"]
 
@@ -115,9 +115,7 @@ def test_grpo_trainer_logs_total_and_components(tmp_path: Path, asynchronous: bo
     assert all(1 <= size <= 4 for size in CountingTokens.batches)
 
 
-def test_a_loaded_reward_is_a_reward_function(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    if "__call__" not in vars(Reward):  # until Reward.__call__ (delegating to reward_call) lands in _reward.py
-        monkeypatch.setattr(Reward, "__call__", reward_call, raising=False)
+def test_a_loaded_reward_is_a_reward_function(tmp_path: Path) -> None:
     spec = tmp_path / "reward.yaml"
     spec.write_text(yaml.safe_dump(SPEC))
     tokenizer = tiny_tokenizer(tmp_path / "model")

@@ -1,15 +1,14 @@
 """``JudgeConfig``: which model judges, what it is asked, and how its verdict becomes a score.
 
 A component's ``judge`` is these fields in-process. On an evalsi server it may instead be the name of a judge
-configured there: the server registers a resolver with :func:`set_judge_resolver`, and a name is looked up
-when the params are validated. In-process, with no resolver, a name is an error that says so.
+configured there, which the server replaces with that judge's fields before binding the spec. In-process, a name
+is an error that says so.
 """
 
 from __future__ import annotations
 
 import re
-import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -166,40 +165,15 @@ class JudgeConfig(_Model):
         return value
 
 
-JudgeResolver = Callable[[str], "JudgeConfig | Mapping[str, Any]"]
-"""Looks a judge name up (on a server); raises ``LookupError`` when no such judge is configured."""
-
-_resolver: JudgeResolver | None = None
-_resolver_lock = threading.Lock()
-
-
-def set_judge_resolver(resolver: JudgeResolver | None) -> JudgeResolver | None:
-    """Install the function that turns a judge's name into its config (the server does); returns the previous one.
-
-    Example:
-        >>> from evalsi.evaluators.judge import set_judge_resolver
-        >>> previous = set_judge_resolver({"strict": {"model": "judge-1"}}.__getitem__)
-        >>> _ = set_judge_resolver(previous)
-
-    """
-    global _resolver
-    with _resolver_lock:
-        previous, _resolver = _resolver, resolver
-    return previous
-
-
 def resolve_judge(value: Any) -> Any:
-    """A ``judge`` value ready for validation: a name is looked up through the resolver; anything else passes."""
+    """A ``judge`` value ready for validation; a bare name is an error here.
+
+    A judge's name is resolved by the evalsi server (which replaces it with the judge it configures before the
+    spec is bound); in-process, the JudgeConfig fields must be given.
+    """
     if not isinstance(value, str):
         return value
-    with _resolver_lock:
-        resolver = _resolver
-    if resolver is None:
-        raise ValueError(
-            f"{value!r} names a judge configured on an evalsi server, but this is in-process scoring: give the "
-            "JudgeConfig fields instead, e.g. {model: gpt-4o-mini, base_url: https://api.openai.com/v1, rubric: ...}"
-        )
-    try:
-        return resolver(value)
-    except LookupError:
-        raise ValueError(f"no judge named {value!r} is configured on this server") from None
+    raise ValueError(
+        f"{value!r} names a judge configured on an evalsi server, but this is in-process scoring: give the "
+        "JudgeConfig fields instead, e.g. {model: gpt-4o-mini, base_url: https://api.openai.com/v1, rubric: ...}"
+    )
