@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from evalsi.evaluators import available_names, close_all  # noqa: E402
 from evalsi.rewards import compose_batch, from_mapping  # noqa: E402
-from evalsi.server._convert import results_json  # noqa: E402
+from evalsi.rewards.wire import results_json  # noqa: E402
 from evalsi.server._db import migrate, open_engine  # noqa: E402
 from evalsi.server._tokens import TokenStore  # noqa: E402
 

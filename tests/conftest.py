@@ -1,4 +1,4 @@
-"""Shared test configuration: every test starts from a clean evaluator registry state."""
+"""Shared test configuration: no test inherits evalsi's environment variables from the developer's shell."""
 
 from __future__ import annotations
 

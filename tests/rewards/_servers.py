@@ -1,7 +1,7 @@
 """Loopback HTTP servers for the adapter tests: a uvicorn thread, and a Reward Service double.
 
 The Reward Service double implements the ``POST /v1alpha1/rewards:score`` contract documented in
-``evalsi.rewards._remote`` with the real ``Reward`` (the evalsi server will implement the same contract).
+``evalsi.rewards.wire`` with the real ``Reward``, as the evalsi server does.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from evalsi.rewards import from_mapping
-from evalsi.rewards._remote import SCORE_PATH, error_payload, results_payload
+from evalsi.rewards._remote import SCORE_PATH
 from evalsi.rewards.serve import listening_socket
+from evalsi.rewards.wire import error_for, results_json
 
 
 class ServerThread:
@@ -80,9 +81,9 @@ def reward_service_app(log: ServiceLog) -> Starlette:
             reward = from_mapping(body["spec"])
             results = await reward.score_async(body["rollouts"])
         except Exception as exc:
-            status, payload = error_payload(exc)
+            status, payload = error_for(exc)
             return _json(payload, status)
-        payload = results_payload(results)
+        payload = results_json(results)
         if log.drop_last_result:
             payload["results"].pop()
         return _json(payload)

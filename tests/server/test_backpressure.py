@@ -12,9 +12,9 @@ from pathlib import Path
 import grpc
 import httpx
 
-from evalsi.server._convert import request_message
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2_grpc as pb_grpc
 from tests.server.harness import ServerProcess, make_token, metric, post_http, write_config
+from tests.server.messages import request_message
 
 WAIT = 60.0
 

@@ -9,17 +9,12 @@ import pytest
 from evalsi.errors import SpecError
 from evalsi.evaluators import Score
 from evalsi.rewards import RewardResult
-from evalsi.server._convert import (
-    message_to_json,
-    plain_numbers,
-    request_message,
-    request_parts,
-    results_json,
-    results_message,
-)
+from evalsi.rewards.wire import results_json
+from evalsi.server._convert import plain_numbers, request_parts, results_message
 from evalsi.server._errors import ServiceError
 from evalsi.server._http import parse_score_body
 from evalsi.server._service import with_named_judges
+from tests.server.messages import message_to_json, request_message
 
 
 def test_struct_numbers_come_back_as_ints_when_integral() -> None:

@@ -17,7 +17,6 @@ from evalsi.errors import DataError, RewardBatchError, SpecError
 from evalsi.rewards import from_mapping
 from evalsi.rewards._remote import RemoteReward, RewardServiceError
 from evalsi.rewards.vectors import Outcome, check_vectors
-from evalsi.server._convert import message_to_json, request_message
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
 from evalsi.server._proto.evalsi.v1alpha1.rewards_connect import RewardServiceClientSync
 from tests.server.harness import (
@@ -30,6 +29,7 @@ from tests.server.harness import (
     post_http,
     write_config,
 )
+from tests.server.messages import message_to_json, request_message
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -16,6 +16,7 @@ from evalsi.errors import DataError, RewardBatchError, SpecError
 from evalsi.records import Record
 from evalsi.rewards import Reward, RewardResult, load
 from evalsi.rewards._rollout_files import read_rollouts, write_jsonl
+from evalsi.rewards.wire import result_json
 
 app = typer.Typer(help="Score rollouts with a RewardSpec, or serve one to a trainer.", no_args_is_help=True)
 
@@ -53,7 +54,7 @@ def score_command(
     except RewardBatchError as exc:
         fail(f"the batch failed, nothing was written: {exc}", EXIT_FAILED)
     pairs = enumerate(zip(records, results, strict=True))
-    lines = [_output_row(i, record, result, details) for i, (record, result) in pairs]
+    lines = [result_json(result, i, record_id=record.id, details=details) for i, (record, result) in pairs]
     if output is None:
         sys.stdout.buffer.write(b"".join(orjson.dumps(line) + b"\n" for line in lines))
         sys.stdout.flush()
@@ -86,22 +87,6 @@ def _score_in_chunks(reward: Reward, records: list[Record], show_progress: bool)
                 raise RewardBatchError(exc.index + start, exc.component, exc.cause) from None
             progress.advance(task, len(chunk))
     return results
-
-
-def _output_row(index: int, record: Record, result: RewardResult, details: bool) -> dict[str, object]:
-    row: dict[str, object] = {"index": index}
-    if record.id is not None:
-        row["id"] = record.id
-    row["total"] = result.total
-    row["status"] = result.status
-    components: dict[str, object] = {}
-    for component, score in result.components.items():
-        entry: dict[str, object] = {"value": score.value, "status": score.status, "reason": score.reason}
-        if details and score.details:
-            entry["details"] = dict(score.details)
-        components[component] = entry
-    row["components"] = components
-    return row
 
 
 app.command("serve")(serve_command)

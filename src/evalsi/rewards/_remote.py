@@ -10,14 +10,8 @@ Request body (JSON)::
 Headers: ``Content-Type: application/json``, and ``Authorization: Bearer $EVALSI_TOKEN`` when that variable
 (or ``token=``) is set.
 
-Response ``200`` (one result per rollout, ``index`` is the rollout's position in the request)::
-
-    {"results": [{"index": 0, "total": 0.9 | null, "status": "ok" | "gated" | "no_total",
-                  "components": {"<name>": {"value": 1.0 | true | null,
-                                            "status": "ok" | "skipped" | "error",
-                                            "reason": "..." | null}}}]}
-
-Errors (any non-2xx) carry ``{"error": {"code": str, "message": str, ...}}``:
+Response ``200``: one result per rollout (``index`` is the rollout's position in the request), and errors (any
+non-2xx), in the JSON forms of :mod:`evalsi.rewards.wire`:
 
 - ``422`` ``reward_batch_failed`` with ``index``, ``component``, ``cause``: a component errored under
   ``onError: raise``; the client raises :class:`~evalsi.errors.RewardBatchError` as local scoring would.
@@ -31,7 +25,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +34,10 @@ import orjson
 from pydantic import ValidationError
 
 from evalsi._util.retry import retry_delay
-from evalsi.errors import DataError, EvalsiError, RewardBatchError, RewardServiceError, SpecError
-from evalsi.evaluators import STATUSES, Score
+from evalsi.errors import EvalsiError, RewardServiceError
 from evalsi.rewards._batch import plain
 from evalsi.rewards._compose import ComponentRule, RewardResult
+from evalsi.rewards.wire import error_from, results_from_json
 from evalsi.specs import (
     API_VERSION,
     Resource,
@@ -56,7 +50,6 @@ from evalsi.specs import (
 
 SCORE_PATH = "/v1alpha1/rewards:score"
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
-_RESULT_STATUSES = ("ok", "gated", "no_total")
 
 
 class RemoteReward:
@@ -163,13 +156,9 @@ class RemoteReward:
             raise _error_from(response, self.url)
         try:
             data = orjson.loads(response.content)
-            raw = data["results"]
-            results = [_result(item) for item in sorted(raw, key=lambda item: int(item["index"]))]
-            indexes = [int(item["index"]) for item in raw]
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-            raise RewardServiceError(f"{self.url} answered outside the contract ({type(exc).__name__}: {exc})") from exc
-        if sorted(indexes) != list(range(count)):
-            raise RewardServiceError(f"{self.url} answered {len(indexes)} results for {count} rollouts")
+        except orjson.JSONDecodeError as exc:
+            raise RewardServiceError(f"{self.url} answered outside the contract (the body is not JSON)") from exc
+        results = results_from_json(data, count, self.url)
         names = set(self.component_names)
         for index, result in enumerate(results):
             if set(result.components) != names:
@@ -201,62 +190,9 @@ def _fallback(value: Any) -> Any:
     return converted
 
 
-def _result(item: Mapping[str, Any]) -> RewardResult:
-    status = item["status"]
-    if status not in _RESULT_STATUSES:
-        raise ValueError(f"unknown result status {status!r}")
-    total = item.get("total")
-    components: dict[str, Score] = {}
-    for name, score in item["components"].items():
-        if score["status"] not in STATUSES:
-            raise ValueError(f"component {name!r}: unknown status {score['status']!r}")
-        components[name] = Score(score.get("value"), score["status"], score.get("reason"))
-    return RewardResult(None if total is None else float(total), status, components)
-
-
 def _error_from(response: httpx.Response, url: str) -> EvalsiError:
     try:
-        error = orjson.loads(response.content).get("error") or {}
-    except (orjson.JSONDecodeError, AttributeError):
-        error = {}
-    if not isinstance(error, Mapping):
-        error = {"message": str(error)}
-    code = error.get("code", "")
-    message = str(error.get("message") or response.text[:500] or response.reason_phrase)
-    status = response.status_code
-    if code == "reward_batch_failed":
-        return RewardBatchError(int(error.get("index", -1)), str(error.get("component", "?")),
-                                str(error.get("cause") or message))
-    if code == "invalid_rollout":
-        index = None if error.get("index") is None else int(error["index"])
-        detail = str(error.get("detail") or message).removeprefix(f"rollout {index}: ")
-        return DataError(f"rejected by the Reward Service: {detail}", index=index)
-    if code == "invalid_spec":
-        return SpecError(f"rejected by the Reward Service at {url}: {message}")
-    if status in (401, 403):
-        return RewardServiceError(
-            f"the Reward Service at {url} refused the call (HTTP {status}: {message}); "
-            "set EVALSI_TOKEN to a token with the evaluations.run permission"
-        )
-    return RewardServiceError(f"the Reward Service at {url} failed (HTTP {status}: {message})")
-
-
-def results_payload(results: Sequence[RewardResult]) -> dict[str, Any]:
-    """The response body for ``results`` under this contract (for servers and test doubles)."""
-    return {"results": [{"index": i, **r.to_dict()} for i, r in enumerate(results)]}
-
-
-def error_payload(exc: Exception) -> tuple[int, dict[str, Any]]:
-    """The HTTP status and body a server answers for ``exc`` under this contract.
-
-    It is the inverse of the client's error mapping, for servers and test doubles.
-    """
-    if isinstance(exc, RewardBatchError):
-        return 422, {"error": {"code": "reward_batch_failed", "message": str(exc), "index": exc.index,
-                               "component": exc.component, "cause": exc.cause}}
-    if isinstance(exc, DataError):
-        return 400, {"error": {"code": "invalid_rollout", "message": str(exc), "detail": exc.detail,
-                               "index": exc.index}}
-    if isinstance(exc, SpecError):
-        return 400, {"error": {"code": "invalid_spec", "message": str(exc)}}
-    return 500, {"error": {"code": "internal", "message": f"{type(exc).__name__}: {exc}"}}
+        body = orjson.loads(response.content)
+    except orjson.JSONDecodeError:
+        body = None
+    return error_from(response.status_code, body, response.reason_phrase or "no message", url)

@@ -36,11 +36,11 @@ from evalsi.errors import DataError, EvalsiError
 from evalsi.evaluators import close_all
 from evalsi.records import Record
 from evalsi.rewards._compose import RewardResult, compose_batch
-from evalsi.rewards._remote import error_payload
 from evalsi.rewards._reward import Reward
 from evalsi.rewards._scorer import require_totals
 from evalsi.rewards.openrlhf import records as openrlhf_records
 from evalsi.rewards.openrlhf import reward_response
+from evalsi.rewards.wire import error_for
 
 __all__ = ["Batcher", "create_app", "listening_socket", "run"]
 
@@ -139,7 +139,7 @@ def create_app(reward: Reward, *, max_batch: int = 4096, on_ready: Callable[[], 
             records = openrlhf_records(queries, prompts, labels)
             results = await batcher.score(records)
         except Exception as exc:
-            status, payload = error_payload(exc)
+            status, payload = error_for(exc)
             # a malformed request is the client's to read; a failed batch or a crash is the operator's too
             if status >= 500:
                 log.error("scoring failed: %s", payload["error"]["message"], exc_info=exc)

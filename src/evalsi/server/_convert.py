@@ -12,7 +12,6 @@ from typing import Any
 
 from google.protobuf import json_format, struct_pb2
 
-from evalsi.evaluators import Score
 from evalsi.rewards import RewardResult
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
 
@@ -39,42 +38,6 @@ def request_parts(request: pb.ScoreRewardsRequest) -> tuple[dict[str, Any], list
     return spec, [struct_to_dict(r) for r in request.rollouts]
 
 
-def request_message(spec: dict[str, Any], rollouts: Sequence[dict[str, Any]]) -> pb.ScoreRewardsRequest:
-    """A request message from plain data (clients and tests)."""
-    message = pb.ScoreRewardsRequest()
-    message.spec.update(spec)
-    for rollout in rollouts:
-        message.rollouts.add().update(rollout)
-    return message
-
-
-def results_json(results: Sequence[RewardResult]) -> dict[str, Any]:
-    """The HTTP JSON response body: one ``{index, total, status, components}`` per rollout, in order.
-
-    Cache hits hand back the same ``Score`` object for the same content, so each distinct score is converted
-    once per call (GRPO batches repeat completions; a warm cache repeats whole batches).
-    """
-    memo: dict[int, dict[str, Any]] = {}
-
-    def component(score: Score) -> dict[str, Any]:
-        out = memo.get(id(score))
-        if out is None:
-            out = memo[id(score)] = {"value": score.value, "status": score.status, "reason": score.reason}
-        return out
-
-    return {
-        "results": [
-            {
-                "index": index,
-                "total": result.total,
-                "status": result.status,
-                "components": {name: component(s) for name, s in result.components.items()},
-            }
-            for index, result in enumerate(results)
-        ]
-    }
-
-
 def results_message(results: Sequence[RewardResult]) -> pb.ScoreRewardsResponse:
     """The response message of the gRPC and Connect protocols."""
     response = pb.ScoreRewardsResponse()
@@ -98,24 +61,3 @@ def _set_value(target: struct_pb2.Value, value: float | bool | None) -> None:
         target.bool_value = value
     else:
         target.number_value = float(value)
-
-
-def message_to_json(response: pb.ScoreRewardsResponse) -> dict[str, Any]:
-    """A response message as the HTTP JSON body would carry it (index and nulls always present)."""
-    out = []
-    for item in response.results:
-        components = {}
-        for name, c in item.components.items():
-            raw = json_format.MessageToDict(c.value) if c.HasField("value") else None
-            components[name] = {
-                "value": raw,
-                "status": c.status,
-                "reason": c.reason if c.HasField("reason") else None,
-            }
-        out.append({
-            "index": item.index,
-            "total": item.total if item.HasField("total") else None,
-            "status": item.status,
-            "components": components,
-        })
-    return {"results": out}

@@ -2,30 +2,19 @@
 
 Each protocol renders it as its own: an HTTP status and JSON body, a gRPC status, a Connect error.
 
-HTTP JSON bodies are ``{"error": {"code", "status", "message", ...}}``: ``code`` is the contract the library's
-``server=`` client reads (``invalid_spec``, ``invalid_rollout`` with ``index``, ``reward_batch_failed`` with
-``index``, ``component``, ``cause``; see ``evalsi.rewards._remote``), and ``status`` is the canonical gRPC/Connect
-code (``invalid_argument``, ``failed_precondition``, ``unauthenticated``, ``permission_denied``...).
+HTTP JSON bodies are the error form of :mod:`evalsi.rewards.wire`: a contract ``code`` the library's ``server=``
+client acts on, and the canonical gRPC/Connect ``status``.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from evalsi.errors import DataError, EvalsiError, RewardBatchError, SpecError
+from evalsi.errors import EvalsiError
+from evalsi.rewards.wire import HTTP_STATUS, ErrorBody, error_for, error_json
 
-HTTP_STATUS = {
-    "invalid_argument": 400,
-    "unauthenticated": 401,
-    "permission_denied": 403,
-    "not_found": 404,
-    "failed_precondition": 422,
-    "resource_exhausted": 429,
-    "unavailable": 503,
-    "internal": 500,
-}
-"""HTTP status of each canonical code. A batch failed under ``onError: raise`` is 422: the request was valid,
-but the state of a component (e.g. the sandbox is down) prevented a reward."""
+log = logging.getLogger("evalsi.server")
 
 
 class ServiceError(EvalsiError):
@@ -43,22 +32,22 @@ class ServiceError(EvalsiError):
         """The HTTP status answering this error."""
         return HTTP_STATUS.get(self.status, 500)
 
-    def payload(self) -> dict[str, Any]:
+    def payload(self) -> ErrorBody:
         """The JSON body of the HTTP answer."""
-        return {"error": {"code": self.code, "status": self.status, "message": self.message, **self.fields}}
+        return error_json(self.code, self.status, self.message, **self.fields)
 
 
 def from_exception(exc: BaseException) -> ServiceError:
-    """The service error for an exception raised while binding or scoring."""
+    """The service error for an exception raised while binding or scoring (the wire's mapping).
+
+    An unexpected exception is logged here with its traceback, for the operator; the caller is told only that
+    the call failed inside the server, never the exception's text, which may hold paths or internal state.
+    """
     if isinstance(exc, ServiceError):
         return exc
-    if isinstance(exc, RewardBatchError):
-        return ServiceError(
-            "failed_precondition", str(exc), "reward_batch_failed",
-            index=exc.index, component=exc.component, cause=exc.cause,
-        )
-    if isinstance(exc, DataError):
-        return ServiceError("invalid_argument", str(exc), "invalid_rollout", index=exc.index)
-    if isinstance(exc, SpecError):
-        return ServiceError("invalid_argument", str(exc), "invalid_spec", path=exc.path or None)
-    return ServiceError("internal", f"{type(exc).__name__}: {exc}")
+    _, body = error_for(exc)
+    fields = dict(body["error"])
+    code, status, message = fields.pop("code"), fields.pop("status"), fields.pop("message")
+    if status == "internal":
+        log.error("internal error while serving a call", exc_info=exc)
+    return ServiceError(str(status), str(message), str(code), **fields)

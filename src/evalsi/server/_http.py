@@ -23,7 +23,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from evalsi.server._convert import request_parts, results_json, results_message
+from evalsi.rewards.wire import results_json
+from evalsi.server._convert import request_parts, results_message
 from evalsi.server._errors import ServiceError, from_exception
 from evalsi.server._limits import RolloutGate
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
