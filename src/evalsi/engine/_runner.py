@@ -68,12 +68,17 @@ def look_up(job: ComponentJob, records: Sequence[Record], cache: ScoreCache | No
     return PendingComponent(job, records, cached, todo)
 
 
-def complete(pending: PendingComponent, cache: ScoreCache | None) -> list[Score]:
-    """Score the records the cache missed in one ``score_batch`` call, store the results, return every score."""
+def complete(
+    pending: PendingComponent, cache: ScoreCache | None, cancelled: threading.Event | None = None
+) -> list[Score]:
+    """Score the records the cache missed in one ``score_batch`` call, store the results, return every score.
+
+    ``cancelled`` reaches the evaluator in its :class:`~evalsi.evaluators.ScoreContext`.
+    """
     out = pending.scores
     if pending.todo:
         unique = [pending.records[positions[0]] for positions in pending.todo.values()]
-        fresh = _call_evaluator(pending.job, unique)
+        fresh = _call_evaluator(pending.job, unique, cancelled)
         new_entries: list[tuple[bytes, Score]] = []
         for (key, positions), score in zip(pending.todo.items(), fresh, strict=True):
             for position in positions:
@@ -94,9 +99,9 @@ def score_component(job: ComponentJob, records: Sequence[Record], cache: ScoreCa
     return complete(look_up(job, records, cache), cache)
 
 
-def _call_evaluator(job: ComponentJob, records: list[Record]) -> list[Score]:
+def _call_evaluator(job: ComponentJob, records: list[Record], cancelled: threading.Event | None) -> list[Score]:
     try:
-        scores = job.evaluator.score_batch(records, job.params, ScoreContext(component=job.name))
+        scores = job.evaluator.score_batch(records, job.params, ScoreContext(component=job.name, cancelled=cancelled))
     except Exception as exc:  # the evaluator failed as a whole: every record it held errors, with the cause
         return [Score.error(f"{job.evaluator.name} failed: {type(exc).__name__}: {exc}")] * len(records)
     if len(scores) != len(records):
@@ -177,8 +182,8 @@ def _complete(
     if cancelled is not None and cancelled.is_set():
         raise ScoringCancelled(f"component {pending.job.name!r} was not scored: the call was cancelled")
     if pools.observe is None:
-        return complete(pending, cache)
+        return complete(pending, cache, cancelled)
     started = time.perf_counter()
-    scores = complete(pending, cache)
+    scores = complete(pending, cache, cancelled)
     pools.observe(pending.job, scores, time.perf_counter() - started)
     return scores
