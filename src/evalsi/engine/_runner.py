@@ -150,21 +150,23 @@ def score_components(
 
     """
     pools = pools or Pools()
-    pending = [look_up(job, records, cache) for job in jobs]
+    pending, looked = _look_up_all(jobs, records, cache, pools)
     busy = [i for i, p in enumerate(pending) if not p.done]
     pinned = [i for i in busy if pools.sandbox is not None and jobs[i].evaluator.runs_code]
     flexible = [i for i in busy if i not in pinned]
     futures: dict[int, Future[list[Score]]] = {}
     for i in pinned:
-        futures[i] = pools.sandbox.submit(_complete, pending[i], cache, pools, cancelled)  # type: ignore[union-attr]
+        futures[i] = pools.sandbox.submit(  # type: ignore[union-attr]
+            _complete, pending[i], cache, pools, cancelled, looked[i]
+        )
     if pools.components is not None:
         for i in flexible[1:]:
-            futures[i] = pools.components.submit(_complete, pending[i], cache, pools, cancelled)
+            futures[i] = pools.components.submit(_complete, pending[i], cache, pools, cancelled, looked[i])
     columns: list[list[Score] | None] = [None] * len(jobs)
     try:
         for i, p in enumerate(pending):
             if i not in futures:
-                columns[i] = _complete(p, cache, pools, cancelled)
+                columns[i] = _complete(p, cache, pools, cancelled, looked[i])
         for i, future in futures.items():
             columns[i] = future.result()
     except BaseException:
@@ -174,16 +176,33 @@ def score_components(
     return [c if c is not None else [] for c in columns]
 
 
+def _look_up_all(
+    jobs: Sequence[ComponentJob], records: Sequence[Record], cache: ScoreCache | None, pools: Pools
+) -> tuple[list[PendingComponent], list[float]]:
+    """Every component's cache look-up, and (when observed) the seconds each took."""
+    if pools.observe is None:
+        return [look_up(job, records, cache) for job in jobs], [0.0] * len(jobs)
+    pending, seconds = [], []
+    for job in jobs:
+        started = time.perf_counter()
+        pending.append(look_up(job, records, cache))
+        seconds.append(time.perf_counter() - started)
+    return pending, seconds
+
+
 def _complete(
-    pending: PendingComponent, cache: ScoreCache | None, pools: Pools, cancelled: threading.Event | None
+    pending: PendingComponent,
+    cache: ScoreCache | None,
+    pools: Pools,
+    cancelled: threading.Event | None,
+    looked_up: float,
 ) -> list[Score]:
-    if pending.done:
-        return complete(pending, cache)
-    if cancelled is not None and cancelled.is_set():
+    """One component's scores; ``observe`` gets its look-up and scoring time (a cached one is observed too)."""
+    if not pending.done and cancelled is not None and cancelled.is_set():
         raise ScoringCancelled(f"component {pending.job.name!r} was not scored: the call was cancelled")
     if pools.observe is None:
         return complete(pending, cache, cancelled)
     started = time.perf_counter()
     scores = complete(pending, cache, cancelled)
-    pools.observe(pending.job, scores, time.perf_counter() - started)
+    pools.observe(pending.job, scores, looked_up + time.perf_counter() - started)
     return scores

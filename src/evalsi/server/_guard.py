@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -62,28 +61,26 @@ async def read_body(receive: Receive, limit: int, timeout: float) -> bytes:
         Disconnected: The client went away.
 
     """
-    deadline = time.monotonic() + timeout
     chunks: list[bytes] = []
     size = 0
-    while True:
-        left = deadline - time.monotonic()
-        try:
-            message = await asyncio.wait_for(receive(), timeout=max(0.0, left))
-        except TimeoutError:
-            raise ServiceError(
-                "deadline_exceeded",
-                f"the request body did not arrive within rewards.body_timeout={timeout:g}s",
-                "body_timeout",
-            ) from None
-        if message["type"] == "http.disconnect":
-            raise Disconnected
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise too_large(None, limit)
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
+    try:
+        async with asyncio.timeout(timeout):  # one deadline for the whole body, however it is chunked
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    raise Disconnected
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > limit:
+                    raise too_large(None, limit)
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    return b"".join(chunks)
+    except TimeoutError:
+        raise ServiceError(
+            "deadline_exceeded", f"the request body did not arrive within rewards.body_timeout={timeout:g}s",
+            "body_timeout",
+        ) from None
 
 
 async def refuse(send: Send, error: ServiceError, connect: bool) -> None:
