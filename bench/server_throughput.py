@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from evalsi.evaluators import available_names, close_all  # noqa: E402
-from evalsi.rewards import compose_batch, from_mapping  # noqa: E402
+from evalsi.rewards import from_mapping  # noqa: E402
 from evalsi.rewards.wire import results_json  # noqa: E402
 from evalsi.server._db import migrate, open_engine  # noqa: E402
 from evalsi.server._tokens import TokenStore  # noqa: E402
@@ -223,12 +223,12 @@ def breakdown(reward: Any, spec: dict[str, Any], batch: list[dict[str, Any]], re
     body = orjson.dumps({"spec": spec, "rollouts": batch})
     records = reward.records(batch)
     columns = reward.component_scores(records)
-    results = compose_batch([c.rule for c in reward.components], columns, 0.0, None)
+    results = reward.compose(columns)
     steps: list[tuple[str, Callable[[], Any]]] = [
         ("JSON decode", lambda: orjson.loads(body)),
         ("records (from_rollout)", lambda: reward.records(batch)),
         ("cache keys + look-ups", lambda: reward.component_scores(records)),
-        ("composition", lambda: compose_batch([c.rule for c in reward.components], columns, 0.0, None)),
+        ("composition", lambda: reward.compose(columns)),
         ("results to JSON", lambda: orjson.dumps(results_json(results))),
     ]
     parts = []

@@ -2,13 +2,24 @@
 
 from evalsi.engine._cache import CacheStats, ScoreCache
 from evalsi.engine._keys import params_fingerprint, record_key
-from evalsi.engine._runner import ComponentJob, PendingComponent, complete, look_up, score_component, score_components
+from evalsi.engine._runner import (
+    ComponentJob,
+    PendingComponent,
+    Pools,
+    ScoringCancelled,
+    complete,
+    look_up,
+    score_component,
+    score_components,
+)
 
 __all__ = [
     "CacheStats",
     "ComponentJob",
     "PendingComponent",
+    "Pools",
     "ScoreCache",
+    "ScoringCancelled",
     "complete",
     "look_up",
     "params_fingerprint",

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any
 
 from evalsi.engine._cache import ScoreCache
 from evalsi.engine._keys import params_fingerprint, record_key
+from evalsi.errors import EvalsiError
 from evalsi.evaluators import Evaluator, Params, Score, ScoreContext
 from evalsi.records import Record
 
@@ -63,12 +66,17 @@ def look_up(job: ComponentJob, records: Sequence[Record], cache: ScoreCache | No
     return PendingComponent(job, records, cached, todo)
 
 
-def complete(pending: PendingComponent, cache: ScoreCache | None) -> list[Score]:
-    """Score the records the cache missed in one ``score_batch`` call, store the results, return every score."""
+def complete(
+    pending: PendingComponent, cache: ScoreCache | None, cancelled: threading.Event | None = None
+) -> list[Score]:
+    """Score the records the cache missed in one ``score_batch`` call, store the results, return every score.
+
+    ``cancelled`` reaches the evaluator in its :class:`~evalsi.evaluators.ScoreContext`.
+    """
     out = pending.scores
     if pending.todo:
         unique = [pending.records[positions[0]] for positions in pending.todo.values()]
-        fresh = _call_evaluator(pending.job, unique)
+        fresh = _call_evaluator(pending.job, unique, cancelled)
         new_entries: list[tuple[bytes, Score]] = []
         for (key, positions), score in zip(pending.todo.items(), fresh, strict=True):
             for position in positions:
@@ -89,9 +97,9 @@ def score_component(job: ComponentJob, records: Sequence[Record], cache: ScoreCa
     return complete(look_up(job, records, cache), cache)
 
 
-def _call_evaluator(job: ComponentJob, records: list[Record]) -> list[Score]:
+def _call_evaluator(job: ComponentJob, records: list[Record], cancelled: threading.Event | None) -> list[Score]:
     try:
-        scores = job.evaluator.score_batch(records, job.params, ScoreContext(component=job.name))
+        scores = job.evaluator.score_batch(records, job.params, ScoreContext(component=job.name, cancelled=cancelled))
     except Exception as exc:  # the evaluator failed as a whole: every record it held errors, with the cause
         return [Score.error(f"{job.evaluator.name} failed: {type(exc).__name__}: {exc}")] * len(records)
     if len(scores) != len(records):
@@ -102,21 +110,97 @@ def _call_evaluator(job: ComponentJob, records: list[Record]) -> list[Score]:
     ]
 
 
+class ScoringCancelled(EvalsiError):
+    """The caller went away before a component's evaluator was called; its work was dropped, not done."""
+
+
+@dataclass(frozen=True)
+class Pools:
+    """Where a batch's components run: the scheduling strategy of :func:`score_components`.
+
+    Components that run code go to ``sandbox`` when it is set (so code never runs on the calling thread or on a
+    cpu pool); of the other components that still need evaluator calls, the first runs on the calling thread and
+    the rest go to ``components`` (on the calling thread, one after another, when it is None). Callers wait on
+    components and components wait on nothing, so no pool ever waits on itself. ``observe`` is called with each
+    component's job, scores and seconds once it is scored (the server's metrics).
+    """
+
+    components: Executor | None = None
+    sandbox: Executor | None = None
+    observe: Callable[[ComponentJob, list[Score], float], None] | None = None
+
+
 def score_components(
     jobs: Sequence[ComponentJob],
     records: Sequence[Record],
     cache: ScoreCache | None,
-    executor: ThreadPoolExecutor | None = None,
+    pools: Pools | None = None,
+    cancelled: threading.Event | None = None,
 ) -> list[list[Score]]:
     """Scores of every component (outer list, in spec order) for every record (inner list, in input order).
 
-    Cache look-ups run on the calling thread. Components that still need evaluator calls run concurrently on
-    ``executor`` when more than one does, so a slow sandbox component does not wait behind a math component; a
-    fully cached batch never pays for a thread hand-off.
+    Cache look-ups run on the calling thread; a fully cached batch never pays for a thread hand-off. Components
+    that still need evaluator calls are spread over ``pools`` (see :class:`Pools`), so a slow sandbox component
+    does not wait behind a math component. Once ``cancelled`` is set, components not yet started are dropped.
+
+    Raises:
+        ScoringCancelled: ``cancelled`` was set before every component had run.
+
     """
-    pending = [look_up(job, records, cache) for job in jobs]
-    busy = [p for p in pending if not p.done]
-    if executor is None or len(busy) < 2:
-        return [complete(p, cache) for p in pending]
-    futures = {id(p): executor.submit(complete, p, cache) for p in busy}
-    return [futures[id(p)].result() if id(p) in futures else complete(p, cache) for p in pending]
+    pools = pools or Pools()
+    pending, looked = _look_up_all(jobs, records, cache, pools)
+    busy = [i for i, p in enumerate(pending) if not p.done]
+    pinned = [i for i in busy if pools.sandbox is not None and jobs[i].evaluator.runs_code]
+    flexible = [i for i in busy if i not in pinned]
+    futures: dict[int, Future[list[Score]]] = {}
+    for i in pinned:
+        futures[i] = pools.sandbox.submit(  # type: ignore[union-attr]
+            _complete, pending[i], cache, pools, cancelled, looked[i]
+        )
+    if pools.components is not None:
+        for i in flexible[1:]:
+            futures[i] = pools.components.submit(_complete, pending[i], cache, pools, cancelled, looked[i])
+    columns: list[list[Score] | None] = [None] * len(jobs)
+    try:
+        for i, p in enumerate(pending):
+            if i not in futures:
+                columns[i] = _complete(p, cache, pools, cancelled, looked[i])
+        for i, future in futures.items():
+            columns[i] = future.result()
+    except BaseException:
+        for future in futures.values():
+            future.cancel()  # a component not started yet is dropped with the batch
+        raise
+    return [c if c is not None else [] for c in columns]
+
+
+def _look_up_all(
+    jobs: Sequence[ComponentJob], records: Sequence[Record], cache: ScoreCache | None, pools: Pools
+) -> tuple[list[PendingComponent], list[float]]:
+    """Every component's cache look-up, and (when observed) the seconds each took."""
+    if pools.observe is None:
+        return [look_up(job, records, cache) for job in jobs], [0.0] * len(jobs)
+    pending, seconds = [], []
+    for job in jobs:
+        started = time.perf_counter()
+        pending.append(look_up(job, records, cache))
+        seconds.append(time.perf_counter() - started)
+    return pending, seconds
+
+
+def _complete(
+    pending: PendingComponent,
+    cache: ScoreCache | None,
+    pools: Pools,
+    cancelled: threading.Event | None,
+    looked_up: float,
+) -> list[Score]:
+    """One component's scores; ``observe`` gets its look-up and scoring time (a cached one is observed too)."""
+    if not pending.done and cancelled is not None and cancelled.is_set():
+        raise ScoringCancelled(f"component {pending.job.name!r} was not scored: the call was cancelled")
+    if pools.observe is None:
+        return complete(pending, cache, cancelled)
+    started = time.perf_counter()
+    scores = complete(pending, cache, cancelled)
+    pools.observe(pending.job, scores, looked_up + time.perf_counter() - started)
+    return scores

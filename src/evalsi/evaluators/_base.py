@@ -8,6 +8,7 @@ reads (they make its cache key), whether it runs code, and scores records. Most 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Literal, TypeVar
@@ -37,6 +38,9 @@ class ScoreContext:
 
     component: str = ""
     """The component's name in the spec (for messages and metrics)."""
+    cancelled: threading.Event | None = None
+    """Set once the caller went away (a server client disconnected): an evaluator waiting on an upstream may
+    stop early and return error scores for what it did not score. None when the call cannot be cancelled."""
 
 
 class Evaluator(Generic[P]):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import enum
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -12,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from evalsi.engine import ComponentJob, ScoreCache, score_components
+from evalsi.engine import ComponentJob, Pools, ScoreCache, score_components
 from evalsi.errors import SpecError, UnknownEvaluatorError
 from evalsi.evaluators import Evaluator, Params, Score, get_evaluator
 from evalsi.records import Record, from_rollout
@@ -29,6 +30,16 @@ from evalsi.specs import (
     select_resource,
 )
 from evalsi.specs._resource import describe_pydantic_error
+
+
+class OwnCache(enum.Enum):
+    """The default of ``cache=``: the reward's own score cache."""
+
+    OWN = "own"
+
+
+OWN_CACHE = OwnCache.OWN
+_INLINE = Pools()
 
 
 @dataclass(frozen=True)
@@ -70,6 +81,7 @@ class Reward:
         self._component_names = [c.name for c in self.components]
         self._jobs = [c.job for c in self.components]
         self._executor: ThreadPoolExecutor | None = None
+        self._own_pools = _INLINE
         self._executor_lock = threading.Lock()
 
     @property
@@ -97,15 +109,54 @@ class Reward:
         """
         return self.score_records(self.records(rollouts))
 
-    def score_records(self, records: Sequence[Record]) -> list[RewardResult]:
-        """Score already normalised records."""
-        columns = self.component_scores(records)
+    @property
+    def rules(self) -> list[ComponentRule]:
+        """The composition rule of each component, in spec order (read it, do not change it)."""
+        return self._rules
+
+    def score_records(
+        self,
+        records: Sequence[Record],
+        *,
+        cache: ScoreCache | OwnCache | None = OWN_CACHE,
+        pools: Pools | None = None,
+        cancelled: threading.Event | None = None,
+    ) -> list[RewardResult]:
+        """Score already normalised records (the arguments are those of :meth:`component_scores`)."""
+        return self.compose(self.component_scores(records, cache=cache, pools=pools, cancelled=cancelled))
+
+    def component_scores(
+        self,
+        records: Sequence[Record],
+        *,
+        cache: ScoreCache | OwnCache | None = OWN_CACHE,
+        pools: Pools | None = None,
+        cancelled: threading.Event | None = None,
+    ) -> list[list[Score]]:
+        """Raw scores indexed ``[component][record]``, before composition: the one scoring path of every entry point.
+
+        Args:
+            records: The batch, normalised.
+            cache: Where component scores are looked up and stored; this reward's own cache unless given (the
+                server passes its shared cache).
+            pools: Where components run (see :class:`evalsi.engine.Pools`); by default this reward's component
+                threads, when it has more than one component.
+            cancelled: Once set, components not started yet are dropped
+                (:class:`evalsi.engine.ScoringCancelled`).
+
+        """
+        chosen = self.cache if isinstance(cache, OwnCache) else cache
+        return score_components(self._jobs, records, chosen, pools or self._pools(), cancelled)
+
+    def compose(self, columns: Sequence[Sequence[Score]]) -> list[RewardResult]:
+        """Totals and breakdowns from scores indexed ``[component][record]``, by this spec's rules.
+
+        Raises:
+            RewardBatchError: A component errored under ``onError: raise`` (names the rollout and component).
+
+        """
         body = self.spec.spec
         return compose_batch(self._rules, columns, body.floor, body.clip)
-
-    def component_scores(self, records: Sequence[Record]) -> list[list[Score]]:
-        """Raw scores indexed ``[component][record]``, before composition."""
-        return score_components(self._jobs, records, self.cache, self._pool())
 
     def __call__(
         self, prompts: Sequence[Any] | None = None, completions: Sequence[Any] | None = None, **kwargs: Any
@@ -118,15 +169,16 @@ class Reward:
         batch = list(rollouts)
         return await asyncio.to_thread(self.score, batch)
 
-    def _pool(self) -> ThreadPoolExecutor | None:
+    def _pools(self) -> Pools:
         if len(self._jobs) < 2:
-            return None
+            return _INLINE
         with self._executor_lock:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(
-                    max_workers=min(8, len(self._jobs)), thread_name_prefix=f"evalsi-{self.name}"
+                    max_workers=min(8, len(self._jobs) - 1), thread_name_prefix=f"evalsi-{self.name}"
                 )
-            return self._executor
+                self._own_pools = Pools(components=self._executor)
+            return self._own_pools
 
     def close(self) -> None:
         """Stop this reward's component threads (evaluator pools are shared and closed separately)."""

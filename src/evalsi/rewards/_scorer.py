@@ -111,9 +111,7 @@ def server_of(scorer: Scorer) -> str | None:
 
 def rules_of(scorer: Scorer) -> list[ComponentRule]:
     """The composition rule of each component, in spec order."""
-    if isinstance(scorer, RemoteReward):
-        return list(scorer.rules)
-    return [c.rule for c in scorer.components]
+    return list(scorer.rules)
 
 
 def require_totals(scorer: Scorer, trainer: str) -> None:

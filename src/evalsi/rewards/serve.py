@@ -35,7 +35,7 @@ from starlette.routing import Route
 from evalsi.errors import DataError, EvalsiError
 from evalsi.evaluators import close_all
 from evalsi.records import Record
-from evalsi.rewards._compose import RewardResult, compose_batch
+from evalsi.rewards._compose import RewardResult
 from evalsi.rewards._reward import Reward
 from evalsi.rewards._scorer import require_totals
 from evalsi.rewards.openrlhf import records as openrlhf_records
@@ -108,14 +108,12 @@ def score_groups(reward: Reward, groups: Sequence[Sequence[Record]]) -> list[lis
     """Score several requests' records in one engine call, then compose each request on its own."""
     records = [r for group in groups for r in group]
     columns = reward.component_scores(records)
-    rules = [c.rule for c in reward.components]
-    body = reward.spec.spec
     out: list[list[RewardResult] | Exception] = []
     start = 0
     for group in groups:
         end = start + len(group)
         try:
-            out.append(compose_batch(rules, [column[start:end] for column in columns], body.floor, body.clip))
+            out.append(reward.compose([column[start:end] for column in columns]))
         except EvalsiError as exc:
             out.append(exc)
         start = end

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import functools
 import os
 import shutil
 import subprocess
@@ -70,6 +71,36 @@ def _lock_slot(slot: int) -> int | None:
     return fd
 
 
+_SETUID_SHIM = "import os, sys; u = int(sys.argv[1]); os.setgroups([]); os.setgid(u); os.setuid(u); " \
+    "os.execvp(sys.argv[2], sys.argv[2:])"
+
+
+def as_user(argv: list[str], uid: int | None) -> list[str]:
+    """``argv`` that runs as host ``uid`` (and gid, no supplementary groups), or as we are when ``uid`` is None.
+
+    The switch happens in a small program that then execs ``argv`` (coreutils ``chroot --userspec`` onto ``/``,
+    which drops groups, gid and uid before exec exactly as ``subprocess``'s ``user=`` does; a minimal Python
+    shim where it is missing), never in a forked copy of this process: ``subprocess`` can then start the child
+    with ``vfork``, which runs no fork handlers. A forked copy of a process whose threads are inside gRPC (the
+    server) inherits gRPC's broken pollers, and the sandbox does not start. (``setpriv`` would not do: it keeps
+    its capabilities until exec, so the program would be found with root's rights.)
+    """
+    if uid is None:
+        return argv
+    chroot = _chroot()
+    if chroot is not None:
+        return [chroot, "--skip-chdir", f"--userspec={uid}:{uid}", "/", *argv]
+    return [sys.executable, "-I", "-S", "-c", _SETUID_SHIM, str(uid), *argv]
+
+
+@functools.cache
+def _chroot() -> str | None:
+    found = shutil.which("chroot") or next(
+        (path for path in ("/usr/sbin/chroot", "/usr/bin/chroot") if os.access(path, os.X_OK)), None
+    )
+    return found
+
+
 def drop_to(uid: int) -> int | None:
     """The uid to switch to when starting sandboxed processes: ``uid`` as root, else None (stay as we are)."""
     return uid if running_as_root() else None
@@ -121,14 +152,7 @@ def _starts(path: str, uid: int) -> bool:
     for _ in range(2):
         try:
             done = subprocess.run(
-                [path, "-I", "-S", "-c", _PROBE],
-                env={},
-                capture_output=True,
-                timeout=30,
-                check=False,
-                user=who,
-                group=who,
-                extra_groups=None if who is None else [],
+                as_user([path, "-I", "-S", "-c", _PROBE], who), env={}, capture_output=True, timeout=30, check=False
             )
         except PermissionError as exc:
             PROBE_FAILURES[:] = [*PROBE_FAILURES[-4:], f"{path}: {exc.strerror}"]

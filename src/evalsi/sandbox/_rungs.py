@@ -19,6 +19,7 @@ from evalsi.errors import SandboxUnavailableError
 from evalsi.sandbox._host import (
     PROBE_FAILURES,
     PROBE_SLOT,
+    as_user,
     drop_to,
     python_prefix,
     running_as_root,
@@ -213,16 +214,13 @@ def probe(launch: Launch) -> str:
     """Run a launch's command once (the 'server' is a one-liner that exits); '' when it worked."""
     try:
         done = subprocess.run(
-            launch.argv,
+            as_user(launch.argv, launch.uid),
             pass_fds=launch.pass_fds,
             cwd=launch.cwd,
             env={},
             capture_output=True,
             timeout=30,
             check=False,
-            user=launch.uid,
-            group=launch.uid,
-            extra_groups=None if launch.uid is None else [],
         )
         return "" if done.returncode == 0 else done.stderr.decode(errors="replace").strip()[-300:] or "failed"
     except (OSError, subprocess.SubprocessError) as exc:
@@ -245,12 +243,9 @@ def run_cleanup(launch: Launch) -> None:
     for command in launch.cleanup:
         with contextlib.suppress(OSError, subprocess.SubprocessError):
             subprocess.run(
-                command,
+                as_user(command, launch.uid),
                 env={},
                 capture_output=True,
                 timeout=30,
                 check=False,
-                user=launch.uid,
-                group=launch.uid,
-                extra_groups=None if launch.uid is None else [],
             )

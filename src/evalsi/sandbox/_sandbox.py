@@ -25,7 +25,7 @@ from importlib import resources
 from typing import Any, Literal
 
 from evalsi.errors import SandboxError
-from evalsi.sandbox._host import acquire_slot, release_slot, sandbox_python
+from evalsi.sandbox._host import acquire_slot, as_user, release_slot, sandbox_python
 from evalsi.sandbox._rungs import Launch, Rung, run_cleanup
 from evalsi.sandbox._types import Limits, RunResult, classify
 
@@ -104,7 +104,7 @@ class Sandbox:
         errors = tempfile.TemporaryFile()  # noqa: SIM115 (closed below, once the server answered)
         try:
             self._proc = subprocess.Popen(
-                launch.argv,
+                as_user(launch.argv, launch.uid),  # no uid switch in a forked copy of this process: see as_user
                 stdin=child.fileno(),
                 stdout=subprocess.DEVNULL,
                 stderr=errors,
@@ -112,9 +112,6 @@ class Sandbox:
                 cwd=launch.cwd,
                 env={},
                 start_new_session=True,
-                user=launch.uid,
-                group=launch.uid,
-                extra_groups=None if launch.uid is None else [],
             )
         finally:
             child.close()
@@ -243,15 +240,13 @@ def _sweep_uid(uid: int) -> None:
     python = sandbox_python(uid)
     if python is None:
         return
+    kill_all = "import os, signal\nfor _ in range(3): os.kill(-1, signal.SIGKILL)"
     with contextlib.suppress(OSError, subprocess.SubprocessError):
         subprocess.run(
-            [python, "-I", "-S", "-c", "import os, signal\nfor _ in range(3): os.kill(-1, signal.SIGKILL)"],
+            as_user([python, "-I", "-S", "-c", kill_all], uid),
             env={},
             timeout=10,
             check=False,
-            user=uid,
-            group=uid,
-            extra_groups=[],
         )
 
 

@@ -14,6 +14,9 @@ Example::
         cache_size: 1048576       # component scores in memory
         shared_cache: true        # also in the database, shared by replicas
         shared_cache_ttl: 7d      # pruned after
+        project_share: 0.5        # of the workers and request bytes one project may hold
+        max_request_bytes: 67108864  # largest body (64 MiB); larger: 413 / resource_exhausted, unread
+        upstream_timeout: 60s     # reward-model and judge requests: a spec may only ask for less
       quotas:
         team-a: {max_reward_rollouts: 4096}
       judges:
@@ -103,8 +106,23 @@ class RewardsConfig(_Model):
     """Threads scoring calls on the cpu pool (evaluators with their own process pools fan out further)."""
     sandbox_workers: int = Field(default=4, ge=1)
     """Threads running code components (they wait on sandboxed processes); code never runs on the cpu pool."""
+    project_share: float = Field(default=0.5, gt=0, le=1)
+    """The fraction of each worker pool (cpu, component, sandbox) and of ``max_inflight_bytes`` one project may
+    hold at once (at least one worker). Its further work waits in its own queue, so a project whose calls hang
+    cannot occupy every worker. 1 lets a single project use everything (one tenant)."""
+    max_request_bytes: int = Field(default=64 << 20, ge=1024)
+    """Largest request body (HTTP JSON, Connect) or gRPC message; a larger one is refused before it is read
+    (413 on HTTP JSON, ``resource_exhausted`` on Connect and gRPC)."""
+    body_timeout: float = Field(default=30.0, gt=0)
+    """Seconds a client has to send a whole request body once its token is checked; a slower one gets 408 and
+    gives back the room it held in ``max_inflight_bytes``: seconds, or ``30s``, ``2m``."""
+    upstream_timeout: float = Field(default=60.0, gt=0)
+    """Most seconds a reward-model or judge request may wait for its upstream. A spec's larger ``timeout`` is
+    clamped to it (a spec may only ask for less)."""
+    upstream_retries: int = Field(default=2, ge=0)
+    """Most retries of a reward-model or judge request. A spec's larger ``retries`` is clamped to it."""
 
-    @field_validator("shared_cache_ttl", mode="before")
+    @field_validator("shared_cache_ttl", "body_timeout", "upstream_timeout", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> float:
         return parse_duration(value)
@@ -130,7 +148,8 @@ class ServerSpec(_Model):
     imports: list[str] = Field(default_factory=list)
     """Modules imported at start, so evaluators they register can be used as ``ref`` (besides entry points)."""
     drain_timeout: float = 60.0
-    """Seconds SIGTERM waits for in-flight calls before exiting anyway."""
+    """Seconds SIGTERM waits for in-flight calls before exiting anyway: the process exits within this bound
+    (status 1 when work had to be abandoned, 0 when everything drained)."""
 
     @field_validator("drain_timeout", mode="before")
     @classmethod

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any
 
 import grpc
 
@@ -11,6 +14,9 @@ from evalsi.server._errors import from_exception
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2_grpc as pb_grpc
 from evalsi.server._service import RewardService
+
+BodyGate = Callable[[str, int], AbstractAsyncContextManager[None]]
+"""Holds a project's message bytes in ``rewards.max_inflight_bytes`` (see :func:`evalsi.server._http.held_body`)."""
 
 GRPC_CODES = {
     "invalid_argument": grpc.StatusCode.INVALID_ARGUMENT,
@@ -21,14 +27,16 @@ GRPC_CODES = {
     "unavailable": grpc.StatusCode.UNAVAILABLE,
     "not_found": grpc.StatusCode.NOT_FOUND,
 }
-MAX_MESSAGE_BYTES = 512 * 1024 * 1024  # a 16k-rollout batch of long completions is far beyond gRPC's 4 MiB default
+_HEADROOM = 64 << 10
+"""Bytes a message may carry beyond ``rewards.max_request_bytes``: its framing, so equal limits mean equal bodies."""
 
 
 class GrpcRewardService(pb_grpc.RewardServiceServicer):
     """``RewardService.ScoreRewards`` over gRPC; the token travels as ``authorization: Bearer ...`` metadata."""
 
-    def __init__(self, service: RewardService) -> None:
+    def __init__(self, service: RewardService, held: BodyGate) -> None:
         self.service = service
+        self.held = held
 
     async def ScoreRewards(
         self,
@@ -42,8 +50,9 @@ class GrpcRewardService(pb_grpc.RewardServiceServicer):
         try:
             metadata = dict(context.invocation_metadata() or ())
             principal = await self.service.authenticate(_text(metadata.get("authorization")))
-            spec, rollouts = request_parts(request)
-            return results_message(await self.service.score(principal, spec, rollouts))
+            async with self.held(principal.project, request.ByteSize()):
+                spec, rollouts = request_parts(request)
+                return results_message(await self.service.score(principal, spec, rollouts))
         except Exception as exc:
             error = from_exception(exc)
             code = error.status
@@ -58,11 +67,52 @@ def _text(value: str | bytes | None) -> str | None:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def make_grpc_server(service: RewardService) -> grpc.aio.Server:
-    """A gRPC server with the Reward Service added (ports are added by the caller)."""
-    server = grpc.aio.server(options=[
-        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-    ])
-    pb_grpc.add_RewardServiceServicer_to_server(GrpcRewardService(service), server)  # type: ignore[no-untyped-call]
+class Authenticate(grpc.aio.ServerInterceptor):
+    """Checks the token from the metadata before the handler runs: an unknown caller's message is never decoded.
+
+    A refused call gets a handler without a deserializer that aborts with the service's status and message.
+    """
+
+    def __init__(self, service: RewardService) -> None:
+        self.service = service
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        """The real handler for an authenticated call, else one that refuses it."""
+        metadata = dict(details.invocation_metadata or ())
+        try:
+            await self.service.authenticate(_text(metadata.get("authorization")))
+        except Exception as exc:
+            error = from_exception(exc)
+            self.service.metrics.calls.labels("grpc", error.status).inc()
+            code = GRPC_CODES.get(error.status, grpc.StatusCode.INTERNAL)
+
+            async def refuse(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+                await context.abort(code, error.message)
+
+            return grpc.unary_unary_rpc_method_handler(refuse)
+        return await continuation(details)
+
+
+def max_message_bytes(max_request_bytes: int) -> int:
+    """The gRPC message cap for a configured ``rewards.max_request_bytes``."""
+    return max_request_bytes + _HEADROOM
+
+
+def make_grpc_server(service: RewardService, held: BodyGate) -> grpc.aio.Server:
+    """A gRPC server with the Reward Service added (ports are added by the caller).
+
+    Messages past ``rewards.max_request_bytes`` are refused by gRPC itself with ``RESOURCE_EXHAUSTED``; a
+    message's size is held in ``rewards.max_inflight_bytes`` (within its project's share) while it is scored.
+    """
+    cap = max_message_bytes(service.config.spec.rewards.max_request_bytes)
+    server = grpc.aio.server(
+        interceptors=[Authenticate(service)],
+        options=[("grpc.max_receive_message_length", cap), ("grpc.max_send_message_length", -1)],
+    )
+    servicer = GrpcRewardService(service, held)
+    pb_grpc.add_RewardServiceServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
     return server

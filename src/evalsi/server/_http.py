@@ -26,7 +26,8 @@ from starlette.routing import Route
 from evalsi.rewards.wire import results_json
 from evalsi.server._convert import request_parts, results_message
 from evalsi.server._errors import ServiceError, from_exception
-from evalsi.server._limits import RolloutGate
+from evalsi.server._guard import PRINCIPAL_KEY, Guard
+from evalsi.server._limits import SharedGate
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
 from evalsi.server._proto.evalsi.v1alpha1.rewards_connect import RewardServiceASGIApplication
 from evalsi.server._service import RewardService
@@ -41,6 +42,7 @@ _CONNECT_CODES = {
     "resource_exhausted": Code.RESOURCE_EXHAUSTED,
     "unavailable": Code.UNAVAILABLE,
     "not_found": Code.NOT_FOUND,
+    "deadline_exceeded": Code.DEADLINE_EXCEEDED,
 }
 
 Scope = MutableMapping[str, Any]
@@ -56,37 +58,40 @@ class ServerState:
     def __init__(self, service: RewardService) -> None:
         self.service = service
         self.draining = False
-        self._body_gate: RolloutGate | None = None
+        self._body_gate: SharedGate | None = None
 
     @property
-    def body_gate(self) -> RolloutGate:
-        """The FIFO gate over ``rewards.max_inflight_bytes``."""
+    def body_gate(self) -> SharedGate:
+        """The FIFO gate over ``rewards.max_inflight_bytes``, with each project's share."""
         if self._body_gate is None:
-            self._body_gate = RolloutGate(self.service.config.spec.rewards.max_inflight_bytes)
+            rewards = self.service.config.spec.rewards
+            capacity = rewards.max_inflight_bytes
+            self._body_gate = SharedGate(capacity, int(capacity * rewards.project_share))
         return self._body_gate
 
 
 @asynccontextmanager
-async def held_body(state: ServerState, request: Request) -> AsyncIterator[None]:
-    """Hold room for this request's body while the call is served, waiting for it first.
+async def held_body(state: ServerState, project: str, length: int) -> AsyncIterator[None]:
+    """Hold room for a request body of ``length`` bytes while the call is served, waiting for it first.
 
-    The room is the Content-Length (all of it when unknown); the body is not read until the room is held.
+    The body is not read until the room is held (the guard passes the Content-Length, or the maximum request
+    size when it is unknown).
     """
-    gate = state.body_gate
-    length = request.headers.get("content-length")
-    units = gate.weight(int(length)) if length and length.isdigit() else gate.capacity
     metrics = state.service.metrics
     metrics.requests_waiting_to_read.inc()
+    waiting = True
     try:
-        await gate.acquire(units)
+        async with state.body_gate.hold(project, length):
+            metrics.requests_waiting_to_read.dec()
+            waiting = False
+            metrics.request_bytes.inc(length)
+            try:
+                yield
+            finally:
+                metrics.request_bytes.dec(length)
     finally:
-        metrics.requests_waiting_to_read.dec()
-    metrics.request_bytes.inc(units)
-    try:
-        yield
-    finally:
-        gate.release(units)
-        metrics.request_bytes.dec(units)
+        if waiting:
+            metrics.requests_waiting_to_read.dec()
 
 
 def _json(data: Any, status: int = 200) -> Response:
@@ -133,16 +138,17 @@ def build_app(state: ServerState) -> ASGIApp:
     async def score(request: Request) -> Response:
         started = time.perf_counter()
         try:
-            principal = await service.authenticate(request.headers.get("authorization"))
-            async with held_body(state, request):
-                try:
-                    data = await _decode(await request.body())
-                except orjson.JSONDecodeError as exc:
-                    raise ServiceError("invalid_argument", f"the body is not valid JSON: {exc}") from None
-                spec, rollouts = parse_score_body(data)
-                del data
-                results = await service.score(principal, spec, rollouts)
-                del spec, rollouts
+            principal = request.scope.get(PRINCIPAL_KEY)
+            if principal is None:  # served without the guard (embedding): check the token here
+                principal = await service.authenticate(request.headers.get("authorization"))
+            try:
+                data = await _decode(await request.body())
+            except orjson.JSONDecodeError as exc:
+                raise ServiceError("invalid_argument", f"the body is not valid JSON: {exc}") from None
+            spec, rollouts = parse_score_body(data)
+            del data
+            results = await service.score(principal, spec, rollouts)
+            del spec, rollouts
             body = results_json(results)
             encoded = await asyncio.to_thread(orjson.dumps, body) if len(results) > 8192 else orjson.dumps(body)
             response = Response(encoded, media_type="application/json")
@@ -171,7 +177,10 @@ def build_app(state: ServerState) -> ASGIApp:
         Route("/metrics", metrics_route, methods=["GET"]),
         Route("/healthz", health, methods=["GET"]),
     ])
-    connect = RewardServiceASGIApplication(ConnectRewardService(service))
+    rewards = service.config.spec.rewards
+    connect = RewardServiceASGIApplication(
+        ConnectRewardService(service), read_max_bytes=rewards.max_request_bytes
+    )
     prefix = connect.path + "/"
 
     async def app(scope: Scope, receive: Callable[[], Awaitable[Any]], send: Callable[[Any], Awaitable[None]]) -> None:
@@ -180,7 +189,17 @@ def build_app(state: ServerState) -> ASGIApp:
         else:
             await http(scope, receive, send)
 
-    return app
+    def scoring(path: str) -> str | None:
+        return "json" if path == SCORE_PATH else "connect" if path.startswith(prefix) else None
+
+    return Guard(
+        app,
+        is_scoring=scoring,
+        authenticate=service.authenticate,
+        gate=lambda project, length: held_body(state, project, length),
+        max_bytes=lambda: rewards.max_request_bytes,
+        body_timeout=lambda: rewards.body_timeout,
+    )
 
 
 class ConnectRewardService:

@@ -75,6 +75,18 @@ class Admission:
     @asynccontextmanager
     async def hold(self, project: str, count: int) -> AsyncIterator[None]:
         """Hold ``count`` rollouts' worth of capacity for the body of the ``async with``."""
+        release = await self.enter(project, count)
+        try:
+            yield
+        finally:
+            release()
+
+    async def enter(self, project: str, count: int) -> Callable[[], None]:
+        """Wait for ``count`` rollouts' worth of capacity; returns the function that gives it back (once).
+
+        The release can outlive the caller: a call whose caller went away keeps its capacity until its work
+        really stops.
+        """
         project_gate = self.project_gates.get(project)
         self._change("waiting", project, count)
         acquired: list[tuple[RolloutGate, int]] = []
@@ -91,12 +103,18 @@ class Admission:
             raise
         self._change("waiting", project, -count)
         self._change("inflight", project, count)
-        try:
-            yield
-        finally:
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if released:
+                return
+            released = True
             for gate, units in reversed(acquired):
                 gate.release(units)
             self._change("inflight", project, -count)
+
+        return release
 
     async def wait_idle(self) -> None:
         """Return once nothing is in flight or waiting (used to drain on shutdown)."""
@@ -113,3 +131,41 @@ class Admission:
             self._idle.set()
         if self._on_change is not None:
             self._on_change(gauge, project, delta)
+
+
+class SharedGate:
+    """A global gate and, per project, a gate of ``share`` units: one project cannot take all of the capacity.
+
+    Used for request-body bytes: a project's bodies beyond its share wait (unread) without delaying another
+    project's. A project's gate exists only while it holds or waits for units, so idle projects cost nothing.
+    """
+
+    def __init__(self, capacity: int, share: int) -> None:
+        self.global_gate = RolloutGate(capacity)
+        self.share = max(1, min(share, capacity))
+        self.project_gates: dict[str, RolloutGate] = {}
+        self._users: dict[str, int] = {}
+
+    @asynccontextmanager
+    async def hold(self, project: str, units: int) -> AsyncIterator[None]:
+        """Hold ``units`` (capped at the project's share) for the body of the ``async with``."""
+        gate = self.project_gates.get(project)
+        if gate is None:
+            gate = self.project_gates[project] = RolloutGate(self.share)
+        self._users[project] = self._users.get(project, 0) + 1
+        acquired: list[tuple[RolloutGate, int]] = []
+        try:
+            units = gate.weight(units)
+            for each in (gate, self.global_gate):
+                await each.acquire(units)
+                acquired.append((each, units))
+            yield
+        finally:
+            for each, held in reversed(acquired):
+                each.release(held)
+            left = self._users[project] - 1
+            if left:
+                self._users[project] = left
+            else:
+                del self._users[project]
+                del self.project_gates[project]

@@ -2,6 +2,7 @@
 
 On SIGTERM (or SIGINT) the health endpoint turns 503, both listeners stop accepting, calls in flight (and calls
 already waiting for capacity) finish and are answered, then pools and evaluators close and the process exits 0.
+The whole drain is bounded by ``drain_timeout``: past it, the process exits 1 without the work still running.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import contextlib
 import importlib
 import importlib.util
 import logging
+import os
 import signal
 import sys
 from collections.abc import Callable, Iterator
@@ -25,7 +27,7 @@ from evalsi.evaluators import close_all
 from evalsi.server._config import ServerConfig
 from evalsi.server._db import migrate, open_engine
 from evalsi.server._grpc import make_grpc_server
-from evalsi.server._http import ServerState, build_app
+from evalsi.server._http import ServerState, build_app, held_body
 from evalsi.server._metrics import Metrics
 from evalsi.server._service import RewardService
 from evalsi.server._shared_cache import SharedScores
@@ -80,28 +82,41 @@ def default_ready(info: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-async def serve_async(config: ServerConfig, ready: ReadyHook = default_ready) -> None:
-    """Serve until SIGTERM or SIGINT, then drain and return."""
+async def serve_async(config: ServerConfig, ready: ReadyHook = default_ready) -> bool:
+    """Serve until SIGTERM or SIGINT, then drain for at most ``drain_timeout`` seconds and return.
+
+    Returns True when everything drained, False when work was still running at the deadline (its threads
+    cannot be stopped from outside: :func:`serve` then ends the process).
+    """
     parts = build(config)
     listen = config.spec.listen
     drain = config.spec.drain_timeout
     http = _Uvicorn(uvicorn.Config(
         build_app(parts.state), host=listen.host, port=listen.port, lifespan="off", log_level="warning",
         loop="asyncio", http="httptools" if importlib.util.find_spec("httptools") else "h11",
-        timeout_graceful_shutdown=int(drain) or None, access_log=False,
+        timeout_graceful_shutdown=max(1, int(drain)), access_log=False,
     ))
     grpc_server = None
     grpc_port = None
     if listen.grpc_port is not None:
-        grpc_server = make_grpc_server(parts.service)
+        grpc_server = make_grpc_server(
+            parts.service, lambda project, size: held_body(parts.state, project, size)
+        )
         grpc_port = grpc_server.add_insecure_port(f"{listen.host}:{listen.grpc_port}")
         await grpc_server.start()
+    loop = asyncio.get_running_loop()
+    stopping: list[asyncio.Task[None]] = []
+    deadline: list[float] = []
 
     def stop() -> None:
+        if deadline:
+            return
+        deadline.append(loop.time() + drain)
         parts.state.draining = True
         http.should_exit = True
+        if grpc_server is not None:  # both listeners drain at once, within the same bound
+            stopping.append(asyncio.ensure_future(grpc_server.stop(grace=drain)))
 
-    loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop)
     pruner = asyncio.create_task(_prune_forever(parts)) if parts.shared is not None else None
@@ -115,21 +130,34 @@ async def serve_async(config: ServerConfig, ready: ReadyHook = default_ready) ->
     try:
         await serving
     finally:
-        await _shutdown(parts, grpc_server, pruner, drain)
+        stop()
+        drained = await _shutdown(parts, stopping, pruner, deadline[0])
+    return drained
 
 
-async def _shutdown(parts: Parts, grpc_server: Any, pruner: asyncio.Task[None] | None, drain: float) -> None:
-    if grpc_server is not None:
-        await grpc_server.stop(grace=drain)
-    try:
-        await asyncio.wait_for(parts.service.admission.wait_idle(), timeout=drain or None)
-    except TimeoutError:
-        log.error("drain timeout (%ss) exceeded with calls still in flight", drain)
+async def _shutdown(parts: Parts, stopping: list[asyncio.Task[None]], pruner: asyncio.Task[None] | None,
+                    deadline: float) -> bool:
+    """Wait (until ``deadline``) for the listeners and the calls in flight, then close; True if all drained."""
+    loop = asyncio.get_running_loop()
     if pruner is not None:
         pruner.cancel()
+    drained = True
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.gather(*stopping), timeout=max(0.0, deadline - loop.time()))
+    try:
+        await asyncio.wait_for(parts.service.admission.wait_idle(), timeout=max(0.0, deadline - loop.time()))
+    except TimeoutError:
+        drained = False
+        log.error("drain timeout exceeded with calls still in flight; exiting without them")
     parts.service.close()
-    await asyncio.to_thread(close_all)
+    closing = loop.run_in_executor(None, close_all)
+    try:  # evaluator pools may wait on their own stuck work: never past the deadline (and a second for this)
+        await asyncio.wait_for(asyncio.shield(closing), timeout=max(1.0, deadline - loop.time()))
+    except TimeoutError:
+        drained = False
+        log.error("evaluator pools did not close before the drain deadline")
     parts.engine.dispose()
+    return drained
 
 
 async def _prune_forever(parts: Parts) -> None:
@@ -145,5 +173,22 @@ async def _prune_forever(parts: Parts) -> None:
 
 
 def serve(config: ServerConfig, ready: ReadyHook = default_ready) -> None:
-    """Run the server in this process until SIGTERM or SIGINT (blocking)."""
-    asyncio.run(serve_async(config, ready))
+    """Run the server in this process until SIGTERM or SIGINT (blocking).
+
+    When work is still running at the drain deadline, the process ends at once with status 1: its threads
+    (an evaluator waiting on a hung upstream) cannot be stopped, and waiting for them would break the bound.
+    """
+    loop = asyncio.new_event_loop()
+    try:
+        drained = loop.run_until_complete(serve_async(config, ready))
+        if drained:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+    except BaseException:
+        loop.close()
+        raise
+    if not drained:
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
+    loop.close()

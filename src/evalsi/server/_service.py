@@ -1,10 +1,11 @@
 """The Reward Service, once for every protocol: authorise, bind the spec (memoised), admit, score, compose.
 
 HTTP JSON, Connect and gRPC all call :meth:`RewardService.score`; they only translate bytes in and out. Scoring
-runs on the library's worker path (:func:`evalsi.engine.score_component`, :func:`evalsi.rewards.compose_batch`)
-off the event loop: a call runs on the ``cpu`` pool, its further components in parallel on the component pool, and
-its code components on the ``sandbox`` pool, so code never runs on the cpu pool and a slow sandbox does not hold up
-math components.
+runs on the library's one path (:meth:`evalsi.rewards.Reward.score_records`) off the event loop, with the server's
+pool strategy: a call runs on the ``cpu`` pool, its further components in parallel on the component pool, and its
+code components on the ``sandbox`` pool, so code never runs on the cpu pool and a slow sandbox does not hold up
+math components. Each project runs within its share of every pool (``rewards.project_share``), and a spec's
+upstream ``timeout`` and ``retries`` are clamped to the operator's caps.
 """
 
 from __future__ import annotations
@@ -12,21 +13,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from evalsi.engine import ComponentJob, ScoreCache, score_component
+from evalsi.engine import ComponentJob, Pools, ScoreCache, ScoringCancelled
 from evalsi.errors import SpecError
 from evalsi.evaluators import Score
 from evalsi.records import canonical_json
-from evalsi.rewards import Reward, RewardResult, compose_batch, from_mapping
+from evalsi.rewards import Reward, RewardResult, from_mapping
+from evalsi.server._caps import capped
 from evalsi.server._config import ServerConfig
 from evalsi.server._errors import ServiceError, from_exception
+from evalsi.server._fair import FairPool, share_of
 from evalsi.server._limits import Admission
 from evalsi.server._metrics import Metrics
 from evalsi.server._shared_cache import SharedScores, TieredCache
@@ -44,9 +46,13 @@ class RewardService:
         self.tokens = tokens
         self.metrics = metrics
         self.cache = TieredCache(rewards.cache_size, shared, metrics.on_lookup)
-        self.cpu_pool = ThreadPoolExecutor(rewards.cpu_workers, thread_name_prefix="evalsi-cpu")
-        self.component_pool = ThreadPoolExecutor(rewards.cpu_workers, thread_name_prefix="evalsi-component")
-        self.sandbox_pool = ThreadPoolExecutor(rewards.sandbox_workers, thread_name_prefix="evalsi-sandbox")
+        share = rewards.project_share
+        self.cpu = FairPool(rewards.cpu_workers, share_of(rewards.cpu_workers, share), "evalsi-cpu")
+        self.components = FairPool(rewards.cpu_workers, share_of(rewards.cpu_workers, share), "evalsi-component")
+        self.sandboxes = FairPool(
+            rewards.sandbox_workers, share_of(rewards.sandbox_workers, share), "evalsi-sandbox"
+        )
+        self.binder = ThreadPoolExecutor(2, thread_name_prefix="evalsi-bind")
         quotas = {name: q.max_reward_rollouts for name, q in config.spec.quotas.items()}
         self._admission: Admission | None = None
         self._quotas = quotas
@@ -91,6 +97,10 @@ class RewardService:
     ) -> list[RewardResult]:
         """Score ``rollouts`` with ``spec`` for ``principal``; waits while the server or project is at capacity.
 
+        Cancelling the awaiting task (the caller went away) drops the call's work that has not started: the
+        queued call itself, or its components not yet running. A component already running finishes on its
+        thread, and the call keeps its capacity until then, so back-pressure counts the work really running.
+
         Raises:
             ServiceError: Refused (permissions, limits, bad spec or rollout) or failed (``onError: raise``).
 
@@ -108,22 +118,23 @@ class RewardService:
             require(principal, RUNS_CODE, "the spec has a code component")
         if not rollouts:
             return []
-        async with self.admission.hold(principal.project, len(rollouts)):
-            work = asyncio.wrap_future(self.cpu_pool.submit(self._score_sync, reward, rollouts, principal.project))
-            try:
-                return await asyncio.shield(work)
-            except asyncio.CancelledError:
-                self.metrics.cancelled.inc()
-                # The caller went away, but the batch runs to its end on its thread: it keeps its capacity until
-                # then, so back-pressure still counts the work that is really running.
-                while not work.done():
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await asyncio.wait([work])
-                raise
-            except ServiceError:
-                raise
-            except Exception as exc:
-                raise from_exception(exc) from None
+        project = principal.project
+        release = await self.admission.enter(project, len(rollouts))
+        cancelled = threading.Event()
+        work = self.cpu.submit(project, self._score_sync, reward, rollouts, project, cancelled)
+        try:
+            return await asyncio.wrap_future(work)
+        except asyncio.CancelledError:
+            cancelled.set()
+            work.cancel()  # dropped if still queued for the project's share of the cpu pool
+            self.metrics.cancelled.inc()
+            raise
+        except ServiceError:
+            raise
+        except Exception as exc:
+            raise from_exception(exc) from None
+        finally:
+            _release_when_done(work, release)
 
     async def _bound_reward(self, spec: Mapping[str, Any]) -> Reward:
         key = canonical_json(spec)
@@ -133,7 +144,7 @@ class RewardService:
                 self._bound.move_to_end(key)
                 return reward
         try:  # binding may import an evaluator's pack or start its pool: off the event loop
-            reward = await asyncio.wrap_future(self.cpu_pool.submit(self._bind, spec))
+            reward = await asyncio.wrap_future(self.binder.submit(self._bind, spec))
         except ServiceError:
             raise
         except Exception as exc:
@@ -147,29 +158,22 @@ class RewardService:
     def _bind(self, spec: Mapping[str, Any]) -> Reward:
         if not isinstance(spec, Mapping) or not spec:
             raise ServiceError("invalid_argument", "`spec` must be a RewardSpec mapping", "invalid_spec", path="spec")
-        return from_mapping(with_named_judges(spec, self.config.spec.judges), source="request")
+        rewards = self.config.spec.rewards
+        reward = from_mapping(with_named_judges(spec, self.config.spec.judges), source="request")
+        return capped(reward, rewards.upstream_timeout, rewards.upstream_retries)
 
-    def _score_sync(self, reward: Reward, rollouts: Sequence[Mapping[str, Any]], project: str) -> list[RewardResult]:
+    def _score_sync(
+        self, reward: Reward, rollouts: Sequence[Mapping[str, Any]], project: str, cancelled: threading.Event
+    ) -> list[RewardResult]:
         records = reward.records(rollouts)
         cache: ScoreCache | None = self.cache if reward.spec.spec.cache.enabled else None
-        components = reward.components
-        # Code components go to the sandbox pool; other components after the first go to the component pool; the
-        # first runs here. So a slow component does not hold up the others, and no pool ever waits on itself
-        # (calls wait on components, components wait on nothing), which rules out pool deadlocks.
-        first_cpu = next((i for i, c in enumerate(components) if not c.evaluator.runs_code), None)
-        pending: dict[int, Future[list[Score]]] = {}
-        for i, c in enumerate(components):
-            if i != first_cpu:
-                pool = self.sandbox_pool if c.evaluator.runs_code else self.component_pool
-                pending[i] = pool.submit(self._run_component, c.job, records, cache)
-        columns: list[list[Score]] = [[] for _ in components]
-        if first_cpu is not None:
-            columns[first_cpu] = self._run_component(components[first_cpu].job, records, cache)
-        for i, future in pending.items():
-            columns[i] = future.result()
-        body = reward.spec.spec
+        # Code components go to the sandbox pool, other components after the first to the component pool, the
+        # first runs on this thread, each within the project's share of its pool (see evalsi.engine.Pools).
+        pools = Pools(self.components.for_project(project), self.sandboxes.for_project(project), self._observe)
         try:
-            results = compose_batch([c.rule for c in components], columns, body.floor, body.clip)
+            results = reward.score_records(records, cache=cache, pools=pools, cancelled=cancelled)
+        except ScoringCancelled:
+            raise
         except Exception:
             self.metrics.rollouts.labels(project, "failed").inc(len(records))
             raise
@@ -179,24 +183,36 @@ class RewardService:
                 self.metrics.rollouts.labels(project, status).inc(count)
         return results
 
-    def _run_component(self, job: ComponentJob, records: Sequence[Any], cache: ScoreCache | None) -> list[Score]:
-        started = time.perf_counter()
-        scores = score_component(job, records, cache)
-        self.metrics.component_seconds.labels(job.evaluator.name).observe(time.perf_counter() - started)
+    def _observe(self, job: ComponentJob, scores: list[Score], seconds: float) -> None:
+        self.metrics.component_seconds.labels(job.evaluator.name).observe(seconds)
         errors = sum(1 for s in scores if s.status == "error")
         if errors:
             self.metrics.component_errors.labels(job.name, job.evaluator.name).inc(errors)
-        return scores
 
     def close(self) -> None:
         """Stop the pools and close bound rewards."""
-        self.cpu_pool.shutdown(wait=False, cancel_futures=True)
-        self.component_pool.shutdown(wait=False, cancel_futures=True)
-        self.sandbox_pool.shutdown(wait=False, cancel_futures=True)
+        self.cpu.shutdown()
+        self.components.shutdown()
+        self.sandboxes.shutdown()
+        self.binder.shutdown(wait=False, cancel_futures=True)
         with self._bound_lock:
             for reward in self._bound.values():
                 reward.close()
             self._bound.clear()
+
+
+def _release_when_done(work: Future[Any], release: Callable[[], None]) -> None:
+    """Give the call's capacity back now if its work is over, else (on this loop) once its thread finishes."""
+    if work.done():
+        release()
+        return
+    loop = asyncio.get_running_loop()
+
+    def finished(_: Future[Any]) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed: the server is gone
+            loop.call_soon_threadsafe(release)
+
+    work.add_done_callback(finished)
 
 
 def require(principal: Principal, permission: str, why: str = "") -> None:

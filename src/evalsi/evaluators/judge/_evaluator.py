@@ -96,7 +96,9 @@ class LLMJudge(Evaluator[LLMJudgeParams]):
                 out.append(Score.skipped(str(exc)) if exc.skip else Score.error(str(exc)))
                 continue
             out.append(client.submit(body))
-        return [item if isinstance(item, Score) else _verdict_score(item, config) for item in out]
+        if ctx.cancelled is not None:
+            _drop_when_cancelled([item for item in out if not isinstance(item, Score)], ctx.cancelled)
+        return [item if isinstance(item, Score) else _answered(item, config) for item in out]
 
     def _client(self, config: JudgeConfig) -> JudgeClient:
         endpoint = ChatEndpoint(
@@ -123,6 +125,21 @@ class LLMJudge(Evaluator[LLMJudgeParams]):
             clients, self._clients = list(self._clients.values()), {}
         for client in clients:
             client.close()
+
+
+def _drop_when_cancelled(futures: list[Future[str]], cancelled: threading.Event) -> None:
+    """Wait for the requests; if the caller goes away first, drop those still queued behind max_concurrency."""
+    while not all(f.done() for f in futures):
+        if cancelled.wait(0.05):
+            for future in futures:
+                future.cancel()  # a request already sent finishes (within its timeout); the others never go
+            return
+
+
+def _answered(future: Future[str], config: JudgeConfig) -> Score:
+    if future.cancelled():
+        return Score.error("not judged: the call was cancelled")
+    return _verdict_score(future, config)
 
 
 def _verdict_score(future: Future[str], config: JudgeConfig) -> Score:

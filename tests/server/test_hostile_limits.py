@@ -1,0 +1,374 @@
+"""A hostile or broken tenant cannot starve the others: hanging upstreams, vanished callers, slow and huge bodies.
+
+Every test runs a real server process and attacks it over real sockets: an upstream on loopback that accepts
+connections and never answers, clients that disconnect mid-call, sockets that promise a large body and send
+nothing, bodies far past the configured maximum, requests without a valid token. The attacks are data
+(``OVERSIZE``, ``UNAUTHENTICATED``, ``CANCELLERS``) the tests iterate over.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+import httpx
+import orjson
+import pytest
+
+from evalsi.server._convert import request_message
+from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2_grpc as pb_grpc
+from tests.server.harness import (
+    CONNECT_PATH,
+    ServerProcess,
+    call_grpc,
+    make_token,
+    metric,
+    post_http,
+    write_config,
+)
+
+SCORE_PATH = "/v1alpha1/rewards:score"
+EXACT = {"components": [{"ref": "exact-match"}]}
+ROLLOUT = {"completion": "a", "reference": "a"}
+MIB = 1 << 20
+
+
+@pytest.fixture
+def black_hole() -> Iterator[str]:
+    """An upstream on loopback that accepts every connection and never answers (``http://127.0.0.1:PORT/v1``)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                connection, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            held.append(connection)
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+    finally:
+        stop.set()
+        thread.join(5)
+        for connection in held:
+            connection.close()
+        listener.close()
+
+
+def _metrics(server: ServerProcess, token: str) -> str:
+    return httpx.get(server.http + "/metrics", headers={"Authorization": f"Bearer {token}"}, timeout=30).text
+
+
+def _until(condition: Callable[[], bool], what: str, wait: float = 60.0) -> None:
+    deadline = time.monotonic() + wait
+    while not condition():
+        assert time.monotonic() < deadline, f"never reached: {what}"
+        time.sleep(0.05)
+
+
+def _rss_kib(server: ServerProcess) -> int:
+    for line in Path(f"/proc/{server.process.pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def _raw_request(server: ServerProcess, path: str, headers: dict[str, str], body: bytes = b"") -> socket.socket:
+    """A POST sent by hand: the headers (and ``body``, maybe less than the Content-Length says), nothing more."""
+    host, port = server.http.removeprefix("http://").split(":")
+    sock = socket.create_connection((host, int(port)), timeout=30)
+    lines = [f"POST {path} HTTP/1.1", f"Host: {host}", *(f"{k}: {v}" for k, v in headers.items()), "", ""]
+    sock.sendall("\r\n".join(lines).encode() + body)
+    return sock
+
+
+def _status_of(sock: socket.socket, wait: float) -> tuple[int, bytes]:
+    """The status code and what came after the status line, read within ``wait`` seconds."""
+    sock.settimeout(wait)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 "), data[:200]
+    return int(head.split()[1]), rest
+
+
+# --- hanging upstreams and worker shares -------------------------------------------------------------------
+
+
+def test_a_never_answering_judge_does_not_delay_another_project(tmp_path: Path, black_hole: str) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    judge = {"model": "m", "base_url": black_hole, "timeout": 1000, "retries": 20, "api_key_env": None}
+    config = write_config(tmp_path, {
+        "database": {"url": url}, "judges": {"hole": judge},
+        "rewards": {"cpu_workers": 4, "upstream_timeout": 8, "upstream_retries": 0},
+    })
+    slow = make_token(url, "slow", ["evaluations.run"])
+    fast = make_token(url, "fast", ["evaluations.run"])
+    hanging = {"components": [{"ref": "llm-judge", "judge": "hole", "onError": "zero"}]}
+    with ServerProcess(config) as server, ThreadPoolExecutor(8) as pool:
+        stuck = [pool.submit(post_http, server, slow, hanging, [{"completion": f"x{n}"}], 120) for n in range(8)]
+        _until(lambda: metric(_metrics(server, slow), "evalsi_reward_inflight_rollouts", project="slow") >= 2,
+               "the hanging calls reached the judge")
+        started = time.monotonic()
+        for _ in range(3):
+            response = post_http(server, fast, EXACT, [ROLLOUT], 30)
+            assert response.status_code == 200, response.text
+        other_project = time.monotonic() - started
+        answers = [call.result(timeout=120) for call in stuck]
+        hung_for = time.monotonic() - started
+    assert other_project < 4.0, f"another project waited {other_project:.1f}s behind a hanging upstream"
+    # the spec's judge asked for 1000 s and 20 retries; the operator's caps (8 s, no retry) bound every call
+    assert all(a.status_code == 200 for a in answers), [a.text for a in answers]
+    reasons = [a.json()["results"][0]["components"]["llm-judge"] for a in answers]
+    assert all(r["status"] == "error" for r in reasons), reasons
+    assert hung_for < 60, f"8 calls of one project took {hung_for:.0f}s with an 8 s upstream cap"
+
+
+# --- callers that go away -------------------------------------------------------------------------------------
+
+
+def _disconnect_http(server: ServerProcess, token: str, spec: Any, rollouts: Any) -> None:
+    with pytest.raises(httpx.TimeoutException):
+        post_http(server, token, spec, rollouts, timeout=1.0)
+
+
+def _disconnect_connect(server: ServerProcess, token: str, spec: Any, rollouts: Any) -> None:
+    headers = {"Content-Type": "application/json", "Connect-Protocol-Version": "1", "Authorization": f"Bearer {token}"}
+    body = orjson.dumps({"spec": spec, "rollouts": rollouts})
+    with pytest.raises(httpx.TimeoutException):
+        httpx.post(server.http + CONNECT_PATH, content=body, headers=headers, timeout=1.0)
+
+
+def _disconnect_grpc(server: ServerProcess, token: str, spec: Any, rollouts: Any) -> None:
+    with grpc.insecure_channel(server.grpc) as channel:
+        stub = pb_grpc.RewardServiceStub(channel)  # type: ignore[no-untyped-call]
+        with pytest.raises(grpc.RpcError) as caught:
+            stub.ScoreRewards(request_message(spec, rollouts), metadata=(("authorization", f"Bearer {token}"),),
+                              timeout=1.0)
+    assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+CANCELLERS: dict[str, Callable[[ServerProcess, str, Any, Any], None]] = {
+    "http": _disconnect_http,
+    "connect": _disconnect_connect,
+    "grpc": _disconnect_grpc,
+}
+"""How a caller goes away, by protocol: a client timeout closes the connection, a gRPC deadline cancels."""
+
+
+@pytest.mark.parametrize("protocol", sorted(CANCELLERS))
+def test_a_disconnected_callers_queued_work_never_runs(tmp_path: Path, protocol: str) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    config = write_config(tmp_path, {"database": {"url": url}, "rewards": {"cpu_workers": 2, "project_share": 0.5}})
+    token = make_token(url, "p", ["evaluations.run"])
+    gate, log = tmp_path / "release", tmp_path / "scored.log"
+    blocking = {"components": [{"ref": "test-server-gate", "params": {"gate": str(gate), "timeout": 120}}]}
+    counting = {"components": [{"ref": "test-server-count", "params": {"log": str(log)}}], "cache": {"enabled": False}}
+    with ServerProcess(config) as server, ThreadPoolExecutor(2) as pool:
+        held = pool.submit(post_http, server, token, blocking, [{"completion": "held"}], 120)
+        _until(lambda: metric(_metrics(server, token), "evalsi_reward_inflight_rollouts", project="p") == 1,
+               "the project's one worker is busy")
+        # the project's share (one worker) is taken: this call queues, then its caller goes away
+        CANCELLERS[protocol](server, token, counting, [{"completion": "abandoned", "reference": "x"}])
+        _until(lambda: metric(_metrics(server, token), "evalsi_reward_cancelled_calls_total") == 1,
+               "the server saw the caller go away")
+        gate.touch()
+        assert held.result(timeout=60).status_code == 200
+        after = post_http(server, token, counting, [{"completion": "later", "reference": "x"}])
+        assert after.status_code == 200, after.text
+        text = _metrics(server, token)
+    assert log.read_text().split() == ["later"]  # the queued call was dropped, the next one ran
+    assert metric(text, "evalsi_reward_inflight_rollouts", project="p") == 0
+
+
+def test_sigterm_exits_within_the_drain_bound_with_work_hanging(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    config = write_config(tmp_path, {"database": {"url": url}, "drain_timeout": 3})
+    token = make_token(url, "p", ["evaluations.run"])
+    never = {"components": [{"ref": "test-server-gate", "params": {"gate": str(tmp_path / "never"), "timeout": 600}}]}
+    server = ServerProcess(config)
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            calls = [pool.submit(post_http, server, token, never, [{"completion": f"{n}"}], 120) for n in range(2)]
+            _until(lambda: metric(_metrics(server, token), "evalsi_reward_inflight_rollouts", project="p") >= 1,
+                   "a call is in flight")
+            started = time.monotonic()
+            server.process.send_signal(15)
+            code = server.process.wait(30)
+            took = time.monotonic() - started
+            outcomes = [call.exception(timeout=30) or call.result().status_code for call in calls]
+    finally:
+        server.kill()
+    assert took < 3 + 4, f"SIGTERM took {took:.1f}s with drain_timeout 3s"
+    assert code == 1  # work was abandoned, and the exit status says so
+    # no abandoned call is reported as scored: the client sees a server error or the connection close
+    assert all(isinstance(o, httpx.HTTPError) or o >= 500 for o in outcomes), outcomes
+    assert any("drain timeout" in line for line in server.stderr_lines)
+
+
+# --- slow and huge bodies ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Attack:
+    """One request sent by hand, and the answer it must get without its body being read."""
+
+    name: str
+    path: str
+    headers: dict[str, str]
+    status: int
+    code: str
+
+
+def _json_headers(token: str | None, length: int) -> dict[str, str]:
+    auth = {"Authorization": f"Bearer {token}"} if token else {}
+    return {"Content-Type": "application/json", "Content-Length": str(length), **auth}
+
+
+def _connect_headers(token: str | None, length: int) -> dict[str, str]:
+    return {**_json_headers(token, length), "Connect-Protocol-Version": "1"}
+
+
+LIMIT = 1 * MIB
+"""``rewards.max_request_bytes`` of the body tests."""
+
+
+def _oversize(token: str) -> list[Attack]:
+    huge = 200 * MIB
+    return [
+        Attack("json declared 200 MiB", SCORE_PATH, _json_headers(token, huge), 413, "request_too_large"),
+        Attack("connect declared 200 MiB", CONNECT_PATH, _connect_headers(token, huge), 429, "resource_exhausted"),
+    ]
+
+
+def _unauthenticated(token: str) -> list[Attack]:
+    big = 50 * 1024  # within the maximum: only the token is wrong
+    return [
+        Attack("json no token", SCORE_PATH, _json_headers(None, big), 401, "unauthenticated"),
+        Attack("json unknown token", SCORE_PATH, _json_headers("evalsi_nope", big), 401, "unauthenticated"),
+        Attack("json no token, oversize", SCORE_PATH, _json_headers(None, 200 * MIB), 401, "unauthenticated"),
+        Attack("connect no token", CONNECT_PATH, _connect_headers(None, big), 401, "unauthenticated"),
+        Attack("connect unknown token", CONNECT_PATH, _connect_headers("evalsi_nope", big), 401, "unauthenticated"),
+    ]
+
+
+OVERSIZE = _oversize
+UNAUTHENTICATED = _unauthenticated
+
+
+@pytest.fixture(scope="module")
+def body_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, dict[str, str]]]:
+    """A server with a 1 MiB request maximum, a 2 MiB byte gate, a 2 s body timeout, and two projects."""
+    tmp = tmp_path_factory.mktemp("bodies")
+    url = f"sqlite:///{tmp / 's.db'}"
+    config = write_config(tmp, {"database": {"url": url}, "rewards": {
+        "max_request_bytes": LIMIT, "max_inflight_bytes": 2 * MIB, "body_timeout": 2, "project_share": 0.5}})
+    tokens = {project: make_token(url, project, ["evaluations.run"]) for project in ("a", "b")}
+    with ServerProcess(config) as server:
+        yield server, tokens
+
+
+@pytest.mark.parametrize("attack", [a.name for a in _oversize("t") + _unauthenticated("t")])
+def test_refused_bodies_are_answered_without_being_read(
+    body_server: tuple[ServerProcess, dict[str, str]], attack: str
+) -> None:
+    server, tokens = body_server
+    (chosen,) = [a for a in OVERSIZE(tokens["a"]) + UNAUTHENTICATED(tokens["a"]) if a.name == attack]
+    before = _rss_kib(server)
+    sock = _raw_request(server, chosen.path, chosen.headers, b"{")  # the promised body never comes
+    try:
+        status, rest = _status_of(sock, wait=5)  # an answer now: the server did not wait for the body
+    finally:
+        sock.close()
+    assert status == chosen.status
+    assert chosen.code.encode() in rest
+    assert _rss_kib(server) - before < 32 * 1024
+
+
+def test_a_chunked_body_past_the_maximum_is_cut_off(body_server: tuple[ServerProcess, dict[str, str]]) -> None:
+    server, tokens = body_server
+    headers = {"Content-Type": "application/json", "Transfer-Encoding": "chunked",
+               "Authorization": f"Bearer {tokens['a']}"}
+    sock = _raw_request(server, SCORE_PATH, headers)
+    before = _rss_kib(server)
+    chunk = b"x" * (256 * 1024)
+    sent = 0
+    try:
+        with pytest.raises(OSError):  # the server answers and closes once the maximum is passed
+            while sent < 100 * MIB:
+                sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                sent += len(chunk)
+        status, rest = _status_of(sock, wait=5)
+    except OSError:
+        status, rest = 0, b""
+    finally:
+        sock.close()
+    assert sent < 20 * MIB, f"the server read {sent} bytes of a body over a 1 MiB maximum"
+    assert status in (413, 0) and (status == 0 or b"request_too_large" in rest)
+    assert _rss_kib(server) - before < 32 * 1024
+
+
+def test_an_idle_socket_with_a_large_content_length_blocks_no_one(
+    body_server: tuple[ServerProcess, dict[str, str]],
+) -> None:
+    server, tokens = body_server
+    idle = [_raw_request(server, SCORE_PATH, _json_headers(tokens["a"], LIMIT), b'{"spec"') for _ in range(3)]
+    try:
+        started = time.monotonic()
+        response = post_http(server, tokens["b"], EXACT, [ROLLOUT], timeout=30)  # another project: served now
+        assert response.status_code == 200, response.text
+        assert time.monotonic() - started < 1.5
+        statuses = [_status_of(sock, wait=10)[0] for sock in idle]  # the body timeout frees their room
+        assert statuses == [408, 408, 408]
+        response = post_http(server, tokens["a"], EXACT, [ROLLOUT], timeout=30)  # and the project is served again
+        assert response.status_code == 200, response.text
+    finally:
+        for sock in idle:
+            sock.close()
+
+
+def test_grpc_refuses_an_oversize_message_and_an_unknown_token(
+    body_server: tuple[ServerProcess, dict[str, str]],
+) -> None:
+    server, tokens = body_server
+    before = _rss_kib(server)
+    big = [{"completion": "x" * (256 * 1024)} for _ in range(40)]  # 10 MiB against a 1 MiB maximum
+    status, details = call_grpc(server, tokens["a"], EXACT, big)
+    assert status == "resource_exhausted", details
+    status, details = call_grpc(server, "evalsi_nope", EXACT, [ROLLOUT])
+    assert status == "unauthenticated", details
+    status, body = call_grpc(server, tokens["a"], EXACT, [ROLLOUT])
+    assert status == "ok" and body["results"][0]["total"] == 1.0
+    assert _rss_kib(server) - before < 32 * 1024
+
+
+def test_grpc_message_cap_follows_the_configured_maximum(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    config = write_config(tmp_path, {"database": {"url": url}, "rewards": {"max_request_bytes": 4 * MIB}})
+    token = make_token(url, "p", ["evaluations.run"])
+    fits = [{"completion": "x" * (512 * 1024), "reference": "y"} for _ in range(6)]  # 3 MiB
+    over = [{"completion": "x" * (512 * 1024), "reference": "y"} for _ in range(10)]  # 5 MiB
+    with ServerProcess(config) as server:
+        assert call_grpc(server, token, EXACT, fits)[0] == "ok"
+        assert call_grpc(server, token, EXACT, over)[0] == "resource_exhausted"
+        assert post_http(server, token, EXACT, fits).status_code == 200
+        assert post_http(server, token, EXACT, over).status_code == 413
