@@ -22,7 +22,6 @@ import httpx
 import orjson
 import pytest
 
-from evalsi.server._convert import request_message
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2_grpc as pb_grpc
 from tests.server.harness import (
     CONNECT_PATH,
@@ -33,6 +32,7 @@ from tests.server.harness import (
     post_http,
     write_config,
 )
+from tests.server.messages import request_message
 
 SCORE_PATH = "/v1alpha1/rewards:score"
 EXACT = {"components": [{"ref": "exact-match"}]}
@@ -108,6 +108,13 @@ def _status_of(sock: socket.socket, wait: float) -> tuple[int, bytes]:
         data += chunk
     head, _, rest = data.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 "), data[:200]
+    length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                   if line.lower().startswith(b"content-length:")), None)
+    while length is not None and len(rest) < length:  # the body may follow the head in another segment
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        rest += chunk
     return int(head.split()[1]), rest
 
 
