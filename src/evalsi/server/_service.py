@@ -21,16 +21,16 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 
 from evalsi.engine import ComponentJob, ScoreCache, score_component
-from evalsi.errors import SpecError
 from evalsi.evaluators import Score
 from evalsi.records import canonical_json
 from evalsi.rewards import Reward, RewardResult, compose_batch, from_mapping
 from evalsi.server._config import ServerConfig
-from evalsi.server._errors import ServiceError, from_exception
+from evalsi.server._errors import ServiceError, from_exception, redact
 from evalsi.server._limits import Admission
 from evalsi.server._metrics import Metrics
-from evalsi.server._shared_cache import SharedScores, TieredCache
+from evalsi.server._shared_cache import ProjectCache, SharedScores, TieredCache
 from evalsi.server._tokens import RUN, RUNS_CODE, Principal, TokenStore
+from evalsi.server._trust import check_depth, check_rollouts_depth, server_spec
 
 _BOUND_SPECS = 256  # distinct specs kept bound; a trainer uses one or a few
 
@@ -52,6 +52,9 @@ class RewardService:
         self._quotas = quotas
         self._bound: OrderedDict[bytes, Reward] = OrderedDict()
         self._bound_lock = threading.Lock()
+        self._project_caches: dict[str, ProjectCache] = {}
+        self.draining = False
+        """Set on SIGTERM: new calls are refused (``unavailable``) while those in flight finish."""
 
     @property
     def admission(self) -> Admission:
@@ -95,6 +98,8 @@ class RewardService:
             ServiceError: Refused (permissions, limits, bad spec or rollout) or failed (``onError: raise``).
 
         """
+        if self.draining:
+            raise ServiceError("unavailable", "the server is shutting down; retry (another replica will answer)")
         require(principal, RUN)
         limit = self.config.spec.rewards.max_rollouts
         if len(rollouts) > limit:
@@ -103,6 +108,8 @@ class RewardService:
                 f"{len(rollouts)} rollouts in one call exceed rewards.max_rollouts={limit}; split the batch",
                 "too_many_rollouts", limit=limit,
             )
+        check_depth(spec, "spec")
+        check_rollouts_depth(rollouts)
         reward = await self._bound_reward(spec)
         if reward.runs_code:
             require(principal, RUNS_CODE, "the spec has a code component")
@@ -147,11 +154,20 @@ class RewardService:
     def _bind(self, spec: Mapping[str, Any]) -> Reward:
         if not isinstance(spec, Mapping) or not spec:
             raise ServiceError("invalid_argument", "`spec` must be a RewardSpec mapping", "invalid_spec", path="spec")
-        return from_mapping(with_named_judges(spec, self.config.spec.judges), source="request")
+        return from_mapping(server_spec(spec, self.config.spec), source="request")
+
+    def _cache_for(self, project: str) -> ScoreCache:
+        """The cache a project's calls use: its own view, unless the operator shares scores server-wide."""
+        if self.config.spec.rewards.shared_cache_scope == "server":
+            return self.cache
+        cache = self._project_caches.get(project)
+        if cache is None:
+            cache = self._project_caches[project] = ProjectCache(self.cache, project)
+        return cache
 
     def _score_sync(self, reward: Reward, rollouts: Sequence[Mapping[str, Any]], project: str) -> list[RewardResult]:
         records = reward.records(rollouts)
-        cache: ScoreCache | None = self.cache if reward.spec.spec.cache.enabled else None
+        cache: ScoreCache | None = self._cache_for(project) if reward.spec.spec.cache.enabled else None
         components = reward.components
         # Code components go to the sandbox pool; other components after the first go to the component pool; the
         # first runs here. So a slow component does not hold up the others, and no pool ever waits on itself
@@ -185,7 +201,10 @@ class RewardService:
         self.metrics.component_seconds.labels(job.evaluator.name).observe(time.perf_counter() - started)
         errors = sum(1 for s in scores if s.status == "error")
         if errors:
-            self.metrics.component_errors.labels(job.name, job.evaluator.name).inc(errors)
+            self.metrics.component_errors.labels(job.evaluator.name).inc(errors)
+            # reasons go to a tenant: no host paths or exception class names of the server's own failures
+            scores = [Score(s.value, s.status, redact(s.reason), s.details) if s.status == "error" else s
+                      for s in scores]
         return scores
 
     def close(self) -> None:
@@ -209,31 +228,3 @@ def require(principal: Principal, permission: str, why: str = "") -> None:
             permission=permission,
         )
 
-
-def with_named_judges(spec: Mapping[str, Any], judges: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """``spec`` with every component's ``judge: NAME`` replaced by the server's judge of that name.
-
-    Raises:
-        SpecError: A component names a judge the server does not configure (the message lists the valid ones).
-
-    """
-    out = dict(spec)
-    body = out.get("spec") if "apiVersion" in out else out
-    if not isinstance(body, Mapping) or not isinstance(body.get("components"), list):
-        return out
-    body = dict(body)
-    components = []
-    for index, component in enumerate(body["components"]):
-        judge = component.get("judge") if isinstance(component, Mapping) else None
-        if isinstance(judge, str):
-            if judge not in judges:
-                valid = ", ".join(sorted(judges)) or "none are configured"
-                raise SpecError(f"no judge named {judge!r} on this server (valid: {valid})",
-                                file="request", path=f"spec.components[{index}].judge")
-            component = {**component, "judge": dict(judges[judge])}
-        components.append(component)
-    body["components"] = components
-    if "apiVersion" in out:
-        out["spec"] = body
-        return out
-    return body
