@@ -19,7 +19,7 @@ from evalsi.server._convert import (
 )
 from evalsi.server._errors import ServiceError
 from evalsi.server._http import parse_score_body
-from evalsi.server._service import with_named_judges
+from evalsi.server._trust import with_named_judges
 
 
 def test_struct_numbers_come_back_as_ints_when_integral() -> None:

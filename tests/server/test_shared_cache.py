@@ -30,7 +30,7 @@ def _scored(log: Path) -> int:
 def _replicas_share(directory: Path, url: str) -> None:
     log = directory / "count.log"
     config = write_config(directory, {"database": {"url": url}, "rewards": {"shared_cache": True}})
-    token = make_token(url, "p", ["evaluations.run"])
+    token = make_token(url, "p", ["evaluations.run", "metrics.read"])
     spec = {"components": [{"ref": "test-server-count", "params": {"log": str(log)}}]}
     batch = [{"completion": f"c{i % 12}", "answer": "c1"} for i in range(24)]  # 12 distinct, each twice
     with ServerProcess(config) as first, ServerProcess(config) as second:
@@ -106,7 +106,7 @@ def test_a_running_server_prunes_entries_older_than_the_ttl(tmp_path: Path) -> N
     shared.put_many([(b"a" * 32, Score.ok(1.0))], now=now - 8 * 86400)  # older than the default week
     shared.put_many([(b"b" * 32, Score.ok(1.0))], now=now - 6 * 86400)
     config = write_config(tmp_path, {"database": {"url": url}, "rewards": {"shared_cache": True}})
-    token = make_token(url, "p", ["evaluations.run"])
+    token = make_token(url, "p", ["evaluations.run", "metrics.read"])
     with ServerProcess(config) as server:
         deadline = time.monotonic() + 60
         headers = {"Authorization": f"Bearer {token}"}
@@ -134,7 +134,7 @@ def test_replicas_starting_together_migrate_once(tmp_path: Path, backend: str, r
         assert len(servers) == 2, [str(f.exception()) for f in starting]
         engine = open_engine(url)
         assert current_revision(engine) == "0001"
-        token = make_token(url, "p", ["evaluations.run"])
+        token = make_token(url, "p", ["evaluations.run", "metrics.read"])
         engine.dispose()
         spec = {"components": [{"ref": "exact-match"}]}
         for server in servers:

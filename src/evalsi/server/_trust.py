@@ -117,7 +117,7 @@ def _component(component: dict[str, Any], where: str, config: ServerSpec) -> dic
         component["params"] = params
     elif evaluator.server_resource is not None and not evaluator.server_resource.nested and params is None:
         component["params"] = _resolve_resource(evaluator, {}, f"{where}.params", config)
-    if evaluator.runs_code:
+    if evaluator.runs_code and "min_isolation" in evaluator.params_model.model_fields:
         _apply_floor(component, config.sandbox.min_isolation)
     return component
 
