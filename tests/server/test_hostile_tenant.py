@@ -257,6 +257,7 @@ def test_item10_cached_scores_are_kept_per_project(hostile: Hostile) -> None:
 
 # --- item 11: bad input is the caller's error, and errors reveal nothing of the server ---------------------------
 
+CLASS_NAME = re.compile(r"\b[A-Z]\w*(Error|Exception)\b")  # an exception's class name, e.g. DecodeError
 DEEP = '{"a":' * 1000 + "1" + "}" * 1000
 MALFORMED_JSON = [
     '{"spec": {"components": [{"ref": "exact-match", "params": DEEP}]}, "rollouts": [{"completion": "a"}]}',
@@ -282,6 +283,14 @@ def test_item11_errors_are_classified_and_reveal_nothing(hostile: Hostile) -> No
         answer = httpx.post(hostile.server.http + CONNECT_PATH, content=body.replace(b"DEEP", DEEP.encode()),
                             headers=connect)
         assert answer.json()["code"] == "invalid_argument", (body[:40], answer.text[:300])
+    for depth in (70, 150):  # below and past protobuf's own nesting limit
+        nested: dict[str, Any] = {}
+        for _ in range(depth):
+            nested = {"a": nested}
+        for spec, rollout in (({"components": [{"ref": "exact-match", "params": nested}]}, {"completion": "a"}),
+                              ({"components": [{"ref": "exact-match"}]}, {"completion": "a", "m": nested})):
+            code, message = call_grpc(hostile.server, hostile.run, spec, [rollout])
+            assert code == "invalid_argument" and not CLASS_NAME.search(message), (depth, message)
     for spec in OVERFLOWS:
         rollouts = [{"completion": "a", "reference": "a"}]
         answer = post_http(hostile.server, hostile.run, spec, rollouts)
@@ -291,11 +300,11 @@ def test_item11_errors_are_classified_and_reveal_nothing(hostile: Hostile) -> No
     answer = post_http(hostile.server, hostile.run, failing, [{"prompt": "p", "completion": "y"}])
     reason = answer.json()["results"][0]["components"]["reward-model"]["reason"]
     assert reason and "127.0.0.1:9" in reason  # still says what failed
-    assert not re.search(r"\b[A-Z]\w*(Error|Exception)\b", reason), reason
+    assert not CLASS_NAME.search(reason), reason
     for host_path in {tempfile.gettempdir(), sys.prefix, str(Path.home())}:
         assert host_path not in reason
     connect_answer = post_connect_json(hostile.server, hostile.run, failing, [{"prompt": "p", "completion": "y"}])
-    assert not re.search(r"\b[A-Z]\w*(Error|Exception)\b", json.dumps(connect_answer.json()))
+    assert not CLASS_NAME.search(json.dumps(connect_answer.json()))
 
 
 # --- item 12: files and shutdown ---------------------------------------------------------------------------

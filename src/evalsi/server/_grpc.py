@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from evalsi.server._convert import request_parts, results_message
-from evalsi.server._errors import from_exception
+from evalsi.server._errors import ServiceError, from_exception
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2_grpc as pb_grpc
 from evalsi.server._service import RewardService
@@ -22,6 +24,26 @@ GRPC_CODES = {
     "not_found": grpc.StatusCode.NOT_FOUND,
 }
 MAX_MESSAGE_BYTES = 512 * 1024 * 1024  # a 16k-rollout batch of long completions is far beyond gRPC's 4 MiB default
+SERVICE_NAME = "evalsi.v1alpha1.RewardService"
+
+
+@dataclass(frozen=True)
+class MalformedRequest:
+    """A request body protobuf could not decode (nesting past its limit, bad bytes)."""
+
+    detail: str
+
+
+def decode_request(data: bytes) -> pb.ScoreRewardsRequest | MalformedRequest:
+    """The request message, or what was wrong with it (the servicer answers ``invalid_argument``).
+
+    A decoder that raises makes gRPC answer ``unknown``, naming the exception class; a malformed body is the
+    caller's error, so it is returned, not raised.
+    """
+    try:
+        return pb.ScoreRewardsRequest.FromString(data)
+    except DecodeError as exc:
+        return MalformedRequest(str(exc))
 
 
 class GrpcRewardService(pb_grpc.RewardServiceServicer):
@@ -32,7 +54,7 @@ class GrpcRewardService(pb_grpc.RewardServiceServicer):
 
     async def ScoreRewards(
         self,
-        request: pb.ScoreRewardsRequest,
+        request: pb.ScoreRewardsRequest | MalformedRequest,
         context: grpc.aio.ServicerContext[pb.ScoreRewardsRequest, pb.ScoreRewardsResponse],
     ) -> pb.ScoreRewardsResponse:
         """Score a batch; errors abort with the matching status code and the shared message."""
@@ -42,6 +64,8 @@ class GrpcRewardService(pb_grpc.RewardServiceServicer):
         try:
             metadata = dict(context.invocation_metadata() or ())
             principal = await self.service.authenticate(_text(metadata.get("authorization")))
+            if isinstance(request, MalformedRequest):
+                raise ServiceError("invalid_argument", f"the body is not a valid ScoreRewardsRequest: {request.detail}")
             spec, rollouts = request_parts(request)
             return results_message(await self.service.score(principal, spec, rollouts))
         except Exception as exc:
@@ -64,5 +88,10 @@ def make_grpc_server(service: RewardService) -> grpc.aio.Server:
         ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
         ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ])
-    pb_grpc.add_RewardServiceServicer_to_server(GrpcRewardService(service), server)  # type: ignore[no-untyped-call]
+    servicer = GrpcRewardService(service)
+    handlers = {"ScoreRewards": grpc.unary_unary_rpc_method_handler(
+        servicer.ScoreRewards, request_deserializer=decode_request,
+        response_serializer=pb.ScoreRewardsResponse.SerializeToString,
+    )}
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
     return server
