@@ -12,7 +12,7 @@ import pytest
 
 from evalsi.evaluators import Score
 from evalsi.server._db import current_revision, migrate, open_engine
-from evalsi.server._shared_cache import SharedScores, TieredCache
+from evalsi.server._shared_cache import ProjectCache, SharedScores, TieredCache
 from tests.server.harness import ServerProcess, make_token, metric, post_http, write_config
 from tests.server.postgres import fresh_database, running_postgres
 
@@ -142,3 +142,18 @@ def test_replicas_starting_together_migrate_once(tmp_path: Path, backend: str, r
     finally:
         for server in servers:
             server.terminate()
+
+
+def test_project_views_of_one_cache_never_see_each_others_scores(tmp_path: Path) -> None:
+    engine = open_engine(f"sqlite:///{tmp_path / 'cache.db'}")
+    migrate(engine)
+    shared = SharedScores(engine, ttl=3600)
+    tiers = TieredCache(100, shared)
+    alpha, beta = ProjectCache(tiers, "alpha"), ProjectCache(tiers, "beta")
+    key = bytes(32)
+    alpha.put_many([(key, Score.ok(1.0))])
+    assert alpha.get_many([key])[0] == Score.ok(1.0)
+    assert beta.get_many([key]) == [None]  # neither in memory nor in the database
+    assert ProjectCache(TieredCache(100, shared), "alpha").get_many([key])[0] == Score.ok(1.0)  # a replica's view
+    assert tiers.get_many([key]) == [None] and shared.count() == 1
+    engine.dispose()
