@@ -141,19 +141,20 @@ class TieredCache(ScoreCache):
 
 
 class ProjectCache(ScoreCache):
-    """One project's view of a shared :class:`TieredCache`: every key is re-hashed with the project's name.
+    """One project's view of a shared :class:`TieredCache`: every key is prefixed with a digest of the project.
 
     So a project never gets a score another project computed (a hit would tell it what the other one scored),
-    in memory or in the database, while all projects share one bounded LRU.
+    in memory or in the database, while all projects share one bounded LRU. A prefix costs a concatenation per
+    key, not a hash: keys stay content hashes, only their namespace differs.
     """
 
     def __init__(self, cache: TieredCache, project: str) -> None:
         super().__init__(0)
         self.inner = cache
-        self._salt = b"evalsi-project\0" + project.encode() + b"\0"
+        self._prefix = hashlib.sha256(b"evalsi-project\0" + project.encode()).digest()[:8]
 
     def _key(self, key: bytes) -> bytes:
-        return hashlib.sha256(self._salt + key).digest()
+        return self._prefix + key
 
     def get_many(self, keys: list[bytes]) -> list[Score | None]:
         """The inner cache's scores for this project's keys."""

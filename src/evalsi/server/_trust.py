@@ -18,6 +18,7 @@ from evalsi.sandbox import ISOLATION_ORDER, isolation_level
 from evalsi.server._config import ServerSpec
 from evalsi.server._errors import ServiceError
 
+_CONTAINERS = (dict, list)
 MAX_DEPTH = 64
 """Deepest nesting of lists and objects accepted in a spec or a rollout (chat messages and test cases need < 10)."""
 
@@ -44,7 +45,7 @@ def check_rollouts_depth(rollouts: Sequence[Mapping[str, Any]]) -> None:
     """:func:`check_depth` for each rollout, naming its index (flat rollouts cost one pass over their values)."""
     for index, rollout in enumerate(rollouts):
         for value in rollout.values():
-            if isinstance(value, dict | list):
+            if isinstance(value, _CONTAINERS):
                 check_depth(rollout, f"rollouts[{index}]")
                 break
 
