@@ -8,6 +8,7 @@ client, and an evaluator that needs one is given it by naming a resource of the 
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -74,5 +75,9 @@ def _field_name(model: type[BaseModel], key: str) -> str | None:
 
 
 def _model_of(model: type[BaseModel], name: str) -> type[BaseModel] | None:
+    """The pydantic model inside the field's type (``Model``, ``Model | None``, ``str | Model``), if any."""
     annotation = model.model_fields[name].annotation
-    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+    for candidate in (annotation, *typing.get_args(annotation)):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
