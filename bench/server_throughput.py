@@ -74,7 +74,7 @@ class Server:
         url = f"sqlite:///{directory / 'bench.db'}"
         engine = open_engine(url)
         migrate(engine)
-        self.token = TokenStore(engine).create("bench", ["evaluations.run"])
+        self.token = TokenStore(engine).create("bench", ["evaluations.run", "metrics.read"])
         engine.dispose()
         config = directory / "server.yaml"
         config.write_text(

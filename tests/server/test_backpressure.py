@@ -33,7 +33,7 @@ def _until(condition: Callable[[], bool], what: str) -> None:
 def test_eight_times_max_inflight_all_complete_and_wait_in_line(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
     config = write_config(tmp_path, {"database": {"url": url}, "rewards": {"max_inflight": 8, "cpu_workers": 8}})
-    token = make_token(url, "team", ["evaluations.run"])
+    token = make_token(url, "team", ["evaluations.run", "metrics.read"])
     gate = tmp_path / "release"
     spec = {"components": [{"ref": "test-server-gate", "params": {"gate": str(gate)}}]}
     sizes = [1, 2, 4, 1] * 4 + [3, 5, 8, 1, 1, 2, 4, 8]  # 64 rollouts = 8 x max_inflight, calls of mixed sizes
@@ -71,8 +71,8 @@ def test_a_project_over_its_quota_waits_without_delaying_another(tmp_path: Path)
         tmp_path,
         {"database": {"url": url}, "rewards": {"cpu_workers": 8}, "quotas": {"slow": {"max_reward_rollouts": 4}}},
     )
-    slow = make_token(url, "slow", ["evaluations.run"])
-    fast = make_token(url, "fast", ["evaluations.run"])
+    slow = make_token(url, "slow", ["evaluations.run", "metrics.read"])
+    fast = make_token(url, "fast", ["evaluations.run", "metrics.read"])
     gate = tmp_path / "release"
     gated = {"components": [{"ref": "test-server-gate", "params": {"gate": str(gate)}}]}
     with ServerProcess(config) as server, ThreadPoolExecutor(3) as pool:
@@ -98,7 +98,7 @@ def test_a_project_over_its_quota_waits_without_delaying_another(tmp_path: Path)
 def test_a_cancelled_call_keeps_its_capacity_until_its_batch_ends(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
     config = write_config(tmp_path, {"database": {"url": url}})
-    token = make_token(url, "p", ["evaluations.run"])
+    token = make_token(url, "p", ["evaluations.run", "metrics.read"])
     gate = tmp_path / "release"
     spec = {"components": [{"ref": "test-server-gate", "params": {"gate": str(gate)}}]}
     with ServerProcess(config) as server:
@@ -130,7 +130,7 @@ def test_request_bodies_past_max_inflight_bytes_wait_unread(tmp_path: Path) -> N
     config = write_config(
         tmp_path, {"database": {"url": url}, "rewards": {"max_inflight_bytes": budget, "cpu_workers": 8}}
     )
-    token = make_token(url, "team", ["evaluations.run"])
+    token = make_token(url, "team", ["evaluations.run", "metrics.read"])
     gate = tmp_path / "release"
     spec = {"components": [{"ref": "test-server-gate", "params": {"gate": str(gate)}}]}
     calls_count = 12

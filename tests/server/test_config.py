@@ -85,3 +85,29 @@ def test_token_cli_stores_only_a_hash(tmp_path: Path) -> None:
     bad = subprocess.run([*command[:7], "--permission", "admin", "--database", url], capture_output=True, text=True,
                          timeout=60)
     assert bad.returncode == 2 and "valid: evaluations.run, resource.runs_code" in bad.stderr
+
+
+def test_the_trust_boundary_defaults_to_the_safe_choice() -> None:
+    spec = load_config(None).spec
+    assert spec.sandbox.min_isolation == "namespaced"
+    assert spec.rewards.shared_cache_scope == "project"
+    assert spec.metrics.port is None
+
+
+@pytest.mark.parametrize(
+    ("fields", "needle"),
+    [
+        ("  reward_models:\n    rm: {url: ftp://x}\n", "spec.reward_models: Value error, rm.url"),
+        ("  reward_models:\n    rm: {url: http://x, normalize: sigmoid}\n", "rm.normalize"),
+        ("  judges:\n    strict: {base_url: http://x}\n", "strict.model"),
+        ("  sandbox: {min_isolation: process}\n", "'process' is not allowed on a server"),
+        ("  rewards: {shared_cache_scope: everyone}\n", "spec.rewards.shared_cache_scope"),
+    ],
+)
+def test_operator_resources_are_checked_when_the_server_starts(tmp_path: Path, fields: str, needle: str) -> None:
+    path = tmp_path / "server.yaml"
+    path.write_text("apiVersion: evals.si/v1alpha1\nkind: ServerConfig\nmetadata: {name: s}\nspec:\n" + fields)
+    with pytest.raises(SpecError) as caught:
+        load_config(path)
+    assert needle in str(caught.value)
+    assert "server.yaml:" in str(caught.value)

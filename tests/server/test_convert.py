@@ -13,7 +13,7 @@ from evalsi.rewards.wire import results_json
 from evalsi.server._convert import plain_numbers, request_parts, results_message
 from evalsi.server._errors import ServiceError
 from evalsi.server._http import parse_score_body
-from evalsi.server._service import with_named_judges
+from evalsi.server._trust import with_named_judges
 from tests.server.messages import message_to_json, request_message
 
 
@@ -67,3 +67,27 @@ def test_bad_request_bodies_are_named(body: object, code: str, needle: str) -> N
         parse_score_body(body)
     assert raised.value.code == code and needle in raised.value.message
     assert raised.value.http_status == 400
+
+
+def test_a_request_spec_made_the_servers() -> None:
+    from evalsi.server._config import ServerSpec
+    from evalsi.server._errors import ServiceError
+    from evalsi.server._trust import server_spec
+
+    config = ServerSpec.model_validate({
+        "reward_models": {"rm": {"url": "http://rm/get_reward", "api_key_env": "RM_KEY", "normalise": "sigmoid"}},
+        "sandbox": {"min_isolation": "gvisor"},
+    })
+    body: Any = {"components": [
+        {"ref": "reward-model", "params": {"model": "rm", "wait_ms": 1, "normalise": "none"}},
+        {"ref": "code-exec-tests", "sandbox": {"minIsolation": "process"}},
+        {"ref": "code-exec-tests", "name": "b"},
+    ]}
+    made = server_spec(body, config)["components"]
+    assert made[0]["params"] == {"wait_ms": 1, "url": "http://rm/get_reward", "api_key_env": "RM_KEY",
+                                 "normalise": "sigmoid"}  # the operator's fields win
+    assert made[1]["sandbox"] == {"minIsolation": "gvisor"} and made[2]["params"] == {"min_isolation": "gvisor"}
+    assert body["components"][0]["params"]["model"] == "rm"  # the caller's mapping is not changed
+    with pytest.raises(ServiceError, match=r"spec.components\[0\].params.url: a request may not set this") as caught:
+        server_spec({"components": [{"ref": "reward-model", "params": {"url": "http://x"}}]}, config)
+    assert caught.value.status == "permission_denied" and caught.value.fields["path"] == "spec.components[0].params.url"

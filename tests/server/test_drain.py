@@ -14,7 +14,7 @@ from tests.server.harness import ServerProcess, make_token, metric, post_http, w
 def test_sigterm_answers_inflight_and_waiting_calls_then_exits(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
     config = write_config(tmp_path, {"database": {"url": url}, "rewards": {"max_inflight": 2}})
-    token = make_token(url, "p", ["evaluations.run"])
+    token = make_token(url, "p", ["evaluations.run", "metrics.read"])
     gate = tmp_path / "release"
     spec = {"components": [{"ref": "test-server-gate", "params": {"gate": str(gate)}}]}
     headers = {"Authorization": f"Bearer {token}"}
@@ -32,13 +32,15 @@ def test_sigterm_answers_inflight_and_waiting_calls_then_exits(tmp_path: Path) -
                 time.sleep(0.05)
             server.process.send_signal(15)
             deadline = time.monotonic() + 60
-            while True:  # the listener closes: new connections are refused while the old calls are held
-                try:
-                    httpx.get(server.http + "/healthz", timeout=5)
-                except httpx.TransportError:
+            while True:  # the port stays open: health says 503 (load balancers stop routing) while calls are held
+                health = httpx.get(server.http + "/healthz", timeout=5)
+                if health.status_code == 503:
                     break
-                assert time.monotonic() < deadline, "still accepting after SIGTERM"
+                assert time.monotonic() < deadline, "still healthy after SIGTERM"
                 time.sleep(0.05)
+            assert health.json() == {"status": "draining"}
+            late = post_http(server, token, spec, [{"completion": "late"}])
+            assert late.status_code == 503 and late.json()["error"]["status"] == "unavailable"
             assert server.process.poll() is None  # still draining
             gate.touch()
             responses = [call.result(timeout=60) for call in calls]

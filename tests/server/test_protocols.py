@@ -68,6 +68,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPro
         "run": make_token(url, "alpha", ["evaluations.run"]),
         "code": make_token(url, "alpha", ["evaluations.run", "resource.runs_code"]),
         "none": make_token(url, "alpha", ["resource.runs_code"]),
+        "metrics": make_token(url, "ops", ["metrics.read"]),
     }
     with ServerProcess(config) as process:
         yield process, tokens
@@ -226,7 +227,9 @@ def test_every_endpoint_but_health_refuses_a_missing_token(server: tuple[ServerP
     assert call_grpc(process, "evalsi_wrong", spec, [{"completion": "a"}])[0] == "unauthenticated"
     assert httpx.get(process.http + "/metrics").status_code == 401
     assert httpx.get(process.http + "/healthz").json() == {"status": "ok"}
-    assert httpx.get(process.http + "/metrics", headers={"Authorization": f"Bearer {tokens['run']}"}).status_code == 200
+    assert httpx.get(process.http + "/metrics", headers={"Authorization": f"Bearer {tokens['run']}"}).status_code == 403
+    metrics = httpx.get(process.http + "/metrics", headers={"Authorization": f"Bearer {tokens['metrics']}"})
+    assert metrics.status_code == 200
     assert httpx.post(process.http + CONNECT_PATH, content=b"{}", headers={"Content-Type": "application/json"}).json()[
         "code"] == "unauthenticated"
 
@@ -247,7 +250,7 @@ def test_metrics_count_calls_rollouts_and_cache_tiers(server: tuple[ServerProces
     process, tokens = server
     spec = {"components": [{"ref": "exact-match", "name": "em-metrics"}]}
     rollouts = [{"completion": str(i), "answer": "1"} for i in range(5)]
-    headers = {"Authorization": f"Bearer {tokens['run']}"}
+    headers = {"Authorization": f"Bearer {tokens['metrics']}"}
     before = httpx.get(process.http + "/metrics", headers=headers).text
     assert post_http(process, tokens["run"], spec, rollouts).status_code == 200
     assert post_http(process, tokens["run"], spec, rollouts).status_code == 200

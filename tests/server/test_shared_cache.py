@@ -12,7 +12,7 @@ import pytest
 
 from evalsi.evaluators import Score
 from evalsi.server._db import current_revision, migrate, open_engine
-from evalsi.server._shared_cache import SharedScores, TieredCache
+from evalsi.server._shared_cache import ProjectCache, SharedScores, TieredCache
 from tests.server.harness import ServerProcess, make_token, metric, post_http, write_config
 from tests.server.postgres import fresh_database, running_postgres
 
@@ -30,7 +30,7 @@ def _scored(log: Path) -> int:
 def _replicas_share(directory: Path, url: str) -> None:
     log = directory / "count.log"
     config = write_config(directory, {"database": {"url": url}, "rewards": {"shared_cache": True}})
-    token = make_token(url, "p", ["evaluations.run"])
+    token = make_token(url, "p", ["evaluations.run", "metrics.read"])
     spec = {"components": [{"ref": "test-server-count", "params": {"log": str(log)}}]}
     batch = [{"completion": f"c{i % 12}", "answer": "c1"} for i in range(24)]  # 12 distinct, each twice
     with ServerProcess(config) as first, ServerProcess(config) as second:
@@ -106,7 +106,7 @@ def test_a_running_server_prunes_entries_older_than_the_ttl(tmp_path: Path) -> N
     shared.put_many([(b"a" * 32, Score.ok(1.0))], now=now - 8 * 86400)  # older than the default week
     shared.put_many([(b"b" * 32, Score.ok(1.0))], now=now - 6 * 86400)
     config = write_config(tmp_path, {"database": {"url": url}, "rewards": {"shared_cache": True}})
-    token = make_token(url, "p", ["evaluations.run"])
+    token = make_token(url, "p", ["evaluations.run", "metrics.read"])
     with ServerProcess(config) as server:
         deadline = time.monotonic() + 60
         headers = {"Authorization": f"Bearer {token}"}
@@ -134,7 +134,7 @@ def test_replicas_starting_together_migrate_once(tmp_path: Path, backend: str, r
         assert len(servers) == 2, [str(f.exception()) for f in starting]
         engine = open_engine(url)
         assert current_revision(engine) == "0001"
-        token = make_token(url, "p", ["evaluations.run"])
+        token = make_token(url, "p", ["evaluations.run", "metrics.read"])
         engine.dispose()
         spec = {"components": [{"ref": "exact-match"}]}
         for server in servers:
@@ -142,3 +142,18 @@ def test_replicas_starting_together_migrate_once(tmp_path: Path, backend: str, r
     finally:
         for server in servers:
             server.terminate()
+
+
+def test_project_views_of_one_cache_never_see_each_others_scores(tmp_path: Path) -> None:
+    engine = open_engine(f"sqlite:///{tmp_path / 'cache.db'}")
+    migrate(engine)
+    shared = SharedScores(engine, ttl=3600)
+    tiers = TieredCache(100, shared)
+    alpha, beta = ProjectCache(tiers, "alpha"), ProjectCache(tiers, "beta")
+    key = bytes(32)
+    alpha.put_many([(key, Score.ok(1.0))])
+    assert alpha.get_many([key])[0] == Score.ok(1.0)
+    assert beta.get_many([key]) == [None]  # neither in memory nor in the database
+    assert ProjectCache(TieredCache(100, shared), "alpha").get_many([key])[0] == Score.ok(1.0)  # a replica's view
+    assert tiers.get_many([key]) == [None] and shared.count() == 1
+    engine.dispose()

@@ -15,6 +15,7 @@ from rich.table import Table
 from evalsi.cli._console import fail, stdout
 from evalsi.errors import UnknownEvaluatorError
 from evalsi.evaluators import Evaluator, all_evaluators, evaluator_class
+from evalsi.evaluators._operator import is_operator_only
 
 app = typer.Typer(help="List evaluators and describe their params.", no_args_is_help=True)
 
@@ -64,6 +65,8 @@ def _add_rows(table: Table, model: type[BaseModel], prefix: str) -> None:
         shown = prefix + (info.alias or field_name)
         default = "(required)" if info.is_required() else _default_text(info.default, info.default_factory)
         meaning = (info.description or "").replace("\n", " ")
+        if is_operator_only(model, field_name):
+            meaning = "(on a server: the operator's, never a request's) " + meaning
         table.add_row(escape(shown), escape(_type_text(info.annotation)), escape(default), escape(meaning))
         nested = _nested_model(info.annotation)
         if nested is not None and prefix.count(".") < 2:

@@ -92,7 +92,8 @@ def token_create(
     ctx: typer.Context,
     project: str = typer.Option(..., "--project", "-p", help="The project the token acts for (quotas apply to it)."),
     permission: list[str] = typer.Option(
-        ["evaluations.run"], "--permission", help="A permission: evaluations.run, resource.runs_code (repeatable)."
+        ["evaluations.run"], "--permission",
+        help="A permission: evaluations.run, resource.runs_code, metrics.read (repeatable).",
     ),
     name: str = typer.Option("", "--name", help="A label for listings (default: the project)."),
     config: Path | None = typer.Option(None, "--config", "-c", help=CONFIG_HELP),

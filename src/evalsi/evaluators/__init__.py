@@ -1,6 +1,7 @@
 """Evaluators: the `Evaluator` base class, `Score`, and the registry of built-in and installed packs."""
 
 from evalsi.evaluators._base import Evaluator, NoParams, Params, ScoreContext
+from evalsi.evaluators._operator import OPERATOR_ONLY, ServerResource
 from evalsi.evaluators._registry import (
     ENTRY_POINT_GROUP,
     PluginValidationError,
@@ -15,6 +16,7 @@ from evalsi.evaluators._score import STATUSES, Score, Status
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "OPERATOR_ONLY",
     "STATUSES",
     "Evaluator",
     "NoParams",
@@ -22,6 +24,7 @@ __all__ = [
     "PluginValidationError",
     "Score",
     "ScoreContext",
+    "ServerResource",
     "Status",
     "all_evaluators",
     "available_names",

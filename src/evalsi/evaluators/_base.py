@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from evalsi.evaluators._operator import ServerResource
 from evalsi.evaluators._score import Score
 from evalsi.records import Record
 
@@ -58,6 +59,9 @@ class Evaluator(Generic[P]):
     runs_code: ClassVar[bool] = False
     """Code-running evaluators take ``min_isolation`` and run on the sandbox pool."""
     pack: ClassVar[str] = "core"
+    server_resource: ClassVar[ServerResource | None] = None
+    """On an evalsi server: the kind of operator-configured resource a component names instead of giving the
+    params marked ``OPERATOR_ONLY`` (see :mod:`evalsi.evaluators._operator`)."""
 
     def parse_params(self, raw: dict[str, Any] | None) -> P:
         """Validate raw params; raises pydantic's ``ValidationError`` naming each bad field."""

@@ -13,11 +13,12 @@ The rules, in order (checked by the shared vectors in ``testdata/reward_vectors.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from evalsi.errors import RewardBatchError
+from evalsi.errors import DataError, RewardBatchError
 from evalsi.evaluators import Score
 from evalsi.specs import OnError
 
@@ -105,10 +106,18 @@ def compose_batch(
 
     Raises:
         RewardBatchError: A component errored under ``onError: raise`` (the whole batch fails).
+        DataError: A total is not a finite number (weights × values overflowed), naming the rollout.
 
     """
     check_raise(rules, scores)
     if not scores:
         return []
     count = len(scores[0])
-    return [compose_one(rules, [column[i] for column in scores], floor, clip) for i in range(count)]
+    results = [compose_one(rules, [column[i] for column in scores], floor, clip) for i in range(count)]
+    for index, result in enumerate(results):
+        if result.total is not None and not math.isfinite(result.total):
+            raise DataError(
+                f"the total is {result.total!r}: weight × value went past the range of a float; "
+                "use smaller weights or values (or bound the total with clip)", index=index,
+            )
+    return results

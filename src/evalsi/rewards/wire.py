@@ -173,8 +173,7 @@ def error_from(status: int, body: Any, fallback: str, url: str) -> EvalsiError:
     if code == "invalid_spec":
         return SpecError(f"rejected by the Reward Service at {url}: {message}")
     if status in (401, 403):
-        return RewardServiceError(
-            f"the Reward Service at {url} refused the call (HTTP {status}: {message}); "
-            "set EVALSI_TOKEN to a token with the evaluations.run permission"
-        )
+        # a refused field (``path``) is the spec's to fix: only the server's operator may set it
+        hint = "" if error.get("path") else "; set EVALSI_TOKEN to a token with the evaluations.run permission"
+        return RewardServiceError(f"the Reward Service at {url} refused the call (HTTP {status}: {message}){hint}")
     return RewardServiceError(f"the Reward Service at {url} failed (HTTP {status}: {message})")

@@ -1,6 +1,6 @@
 """The ``gvisor`` rung: the fork server runs on gVisor's user-space kernel (``runsc``), from an OCI bundle.
 
-The bundle's root is an empty read-only directory holding only ``/usr`` (and the interpreter's prefix), a
+The bundle's root is an empty read-only directory holding only ``/usr`` (and the interpreter's bin and lib), a
 private tmpfs work dir and a fresh ``/dev``, no ``/proc``: the host's files, secrets and the project checkout
 are not there. No network (``--network=none``); rootless ``runsc`` started as the sandbox's unprivileged uid;
 the program runs as uid 1000 inside, non-dumpable, with no capabilities and the same seccomp deny list as the
@@ -17,7 +17,7 @@ import shutil
 import tempfile
 from typing import Any
 
-from evalsi.sandbox._host import PROBE_SLOT, drop_to, python_prefix, running_as_root, sandbox_python, sandbox_uid
+from evalsi.sandbox._host import PROBE_SLOT, drop_to, interpreter_dirs, running_as_root, sandbox_python, sandbox_uid
 from evalsi.sandbox._rungs import SANDBOX_WORKDIR, TMPFS_BYTES, Availability, Launch, Rung, probe
 from evalsi.sandbox._seccomp import X86_64_DENIED
 from evalsi.sandbox._types import Isolation
@@ -76,10 +76,9 @@ def _write_bundle(bundle: str, args: list[str], python: str) -> None:
         {"destination": SANDBOX_WORKDIR, "type": "tmpfs", "source": "tmpfs",
          "options": ["nosuid", "nodev", f"size={TMPFS_BYTES}", "mode=1777"]},
     ]  # fmt: skip
-    prefix = python_prefix(python)
-    if not prefix.startswith("/usr"):
-        os.makedirs(os.path.join(root, prefix.lstrip("/")))
-        mounts.append({"destination": prefix, "type": "bind", "source": prefix, "options": ["rbind", "ro"]})
+    for path in interpreter_dirs(python):
+        os.makedirs(os.path.join(root, path.lstrip("/")))
+        mounts.append({"destination": path, "type": "bind", "source": path, "options": ["rbind", "ro"]})
     config = {
         "ociVersion": "1.0.0",
         "process": {

@@ -170,3 +170,15 @@ def _starts(path: str, uid: int) -> bool:
 def python_prefix(python: str) -> str:
     """The install root of an interpreter (``/usr`` for ``/usr/bin/python3.11``)."""
     return os.path.dirname(os.path.dirname(python))
+
+
+def interpreter_dirs(python: str) -> list[str]:
+    """Host dirs a sandbox must mount read-only for ``python`` to start, besides the system's ``/usr``.
+
+    Only the install's ``bin`` and ``lib`` (never the whole prefix, which may be a home dir or ``/``): nothing
+    else of the host is mounted.
+    """
+    prefix = python_prefix(python)
+    if prefix in ("", "/") or prefix == "/usr" or prefix.startswith("/usr/"):
+        return []
+    return [path for path in (os.path.join(prefix, "bin"), os.path.join(prefix, "lib")) if os.path.isdir(path)]

@@ -21,7 +21,7 @@ from evalsi.sandbox._host import (
     PROBE_SLOT,
     as_user,
     drop_to,
-    python_prefix,
+    interpreter_dirs,
     running_as_root,
     sandbox_python,
     sandbox_uid,
@@ -157,9 +157,8 @@ def bwrap_argv(python: str, seccomp_fd: int) -> list[str]:
             args += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             args += ["--ro-bind", top, top]
-    prefix = python_prefix(python)
-    if not prefix.startswith("/usr"):
-        args += ["--ro-bind", prefix, prefix]
+    for path in interpreter_dirs(python):
+        args += ["--ro-bind", path, path]
     args += [
         "--dev", "/dev", "--remount-ro", "/dev",
         *_if_supported("--size", str(TMPFS_BYTES)), "--perms", "0700", "--tmpfs", SANDBOX_WORKDIR,

@@ -17,10 +17,15 @@ Example::
         project_share: 0.5        # of the workers and request bytes one project may hold
         max_request_bytes: 67108864  # largest body (64 MiB); larger: 413 / resource_exhausted, unread
         upstream_timeout: 60s     # reward-model and judge requests: a spec may only ask for less
+        shared_cache_scope: project   # each project sees only its own cached scores
       quotas:
-        team-a: {max_reward_rollouts: 4096}
+        team-a: {max_reward_rollouts: 4096}   # rollouts in flight at once, not per call
       judges:
-        strict: {model: gpt-4o-mini, base_url: http://127.0.0.1:8000/v1}
+        strict: {model: gpt-4o-mini, base_url: http://127.0.0.1:8000/v1, api_key_env: JUDGE_KEY}
+      reward_models:
+        rm-7b: {url: http://127.0.0.1:5000/get_reward}
+      sandbox: {min_isolation: namespaced}     # the floor; a request may raise it, never lower it
+      metrics: {port: 9090}                    # /metrics without a token, on its own port
 
 Field names are the seed's snake_case; camelCase spellings (``maxRollouts``) are accepted too, as in RewardSpecs.
 """
@@ -28,8 +33,9 @@ Field names are the seed's snake_case; camelCase spellings (``maxRollouts``) are
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
@@ -74,7 +80,8 @@ class ListenConfig(_Model):
     host: str = "127.0.0.1"
     """Address of both listeners (HTTP/Connect and gRPC)."""
     port: int = Field(default=8080, ge=0, le=65535)
-    """HTTP port: JSON API, Connect, ``/metrics`` and ``/healthz`` (0 picks a free port)."""
+    """HTTP port: JSON API, Connect, ``/healthz``, and ``/metrics`` for tokens with ``metrics.read`` (0 picks a
+    free port)."""
     grpc_port: int | None = Field(default=50051, ge=0, le=65535)
     """gRPC port (0 picks a free port; null disables gRPC)."""
 
@@ -102,6 +109,9 @@ class RewardsConfig(_Model):
     """Also keep component scores in the database, so replicas on one database share them."""
     shared_cache_ttl: float = ONE_WEEK
     """Age after which shared scores are ignored and pruned: seconds, or ``7d``, ``12h``, ``30m``."""
+    shared_cache_scope: Literal["project", "server"] = "project"
+    """Who shares cached scores (both tiers): ``project`` keys them per project, so a tenant cannot learn what
+    another one scored; ``server`` shares them across projects (only when every tenant trusts the others)."""
     cpu_workers: int = Field(default=8, ge=1)
     """Threads scoring calls on the cpu pool (evaluators with their own process pools fan out further)."""
     sandbox_workers: int = Field(default=4, ge=1)
@@ -132,7 +142,35 @@ class QuotaConfig(_Model):
     """One project's limits."""
 
     max_reward_rollouts: int = Field(ge=1)
-    """The project's rollouts in flight; its further calls wait without delaying other projects."""
+    """Rollouts the project may have in flight at once, summed over its concurrent calls (not a per-call or
+    per-period limit): a call that would pass it waits until earlier calls finish, without delaying other
+    projects. A single call larger than the quota runs alone once nothing else of the project is in flight."""
+
+
+class SandboxConfig(_Model):
+    """The isolation floor of code components on this server."""
+
+    min_isolation: Literal["namespaced", "gvisor"] = "namespaced"
+    """The lowest rung code from a request runs at; a request may raise it (``sandbox.minIsolation``), never lower
+    it. ``process`` is refused: it is no boundary between a tenant's code and the server."""
+
+    @field_validator("min_isolation", mode="before")
+    @classmethod
+    def _not_process(cls, value: Any) -> Any:
+        if value == "process":
+            raise ValueError("'process' is not allowed on a server: it lets code see the server's files and network; "
+                             "use 'namespaced' (bubblewrap) or 'gvisor'")
+        return value
+
+
+class MetricsConfig(_Model):
+    """Where Prometheus scrapes ``/metrics``."""
+
+    port: int | None = Field(default=None, ge=0, le=65535)
+    """A separate port serving ``/metrics`` without a token (keep it off the tenants' network); null: only the main
+    port serves it, to tokens with the ``metrics.read`` permission."""
+    host: str | None = None
+    """Address of the metrics listener (default: ``listen.host``)."""
 
 
 class ServerSpec(_Model):
@@ -144,7 +182,14 @@ class ServerSpec(_Model):
     quotas: dict[str, QuotaConfig] = Field(default_factory=dict)
     """Per-project limits, by project name."""
     judges: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    """Named judges: a RewardSpec component's ``judge: NAME`` is replaced by these JudgeConfig fields."""
+    """Named judges: a RewardSpec component's ``judge: NAME`` is replaced by these JudgeConfig fields. On a server a
+    judge is always named: a request never gives a judge's URL, credential or extra request fields."""
+    reward_models: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Named reward models: a ``reward-model`` component's ``params: {model: NAME}`` takes ``url``, ``api_key_env``,
+    ``protocol`` and the other params given here (the request may add only params that stay inside the server,
+    such as ``normalise``)."""
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     imports: list[str] = Field(default_factory=list)
     """Modules imported at start, so evaluators they register can be used as ``ref`` (besides entry points)."""
     drain_timeout: float = 60.0
@@ -155,6 +200,34 @@ class ServerSpec(_Model):
     @classmethod
     def _drain(cls, value: Any) -> float:
         return parse_duration(value)
+
+    @field_validator("judges")
+    @classmethod
+    def _valid_judges(cls, value: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        from evalsi.evaluators.judge import JudgeConfig
+
+        return _check_entries(value, JudgeConfig)
+
+    @field_validator("reward_models")
+    @classmethod
+    def _valid_reward_models(cls, value: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        from evalsi.evaluators.rl.reward_model import RewardModelParams
+
+        return _check_entries(value, RewardModelParams)
+
+
+def _check_entries(entries: dict[str, dict[str, Any]], model: type[BaseModel]) -> dict[str, dict[str, Any]]:
+    """Validate each named entry now, so a typo is reported when the server starts, not on a tenant's call."""
+    for name, entry in entries.items():
+        if not isinstance(entry, Mapping):
+            raise ValueError(f"{name}: must be a mapping of {model.__name__} fields")
+        try:
+            model.model_validate(entry)
+        except ValidationError as exc:
+            error = exc.errors(include_url=False)[0]
+            where = ".".join(str(part) for part in error["loc"])
+            raise ValueError(f"{name}{'.' + where if where else ''}: {error['msg']}") from None
+    return entries
 
 
 class ServerConfig(BaseModel):

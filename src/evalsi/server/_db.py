@@ -1,15 +1,17 @@
 """The server's database: an engine for the configured URL, and the Alembic migrations applied on start.
 
 SQLite (the embedded default) runs in WAL mode with a busy timeout, so several server processes on one file can
-read while one writes. Replicas starting together on one database migrate one at a time: a lock file next to a
-SQLite database, a PostgreSQL advisory lock otherwise.
+read while one writes. A new SQLite file (and its WAL, which SQLite creates with the same mode) is readable by
+its owner only: it holds token hashes and every project's scores. Replicas starting together on one database
+migrate one at a time: a lock file next to a SQLite database, a PostgreSQL advisory lock otherwise.
 """
 
 from __future__ import annotations
 
 import fcntl
+import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +29,18 @@ def open_engine(url: str) -> Engine:
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+            Path(parsed.database).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            _create_private(Path(parsed.database))
         engine = create_engine(url, connect_args={"timeout": 30.0, "check_same_thread": False})
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
     return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+
+
+def _create_private(path: Path) -> None:
+    """Create ``path`` empty with mode 0600 unless it exists (SQLite then uses it as a new database)."""
+    with suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -64,7 +73,7 @@ def _migration_lock(engine: Engine) -> Iterator[None]:
         yield
         return
     lock_path = Path(database + ".migrate-lock")
-    with lock_path.open("a") as handle:
+    with os.fdopen(os.open(lock_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600), "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield

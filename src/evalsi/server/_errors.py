@@ -9,6 +9,11 @@ client acts on, and the canonical gRPC/Connect ``status``.
 from __future__ import annotations
 
 import logging
+import os
+import re
+import secrets
+import sys
+import tempfile
 from typing import Any
 
 from evalsi.errors import EvalsiError
@@ -48,6 +53,32 @@ def from_exception(exc: BaseException) -> ServiceError:
     _, body = error_for(exc)
     fields = dict(body["error"])
     code, status, message = fields.pop("code"), fields.pop("status"), fields.pop("message")
-    if status == "internal":
-        log.error("internal error while serving a call", exc_info=exc)
-    return ServiceError(str(status), str(message), str(code), **fields)
+    if status != "internal":
+        return ServiceError(str(status), str(message), str(code), **fields)
+    incident = secrets.token_hex(4)
+    log.error("internal error %s", incident, exc_info=(type(exc), exc, exc.__traceback__))
+    return ServiceError("internal", f"internal error (the server logged it as {incident})", incident=incident)
+
+
+_CLASS_NAME = re.compile(r"\b(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Timeout)(?=: )(?:: )")
+"""A Python exception's class name as ``f"{type(exc).__name__}: {exc}"`` writes it (dotted module path too)."""
+
+
+def _host_paths() -> re.Pattern[str]:
+    prefixes = {tempfile.gettempdir(), sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.expanduser("~"),
+                os.getcwd()}
+    words = sorted((p.rstrip("/") for p in prefixes if len(p.rstrip("/")) > 1), key=len, reverse=True)
+    return re.compile("(?:" + "|".join(re.escape(w) for w in words) + r")(?:/[^\s'\",:;()\[\]]*)?")
+
+
+_HOST_PATHS = _host_paths()
+
+
+def redact(reason: str | None) -> str | None:
+    """An error reason fit for a tenant: host paths become ``<server path>``, exception class names are dropped.
+
+    The failure itself (what failed, and the message) stays, so the tenant can still act on it.
+    """
+    if not reason:
+        return reason
+    return _CLASS_NAME.sub("", _HOST_PATHS.sub("<server path>", reason))

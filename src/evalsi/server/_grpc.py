@@ -5,12 +5,14 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from evalsi.server._convert import request_parts, results_message
-from evalsi.server._errors import from_exception
+from evalsi.server._errors import ServiceError, from_exception
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2_grpc as pb_grpc
 from evalsi.server._service import RewardService
@@ -29,6 +31,26 @@ GRPC_CODES = {
 }
 _HEADROOM = 64 << 10
 """Bytes a message may carry beyond ``rewards.max_request_bytes``: its framing, so equal limits mean equal bodies."""
+SERVICE_NAME = "evalsi.v1alpha1.RewardService"
+
+
+@dataclass(frozen=True)
+class MalformedRequest:
+    """A request body protobuf could not decode (nesting past its limit, bad bytes)."""
+
+    detail: str
+
+
+def decode_request(data: bytes) -> pb.ScoreRewardsRequest | MalformedRequest:
+    """The request message, or what was wrong with it (the servicer answers ``invalid_argument``).
+
+    A decoder that raises makes gRPC answer ``unknown``, naming the exception class; a malformed body is the
+    caller's error, so it is returned, not raised.
+    """
+    try:
+        return pb.ScoreRewardsRequest.FromString(data)
+    except DecodeError as exc:
+        return MalformedRequest(str(exc))
 
 
 class GrpcRewardService(pb_grpc.RewardServiceServicer):
@@ -40,7 +62,7 @@ class GrpcRewardService(pb_grpc.RewardServiceServicer):
 
     async def ScoreRewards(
         self,
-        request: pb.ScoreRewardsRequest,
+        request: pb.ScoreRewardsRequest | MalformedRequest,
         context: grpc.aio.ServicerContext[pb.ScoreRewardsRequest, pb.ScoreRewardsResponse],
     ) -> pb.ScoreRewardsResponse:
         """Score a batch; errors abort with the matching status code and the shared message."""
@@ -50,6 +72,8 @@ class GrpcRewardService(pb_grpc.RewardServiceServicer):
         try:
             metadata = dict(context.invocation_metadata() or ())
             principal = await self.service.authenticate(_text(metadata.get("authorization")))
+            if isinstance(request, MalformedRequest):
+                raise ServiceError("invalid_argument", f"the body is not a valid ScoreRewardsRequest: {request.detail}")
             async with self.held(principal.project, request.ByteSize()):
                 spec, rollouts = request_parts(request)
                 return results_message(await self.service.score(principal, spec, rollouts))
@@ -114,5 +138,9 @@ def make_grpc_server(service: RewardService, held: BodyGate) -> grpc.aio.Server:
         options=[("grpc.max_receive_message_length", cap), ("grpc.max_send_message_length", -1)],
     )
     servicer = GrpcRewardService(service, held)
-    pb_grpc.add_RewardServiceServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
+    handlers = {"ScoreRewards": grpc.unary_unary_rpc_method_handler(
+        servicer.ScoreRewards, request_deserializer=decode_request,
+        response_serializer=pb.ScoreRewardsResponse.SerializeToString,
+    )}
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
     return server

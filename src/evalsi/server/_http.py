@@ -1,6 +1,8 @@
 """The HTTP side: JSON scoring, Connect, ``/metrics`` and ``/healthz`` in one ASGI application.
 
-Routes: ``POST /v1alpha1/rewards:score`` (JSON), Connect at ``/evalsi.v1alpha1.RewardService/*``.
+Routes: ``POST /v1alpha1/rewards:score`` (JSON), Connect at ``/evalsi.v1alpha1.RewardService/*``. ``/metrics`` is
+an operator's: on this port it needs a token with ``metrics.read``; :func:`build_metrics_app` serves it without a
+token on the operator's own ``metrics.port``. ``/healthz`` answers 503 while the server drains.
 
 Connect is served by ``connect-python``'s ASGI application (unary, JSON or binary protobuf) from the code
 ``scripts/gen-proto`` generates; it calls the same :class:`RewardService` as the JSON route.
@@ -30,7 +32,8 @@ from evalsi.server._guard import PRINCIPAL_KEY, Guard
 from evalsi.server._limits import SharedGate
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
 from evalsi.server._proto.evalsi.v1alpha1.rewards_connect import RewardServiceASGIApplication
-from evalsi.server._service import RewardService
+from evalsi.server._service import RewardService, require
+from evalsi.server._tokens import METRICS
 
 SCORE_PATH = "/v1alpha1/rewards:score"
 _OFFLOAD_BYTES = 4 * 1024 * 1024  # bodies larger than this (a few ms of JSON) are decoded off the event loop
@@ -162,10 +165,11 @@ def build_app(state: ServerState) -> ASGIApp:
 
     async def metrics_route(request: Request) -> Response:
         try:
-            await service.authenticate(request.headers.get("authorization"))
+            principal = await service.authenticate(request.headers.get("authorization"))
+            require(principal, METRICS, "metrics show every project's calls: an operator's view")
         except ServiceError as error:
             return _error(error)
-        return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+        return _metrics_response(service)
 
     async def health(request: Request) -> Response:
         if state.draining:
@@ -178,9 +182,7 @@ def build_app(state: ServerState) -> ASGIApp:
         Route("/healthz", health, methods=["GET"]),
     ])
     rewards = service.config.spec.rewards
-    connect = RewardServiceASGIApplication(
-        ConnectRewardService(service), read_max_bytes=rewards.max_request_bytes
-    )
+    connect = _ConnectApplication(ConnectRewardService(service), read_max_bytes=rewards.max_request_bytes)
     prefix = connect.path + "/"
 
     async def app(scope: Scope, receive: Callable[[], Awaitable[Any]], send: Callable[[Any], Awaitable[None]]) -> None:
@@ -200,6 +202,42 @@ def build_app(state: ServerState) -> ASGIApp:
         max_bytes=lambda: rewards.max_request_bytes,
         body_timeout=lambda: rewards.body_timeout,
     )
+
+
+def _metrics_response(service: RewardService) -> Response:
+    return Response(service.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+def build_metrics_app(state: ServerState) -> ASGIApp:
+    """The operator's metrics listener: ``GET /metrics`` without a token, as Prometheus scrapers expect."""
+
+    async def metrics_route(request: Request) -> Response:
+        return _metrics_response(state.service)
+
+    return Starlette(routes=[Route("/metrics", metrics_route, methods=["GET"])])
+
+
+class _ConnectApplication(RewardServiceASGIApplication):
+    """connect-python's application, with a request it cannot decode answered ``invalid_argument``.
+
+    connect-python reports a body its codec rejects (not JSON, a field of the wrong type, nesting past
+    protobuf's limit) as ``unknown``; for the caller it is a bad argument.
+    """
+
+    async def _read_post_request(self, *args: Any, **kwargs: Any) -> Any:
+        return await _decoded(super()._read_post_request(*args, **kwargs))
+
+    async def _read_get_request(self, *args: Any, **kwargs: Any) -> Any:
+        return await _decoded(super()._read_get_request(*args, **kwargs))
+
+
+async def _decoded(reading: Awaitable[Any]) -> Any:
+    try:
+        return await reading
+    except ConnectError:
+        raise
+    except Exception as exc:
+        raise ConnectError(Code.INVALID_ARGUMENT, f"the body is not a valid ScoreRewardsRequest: {exc}") from None
 
 
 class ConnectRewardService:

@@ -1,4 +1,8 @@
-"""Prometheus metrics of the Reward Service, named ``evalsi_reward_*``, in a registry per server."""
+"""Prometheus metrics of the Reward Service, named ``evalsi_reward_*``, in a registry per server.
+
+Label values come from bounded sets the server knows: protocols, result codes, cache tiers, projects (from the
+operator's tokens) and registered evaluator names; never a name a request chooses (such as a component's).
+"""
 
 from __future__ import annotations
 
@@ -29,8 +33,8 @@ class Metrics:
             ["evaluator"], buckets=_LATENCY_BUCKETS, registry=r,
         )
         self.component_errors = Counter(
-            "evalsi_reward_component_errors", "Component scores with status error, by component and evaluator.",
-            ["component", "evaluator"], registry=r,
+            "evalsi_reward_component_errors", "Component scores with status error, by evaluator.",
+            ["evaluator"], registry=r,
         )
         self.cache_hits = Counter(
             "evalsi_reward_cache_hits", "Component score cache hits by tier.", ["tier"], registry=r

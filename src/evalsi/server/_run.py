@@ -1,8 +1,9 @@
 """Running the server: database, service, HTTP and gRPC listeners on one event loop, and a draining SIGTERM.
 
-On SIGTERM (or SIGINT) the health endpoint turns 503, both listeners stop accepting, calls in flight (and calls
-already waiting for capacity) finish and are answered, then pools and evaluators close and the process exits 0.
-The whole drain is bounded by ``drain_timeout``: past it, the process exits 1 without the work still running.
+On SIGTERM (or SIGINT) the health endpoint turns 503 (the HTTP port stays open, so load balancers see the drain),
+new calls are refused ``unavailable``, calls in flight (and calls already waiting for capacity) finish and are
+answered; then the listeners close, pools and evaluators close and the process exits 0. The whole drain is
+bounded by ``drain_timeout``: past it, the process exits 1 without the work still running.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from evalsi.evaluators import close_all
 from evalsi.server._config import ServerConfig
 from evalsi.server._db import migrate, open_engine
 from evalsi.server._grpc import make_grpc_server
-from evalsi.server._http import ServerState, build_app, held_body
+from evalsi.server._http import ServerState, build_app, build_metrics_app, held_body
 from evalsi.server._metrics import Metrics
 from evalsi.server._service import RewardService
 from evalsi.server._shared_cache import SharedScores
@@ -105,15 +106,22 @@ async def serve_async(config: ServerConfig, ready: ReadyHook = default_ready) ->
         grpc_port = grpc_server.add_insecure_port(f"{listen.host}:{listen.grpc_port}")
         await grpc_server.start()
     loop = asyncio.get_running_loop()
+    metrics_http = _metrics_listener(config, parts)
     stopping: list[asyncio.Task[None]] = []
     deadline: list[float] = []
+
+    async def drain_then_close() -> None:
+        # The HTTP port stays open while calls in flight finish: health answers 503, new calls `unavailable`.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(parts.service.admission.wait_idle(), timeout=max(0.0, deadline[0] - loop.time()))
+        http.should_exit = True
 
     def stop() -> None:
         if deadline:
             return
         deadline.append(loop.time() + drain)
-        parts.state.draining = True
-        http.should_exit = True
+        parts.state.draining = parts.service.draining = True
+        stopping.append(asyncio.ensure_future(drain_then_close()))
         if grpc_server is not None:  # both listeners drain at once, within the same bound
             stopping.append(asyncio.ensure_future(grpc_server.stop(grace=drain)))
 
@@ -121,18 +129,39 @@ async def serve_async(config: ServerConfig, ready: ReadyHook = default_ready) ->
         loop.add_signal_handler(sig, stop)
     pruner = asyncio.create_task(_prune_forever(parts)) if parts.shared is not None else None
     serving = asyncio.create_task(http.serve())
-    while not http.started and not serving.done():
+    scraping = asyncio.create_task(metrics_http.serve()) if metrics_http is not None else None
+    while not (http.started and (metrics_http is None or metrics_http.started)) and not serving.done() and not (
+        scraping is not None and scraping.done()
+    ):
         await asyncio.sleep(0.01)
     if http.started:
         port = http.servers[0].sockets[0].getsockname()[1]
         grpc_address = None if grpc_port is None else f"{listen.host}:{grpc_port}"
-        ready({"http": f"http://{listen.host}:{port}", "grpc": grpc_address})
+        info = {"http": f"http://{listen.host}:{port}", "grpc": grpc_address}
+        if metrics_http is not None:
+            host, metrics_port = metrics_http.servers[0].sockets[0].getsockname()[:2]
+            info["metrics"] = f"http://{host}:{metrics_port}/metrics"
+        ready(info)
     try:
         await serving
     finally:
         stop()
+        if metrics_http is not None and scraping is not None:
+            metrics_http.should_exit = True
+            await scraping
         drained = await _shutdown(parts, stopping, pruner, deadline[0])
     return drained
+
+
+def _metrics_listener(config: ServerConfig, parts: Parts) -> _Uvicorn | None:
+    """The operator's unauthenticated ``/metrics`` listener, when ``metrics.port`` is set."""
+    metrics = config.spec.metrics
+    if metrics.port is None:
+        return None
+    return _Uvicorn(uvicorn.Config(
+        build_metrics_app(parts.state), host=metrics.host or config.spec.listen.host, port=metrics.port,
+        lifespan="off", log_level="warning", loop="asyncio", access_log=False,
+    ))
 
 
 async def _shutdown(parts: Parts, stopping: list[asyncio.Task[None]], pruner: asyncio.Task[None] | None,

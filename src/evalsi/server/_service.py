@@ -21,18 +21,19 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 
 from evalsi.engine import ComponentJob, Pools, ScoreCache, ScoringCancelled
-from evalsi.errors import SpecError
+from evalsi.errors import RewardBatchError
 from evalsi.evaluators import Score
 from evalsi.records import canonical_json
 from evalsi.rewards import Reward, RewardResult, from_mapping
 from evalsi.server._caps import capped
 from evalsi.server._config import ServerConfig
-from evalsi.server._errors import ServiceError, from_exception
+from evalsi.server._errors import ServiceError, from_exception, redact
 from evalsi.server._fair import FairPool, share_of
 from evalsi.server._limits import Admission
 from evalsi.server._metrics import Metrics
-from evalsi.server._shared_cache import SharedScores, TieredCache
+from evalsi.server._shared_cache import ProjectCache, SharedScores, TieredCache
 from evalsi.server._tokens import RUN, RUNS_CODE, Principal, TokenStore
+from evalsi.server._trust import check_depth, check_rollouts_depth, server_spec
 
 _BOUND_SPECS = 256  # distinct specs kept bound; a trainer uses one or a few
 
@@ -58,6 +59,9 @@ class RewardService:
         self._quotas = quotas
         self._bound: OrderedDict[bytes, Reward] = OrderedDict()
         self._bound_lock = threading.Lock()
+        self._project_caches: dict[str, ProjectCache] = {}
+        self.draining = False
+        """Set on SIGTERM: new calls are refused (``unavailable``) while those in flight finish."""
 
     @property
     def admission(self) -> Admission:
@@ -105,6 +109,8 @@ class RewardService:
             ServiceError: Refused (permissions, limits, bad spec or rollout) or failed (``onError: raise``).
 
         """
+        if self.draining:
+            raise ServiceError("unavailable", "the server is shutting down; retry (another replica will answer)")
         require(principal, RUN)
         limit = self.config.spec.rewards.max_rollouts
         if len(rollouts) > limit:
@@ -113,6 +119,8 @@ class RewardService:
                 f"{len(rollouts)} rollouts in one call exceed rewards.max_rollouts={limit}; split the batch",
                 "too_many_rollouts", limit=limit,
             )
+        check_depth(spec, "spec")
+        check_rollouts_depth(rollouts)
         reward = await self._bound_reward(spec)
         if reward.runs_code:
             require(principal, RUNS_CODE, "the spec has a code component")
@@ -159,14 +167,23 @@ class RewardService:
         if not isinstance(spec, Mapping) or not spec:
             raise ServiceError("invalid_argument", "`spec` must be a RewardSpec mapping", "invalid_spec", path="spec")
         rewards = self.config.spec.rewards
-        reward = from_mapping(with_named_judges(spec, self.config.spec.judges), source="request")
+        reward = from_mapping(server_spec(spec, self.config.spec), source="request")
         return capped(reward, rewards.upstream_timeout, rewards.upstream_retries)
+
+    def _cache_for(self, project: str) -> ScoreCache:
+        """The cache a project's calls use: its own view, unless the operator shares scores server-wide."""
+        if self.config.spec.rewards.shared_cache_scope == "server":
+            return self.cache
+        cache = self._project_caches.get(project)
+        if cache is None:
+            cache = self._project_caches[project] = ProjectCache(self.cache, project)
+        return cache
 
     def _score_sync(
         self, reward: Reward, rollouts: Sequence[Mapping[str, Any]], project: str, cancelled: threading.Event
     ) -> list[RewardResult]:
         records = reward.records(rollouts)
-        cache: ScoreCache | None = self.cache if reward.spec.spec.cache.enabled else None
+        cache: ScoreCache | None = self._cache_for(project) if reward.spec.spec.cache.enabled else None
         # Code components go to the sandbox pool, other components after the first to the component pool, the
         # first runs on this thread, each within the project's share of its pool (see evalsi.engine.Pools).
         pools = Pools(self.components.for_project(project), self.sandboxes.for_project(project), self._observe)
@@ -174,6 +191,9 @@ class RewardService:
             results = reward.score_records(records, cache=cache, pools=pools, cancelled=cancelled)
         except ScoringCancelled:
             raise
+        except RewardBatchError as exc:
+            self.metrics.rollouts.labels(project, "failed").inc(len(records))
+            raise RewardBatchError(exc.index, exc.component, redact(exc.cause) or "") from None
         except Exception:
             self.metrics.rollouts.labels(project, "failed").inc(len(records))
             raise
@@ -181,13 +201,13 @@ class RewardService:
             count = sum(1 for r in results if r.status == status)
             if count:
                 self.metrics.rollouts.labels(project, status).inc(count)
-        return results
+        return [_redacted(result) for result in results]
 
     def _observe(self, job: ComponentJob, scores: list[Score], seconds: float) -> None:
         self.metrics.component_seconds.labels(job.evaluator.name).observe(seconds)
         errors = sum(1 for s in scores if s.status == "error")
         if errors:
-            self.metrics.component_errors.labels(job.name, job.evaluator.name).inc(errors)
+            self.metrics.component_errors.labels(job.evaluator.name).inc(errors)
 
     def close(self) -> None:
         """Stop the pools and close bound rewards."""
@@ -199,6 +219,17 @@ class RewardService:
             for reward in self._bound.values():
                 reward.close()
             self._bound.clear()
+
+
+def _redacted(result: RewardResult) -> RewardResult:
+    """``result`` fit for a tenant: error reasons without host paths or the server's exception class names."""
+    if all(score.status != "error" for score in result.components.values()):
+        return result
+    components = {
+        name: Score(s.value, s.status, redact(s.reason), s.details) if s.status == "error" else s
+        for name, s in result.components.items()
+    }
+    return RewardResult(result.total, result.status, components)
 
 
 def _release_when_done(work: Future[Any], release: Callable[[], None]) -> None:
@@ -225,31 +256,3 @@ def require(principal: Principal, permission: str, why: str = "") -> None:
             permission=permission,
         )
 
-
-def with_named_judges(spec: Mapping[str, Any], judges: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """``spec`` with every component's ``judge: NAME`` replaced by the server's judge of that name.
-
-    Raises:
-        SpecError: A component names a judge the server does not configure (the message lists the valid ones).
-
-    """
-    out = dict(spec)
-    body = out.get("spec") if "apiVersion" in out else out
-    if not isinstance(body, Mapping) or not isinstance(body.get("components"), list):
-        return out
-    body = dict(body)
-    components = []
-    for index, component in enumerate(body["components"]):
-        judge = component.get("judge") if isinstance(component, Mapping) else None
-        if isinstance(judge, str):
-            if judge not in judges:
-                valid = ", ".join(sorted(judges)) or "none are configured"
-                raise SpecError(f"no judge named {judge!r} on this server (valid: {valid})",
-                                file="request", path=f"spec.components[{index}].judge")
-            component = {**component, "judge": dict(judges[judge])}
-        components.append(component)
-    body["components"] = components
-    if "apiVersion" in out:
-        out["spec"] = body
-        return out
-    return body

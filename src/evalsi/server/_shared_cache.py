@@ -8,6 +8,7 @@ tier. A database failure never fails a batch: the look-up counts as a miss and t
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -137,3 +138,28 @@ class TieredCache(ScoreCache):
     def _report(self, tier: str, hits: int, misses: int) -> None:
         if self._on_lookup is not None and (hits or misses):
             self._on_lookup(tier, hits, misses)
+
+
+class ProjectCache(ScoreCache):
+    """One project's view of a shared :class:`TieredCache`: every key is prefixed with a digest of the project.
+
+    So a project never gets a score another project computed (a hit would tell it what the other one scored),
+    in memory or in the database, while all projects share one bounded LRU. A prefix costs a concatenation per
+    key, not a hash: keys stay content hashes, only their namespace differs.
+    """
+
+    def __init__(self, cache: TieredCache, project: str) -> None:
+        super().__init__(0)
+        self.inner = cache
+        self._prefix = hashlib.sha256(b"evalsi-project\0" + project.encode()).digest()[:8]
+
+    def _key(self, key: bytes) -> bytes:
+        return self._prefix + key
+
+    def get_many(self, keys: list[bytes]) -> list[Score | None]:
+        """The inner cache's scores for this project's keys."""
+        return self.inner.get_many([self._key(k) for k in keys])
+
+    def put_many(self, items: list[tuple[bytes, Score]]) -> None:
+        """Store under this project's keys."""
+        self.inner.put_many([(self._key(k), s) for k, s in items])

@@ -22,7 +22,7 @@ api_tokens = Table(
 score_cache = Table(
     "score_cache",
     metadata,
-    Column("key", LargeBinary(32), primary_key=True),  # the engine's sha256 content key
+    Column("key", LargeBinary(32), primary_key=True),  # the content key (behind a project prefix unless shared)
     Column("score", LargeBinary, nullable=False),  # orjson of {value, status, reason, details}
     Column("created_at", Float, nullable=False, index=True),
 )

@@ -18,8 +18,10 @@ from evalsi.server._tables import api_tokens
 
 RUN = "evaluations.run"
 RUNS_CODE = "resource.runs_code"
-PERMISSIONS = (RUN, RUNS_CODE)
-"""Every permission a token can carry."""
+METRICS = "metrics.read"
+PERMISSIONS = (RUN, RUNS_CODE, METRICS)
+"""Every permission a token can carry: score rewards; score components that run code (in the sandbox, at the
+server's isolation floor or higher); read ``/metrics`` on the main port (every project's counts: an operator's)."""
 PREFIX = "evalsi_"
 
 

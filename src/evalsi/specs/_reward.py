@@ -35,11 +35,11 @@ class ComponentSpec(_Model):
     """The evaluator's registered name (``evalsi evaluators list``)."""
     name: str | None = None
     """The component's name in breakdowns and metrics; defaults to ``ref``."""
-    weight: float = 1.0
+    weight: float = Field(default=1.0, allow_inf_nan=False)
     """The component adds ``weight × value`` to the total (pass/fail counts as 1 or 0)."""
     gate: bool = False
     """A gate must score at least ``threshold``; a failed, skipped or errored gate makes the total ``floor``."""
-    threshold: float = 1.0
+    threshold: float = Field(default=1.0, allow_inf_nan=False)
     """The least value that passes a gate."""
     on_error: OnError | None = None
     """What an error means: ``raise`` fails the batch, ``zero`` counts 0, ``none`` gives no total.
@@ -69,7 +69,7 @@ class RewardSpecBody(_Model):
 
     components: list[ComponentSpec] = Field(min_length=1)
     """The components, in the order they are reported."""
-    floor: float = 0.0
+    floor: float = Field(default=0.0, allow_inf_nan=False)
     """The total when a gate fails, is skipped or errors."""
     clip: tuple[float, float] | None = None
     """``[low, high]``: bounds the total, last."""

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from evalsi.evaluators._operator import OPERATOR_ONLY
 from evalsi.evaluators.judge._template import FIXED_FIELDS, placeholders
 
 DEFAULT_NUMBER_PATTERN = r"(?im)^[\W_]*(?:final\s+)?(?:score|rating|grade)\s*[:=]\s*\**\s*(-?\d+(?:\.\d+)?)"
@@ -112,9 +113,9 @@ class JudgeConfig(_Model):
 
     model: str = Field(min_length=1)
     """The model name sent to the endpoint."""
-    base_url: str = Field(default="https://api.openai.com/v1", pattern=r"^https?://")
+    base_url: str = Field(default="https://api.openai.com/v1", pattern=r"^https?://", json_schema_extra=OPERATOR_ONLY)
     """The OpenAI-compatible base URL (``…/v1``); requests go to ``{base_url}/chat/completions``."""
-    api_key_env: str | None = "OPENAI_API_KEY"
+    api_key_env: str | None = Field(default="OPENAI_API_KEY", json_schema_extra=OPERATOR_ONLY)
     """The environment variable holding the API key (sent as a bearer token; none when unset or empty)."""
     system: str | None = None
     """An optional system message."""
@@ -139,7 +140,7 @@ class JudgeConfig(_Model):
     """Most requests in flight to this endpoint at once, across every caller in this process."""
     timeout: float = Field(default=120.0, gt=0)
     """Seconds per HTTP attempt."""
-    extra_body: dict[str, Any] = Field(default_factory=dict)
+    extra_body: dict[str, Any] = Field(default_factory=dict, json_schema_extra=OPERATOR_ONLY)
     """Extra request fields (e.g. ``{"seed": 0}`` or ``{"top_p": 1}``)."""
 
     @field_validator("verdict", mode="before")

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import field_validator
 
 from evalsi.evaluators._base import Evaluator, Params, ScoreContext
+from evalsi.evaluators._operator import ServerResource
 from evalsi.evaluators._registry import register
 from evalsi.evaluators._score import Score
 from evalsi.evaluators.judge._client import ChatEndpoint, JudgeCallError, JudgeClient
@@ -74,6 +75,7 @@ class LLMJudge(Evaluator[LLMJudgeParams]):
     params_model = LLMJudgeParams
     reads = ("prompt", "completion", "reference", "metadata")
     pack = "judge"
+    server_resource = ServerResource("judges", "judge", nested=True)
 
     def __init__(self) -> None:
         self._clients: dict[ChatEndpoint, JudgeClient] = {}

@@ -18,6 +18,7 @@ import orjson
 from pydantic import Field, model_validator
 
 from evalsi.evaluators._base import Evaluator, Params, ScoreContext
+from evalsi.evaluators._operator import OPERATOR_ONLY, ServerResource
 from evalsi.evaluators._registry import register
 from evalsi.evaluators._score import Score
 from evalsi.evaluators.rl._rm_batcher import BatcherHub, CallError, Endpoint
@@ -30,14 +31,15 @@ Normalise = Literal["none", "sigmoid", "affine"]
 class RewardModelParams(Params):
     """Where the reward model is served, how calls are batched and retried, and how its score is mapped."""
 
-    url: str = Field(pattern=r"^https?://")
+    url: str = Field(pattern=r"^https?://", json_schema_extra=OPERATOR_ONLY)
     """The full URL to POST to: OpenRLHF's reward server (e.g. ``http://host:5000/get_reward``) or vLLM's
     pooling endpoint (e.g. ``http://host:8000/pooling``)."""
     protocol: Protocol = "openrlhf"
     """``openrlhf``: ``{"query","prompts","labels"}`` → ``{"rewards"}``. ``vllm-pooling``: ``{"model","input"}``
     → ``{"data": [{"index","data"}]}``."""
     model: str | None = None
-    """For ``vllm-pooling``: the served model name sent as ``model`` (the server's default when unset)."""
+    """For ``vllm-pooling``: the served model name sent as ``model`` (the server's default when unset). On an evalsi
+    server: the name of a reward model configured there, which supplies ``url`` and the other upstream params."""
     wait_ms: float = Field(default=5.0, ge=0, le=10_000)
     """How long the first pending rollout waits for others to share its call."""
     max_batch: int = Field(default=64, ge=1, le=65_536)
@@ -50,7 +52,7 @@ class RewardModelParams(Params):
     """Further attempts after a timeout, a connection failure, 429 or 5xx."""
     backoff: float = Field(default=0.5, ge=0)
     """Seconds before the first retry, doubling each time (a ``Retry-After`` header takes precedence)."""
-    api_key_env: str | None = None
+    api_key_env: str | None = Field(default=None, json_schema_extra=OPERATOR_ONLY)
     """An environment variable holding a bearer token for the server (none sent when unset or empty)."""
     normalise: Normalise = "none"
     """Map the raw score ``r``: ``none`` (as is), ``affine`` (``scale·r + shift``), ``sigmoid``
@@ -64,7 +66,7 @@ class RewardModelParams(Params):
     chat_as_messages: bool = True
     """For ``vllm-pooling`` chat rollouts: send ``messages`` (one conversation per call, the server applies the
     model's chat template). False renders them as ChatML text, which batches."""
-    extra_body: dict[str, Any] = Field(default_factory=dict)
+    extra_body: dict[str, Any] = Field(default_factory=dict, json_schema_extra=OPERATOR_ONLY)
     """Extra request fields, e.g. ``{"use_activation": false}`` or ``{"truncate_prompt_tokens": 4096}``."""
 
     @model_validator(mode="after")
@@ -115,6 +117,7 @@ class RewardModel(Evaluator[RewardModelParams]):
     params_model = RewardModelParams
     reads = ("prompt", "completion", "reference")
     pack = "rl"
+    server_resource = ServerResource("reward_models", "model")
 
     def __init__(self) -> None:
         self._hub = BatcherHub()
