@@ -128,7 +128,7 @@ def test_a_never_answering_judge_does_not_delay_another_project(tmp_path: Path, 
         "database": {"url": url}, "judges": {"hole": judge},
         "rewards": {"cpu_workers": 4, "upstream_timeout": 8, "upstream_retries": 0},
     })
-    slow = make_token(url, "slow", ["evaluations.run"])
+    slow = make_token(url, "slow", ["evaluations.run", "metrics.read"])
     fast = make_token(url, "fast", ["evaluations.run"])
     hanging = {"components": [{"ref": "llm-judge", "judge": "hole", "onError": "zero"}]}
     with ServerProcess(config) as server, ThreadPoolExecutor(8) as pool:
@@ -186,7 +186,7 @@ CANCELLERS: dict[str, Callable[[ServerProcess, str, Any, Any], None]] = {
 def test_a_disconnected_callers_queued_work_never_runs(tmp_path: Path, protocol: str) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
     config = write_config(tmp_path, {"database": {"url": url}, "rewards": {"cpu_workers": 2, "project_share": 0.5}})
-    token = make_token(url, "p", ["evaluations.run"])
+    token = make_token(url, "p", ["evaluations.run", "metrics.read"])
     gate, log = tmp_path / "release", tmp_path / "scored.log"
     blocking = {"components": [{"ref": "test-server-gate", "params": {"gate": str(gate), "timeout": 120}}]}
     counting = {"components": [{"ref": "test-server-count", "params": {"log": str(log)}}], "cache": {"enabled": False}}
@@ -210,7 +210,7 @@ def test_a_disconnected_callers_queued_work_never_runs(tmp_path: Path, protocol:
 def test_sigterm_exits_within_the_drain_bound_with_work_hanging(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
     config = write_config(tmp_path, {"database": {"url": url}, "drain_timeout": 3})
-    token = make_token(url, "p", ["evaluations.run"])
+    token = make_token(url, "p", ["evaluations.run", "metrics.read"])
     never = {"components": [{"ref": "test-server-gate", "params": {"gate": str(tmp_path / "never"), "timeout": 600}}]}
     server = ServerProcess(config)
     try:
