@@ -1,6 +1,7 @@
 """Evaluators: the `Evaluator` base class, `Score`, and the registry of built-in and installed packs."""
 
 from evalsi.evaluators._base import Evaluator, NoParams, Params, ScoreContext
+from evalsi.evaluators._patterns import use_python_regex
 from evalsi.evaluators._registry import (
     ENTRY_POINT_GROUP,
     PluginValidationError,
@@ -29,4 +30,5 @@ __all__ = [
     "evaluator_class",
     "get_evaluator",
     "register",
+    "use_python_regex",
 ]

@@ -7,7 +7,6 @@ when the params are validated. In-process, with no resolver, a name is an error 
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Literal
@@ -15,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from evalsi.evaluators._patterns import compile_pattern
 from evalsi.evaluators.judge._template import FIXED_FIELDS, placeholders
 
 DEFAULT_NUMBER_PATTERN = r"(?im)^[\W_]*(?:final\s+)?(?:score|rating|grade)\s*[:=]\s*\**\s*(-?\d+(?:\.\d+)?)"
@@ -29,10 +29,7 @@ class _Model(BaseModel):
 
 def _check_pattern(value: str | None) -> str | None:
     if value is not None:
-        try:
-            compiled = re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"not a valid regular expression: {exc}") from None
+        compiled = compile_pattern(value)  # linear-time engine: a judge reply cannot stall the scorer
         if compiled.groups < 1:
             raise ValueError("the pattern needs a capturing group around the verdict, e.g. 'Score: (\\d+)'")
     return value
