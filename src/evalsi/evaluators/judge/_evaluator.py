@@ -8,6 +8,7 @@ config and exactly the record fields the template uses, so a repeated rollout co
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import CancelledError, Future
 from typing import Any
@@ -75,8 +76,11 @@ class LLMJudge(Evaluator[LLMJudgeParams]):
     reads = ("prompt", "completion", "reference", "metadata")
     pack = "judge"
 
+    max_clients = 64
+    """Endpoints kept open at once; the least recently used one is closed (once idle) past this."""
+
     def __init__(self) -> None:
-        self._clients: dict[ChatEndpoint, JudgeClient] = {}
+        self._clients: OrderedDict[ChatEndpoint, JudgeClient] = OrderedDict()
         self._lock = threading.Lock()
 
     def cache_fields(self, params: LLMJudgeParams) -> tuple[str, ...]:
@@ -111,7 +115,11 @@ class LLMJudge(Evaluator[LLMJudgeParams]):
             client = self._clients.get(endpoint)
             if client is None:
                 client = self._clients[endpoint] = JudgeClient(endpoint)
-            return client
+            self._clients.move_to_end(endpoint)
+            retired = self._clients.popitem(last=False)[1] if len(self._clients) > self.max_clients else None
+        if retired is not None:
+            retired.retire()
+        return client
 
     def calls(self, params: LLMJudgeParams) -> int:
         """HTTP requests made to the judge endpoint of ``params`` so far (retries included)."""
@@ -120,7 +128,7 @@ class LLMJudge(Evaluator[LLMJudgeParams]):
     def close(self) -> None:
         """Close every client and its threads; a later call opens new ones."""
         with self._lock:
-            clients, self._clients = list(self._clients.values()), {}
+            clients, self._clients = list(self._clients.values()), OrderedDict()
         for client in clients:
             client.close()
 
