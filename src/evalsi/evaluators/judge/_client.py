@@ -28,7 +28,7 @@ MAX_THREADS = 256
 """The most threads the shared judge pool holds, however many judge endpoints are in use."""
 
 MAX_REPLY_CHARS = 16_384
-"""A judge reply longer than this is cut to it before it is read and stored (the cache holds replies)."""
+"""The most of a judge reply kept in a score's details (its end, where verdicts are): caches hold details."""
 
 
 class JudgeCallError(Exception):
@@ -164,9 +164,9 @@ class JudgeClient:
             self.close()
 
     def complete(self, body: Mapping[str, Any]) -> str:
-        """One chat request, retried; the first choice's message content (cut to :data:`MAX_REPLY_CHARS`)."""
+        """One chat request, retried; the first choice's message content."""
         reply = self._post(orjson.dumps(body))
-        return _message_content(reply)[:MAX_REPLY_CHARS]
+        return _message_content(reply)
 
     def _post(self, content: bytes) -> Any:
         endpoint = self.endpoint

@@ -7,6 +7,7 @@ config and exactly the record fields the template uses, so a repeated rollout co
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -18,7 +19,7 @@ from pydantic import field_validator
 from evalsi.evaluators._base import Evaluator, Params, ScoreContext
 from evalsi.evaluators._registry import register
 from evalsi.evaluators._score import Score
-from evalsi.evaluators.judge._client import ChatEndpoint, JudgeCallError, JudgeClient
+from evalsi.evaluators.judge._client import MAX_REPLY_CHARS, ChatEndpoint, JudgeCallError, JudgeClient
 from evalsi.evaluators.judge._config import JsonVerdict, JudgeConfig, resolve_judge
 from evalsi.evaluators.judge._template import (
     DEFAULT_TEMPLATE,
@@ -29,6 +30,8 @@ from evalsi.evaluators.judge._template import (
 )
 from evalsi.evaluators.judge._verdict import VerdictError, format_hint, parse_verdict
 from evalsi.records import Record
+
+log = logging.getLogger(__name__)
 
 
 class LLMJudgeParams(Params):
@@ -141,10 +144,15 @@ def _verdict_score(future: Future[str], config: JudgeConfig) -> Score:
         return Score.error(f"{where}: {exc}")
     except CancelledError:
         return Score.error(f"{where}: the llm-judge evaluator was closed before the call ran")
-    except Exception as exc:  # a failed sample is data
-        return Score.error(f"{where}: {type(exc).__name__}: {exc}")
+    except Exception:  # a failed sample is data; its text may come from the remote, so it is only logged
+        log.exception("%s: the call failed unexpectedly", where)
+        return Score.error(f"{where}: the call failed unexpectedly (see the log)")
+    cut = len(text) > MAX_REPLY_CHARS
+    raw = "…" + text[-(MAX_REPLY_CHARS - 1) :] if cut else text
     try:
         value, read = parse_verdict(text, config.verdict)
     except VerdictError as exc:
-        return Score.error(f"unparseable verdict from {where}: {exc}", details={"raw": text})
-    return Score.ok(value, details={**read, "raw": text})
+        return Score.error(f"unparseable verdict from {where}: {exc}", details={"raw": raw})
+    if cut:  # keep cached details small: the parsed JSON of a huge reply is dropped too
+        read = {"verdict": read.get("verdict")}
+    return Score.ok(value, details={**read, "raw": raw})
