@@ -55,10 +55,10 @@ class RunProgress:
         self._progress.update(self._task, advance=records + failed, failed=label)
 
     def retrying(self, notice: RetryNotice) -> None:
-        """Count a retry and show the latest: ``3 retries (HTTP 503, attempt 2/4, next in 2.0 s)``."""
+        """Count a retry and show the latest failed attempt, short for 80 columns: ``3 retries (HTTP 503, 2/6)``."""
         self._retries += 1
         count = "1 retry" if self._retries == 1 else f"{self._retries} retries"
-        label = f"{count} ({notice.reason}, attempt {notice.attempt}/{notice.attempts}, next in {notice.delay:.1f} s)"
+        label = f"{count} ({notice.reason}, {notice.attempt}/{notice.attempts})"
         self._progress.update(self._task, retries=label)
 
     @property
