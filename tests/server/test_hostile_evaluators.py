@@ -171,7 +171,7 @@ def health_latencies(process: ServerProcess, stop: threading.Event, out: list[fl
 @pytest.mark.parametrize("name", all_payloads())
 def test_a_hostile_payload_is_answered_safely_and_at_once(hostile: Hostile, name: str) -> None:
     payload = payload_named(name, hostile)
-    stop, latencies = threading.Event(), []
+    stop, latencies = threading.Event(), list[float]()
     poller = threading.Thread(target=health_latencies, args=(hostile.process, stop, latencies), daemon=True)
     poller.start()
     started = time.perf_counter()
