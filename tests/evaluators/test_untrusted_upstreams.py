@@ -15,7 +15,7 @@ import evalsi.evaluators.judge as judge_pack
 from evalsi.errors import SpecError
 from evalsi.evaluators import Score, ScoreContext, get_evaluator
 from evalsi.evaluators.judge import LLMJudgeParams
-from evalsi.evaluators.judge._client import MAX_REPLY_CHARS, MAX_THREADS, SHARED_POOL
+from evalsi.evaluators.judge._client import MAX_REPLY_CHARS, MAX_THREADS, SHARED_POOL, _SharedPool
 from evalsi.evaluators.rl.reward_model import RewardModel
 from evalsi.records import from_rollout
 from evalsi.rewards import from_mapping
@@ -172,6 +172,34 @@ def test_many_judge_configs_share_one_bounded_pool(judge: judge_pack.LLMJudge) -
             assert judge_score(judge, judge_params(server.base_url, timeout=30 + i)).status == "ok"
     assert judge_threads() <= 16
     assert SHARED_POOL.size <= MAX_THREADS
+
+
+def test_the_pool_stops_its_threads_when_the_last_client_closes() -> None:
+    pool = _SharedPool()
+    pool.reserve(3)
+    pool.reserve(2)
+    assert pool.size == 5
+    started, release = threading.Barrier(6), threading.Event()
+    workers: list[threading.Thread] = []
+
+    def work() -> None:
+        workers.append(threading.current_thread())
+        started.wait(10)
+        release.wait(10)
+
+    for _ in range(5):
+        pool.submit(work)
+    started.wait(10)  # five requests in flight on five threads
+    pool.release(3)
+    assert pool.size == 5
+    pool.release(2)
+    assert pool.size == 0
+    release.set()
+    for thread in workers:
+        thread.join(10)
+    assert not any(t.is_alive() for t in workers)
+    with pytest.raises(RuntimeError, match="no judge client"):
+        pool.submit(work)
 
 
 def test_a_huge_judge_reply_is_read_whole_but_stored_cut(judge: judge_pack.LLMJudge) -> None:

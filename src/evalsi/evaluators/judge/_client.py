@@ -73,9 +73,14 @@ class _SharedPool:
                     old.shutdown(wait=False)  # its threads finish what they hold, then exit
 
     def release(self, threads: int) -> None:
-        """A client closed; the pool shrinks the next time it is replaced."""
+        """A client closed: the last one to close stops the pool's threads (a later client starts a new pool)."""
         with self._lock:
             self._wanted = max(self._wanted - threads, 0)
+            idle = self._pool if self._wanted == 0 else None
+            if idle is not None:
+                self._pool, self._size = None, 0
+        if idle is not None:
+            idle.shutdown(wait=False)  # requests already handed over still run to the end
 
     def submit(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` on the pool."""
