@@ -19,36 +19,18 @@ from evalsi.evaluators.judge._client import MAX_REPLY_CHARS, MAX_THREADS, SHARED
 from evalsi.evaluators.rl.reward_model import RewardModel
 from evalsi.records import from_rollout
 from evalsi.rewards import from_mapping
+from tests.helpers.listener import Listener
 from tests.helpers.model_servers import ChatJudgeServer, OpenRLHFRewardServer
 
 pytestmark = pytest.mark.timeout(120)
 SECRET = "AKIA-not-for-your-eyes"
 
 
-class Listener:
-    """A bare TCP listener that counts the connections made to it (a fetch would be one)."""
-
-    def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.connections = 0
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.connections += 1
-            conn.close()
-
-
 @pytest.fixture
 def listener() -> Iterator[Listener]:
     lst = Listener()
     yield lst
-    lst.sock.close()
+    lst.close()
 
 
 def json_schema(schema: Any, completion: str) -> Score:

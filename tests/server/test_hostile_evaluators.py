@@ -7,7 +7,6 @@ while ``/healthz`` stays responsive, and must refuse oversized patterns before t
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.helpers.listener import Listener
 from tests.server.harness import ServerProcess, make_token, post_http, write_config
 
 pytestmark = pytest.mark.timeout(180)
@@ -104,25 +104,6 @@ def size_payloads() -> list[Payload]:
     ]
 
 
-class Listener:
-    """A bare TCP listener that counts connections: a fetch through ``$ref`` would be one."""
-
-    def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/schema.json"
-        self.connections = 0
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.connections += 1
-            conn.close()
-
-
 @dataclass
 class Hostile:
     process: ServerProcess
@@ -141,7 +122,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hostile]:
     listener = Listener()
     with ServerProcess(config) as process:
         yield Hostile(process, token, secret, listener)
-    listener.sock.close()
+    listener.close()
 
 
 def all_payloads() -> list[str]:

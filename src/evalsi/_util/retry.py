@@ -12,6 +12,7 @@ Request bodies must be bytes (``content=`` or ``json=``), which every evalsi cli
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import time
 from collections.abc import Callable
@@ -105,6 +106,16 @@ class RetryPolicy:
         return delay
 
 
+def _settle(policy: RetryPolicy, attempt: int, outcome: httpx.Response | Exception) -> httpx.Response | float:
+    """The final answer (or raise the final error), or the seconds to wait before the next attempt."""
+    delay = policy.next_delay(attempt, outcome)
+    if delay is not None:
+        return delay
+    if isinstance(outcome, Exception):
+        raise outcome
+    return outcome
+
+
 class _Counter:
     """Attempts made through one transport, retries included (read by clients that report call counts)."""
 
@@ -132,22 +143,19 @@ class RetryTransport(httpx.BaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         """Send ``request``, retrying as the policy says; the last answer, or the last transport error."""
-        attempt = 0
-        while True:
+        for attempt in itertools.count():
             self._counter.count()
             try:
                 outcome: httpx.Response | Exception = self.inner.handle_request(request)
             except httpx.TransportError as exc:
                 outcome = exc
-            delay = self.policy.next_delay(attempt, outcome)
-            if delay is None:
-                if isinstance(outcome, Exception):
-                    raise outcome
-                return outcome
+            step = _settle(self.policy, attempt, outcome)
+            if isinstance(step, httpx.Response):
+                return step
             if isinstance(outcome, httpx.Response):
                 outcome.close()
-            time.sleep(delay)
-            attempt += 1
+            time.sleep(step)
+        raise AssertionError("unreachable")
 
     def close(self) -> None:
         """Close the inner transport."""
@@ -169,22 +177,19 @@ class AsyncRetryTransport(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Send ``request``, retrying as the policy says; the last answer, or the last transport error."""
-        attempt = 0
-        while True:
+        for attempt in itertools.count():
             self._counter.count()
             try:
                 outcome: httpx.Response | Exception = await self.inner.handle_async_request(request)
             except httpx.TransportError as exc:
                 outcome = exc
-            delay = self.policy.next_delay(attempt, outcome)
-            if delay is None:
-                if isinstance(outcome, Exception):
-                    raise outcome
-                return outcome
+            step = _settle(self.policy, attempt, outcome)
+            if isinstance(step, httpx.Response):
+                return step
             if isinstance(outcome, httpx.Response):
                 await outcome.aclose()
-            await asyncio.sleep(delay)
-            attempt += 1
+            await asyncio.sleep(step)
+        raise AssertionError("unreachable")
 
     async def aclose(self) -> None:
         """Close the inner transport."""
