@@ -63,6 +63,11 @@ def test_refs_within_the_schema_resolve_and_a_base_id_fetches_nothing(listener: 
     assert listener.connections == 0
 
 
+def test_a_ref_loop_is_an_error_score_without_internals() -> None:
+    result = json_schema({"$ref": "#"}, "1")
+    assert result.status == "error" and "loops" in (result.reason or "") and "Error" not in (result.reason or "")
+
+
 def test_a_ref_key_inside_instance_data_is_not_a_reference() -> None:
     schema = {"const": {"$ref": "file:///etc/passwd"}}
     assert json_schema(schema, '{"$ref": "file:///etc/passwd"}').value is True

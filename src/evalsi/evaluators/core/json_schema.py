@@ -78,6 +78,8 @@ class JsonSchema(Evaluator[JsonSchemaParams]):
         except Unresolvable as exc:
             ref = str(getattr(exc, "ref", ""))[:200]
             return Score.error(f"json-schema: $ref {ref!r} does not resolve within the schema")
+        except RecursionError:
+            return Score.error("json-schema: the schema's $ref chain loops without reaching a check")
         if error is None:
             return Score.ok(True)
         where = "/".join(str(p) for p in error.absolute_path) or "(root)"
