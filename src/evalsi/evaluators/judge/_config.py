@@ -130,7 +130,7 @@ class JudgeConfig(_Model):
     max_tokens: int | None = Field(default=1024, gt=0)
     """Most tokens the judge may write (``None``: the endpoint's default)."""
     retries: int = Field(default=3, ge=0, le=20)
-    """Further attempts after a timeout, a connection failure, 429 or 5xx."""
+    """Further attempts after a timeout, a connection failure, or 408, 409, 425, 429, 500, 502, 503, 504."""
     backoff: float = Field(default=1.0, ge=0)
     """Seconds before the first retry, doubling each time (a ``Retry-After`` header takes precedence)."""
     max_concurrency: int = Field(default=8, ge=1, le=1024)
