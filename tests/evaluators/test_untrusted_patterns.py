@@ -125,3 +125,20 @@ def test_the_compiled_pattern_cache_is_bounded_by_bytes() -> None:
         compile_pattern(f"(?:x{i})" + "[a-z]" * 500)
     assert _cache.bytes <= _cache.max_bytes
     assert len(_cache) < 300
+
+
+@pytest.mark.parametrize("text", ["answer" + " " * 200_000 + "x", "The answer is" + " " * 200_000 + "?"])
+def test_built_in_answer_patterns_read_hostile_whitespace_in_linear_time(text: str) -> None:
+    evaluator = get_evaluator("multiple-choice")
+    parsed = evaluator.parse_params({})
+
+    def choose(completion: str) -> Score:
+        record = from_rollout({"completion": completion, "answer": "C"})
+        return evaluator.score_batch([record], parsed, ScoreContext())[0]
+
+    started = time.perf_counter()
+    result = choose(text)
+    assert result.status == "ok" and result.value is False
+    assert time.perf_counter() - started < 2.0  # quadratic before: 20 s for 20,000 spaces
+    for kept in ("The answer is: \\text{C}", "Answer:  **C**", "the answer is (C)", "Answer is C."):
+        assert choose(kept).value is True, kept
