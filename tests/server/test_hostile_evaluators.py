@@ -43,6 +43,8 @@ class Payload:
     """For a 200: the component's status."""
     value: Any = field(default=None)
     """For a 200 with an ``ok`` component: its value."""
+    reference: str | None = None
+    """The rollout's ``answer``, for components that need one."""
 
 
 def schema_component(schema: Any) -> dict[str, Any]:
@@ -85,6 +87,8 @@ def pattern_payloads() -> list[Payload]:
         Payload("json-schema-pattern-properties",
                 schema_component({"patternProperties": {EVIL: {"type": "integer"}}, "additionalProperties": False}),
                 f'{{"{EVIL_TEXT}": 1}}', component_status="ok", value=False),
+        Payload("multiple-choice-whitespace", {"ref": "multiple-choice", "name": "c"}, "answer" + " " * 200_000 + "x",
+                component_status="ok", value=False, reference="A"),
         Payload("regex-backreference", pattern_component("regex", r"(a+)\1+$"), EVIL_TEXT, status=400,
                 needle="backreference"),
         Payload("regex-lookahead", pattern_component("format-check", r"(?=(a+)+$)a*"), EVIL_TEXT, status=400,
@@ -158,7 +162,8 @@ def test_a_hostile_payload_is_answered_safely_and_at_once(hostile: Hostile, name
     started = time.perf_counter()
     try:
         response = post_http(hostile.process, hostile.token, {"components": [payload.component]},
-                             [{"prompt": "p", "completion": payload.completion}], timeout=20)
+                             [{"prompt": "p", "completion": payload.completion, "answer": payload.reference}],
+                             timeout=20)
     finally:
         elapsed = time.perf_counter() - started
         stop.set()
