@@ -99,3 +99,13 @@ def test_evaluator_exception_becomes_error_scores_for_its_records() -> None:
         score = result.components["test-counting"]
         assert score.status == "error"
         assert "evaluator exploded" in (score.reason or "")
+
+
+def test_the_lru_is_bounded_by_bytes_too() -> None:
+    cache = ScoreCache(max_entries=1000, max_bytes=10_000)
+    big = Score.ok(True, details={"raw": "x" * 3000})
+    cache.put_many([(bytes([i]) * 32, big) for i in range(10)])
+    assert len(cache) == 3 and cache.bytes <= 10_000 and cache.stats.evictions == 7
+    assert cache.get_many([bytes([9]) * 32]) == [big]  # the newest are kept
+    cache.put_many([(b"h" * 32, Score.ok(True, details={"raw": "x" * 20_000}))])  # larger than the whole cache
+    assert cache.get_many([b"h" * 32]) == [None] and len(cache) == 3

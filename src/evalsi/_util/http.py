@@ -1,12 +1,21 @@
-"""What evalsi's JSON-over-HTTP clients share: headers, and one attempt's outcome as data."""
+"""What evalsi's JSON-over-HTTP clients to upstream services share: headers, and one answer's outcome as data.
+
+An upstream's body never reaches a reason (a score's reason may travel back to whoever sent the spec): a
+failed answer is its status and the standard phrase for it, and a failed connection is "connection failed",
+without the remote's error text. The body is logged at debug level on the ``evalsi.http`` logger.
+"""
 
 from __future__ import annotations
 
+import logging
 import os
+from http import HTTPStatus
 from typing import Any
 
 import httpx
 import orjson
+
+log = logging.getLogger("evalsi.http")
 
 
 class MalformedReply(ValueError):
@@ -23,14 +32,29 @@ def json_headers(api_key_env: str | None) -> dict[str, str]:
 
 
 def transport_failure(exc: httpx.TransportError, timeout: float) -> str:
-    """Why an attempt got no answer: a timeout, or a failed connection."""
+    """Why a request got no answer: a timeout, or a failed connection (the error's own text is only logged)."""
+    log.debug("HTTP transport error: %r", exc)
     if isinstance(exc, httpx.TimeoutException):
         return f"no reply within {timeout:g} s"
-    return f"connection failed ({type(exc).__name__}: {exc})"
+    return "connection failed"
+
+
+def status_text(status: int) -> str:
+    """``HTTP 503 Service Unavailable``: a status and its standard phrase, nothing from the body.
+
+    Example:
+        >>> status_text(503), status_text(599)
+        ('HTTP 503 Service Unavailable', 'HTTP 599')
+
+    """
+    try:
+        return f"HTTP {status} {HTTPStatus(status).phrase}"
+    except ValueError:
+        return f"HTTP {status}"
 
 
 def read_reply(response: httpx.Response) -> tuple[Any, str]:
-    """``(decoded JSON, "")`` for a 200 answer, else ``(None, "HTTP <status>: <body start>")``.
+    """``(decoded JSON, "")`` for a 200 answer, else ``(None, status_text)``.
 
     Raises:
         MalformedReply: The answer is 200 but its body is not JSON.
@@ -40,5 +64,7 @@ def read_reply(response: httpx.Response) -> tuple[Any, str]:
         try:
             return orjson.loads(response.content), ""
         except orjson.JSONDecodeError:
-            raise MalformedReply(f"the body is not JSON: {response.text[:120]!r}") from None
-    return None, f"HTTP {response.status_code}: {response.text[:200]}"
+            log.debug("non-JSON 200 body from %s: %r", response.request.url, response.content[:2000])
+            raise MalformedReply(f"the body is not JSON ({len(response.content):,} bytes)") from None
+    log.debug("HTTP %d from %s: %r", response.status_code, response.request.url, response.content[:2000])
+    return None, status_text(response.status_code)

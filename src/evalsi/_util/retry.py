@@ -1,16 +1,37 @@
-"""The retry policy every HTTP client of evalsi shares: which answers to retry, and how long to wait."""
+"""The retry policy every HTTP client of evalsi shares, as an httpx transport (sync and async twins).
+
+One policy: a request whose answer is in :data:`RETRY_STATUSES`, or that timed out or lost its connection, is
+sent again after exponential backoff (``backoff × 2**attempt`` seconds), or after the server's ``Retry-After``
+(seconds or an HTTP date), never waiting more than :data:`MAX_DELAY`. Any other answer comes back at once. When
+the tries run out, the last answer is returned (or the last transport error raised), so a client sees a
+retryable status or a :class:`httpx.TransportError` only after ``retries + 1`` attempts.
+
+Request bodies must be bytes (``content=`` or ``json=``), which every evalsi client sends: they are re-sent as is.
+"""
 
 from __future__ import annotations
 
-RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
-"""Answers worth another try: timeouts, rate limits and server-side failures."""
+import asyncio
+import itertools
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+
+import httpx
+
+RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+"""Answers worth another try: request timeout (408), conflict (409: a lock timeout, as OpenAI's client treats
+it), too early (425), rate limit (429), and server-side failures (500, 502, 503, 504)."""
 
 MAX_DELAY = 30.0
 """No wait between tries exceeds this many seconds, whatever the backoff or a server's ``Retry-After``."""
 
 
 def retry_delay(attempt: int, backoff: float, retry_after: str | None = None, cap: float = MAX_DELAY) -> float:
-    """Seconds to wait before try ``attempt + 1``: exponential backoff, or the server's ``Retry-After`` seconds.
+    """Seconds to wait before try ``attempt + 1``: exponential backoff, or the server's ``Retry-After``.
 
     Example:
         >>> retry_delay(0, 0.5), retry_delay(3, 0.5), retry_delay(1, 0.5, "2"), retry_delay(9, 1.0)
@@ -18,8 +39,169 @@ def retry_delay(attempt: int, backoff: float, retry_after: str | None = None, ca
 
     """
     if retry_after is not None:
-        try:
-            return min(max(float(retry_after), 0.0), cap)
-        except ValueError:
-            pass  # an HTTP date or garbage: fall back to backoff
+        seconds = _retry_after_seconds(retry_after)
+        if seconds is not None:
+            return min(max(seconds, 0.0), cap)
     return float(min(backoff * 2**attempt, cap))
+
+
+def _retry_after_seconds(value: str) -> float | None:
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None  # garbage: fall back to backoff
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return (when - datetime.now(UTC)).total_seconds()
+
+
+@dataclass(frozen=True, slots=True)
+class RetryNotice:
+    """Told to ``on_retry`` before each wait: which attempt failed, why, and how long until the next."""
+
+    attempt: int
+    """The attempt that failed, from 1."""
+    attempts: int
+    """How many attempts the policy allows in all."""
+    reason: str
+    """``HTTP 503``, ``timed out`` or ``connection failed``: never the server's body or error text."""
+    delay: float
+    """Seconds until the next attempt."""
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How many further attempts, the backoff, and who hears about retries."""
+
+    retries: int = 3
+    """Further attempts after the first."""
+    backoff: float = 1.0
+    """Seconds before the first retry, doubling each time."""
+    on_retry: Callable[[RetryNotice], None] | None = None
+    """Called before each wait (for progress displays); must not raise."""
+
+    @property
+    def attempts(self) -> int:
+        """Attempts in all."""
+        return self.retries + 1
+
+    def next_delay(self, attempt: int, outcome: httpx.Response | Exception) -> float | None:
+        """Seconds before retrying after ``outcome`` of try ``attempt`` (from 0), or None to stop there."""
+        if attempt >= self.retries:
+            return None
+        if isinstance(outcome, httpx.Response):
+            if outcome.status_code not in RETRY_STATUSES:
+                return None
+            delay = retry_delay(attempt, self.backoff, outcome.headers.get("Retry-After"))
+            reason = f"HTTP {outcome.status_code}"
+        else:
+            delay = retry_delay(attempt, self.backoff)
+            reason = "timed out" if isinstance(outcome, httpx.TimeoutException) else "connection failed"
+        if self.on_retry is not None:
+            self.on_retry(RetryNotice(attempt + 1, self.attempts, reason, delay))
+        return delay
+
+
+def _settle(policy: RetryPolicy, attempt: int, outcome: httpx.Response | Exception) -> httpx.Response | float:
+    """The final answer (or raise the final error), or the seconds to wait before the next attempt."""
+    delay = policy.next_delay(attempt, outcome)
+    if delay is not None:
+        return delay
+    if isinstance(outcome, Exception):
+        raise outcome
+    return outcome
+
+
+class _Counter:
+    """Attempts made through one transport, retries included (read by clients that report call counts)."""
+
+    def __init__(self) -> None:
+        self.attempts = 0
+        self._lock = threading.Lock()
+
+    def count(self) -> None:
+        with self._lock:
+            self.attempts += 1
+
+
+class RetryTransport(httpx.BaseTransport):
+    """Retries requests through ``inner`` (default: a plain :class:`httpx.HTTPTransport`) under ``policy``."""
+
+    def __init__(self, policy: RetryPolicy, inner: httpx.BaseTransport | None = None) -> None:
+        self.policy = policy
+        self.inner = inner if inner is not None else httpx.HTTPTransport()
+        self._counter = _Counter()
+
+    @property
+    def attempts(self) -> int:
+        """HTTP attempts made so far, retries included."""
+        return self._counter.attempts
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        """Send ``request``, retrying as the policy says; the last answer, or the last transport error."""
+        for attempt in itertools.count():
+            self._counter.count()
+            try:
+                outcome: httpx.Response | Exception = self.inner.handle_request(request)
+            except httpx.TransportError as exc:
+                outcome = exc
+            step = _settle(self.policy, attempt, outcome)
+            if isinstance(step, httpx.Response):
+                return step
+            if isinstance(outcome, httpx.Response):
+                outcome.close()
+            time.sleep(step)
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        """Close the inner transport."""
+        self.inner.close()
+
+
+class AsyncRetryTransport(httpx.AsyncBaseTransport):
+    """The async twin of :class:`RetryTransport` (the wait is an ``asyncio.sleep``, so it can be cancelled)."""
+
+    def __init__(self, policy: RetryPolicy, inner: httpx.AsyncBaseTransport | None = None) -> None:
+        self.policy = policy
+        self.inner = inner if inner is not None else httpx.AsyncHTTPTransport()
+        self._counter = _Counter()
+
+    @property
+    def attempts(self) -> int:
+        """HTTP attempts made so far, retries included."""
+        return self._counter.attempts
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        """Send ``request``, retrying as the policy says; the last answer, or the last transport error."""
+        for attempt in itertools.count():
+            self._counter.count()
+            try:
+                outcome: httpx.Response | Exception = await self.inner.handle_async_request(request)
+            except httpx.TransportError as exc:
+                outcome = exc
+            step = _settle(self.policy, attempt, outcome)
+            if isinstance(step, httpx.Response):
+                return step
+            if isinstance(outcome, httpx.Response):
+                await outcome.aclose()
+            await asyncio.sleep(step)
+        raise AssertionError("unreachable")
+
+    async def aclose(self) -> None:
+        """Close the inner transport."""
+        await self.inner.aclose()
+
+
+def attempts_phrase(count: int) -> str:
+    """``1 attempt`` or ``N attempts``.
+
+    Example:
+        >>> attempts_phrase(1), attempts_phrase(4)
+        ('1 attempt', '4 attempts')
+
+    """
+    return f"{count} attempt" if count == 1 else f"{count} attempts"

@@ -15,7 +15,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from evalsi.cli._console import EXIT_FAILED, fail, stderr
+from evalsi.cli._console import EXIT_FAILED, EXIT_GATE, fail, stderr
 from evalsi.errors import DataError, SpecError
 from evalsi.runs import GenerationError, Runner, RunOutcome, load_run
 from evalsi.stats import Estimate
@@ -52,14 +52,15 @@ def run_command(
     except KeyboardInterrupt:
         fail("interrupted: every scored record is saved; run the same command again to resume", EXIT_FAILED)
     stderr.print(run_summary(outcome))
-    if not outcome.summary.gates_passed:
-        stderr.print("[bold red]a gate failed[/] (exit 3)", highlight=False)
+    if not outcome.summary.gates_passed:  # the exit code is said once: here only when the gate decides it
+        code = f" (exit {EXIT_GATE})" if outcome.exit_code == EXIT_GATE else ""
+        stderr.print(f"[bold red]a gate failed[/]{code}", highlight=False)
     if outcome.aborted:
-        fail(f"the run stopped (onError: raise): {outcome.aborted}", EXIT_FAILED)
+        fail(f"the run stopped (onError: raise): {outcome.aborted} (exit {EXIT_FAILED})", EXIT_FAILED)
     if outcome.failed:
         first = next(iter(outcome.failed.items()))
         fail(f"{len(outcome.failed)} records could not be generated (first: {first[0]}: {first[1]}); "
-             f"run again to resume them", EXIT_FAILED)
+             f"run again to resume them (exit {EXIT_FAILED})", EXIT_FAILED)
     raise typer.Exit(outcome.exit_code)
 
 

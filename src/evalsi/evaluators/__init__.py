@@ -2,6 +2,7 @@
 
 from evalsi.evaluators._base import Evaluator, NoParams, Params, ScoreContext
 from evalsi.evaluators._operator import OPERATOR_ONLY, ServerResource
+from evalsi.evaluators._patterns import use_python_regex
 from evalsi.evaluators._registry import (
     ENTRY_POINT_GROUP,
     PluginValidationError,
@@ -32,4 +33,5 @@ __all__ = [
     "evaluator_class",
     "get_evaluator",
     "register",
+    "use_python_regex",
 ]

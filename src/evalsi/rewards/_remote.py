@@ -18,13 +18,14 @@ non-2xx), in the JSON forms of :mod:`evalsi.rewards.wire`:
 - ``400`` ``invalid_spec`` / ``invalid_rollout`` (with ``index`` and ``detail``, the message without the index):
   raised as ``SpecError`` / ``DataError``.
 - ``401`` / ``403``: raised as :class:`RewardServiceError` naming ``EVALSI_TOKEN``.
-- ``429``, ``502``, ``503``, ``504`` and connection failures are retried with backoff, then raised.
+- The statuses of :data:`evalsi._util.retry.RETRY_STATUSES` (429 and 5xx among them), timeouts and connection
+  failures are retried (``retries`` further attempts, 0.5 s backoff doubling, ``Retry-After`` honoured), then
+  raised.
 """
 
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ import httpx
 import orjson
 from pydantic import ValidationError
 
-from evalsi._util.retry import retry_delay
+from evalsi._util.retry import RetryPolicy, RetryTransport, attempts_phrase
 from evalsi.errors import EvalsiError, RewardServiceError
 from evalsi.rewards._batch import plain
 from evalsi.rewards._compose import ComponentRule, RewardResult
@@ -49,7 +50,8 @@ from evalsi.specs import (
 )
 
 SCORE_PATH = "/v1alpha1/rewards:score"
-RETRY_STATUSES = frozenset({429, 502, 503, 504})
+BACKOFF = 0.5
+"""Seconds before the first retry, doubling each time."""
 
 
 class RemoteReward:
@@ -83,7 +85,10 @@ class RemoteReward:
         if token:
             headers["Authorization"] = f"Bearer {token}"
         # Calls past the server's max_inflight wait there (back-pressure), so the read timeout is long.
-        self._client = httpx.Client(headers=headers, timeout=httpx.Timeout(timeout, connect=10.0))
+        self._client = httpx.Client(
+            headers=headers, timeout=httpx.Timeout(timeout, connect=10.0),
+            transport=RetryTransport(RetryPolicy(retries, BACKOFF)),
+        )
 
     @property
     def component_names(self) -> list[str]:
@@ -137,19 +142,12 @@ class RemoteReward:
         return self._results(response, len(batch))
 
     def _post(self, body: bytes) -> httpx.Response:
-        for attempt in range(self.retries + 1):
-            last = attempt == self.retries
-            response: httpx.Response | None = None
-            try:
-                response = self._client.post(self.url, content=body)
-            except httpx.TransportError as exc:
-                if last:
-                    raise RewardServiceError(f"cannot reach the Reward Service at {self.url}: {exc}") from exc
-            else:
-                if response.status_code not in RETRY_STATUSES or last:
-                    return response
-            time.sleep(retry_delay(attempt, 0.5, None if response is None else response.headers.get("Retry-After")))
-        raise AssertionError("unreachable")  # the loop returns or raises on its last attempt
+        try:
+            return self._client.post(self.url, content=body)
+        except httpx.TransportError as exc:
+            raise RewardServiceError(
+                f"cannot reach the Reward Service at {self.url} (after {attempts_phrase(self.retries + 1)}): {exc}"
+            ) from exc
 
     def _results(self, response: httpx.Response, count: int) -> list[RewardResult]:
         if response.status_code >= 300:

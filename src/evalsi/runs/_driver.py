@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from evalsi._util.retry import RetryNotice
 from evalsi.records import Record
 from evalsi.runs._bind import BoundRun
 from evalsi.runs._builtin import load_builtin
@@ -96,6 +97,12 @@ class Runner:
         self._scoring_seconds = 0.0
         self._resumed = 0
         self._generated = 0
+        self._bar: RunProgress | None = None
+
+    def _on_retry(self, notice: RetryNotice) -> None:
+        """Show an endpoint's retry in the progress line while it waits."""
+        if self._bar is not None:
+            self._bar.retrying(notice)
 
     def run(self) -> RunOutcome:
         """Run to completion on a fresh event loop."""
@@ -108,12 +115,13 @@ class Runner:
         started, wall = datetime.now(UTC), time.perf_counter()
         items = load_run_items(run)
         target = self._target or make_target(
-            body.target, body.sampling, body.dataset.system_prompt, self._fn, self.run_spec.base_dir
+            body.target, body.sampling, body.dataset.system_prompt, self._fn, self.run_spec.base_dir, self._on_retry
         )
         try:
             writer, todo, rescore = self._resume(items, target)
             try:
                 with RunProgress(run.spec.name, len(items), len(self._done), self._progress_enabled) as bar:
+                    self._bar = bar
                     await self._pipeline(todo, rescore, target, writer, bar)
             except BaseException:
                 # Interrupted: keep the journal (it holds every scored record) and leave a partial results file.

@@ -1,4 +1,4 @@
-"""The run's progress bar on stderr: records done of total, rate, elapsed time and ETA (Rich)."""
+"""The run's progress bar on stderr: records done of total, rate, elapsed time, ETA, failures and retries (Rich)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.text import Text
+
+from evalsi._util.retry import RetryNotice
 
 
 class RateColumn(ProgressColumn):
@@ -37,17 +39,32 @@ class RunProgress:
         self._progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), RateColumn(),
             TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
-            TextColumn("{task.fields[failed]}", style="red"),
+            TextColumn("{task.fields[failed]}", style="red"), TextColumn("{task.fields[retries]}", style="yellow"),
             console=Console(stderr=True), disable=not enabled, transient=False,
         )
-        self._task = self._progress.add_task(description, total=total, completed=done, failed="", resumed=done)
+        self._task = self._progress.add_task(
+            description, total=total, completed=done, failed="", retries="", resumed=done
+        )
         self._failed = 0
+        self._retries = 0
 
     def advance(self, records: int, failed: int = 0) -> None:
         """Count records as done (and failed ones, shown in red)."""
         self._failed += failed
         label = f"{self._failed} failed" if self._failed else ""
         self._progress.update(self._task, advance=records + failed, failed=label)
+
+    def retrying(self, notice: RetryNotice) -> None:
+        """Count a retry and show the latest failed attempt, short for 80 columns: ``3 retries (HTTP 503, 2/6)``."""
+        self._retries += 1
+        count = "1 retry" if self._retries == 1 else f"{self._retries} retries"
+        label = f"{count} ({notice.reason}, {notice.attempt}/{notice.attempts})"
+        self._progress.update(self._task, retries=label)
+
+    @property
+    def retries(self) -> int:
+        """Retries seen so far."""
+        return self._retries
 
     def __enter__(self) -> RunProgress:
         self._progress.start()

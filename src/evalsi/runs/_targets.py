@@ -1,8 +1,9 @@
 """Targets: what generates completions. An OpenAI-compatible endpoint over HTTP, or an in-process callable.
 
 Both are async and bounded: at most ``max_concurrency`` requests are in flight. The endpoint target retries
-429s, 5xx answers, timeouts and dropped connections with exponential backoff (a ``Retry-After`` header wins),
-and asks for a record's ``n`` samples in as few requests as the server allows.
+through the shared transport of :mod:`evalsi._util.retry` (its status set, timeouts and dropped connections,
+``maxRetries`` further attempts, ``retryBackoff`` doubling, a ``Retry-After`` header wins), tells ``on_retry``
+before each wait, and asks for a record's ``n`` samples in as few requests as the server allows.
 """
 
 from __future__ import annotations
@@ -21,13 +22,12 @@ from typing import Any, Protocol
 
 import httpx
 
-from evalsi._util.retry import RETRY_STATUSES as SHARED_RETRY_STATUSES
-from evalsi._util.retry import retry_delay
+from evalsi._util.retry import RETRY_STATUSES, AsyncRetryTransport, RetryNotice, RetryPolicy, attempts_phrase
 from evalsi.errors import EvalsiError
 from evalsi.records import Content
 from evalsi.specs import SamplingSpec, TargetSpec
 
-RETRY_STATUSES = SHARED_RETRY_STATUSES | {409}  # as OpenAI's own client: 409 is a lock timeout, worth a retry
+RetryListener = Callable[[RetryNotice], None]
 
 
 class GenerationError(EvalsiError, RuntimeError):
@@ -63,7 +63,8 @@ class Target(Protocol):
 class OpenAITarget:
     """An OpenAI-compatible endpoint (vLLM, SGLang, OpenAI...) through ``/chat/completions`` or ``/completions``."""
 
-    def __init__(self, spec: TargetSpec, sampling: SamplingSpec, system_prompt: str | None = None) -> None:
+    def __init__(self, spec: TargetSpec, sampling: SamplingSpec, system_prompt: str | None = None,
+                 on_retry: RetryListener | None = None) -> None:
         if spec.base_url is None or spec.model is None:
             raise ValueError("an endpoint target needs baseUrl and model")
         self.spec = spec
@@ -76,10 +77,14 @@ class OpenAITarget:
                 raise GenerationError(f"target.apiKeyEnv names {spec.api_key_env!r}, which is not set")
             headers["Authorization"] = f"Bearer {key}"
         limits = httpx.Limits(max_connections=spec.max_concurrency, max_keepalive_connections=spec.max_concurrency)
+        policy = RetryPolicy(spec.max_retries, spec.retry_backoff, on_retry)
         self._client = httpx.AsyncClient(
-            base_url=spec.base_url.rstrip("/") + "/", headers=headers, timeout=spec.timeout, limits=limits
+            base_url=spec.base_url.rstrip("/") + "/", headers=headers, timeout=spec.timeout,
+            transport=AsyncRetryTransport(policy, httpx.AsyncHTTPTransport(limits=limits)),
         )
         self._path = "chat/completions" if spec.api == "chat" else "completions"
+        self.url = spec.base_url.rstrip("/") + "/" + self._path
+        """Where requests go (named in every generation error)."""
         self._slots = asyncio.Semaphore(spec.max_concurrency)
 
     def describe(self) -> dict[str, Any]:
@@ -101,26 +106,17 @@ class OpenAITarget:
 
     async def _request(self, prompt: Content, n: int) -> list[Generation]:
         body = self._body(prompt, n)
-        attempt = 0
-        while True:
-            async with self._slots:
-                started = time.perf_counter()
-                try:
-                    response = await self._client.post(self._path, json=body)
-                except (httpx.TimeoutException, httpx.TransportError) as exc:
-                    failure: str = f"{type(exc).__name__}: {exc}"
-                    retry_after: str | None = None
-                else:
-                    if response.status_code == 200:
-                        return _parse(response, self.spec.api, time.perf_counter() - started, n)
-                    failure = f"HTTP {response.status_code}: {response.text[:200]}"
-                    if response.status_code not in RETRY_STATUSES:
-                        raise GenerationError(failure)
-                    retry_after = response.headers.get("retry-after")
-            if attempt >= self.spec.max_retries:
-                raise GenerationError(f"gave up after {attempt + 1} attempts; last: {failure}")
-            await asyncio.sleep(retry_delay(attempt, self.spec.retry_backoff, retry_after))
-            attempt += 1
+        gave_up = f"gave up after {attempts_phrase(self.spec.max_retries + 1)}; last: "
+        async with self._slots:
+            started = time.perf_counter()
+            try:
+                response = await self._client.post(self._path, json=body)
+            except httpx.TransportError as exc:
+                raise GenerationError(f"{self.url}: {gave_up}{type(exc).__name__}: {exc}") from None
+        if response.status_code == 200:
+            return _parse(response, self.spec.api, time.perf_counter() - started, n)
+        failure = f"HTTP {response.status_code}: {response.text[:200]}"
+        raise GenerationError(f"{self.url}: {gave_up if response.status_code in RETRY_STATUSES else ''}{failure}")
 
     def _body(self, prompt: Content, n: int) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.spec.model, **self._fields}
@@ -285,13 +281,15 @@ def make_target(
     system_prompt: str | None = None,
     fn: ModelFn | None = None,
     base_dir: Path | None = None,
+    on_retry: RetryListener | None = None,
 ) -> Target:
     """The target a spec names (``fn`` overrides ``callable`` for models built in the same process).
 
-    ``base_dir`` (the spec file's folder) resolves a ``callable`` given as a relative ``file.py:function``.
+    ``base_dir`` (the spec file's folder) resolves a ``callable`` given as a relative ``file.py:function``;
+    ``on_retry`` hears about an endpoint's retries while they happen.
     """
     if fn is not None or spec.callable is not None:
         model = fn if fn is not None else load_callable(spec.callable or "", base_dir)
         return CallableTarget(model, sampling, spec.max_concurrency, None if fn is not None else spec.callable)
-    return OpenAITarget(spec, sampling, system_prompt)
+    return OpenAITarget(spec, sampling, system_prompt, on_retry)
 

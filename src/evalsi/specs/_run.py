@@ -47,7 +47,7 @@ class TargetSpec(_Model):
     timeout: float = Field(default=600.0, gt=0)
     """Seconds one request may take before it is retried."""
     max_retries: int = Field(default=5, ge=0)
-    """Retries of a request after 429, 5xx, a timeout or a dropped connection (with exponential backoff)."""
+    """Retries of a request after 408, 409, 425, 429, 500, 502, 503, 504, a timeout or a dropped connection."""
     retry_backoff: float = Field(default=1.0, ge=0)
     """Seconds before the first retry; doubled each retry, capped at 30 s; a ``Retry-After`` header wins."""
     samples_per_request: int | None = Field(default=None, ge=1)

@@ -221,7 +221,8 @@ def test_a_bad_value_errors_only_its_rollout(rm: RewardModel, openrlhf: OpenRLHF
     scores = rm.score_batch(records(3), params(openrlhf.url), CTX)
     assert [s.status for s in scores] == ["ok", "error", "error"]
     assert scores[0].value == 0.5
-    assert "rewards[1] is 'high', not a number" in (scores[1].reason or "")
+    assert "rewards[1] is a string, not a number" in (scores[1].reason or "")
+    assert "high" not in (scores[1].reason or "")  # the reply's content never reaches a reason
 
 
 def test_on_error_decides_what_a_failed_call_means(openrlhf: OpenRLHFRewardServer) -> None:

@@ -26,12 +26,3 @@ def references(reference: Any) -> list[str]:
     if isinstance(reference, list | tuple):
         return [str(r) for r in reference if r is not None]
     return [str(reference)]
-
-
-def valid_regex(value: str) -> str:
-    """A params validator: the pattern compiles, else a message saying why."""
-    try:
-        re.compile(value)
-    except re.error as exc:
-        raise ValueError(f"not a valid regular expression: {exc}") from None
-    return value

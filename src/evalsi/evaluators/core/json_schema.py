@@ -1,19 +1,26 @@
-"""``json-schema``: the completion is JSON that validates against a schema."""
+"""``json-schema``: the completion is JSON that validates against a schema.
+
+The schema is untrusted data: ``$ref`` resolves only within the schema (``#/$defs/...``, ``#anchor``) through a
+registry that never reads a file or fetches a URL, and ``pattern`` / ``patternProperties`` run on the linear-time
+regex engine of :mod:`evalsi.evaluators._patterns`.
+"""
 
 from __future__ import annotations
 
 import json
 import re
-from functools import lru_cache
 from typing import Any, Literal
 
 import orjson
-from jsonschema import Draft202012Validator, SchemaError
+from jsonschema import SchemaError
 from pydantic import Field, field_validator
+from referencing.exceptions import Unresolvable
 
+from evalsi._util.lru import ByteLRU
 from evalsi.evaluators._base import Evaluator, Params, ScoreContext
 from evalsi.evaluators._registry import register
 from evalsi.evaluators._score import Score
+from evalsi.evaluators.core._schema import check_untrusted_schema, safe_validator
 from evalsi.records import Record
 
 _FENCED_JSON = re.compile(r"```(?:json|JSON)?[ \t]*\n(.*?)```", re.DOTALL)
@@ -23,7 +30,7 @@ class JsonSchemaParams(Params):
     """The schema and where the JSON is in the completion."""
 
     schema_: dict[str, Any] | bool = Field(alias="schema")
-    """A JSON Schema (draft 2020-12)."""
+    """A JSON Schema (draft 2020-12). ``$ref`` must point within it (``#/$defs/...``); patterns use RE2 syntax."""
     extract: Literal["auto", "whole", "fenced"] = "auto"
     """``whole``: the completion is the JSON; ``fenced``: the last ```json block; ``auto``: the last fenced
     block if there is one, else the whole completion."""
@@ -32,15 +39,19 @@ class JsonSchemaParams(Params):
     @classmethod
     def _valid_schema(cls, value: dict[str, Any] | bool) -> dict[str, Any] | bool:
         try:
-            Draft202012Validator.check_schema(value)
+            check_untrusted_schema(value)
         except SchemaError as exc:
             raise ValueError(f"not a valid JSON Schema: {exc.message}") from None
         return value
 
 
-@lru_cache(maxsize=256)
-def _validator(schema_json: str) -> Draft202012Validator:
-    return Draft202012Validator(json.loads(schema_json))
+_validators: ByteLRU[str, Any] = ByteLRU(max_bytes=64 << 20, max_entries=256)
+"""Validators by canonical schema text; a parsed schema is counted at 16 bytes per character of its JSON."""
+
+
+def _validator(schema_json: str) -> Any:
+    cost = 16 * len(schema_json)
+    return _validators.get_or_make(schema_json, lambda: safe_validator(json.loads(schema_json)), lambda _: cost)
 
 
 @register
@@ -62,7 +73,13 @@ class JsonSchema(Evaluator[JsonSchemaParams]):
         except orjson.JSONDecodeError as exc:
             return Score.ok(False, f"not valid JSON: {exc}")
         validator = _validator(json.dumps(params.schema_, sort_keys=True))
-        error = next(iter(validator.iter_errors(document)), None)
+        try:
+            error = next(iter(validator.iter_errors(document)), None)
+        except Unresolvable as exc:
+            ref = str(getattr(exc, "ref", ""))[:200]
+            return Score.error(f"json-schema: $ref {ref!r} does not resolve within the schema")
+        except RecursionError:
+            return Score.error("json-schema: the schema's $ref chain loops without reaching a check")
         if error is None:
             return Score.ok(True)
         where = "/".join(str(p) for p in error.absolute_path) or "(root)"

@@ -20,18 +20,19 @@ from evalsi.records import Record
 class MultipleChoiceParams(Params):
     """The letters an answer may be."""
 
-    letters: str = Field(default="ABCD", min_length=2)
+    letters: str = Field(default="ABCD", min_length=2, max_length=64)
     """The option letters, in order."""
 
 
 @functools.lru_cache(maxsize=16)
 def _patterns(letters: str) -> tuple[re.Pattern[str], ...]:
-    # The letter itself is case-sensitive: "the answer is a ..." must not read as option A.
+    # The letter itself is case-sensitive: "the answer is a ..." must not read as option A. No two adjacent
+    # quantifiers can match the same characters, so a long run of spaces in a completion is read in linear time.
     letter = "((?-i:[" + re.escape(letters) + "]))"
     return (
-        re.compile(r"(?i)answer\s*(?:is)?\s*[:：]\s*[*_$\\{(\[\s]*(?:\\text\{)?" + letter + r"\b"),
+        re.compile(r"(?i)answer\s*(?:is\s*)?[:：][*_$\\{(\[\s]*(?:\\text\{)?" + letter + r"\b"),
         re.compile(r"\\boxed\{\s*(?:\\text\{)?\(?" + letter + r"\)?"),
-        re.compile(r"(?i)answer\s+is\s*[*_$(\[\s]*" + letter + r"\b"),
+        re.compile(r"(?i)answer\s+is[*_$(\[\s]*" + letter + r"\b"),
     )
 
 

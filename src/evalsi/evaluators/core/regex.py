@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 from pydantic import field_validator
 
 from evalsi.evaluators._base import Evaluator, Params, ScoreContext
+from evalsi.evaluators._patterns import Matcher, check_pattern, compile_pattern, text_problem
 from evalsi.evaluators._registry import register
 from evalsi.evaluators._score import Score
-from evalsi.evaluators.core._text import valid_regex
 from evalsi.records import Record
 
 
@@ -18,7 +17,8 @@ class RegexParams(Params):
     """The pattern and how it must match."""
 
     pattern: str
-    """A Python regular expression."""
+    """A regular expression in RE2 syntax (Python's, less backreferences and lookaround; ``\\w`` and ``\\d`` are
+    ASCII): it runs in time linear in the completion."""
     mode: Literal["search", "match", "fullmatch"] = "search"
     """``search`` anywhere, ``match`` at the start, ``fullmatch`` the whole completion."""
     ignore_case: bool = False
@@ -28,24 +28,12 @@ class RegexParams(Params):
     multiline: bool = False
     """Let ``^`` and ``$`` match at line boundaries."""
 
-    _compiles = field_validator("pattern")(valid_regex)
+    _compiles = field_validator("pattern")(check_pattern)
 
-    def compiled(self) -> re.Pattern[str]:
-        """The pattern compiled with the chosen flags."""
-        flags = (re.IGNORECASE if self.ignore_case else 0) | (re.DOTALL if self.dotall else 0)
-        flags |= re.MULTILINE if self.multiline else 0
-        return _compile(self.pattern, flags)
-
-
-_cache: dict[tuple[str, int], re.Pattern[str]] = {}
-
-
-def _compile(pattern: str, flags: int) -> re.Pattern[str]:
-    key = (pattern, flags)
-    compiled = _cache.get(key)
-    if compiled is None:
-        compiled = _cache[key] = re.compile(pattern, flags)
-    return compiled
+    def compiled(self) -> Matcher:
+        """The pattern compiled with the chosen flags (as an inline flag group, which both engines read)."""
+        flags = ("i" if self.ignore_case else "") + ("s" if self.dotall else "") + ("m" if self.multiline else "")
+        return compile_pattern(f"(?{flags}){self.pattern}" if flags else self.pattern)
 
 
 @register
@@ -58,6 +46,10 @@ class Regex(Evaluator[RegexParams]):
     reads = ("completion",)
 
     def score(self, record: Record, params: RegexParams, ctx: ScoreContext) -> Score:
-        """Pass/fail."""
+        """Pass/fail; an error when the completion is too long to match."""
+        text = record.completion_text
+        problem = text_problem(text)
+        if problem is not None:
+            return Score.error(f"regex: {problem}")
         matcher = getattr(params.compiled(), params.mode)
-        return Score.ok(matcher(record.completion_text) is not None)
+        return Score.ok(matcher(text) is not None)

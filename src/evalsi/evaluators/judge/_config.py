@@ -7,7 +7,6 @@ is an error that says so.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -15,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic.alias_generators import to_camel
 
 from evalsi.evaluators._operator import OPERATOR_ONLY
+from evalsi.evaluators._patterns import compile_pattern
 from evalsi.evaluators.judge._template import FIXED_FIELDS, placeholders
 
 DEFAULT_NUMBER_PATTERN = r"(?im)^[\W_]*(?:final\s+)?(?:score|rating|grade)\s*[:=]\s*\**\s*(-?\d+(?:\.\d+)?)"
@@ -29,10 +29,7 @@ class _Model(BaseModel):
 
 def _check_pattern(value: str | None) -> str | None:
     if value is not None:
-        try:
-            compiled = re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"not a valid regular expression: {exc}") from None
+        compiled = compile_pattern(value)  # linear-time engine: a judge reply cannot stall the scorer
         if compiled.groups < 1:
             raise ValueError("the pattern needs a capturing group around the verdict, e.g. 'Score: (\\d+)'")
     return value
@@ -133,7 +130,7 @@ class JudgeConfig(_Model):
     max_tokens: int | None = Field(default=1024, gt=0)
     """Most tokens the judge may write (``None``: the endpoint's default)."""
     retries: int = Field(default=3, ge=0, le=20)
-    """Further attempts after a timeout, a connection failure, 429 or 5xx."""
+    """Further attempts after a timeout, a connection failure, or 408, 409, 425, 429, 500, 502, 503, 504."""
     backoff: float = Field(default=1.0, ge=0)
     """Seconds before the first retry, doubling each time (a ``Retry-After`` header takes precedence)."""
     max_concurrency: int = Field(default=8, ge=1, le=1024)

@@ -7,7 +7,9 @@ config and exactly the record fields the template uses, so a repeated rollout co
 
 from __future__ import annotations
 
+import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import CancelledError, Future
 from typing import Any
@@ -18,7 +20,7 @@ from evalsi.evaluators._base import Evaluator, Params, ScoreContext
 from evalsi.evaluators._operator import ServerResource
 from evalsi.evaluators._registry import register
 from evalsi.evaluators._score import Score
-from evalsi.evaluators.judge._client import ChatEndpoint, JudgeCallError, JudgeClient
+from evalsi.evaluators.judge._client import MAX_REPLY_CHARS, ChatEndpoint, JudgeCallError, JudgeClient
 from evalsi.evaluators.judge._config import JsonVerdict, JudgeConfig, resolve_judge
 from evalsi.evaluators.judge._template import (
     DEFAULT_TEMPLATE,
@@ -29,6 +31,8 @@ from evalsi.evaluators.judge._template import (
 )
 from evalsi.evaluators.judge._verdict import VerdictError, format_hint, parse_verdict
 from evalsi.records import Record
+
+log = logging.getLogger(__name__)
 
 
 class LLMJudgeParams(Params):
@@ -77,8 +81,11 @@ class LLMJudge(Evaluator[LLMJudgeParams]):
     pack = "judge"
     server_resource = ServerResource("judges", "judge", nested=True)
 
+    max_clients = 64
+    """Endpoints kept open at once; the least recently used one is closed (once idle) past this."""
+
     def __init__(self) -> None:
-        self._clients: dict[ChatEndpoint, JudgeClient] = {}
+        self._clients: OrderedDict[ChatEndpoint, JudgeClient] = OrderedDict()
         self._lock = threading.Lock()
 
     def cache_fields(self, params: LLMJudgeParams) -> tuple[str, ...]:
@@ -115,7 +122,11 @@ class LLMJudge(Evaluator[LLMJudgeParams]):
             client = self._clients.get(endpoint)
             if client is None:
                 client = self._clients[endpoint] = JudgeClient(endpoint)
-            return client
+            self._clients.move_to_end(endpoint)
+            retired = self._clients.popitem(last=False)[1] if len(self._clients) > self.max_clients else None
+        if retired is not None:
+            retired.retire()
+        return client
 
     def calls(self, params: LLMJudgeParams) -> int:
         """HTTP requests made to the judge endpoint of ``params`` so far (retries included)."""
@@ -124,7 +135,7 @@ class LLMJudge(Evaluator[LLMJudgeParams]):
     def close(self) -> None:
         """Close every client and its threads; a later call opens new ones."""
         with self._lock:
-            clients, self._clients = list(self._clients.values()), {}
+            clients, self._clients = list(self._clients.values()), OrderedDict()
         for client in clients:
             client.close()
 
@@ -152,10 +163,15 @@ def _verdict_score(future: Future[str], config: JudgeConfig) -> Score:
         return Score.error(f"{where}: {exc}")
     except CancelledError:
         return Score.error(f"{where}: the llm-judge evaluator was closed before the call ran")
-    except Exception as exc:  # a failed sample is data
-        return Score.error(f"{where}: {type(exc).__name__}: {exc}")
+    except Exception:  # a failed sample is data; its text may come from the remote, so it is only logged
+        log.exception("%s: the call failed unexpectedly", where)
+        return Score.error(f"{where}: the call failed unexpectedly (see the log)")
+    cut = len(text) > MAX_REPLY_CHARS
+    raw = "…" + text[-(MAX_REPLY_CHARS - 1) :] if cut else text
     try:
         value, read = parse_verdict(text, config.verdict)
     except VerdictError as exc:
-        return Score.error(f"unparseable verdict from {where}: {exc}", details={"raw": text})
-    return Score.ok(value, details={**read, "raw": text})
+        return Score.error(f"unparseable verdict from {where}: {exc}", details={"raw": raw})
+    if cut:  # keep cached details small: the parsed JSON of a huge reply is dropped too
+        read = {"verdict": read.get("verdict")}
+    return Score.ok(value, details={**read, "raw": raw})

@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from evalsi.evaluators._patterns import compile_pattern
 from evalsi.evaluators.judge._config import (
     DEFAULT_NUMBER_PATTERN,
     JsonVerdict,
@@ -21,6 +22,7 @@ from evalsi.evaluators.judge._config import (
 
 _FENCE = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL | re.IGNORECASE)
 _BARE_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+_DEFAULT_NUMBER = re.compile(DEFAULT_NUMBER_PATTERN)
 
 
 class VerdictError(Exception):
@@ -58,7 +60,7 @@ def parse_verdict(text: str, verdict: NumberVerdict | LabelVerdict | JsonVerdict
 
 
 def _number(text: str, verdict: NumberVerdict) -> tuple[float, dict[str, Any]]:
-    matches = re.findall(verdict.pattern or DEFAULT_NUMBER_PATTERN, text)
+    matches = (compile_pattern(verdict.pattern) if verdict.pattern else _DEFAULT_NUMBER).findall(text)
     if matches:
         found = matches[-1] if isinstance(matches[-1], str) else matches[-1][0]
     elif verdict.pattern is None and _BARE_NUMBER.fullmatch(text.strip()):
@@ -82,7 +84,8 @@ def _in_range(number: float, low: float, high: float, rescale: bool) -> float:
 def _label(text: str, verdict: LabelVerdict) -> tuple[float, dict[str, Any]]:
     region = text
     if verdict.pattern is not None:
-        found = [m.group(1) for m in re.finditer(verdict.pattern, text) if m.group(1) is not None]
+        matches = compile_pattern(verdict.pattern).finditer(text)
+        found = [m.group(1) for m in matches if m.group(1) is not None]
         if not found:
             raise VerdictError(f"pattern {verdict.pattern!r} did not match")
         region = found[-1]

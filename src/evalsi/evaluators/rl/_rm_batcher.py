@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import logging
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -23,8 +24,10 @@ import httpx
 import orjson
 
 from evalsi._util.http import MalformedReply, json_headers, read_reply, transport_failure
-from evalsi._util.retry import RETRY_STATUSES, retry_delay
+from evalsi._util.retry import RETRY_STATUSES, AsyncRetryTransport, RetryPolicy, attempts_phrase
 from evalsi.evaluators.rl._rm_protocol import Protocol, ReplyError, RMInput, parse_reply, request_body
+
+log = logging.getLogger(__name__)
 
 
 class CallError(Exception):
@@ -66,14 +69,13 @@ class EndpointBatcher:
     def __init__(self, endpoint: Endpoint, loop: asyncio.AbstractEventLoop) -> None:
         self.endpoint = endpoint
         self.loop = loop
-        self.client = httpx.AsyncClient(
-            timeout=endpoint.timeout,
-            limits=httpx.Limits(
-                max_connections=endpoint.max_concurrency, max_keepalive_connections=endpoint.max_concurrency
-            ),
+        limits = httpx.Limits(
+            max_connections=endpoint.max_concurrency, max_keepalive_connections=endpoint.max_concurrency
         )
-        self.calls = 0
-        """HTTP requests made, retries included."""
+        self._transport = AsyncRetryTransport(
+            RetryPolicy(endpoint.retries, endpoint.backoff), httpx.AsyncHTTPTransport(limits=limits)
+        )
+        self.client = httpx.AsyncClient(timeout=endpoint.timeout, transport=self._transport)
         self._pending: list[_Entry] = []
         self._alone: list[_Entry] = []
         self._due = False
@@ -81,6 +83,11 @@ class EndpointBatcher:
         self._in_flight = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self._extra: dict[str, Any] = orjson.loads(endpoint.extra_body)
+
+    @property
+    def calls(self) -> int:
+        """HTTP requests made, retries included."""
+        return self._transport.attempts
 
     def add(self, entries: Sequence[_Entry]) -> None:
         """Queue entries, then send what may leave now."""
@@ -137,8 +144,9 @@ class EndpointBatcher:
             for entry in batch:
                 _resolve(entry.future, f"reward model at {endpoint.url}: the evaluator was closed during the call")
             raise
-        except Exception as exc:  # never leave a caller waiting on a future nobody will resolve
-            outcomes = [f"reward model at {endpoint.url}: {type(exc).__name__}: {exc}"] * len(batch)
+        except Exception:  # never leave a caller waiting on a future nobody will resolve
+            log.exception("reward-model call to %s failed unexpectedly", endpoint.url)
+            outcomes = [f"reward model at {endpoint.url}: the call failed unexpectedly (see the log)"] * len(batch)
         finally:
             self._in_flight -= 1
         for entry, outcome in zip(batch, outcomes, strict=True):
@@ -146,30 +154,20 @@ class EndpointBatcher:
         self._pump()
 
     async def _post(self, body: Mapping[str, Any]) -> Any:
-        """POST with retries on timeouts, connection failures, 429 and 5xx; the JSON reply, or CallError."""
+        """POST through the retrying transport; the JSON reply, or CallError with a status, never a body."""
         endpoint = self.endpoint
-        content = orjson.dumps(body)
-        reason = ""
-        for attempt in range(endpoint.retries + 1):
-            delay = retry_delay(attempt, endpoint.backoff)
-            self.calls += 1
-            try:
-                response = await self.client.post(endpoint.url, content=content, headers=endpoint.headers())
-            except httpx.TransportError as exc:
-                reason = transport_failure(exc, endpoint.timeout)
-            else:
-                try:
-                    reply, reason = read_reply(response)
-                except MalformedReply as exc:
-                    raise ReplyError(str(exc)) from None
-                if not reason:
-                    return reply
-                if response.status_code not in RETRY_STATUSES:
-                    raise CallError(reason)
-                delay = retry_delay(attempt, endpoint.backoff, response.headers.get("Retry-After"))
-            if attempt < endpoint.retries:
-                await asyncio.sleep(delay)
-        raise CallError(f"{reason} (gave up after {endpoint.retries + 1} attempts)")
+        gave_up = f" (gave up after {attempts_phrase(endpoint.retries + 1)})"
+        try:
+            response = await self.client.post(endpoint.url, content=orjson.dumps(body), headers=endpoint.headers())
+        except httpx.TransportError as exc:
+            raise CallError(transport_failure(exc, endpoint.timeout) + gave_up) from None
+        try:
+            reply, reason = read_reply(response)
+        except MalformedReply as exc:
+            raise ReplyError(str(exc)) from None
+        if reason:
+            raise CallError(reason + (gave_up if response.status_code in RETRY_STATUSES else ""))
+        return reply
 
     async def aclose(self) -> None:
         """Fail what is still queued, cancel calls in flight, close the client."""

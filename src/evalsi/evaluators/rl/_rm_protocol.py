@@ -124,7 +124,7 @@ def parse_reply(protocol: Protocol, reply: Any, count: int, label_index: int | N
 def _openrlhf_scores(reply: Mapping[str, Any], count: int) -> list[float | str]:
     rewards = reply.get("rewards")
     if not isinstance(rewards, list):
-        raise ReplyError(f"expected 'rewards': a list of numbers, got {_short(rewards)} (keys: {sorted(reply)})")
+        raise ReplyError(f"expected 'rewards': a list of numbers, got {_kind(rewards)}")
     if len(rewards) != count:
         raise ReplyError(f"sent {count} queries, got {len(rewards)} rewards")
     return [_number(v, f"rewards[{i}]") for i, v in enumerate(rewards)]
@@ -133,12 +133,13 @@ def _openrlhf_scores(reply: Mapping[str, Any], count: int) -> list[float | str]:
 def _pooling_scores(reply: Mapping[str, Any], count: int, label_index: int | None) -> list[float | str]:
     data = reply.get("data")
     if not isinstance(data, list):
-        raise ReplyError(f"expected 'data': a list of {{index, data}}, got {_short(data)} (keys: {sorted(reply)})")
+        raise ReplyError(f"expected 'data': a list of {{index, data}}, got {_kind(data)}")
     out: list[float | str] = [f"the reply has no data item with index {i}" for i in range(count)]
     for position, item in enumerate(data):
         index = item.get("index", position) if isinstance(item, Mapping) else None
         if not isinstance(index, int) or not 0 <= index < count:
-            raise ReplyError(f"data[{position}] has index {index!r}; expected 0..{count - 1}")
+            shown = index if isinstance(index, int) else _kind(index)
+            raise ReplyError(f"data[{position}] has index {shown}; expected 0..{count - 1}")
         out[index] = _pooled_value(item.get("data"), label_index, f"data[{position}].data")
     return out
 
@@ -161,12 +162,20 @@ def _pooled_value(value: Any, label_index: int | None, where: str) -> float | st
 
 def _number(value: Any, where: str) -> float | str:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        return f"{where} is {_short(value)}, not a number"
+        return f"{where} is {_kind(value)}, not a number"
     if not math.isfinite(value):
         return f"{where} is {value}, not a finite number"
     return float(value)
 
 
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+def _kind(value: Any) -> str:
+    """What a reply value is, by JSON type only: the reply's content never reaches a reason."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "a list" if isinstance(value, list) else "an object"

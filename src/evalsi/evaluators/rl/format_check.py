@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import re
-
 from pydantic import field_validator
 
 from evalsi.evaluators._base import Evaluator, Params, ScoreContext
+from evalsi.evaluators._patterns import check_pattern, compile_pattern, text_problem
 from evalsi.evaluators._registry import register
 from evalsi.evaluators._score import Score
-from evalsi.evaluators.core._text import valid_regex
 from evalsi.records import Record
 
 DEFAULT_PATTERN = r"(?s)\s*<think>.*?</think>\s*<answer>.*?</answer>\s*"
@@ -19,11 +17,12 @@ class FormatCheckParams(Params):
     """The required shape."""
 
     pattern: str = DEFAULT_PATTERN
-    """A regular expression the whole completion must match (``re.fullmatch``)."""
+    """A regular expression (RE2 syntax: linear time, no backreferences or lookaround) the whole completion must
+    match."""
     unique_tags: tuple[str, ...] = ()
     """Tags (such as ``think`` or ``answer``) whose opening and closing forms must each appear exactly once."""
 
-    _compiles = field_validator("pattern")(valid_regex)
+    _compiles = field_validator("pattern")(check_pattern)
 
     @field_validator("unique_tags")
     @classmethod
@@ -32,9 +31,6 @@ class FormatCheckParams(Params):
             if not tag or "<" in tag or ">" in tag:
                 raise ValueError(f"give bare tag names such as 'answer', not {tag!r}")
         return value
-
-
-_compiled: dict[str, re.Pattern[str]] = {}
 
 
 @register
@@ -49,11 +45,11 @@ class FormatCheck(Evaluator[FormatCheckParams]):
 
     def score(self, record: Record, params: FormatCheckParams, ctx: ScoreContext) -> Score:
         """Pass/fail, with the reason for a failure."""
-        pattern = _compiled.get(params.pattern)
-        if pattern is None:
-            pattern = _compiled[params.pattern] = re.compile(params.pattern)
         text = record.completion_text
-        if pattern.fullmatch(text) is None:
+        problem = text_problem(text)
+        if problem is not None:
+            return Score.error(f"format-check: {problem}")
+        if compile_pattern(params.pattern).fullmatch(text) is None:
             return Score.ok(False, "the completion does not match the format pattern")
         for tag in params.unique_tags:
             for form in (f"<{tag}>", f"</{tag}>"):

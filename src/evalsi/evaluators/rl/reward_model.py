@@ -49,7 +49,7 @@ class RewardModelParams(Params):
     timeout: float = Field(default=120.0, gt=0)
     """Seconds per HTTP attempt."""
     retries: int = Field(default=3, ge=0, le=20)
-    """Further attempts after a timeout, a connection failure, 429 or 5xx."""
+    """Further attempts after a timeout, a connection failure, or 408, 409, 425, 429, 500, 502, 503, 504."""
     backoff: float = Field(default=0.5, ge=0)
     """Seconds before the first retry, doubling each time (a ``Retry-After`` header takes precedence)."""
     api_key_env: str | None = Field(default=None, json_schema_extra=OPERATOR_ONLY)
