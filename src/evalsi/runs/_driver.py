@@ -194,6 +194,8 @@ class Runner:
                 task.cancel()
             await asyncio.gather(*workers, scorer, return_exceptions=True)
             generation.cancel()
+            if not generation.cancelled():  # it holds a worker's CancelledError: retrieve it, or asyncio logs it
+                generation.exception()
 
     async def _score_loop(self, queue: asyncio.Queue[Scored | None],
                           writer: ResultsWriter, bar: RunProgress) -> None:
