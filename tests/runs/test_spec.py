@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -66,16 +67,37 @@ def test_every_field_can_be_overridden(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("sampling.temperature=-1", r"run\.yaml:8: spec\.sampling\.temperature: Input should be greater"),
+        ("sampling.temperature=-1", r"^--set: sampling\.temperature .*: Input should be greater"),
         ("samples=2", r"spec: .*passK asks for k=4 but samples is 2"),
         ("evaluators.3.weight=1", r"--set: evaluators\.3\.weight: '3' is not an index of a list of 1"),
         ("nonsense", r"--set: 'nonsense' is not path\.to\.field=value"),
-        ("sampling.bogus=1", r"spec\.sampling\.bogus: unknown field"),
+        ("sampling.bogus=1", r"^--set: sampling\.bogus .*: unknown field"),
+        ("sampling.temprature=0.6", r"^--set: .*unknown field; did you mean sampling\.temperature"),
+        ("dataset.numSamples=50", r"^--set: dataset\.numSamples .*unknown field; did you mean numSamples\b"),
+        ("numSamples=abc", r"^--set: numSamples .*valid integer.*'abc'"),
     ],
 )
 def test_bad_overrides_are_named(tmp_path: Path, override: str, message: str) -> None:
     with pytest.raises(SpecError, match=message):
         load_run(write(tmp_path), overrides=[override])
+
+
+def test_set_values_are_text_where_the_field_takes_text(tmp_path: Path) -> None:
+    run = load_run(write(tmp_path), overrides=[
+        "dataset.promptTemplate={question}", "target.model=1.5", "dataset.fields.prompt=[q]", "samples=4",
+        "dataset.systemPrompt=yes",
+    ])
+    body = run.body
+    assert body.dataset.prompt_template == "{question}" and body.target.model == "1.5"
+    assert body.dataset.fields.prompt == "[q]" and body.samples == 4 and body.dataset.system_prompt == "yes"
+
+
+def test_run_help_suggests_overrides_that_work(tmp_path: Path) -> None:
+    from evalsi.cli.run import run_command
+
+    examples = re.findall(r"--set (\S+)", run_command.__doc__ or "")
+    assert examples
+    load_run(write(tmp_path), overrides=examples)
 
 
 @pytest.mark.parametrize(

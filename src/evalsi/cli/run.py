@@ -38,7 +38,7 @@ def run_command(
 ) -> None:
     """Generate completions from the spec's target, score them, write the results file and summarise.
 
-    Every spec field can be overridden: --set dataset.numSamples=50 --set target.model=my-lora. An
+    Every spec field can be overridden: --set numSamples=50 --set target.model=my-lora. An
     interrupted run resumes from its finished records when run again with the same spec.
 
     Exit codes: 0 ok; 1 records failed (rerun to resume); 2 bad usage, spec or data; 3 a gate failed.
