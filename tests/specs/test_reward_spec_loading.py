@@ -111,6 +111,14 @@ def test_unknown_spec_field_is_rejected(tmp_path: Path) -> None:
     assert "unknown field" in str(error)
 
 
+@pytest.mark.parametrize("misplaced", ["sandbox: {minIsolation: gvisor}", "minIsolation: gvisor"])
+def test_sandbox_under_spec_says_it_sits_on_a_component(tmp_path: Path, misplaced: str) -> None:
+    error = load_error(tmp_path, f"{misplaced}\ncomponents:\n  - ref: code-exec-tests\n")
+    assert error.line == 5 and "unknown field" in str(error)
+    assert "sits on a component" in str(error) and "spec.components[i]" in str(error)
+    assert "sits on a component" not in str(load_error(tmp_path, "components:\n  - ref: exact-match\nflor: 1\n"))
+
+
 def test_sandbox_on_a_component_that_runs_no_code(tmp_path: Path) -> None:
     error = load_error(tmp_path, "components:\n  - ref: exact-match\n    sandbox: {minIsolation: namespaced}\n")
     assert error.path == "spec.components[0].sandbox"
