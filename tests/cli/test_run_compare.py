@@ -123,3 +123,11 @@ def test_compare_bad_input_exits_2(tmp_path: Path, spec_file: Path) -> None:
     assert missing.exit_code == 2 and "no such results file" in missing.output
     unknown = invoke("compare", str(a), str(a), "-m", "pass@4/exact-match")
     assert unknown.exit_code == 2 and "has no metric 'pass@4/exact-match'" in " ".join(unknown.output.split())
+
+
+def test_an_all_skipped_metric_shows_its_reason_in_the_summary(spec_file: Path, tmp_path: Path) -> None:
+    (tmp_path / "d.jsonl").write_bytes(b"".join(orjson.dumps({"id": f"r{i}", "prompt": p}) + b"\n"
+                                                for i, p in enumerate(QUESTIONS)))
+    result = invoke("run", "-f", str(spec_file), "-o", str(tmp_path / "a.json"), "-q")
+    assert result.exit_code == 3
+    assert "exact-match: nothing was scored; skipped: " in result.output and "reference" in result.output

@@ -87,6 +87,8 @@ def run_summary(outcome: RunOutcome) -> Group:
         statuses = [str(counts[s]) for s in ("ok", "skipped", "error")] if counts else ["", "", ""]
         table.add_row(metric, fmt(est.mean), interval(est), fmt(est.se), str(est.clusters), *statuses)
     parts: list[Table | Text] = [table]
+    for metric, reason in summary.unscored.items():
+        parts.append(Text(f"{metric}: nothing was scored; {reason}", style="yellow"))
     if summary.gates:
         gates = Table(title="gates", title_justify="left")
         for column in ("metric", "value", "min", "max", "status"):

@@ -119,6 +119,7 @@ def rows_to_items(
     fields = spec.fields
     items: list[Item] = []
     seen: dict[str, int] = {}
+    columns: set[str] = set()
     for index, row in enumerate(rows):
         prompt = _prompt(row, spec, source, index)
         reference_column = fields.reference or next((f for f in REFERENCE_FIELDS if row.get(f) is not None), None)
@@ -130,6 +131,13 @@ def rows_to_items(
         metadata = {k: v for k, v in row.items() if k not in used}
         items.append(_unique(Item(item_key(prompt, reference, record_id), index, prompt, reference, record_id,
                                   metadata), seen))
+        columns.update(map(str, row))
+    if fields.reference is not None and items and fields.reference not in columns:
+        raise DataError(
+            f"dataset.fields.reference names column {fields.reference!r}, which no row has "
+            f"(columns: {', '.join(sorted(columns))}); every score that needs a reference would be skipped",
+            file=source.file,
+        )
     return items
 
 
