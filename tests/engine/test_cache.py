@@ -42,6 +42,9 @@ def test_duplicates_within_a_batch_are_scored_once() -> None:
     results = r.score([{"completion": "same"}] * 8 + [{"completion": "other"}])
     assert Counting.calls == [2]
     assert len(results) == 9
+    assert r.cache is not None
+    stats = r.cache.stats
+    assert (stats.hits, stats.misses, stats.deduplicated) == (0, 2, 7)  # the repeats are not counted as misses
 
 
 def test_only_fields_the_evaluator_reads_make_the_key() -> None:
