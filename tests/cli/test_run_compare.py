@@ -159,3 +159,15 @@ def test_an_all_skipped_metric_shows_its_reason_in_the_summary(spec_file: Path, 
     result = invoke("run", "-f", str(spec_file), "-o", str(tmp_path / "a.json"), "-q")
     assert result.exit_code == 3
     assert "exact-match: nothing was scored; skipped: " in result.output and "reference" in result.output
+
+
+def test_output_paths_spec_relative_and_o_relative_to_the_current_directory(
+    spec_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert invoke("run", "-f", str(spec_file), "-q", "-o", "mine.json").exit_code == 0
+    assert (elsewhere / "mine.json").exists()
+    assert invoke("run", "-f", str(spec_file), "-q", "--set", "output=runs/spec.json").exit_code == 0
+    assert (tmp_path / "runs" / "spec.json").exists() and not (elsewhere / "runs").exists()

@@ -59,7 +59,7 @@ def test_every_field_can_be_overridden(tmp_path: Path) -> None:
     assert body.sampling.temperature == 0 and body.sampling.top_p == 0.9
     assert body.target.model == "step-100" and body.num_samples == 2 and body.samples == 8
     assert body.evaluators[0].params == {"ignore_case": False}
-    assert run.output == Path("out/x.json") and run.spec.name == "qa-100"
+    assert run.output == tmp_path / "out/x.json" and run.spec.name == "qa-100"  # relative to the spec file
     assert body.dataset.fields.reference == "gold" and body.pass_k.at_k is not None
     assert body.pass_k.at_k.k == [1, 4, 8] and body.target.headers == {"X-Run": "abc"}
 

@@ -105,6 +105,11 @@ def test_wrong_type_names_field_line_and_value(tmp_path: Path) -> None:
     assert "'heavy'" in str(error)
 
 
+def test_an_inverted_clip_names_its_values_once(tmp_path: Path) -> None:
+    error = load_error(tmp_path, "components:\n  - ref: exact-match\nclip: [1, 0]\n")
+    assert error.path == "spec.clip" and str(error).count("got") == 1 and "got [1.0, 0.0]" in str(error)
+
+
 def test_unknown_spec_field_is_rejected(tmp_path: Path) -> None:
     error = load_error(tmp_path, "components:\n  - ref: exact-match\nflor: 1\n")
     assert error.path == "spec.flor"

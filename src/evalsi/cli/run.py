@@ -31,7 +31,9 @@ def run_command(
     ] = None,
     name: Annotated[str | None, typer.Option("--name", help="Which RunSpec, when the file holds several.")] = None,
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="The results file (default: spec.output).")
+        Path | None,
+        typer.Option("--output", "-o", help="The results file, relative to the current directory (default: "
+                                            "spec.output, relative to the spec file)."),
     ] = None,
     restart: Annotated[
         bool, typer.Option("--restart", help="Discard earlier results of this run instead of resuming.")
@@ -45,7 +47,8 @@ def run_command(
 
     Exit codes: 0 ok; 1 records failed (rerun to resume); 2 bad usage, spec or data; 3 a gate failed.
     """
-    extra = [*(overrides or []), *([f"output={output}"] if output is not None else [])]
+    # -o is relative to the current directory (spec.output, like the spec's other paths, to the spec file)
+    extra = [*(overrides or []), *([f"output={output.absolute()}"] if output is not None else [])]
     try:
         run = load_run(file, name, extra)
         outcome = Runner(run, progress=not quiet, restart=restart).run()

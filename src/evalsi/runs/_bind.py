@@ -56,8 +56,11 @@ class BoundRun:
 
     @property
     def output(self) -> Path:
-        """Where the results file goes: ``spec.output``, else ``<name>.results.json`` in the current directory."""
-        return Path(self.body.output) if self.body.output else Path(f"{self.spec.name}.results.json")
+        """Where the results file goes: ``spec.output`` (relative to the spec file), else ``<name>.results.json``."""
+        if not self.body.output:
+            return Path(f"{self.spec.name}.results.json")
+        path = Path(self.body.output).expanduser()
+        return path if path.is_absolute() or self.base_dir is None else self.base_dir / path
 
     def metric_names(self) -> list[str]:
         """Component means, then pass@k and pass^k metrics."""

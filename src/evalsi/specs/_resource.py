@@ -56,7 +56,8 @@ def describe_pydantic_error(error: Any) -> str:
     if error["type"] == "extra_forbidden":
         return "unknown field" + _MISPLACED.get(str(error["loc"][-1]) if len(error["loc"]) == 1 else "", "")
     value = error.get("input")
-    if error["type"] not in ("missing",) and value is not None and len(repr(value)) <= 60:
+    said = "got " in message  # a validator's own message may name the input already
+    if error["type"] not in ("missing",) and value is not None and len(repr(value)) <= 60 and not said:
         message += f" (got {value!r})"
     return message
 
