@@ -90,6 +90,14 @@ def test_writes_one_row_per_rollout_in_order(tmp_path: Path, spec: Path) -> None
     assert "cache:" in stderr
 
 
+def test_the_cache_summary_counts_repeats_in_a_batch_apart_from_misses(tmp_path: Path, spec: Path) -> None:
+    rows = [ROWS[0]] * 5 + [ROWS[2]]  # GRPO-style repeats: 2 distinct rollouts, each component computed twice
+    code, _, stderr = run(["rewards", "score", "-s", str(spec), "-d", str(rollouts(tmp_path, rows))])
+    assert code == 0
+    summary = " ".join(stderr.split())
+    assert "cache: 0 hits, 12 repeats in a batch (computed once), 6 misses; 67% not computed" in summary
+
+
 def test_stdout_output_and_json_array_input(tmp_path: Path, spec: Path) -> None:
     data = tmp_path / "rollouts.json"
     data.write_text(json.dumps(ROWS))
