@@ -75,6 +75,7 @@ def test_every_field_can_be_overridden(tmp_path: Path) -> None:
         ("sampling.temprature=0.6", r"^--set: .*unknown field; did you mean sampling\.temperature"),
         ("dataset.numSamples=50", r"^--set: dataset\.numSamples .*unknown field; did you mean numSamples\b"),
         ("numSamples=abc", r"^--set: numSamples .*valid integer.*'abc'"),
+        ("evaluators[0].params.ignore_cases=true", r"^--set: evaluators\[0\]\.params\.ignore_cases .*ignore_case"),
     ],
 )
 def test_bad_overrides_are_named(tmp_path: Path, override: str, message: str) -> None:

@@ -75,7 +75,11 @@ def load_run(path: str | Path, name: str | None = None, overrides: Sequence[str]
 
     """
     resource = select_resource(load_resources(path), "RunSpec", name, str(path))
-    return bind_run(apply_overrides(resource, overrides), Path(path).parent)
+    overridden, applied = _apply_overrides(resource, overrides)
+    try:
+        return bind_run(overridden, Path(path).parent)
+    except SpecError as exc:
+        raise _from_override(exc, applied) from None
 
 
 def run_from_mapping(data: Mapping[str, Any], source: str | None = None, base_dir: Path | None = None) -> BoundRun:
@@ -100,8 +104,12 @@ def apply_overrides(resource: Resource, overrides: Sequence[str]) -> Resource:
             close field names for an unknown one.
 
     """
+    return _apply_overrides(resource, overrides)[0]
+
+
+def _apply_overrides(resource: Resource, overrides: Sequence[str]) -> tuple[Resource, list[_Override]]:
     if not overrides:
-        return resource
+        return resource, []
     spec = copy.deepcopy(resource.spec)
     name = resource.name
     applied: list[_Override] = []
@@ -120,7 +128,16 @@ def apply_overrides(resource: Resource, overrides: Sequence[str]) -> Resource:
         keys = _assign(spec, parts[1:] if parts[0] == "spec" else parts, value, dotted)
         applied.append(_Override(dotted.strip(), tuple(keys), text, value))
     _check_overrides(spec, applied)
-    return Resource(resource.kind, name, spec, resource.document, resource.labels)
+    return Resource(resource.kind, name, spec, resource.document, resource.labels), applied
+
+
+def _from_override(exc: SpecError, applied: Sequence[_Override]) -> SpecError:
+    """A binding error (an evaluator's params...) inside an overridden field, named as the override's."""
+    for override in applied:
+        where = format_path(("spec", *override.keys))
+        if exc.path and (exc.path == where or exc.path.startswith((where + ".", where + "["))):
+            return SpecError(exc.detail, file="--set", path=f"{override.dotted} ({exc.path})")
+    return exc
 
 
 @dataclass(frozen=True)
