@@ -61,6 +61,8 @@ STDIO_COMPLETIONS = {
     "crlf bare": f"Answer:\r\n{TICKS}\r\n{SUM.replace(chr(10), chr(13) + chr(10))}{TICKS}\r\n",
     "mislabelled only block": f"{TICKS}text\n{SUM}{TICKS}",
     "no fence at all": SUM,
+    "no fence, prose around": f"Here is my solution:\n\n{SUM}\nIt reads every number and prints the sum.",
+    "no fence, reasoning first": "We need the sum. So the answer is easy.\n" * 50 + SUM + "Done.",
 }
 
 
@@ -138,6 +140,17 @@ def test_inline_triple_backticks_are_not_fences() -> None:
 def test_only_other_languages_that_are_not_python_fall_back_to_the_whole_completion() -> None:
     text = f"Compile with:\n{TICKS}bash\ng++ -O2 main.cpp && ./a.out\n{TICKS}\n"
     assert extract_program(text) == text
+
+
+def test_unfenced_code_between_prose() -> None:
+    script = "a, b = map(int, input().split())\nfor _ in range(2):\n    print(a + b)\n"
+    assert extract_program(f"Sure! Here you go.\n{script}\nExplanation: it adds them twice.") == script
+    function = "def f(x):\n    if x:\n        return 1\n    return 2\n"
+    assert extract_program(f"Code:\n{function}That is it: f(3) returns 1.") == function
+    continuation = "    return sorted(x)\n\ndef helper(y):\n    return y\n"
+    assert extract_program(continuation) == continuation  # continues a prompt's function: kept whole
+    prose = "The answer is 42, since n = 6 and 6 * 7 = 42.\nNo code here."
+    assert extract_program(prose) == prose
 
 
 def test_called_names_come_from_entry_point_fn_name_and_asserts() -> None:

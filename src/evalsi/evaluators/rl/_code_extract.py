@@ -12,7 +12,8 @@ The rule, in order (the last block wins within a tier):
 3. any block tagged python;
 4. any untagged block;
 5. a block tagged with another language whose text parses as Python (a mislabelled program);
-6. the whole completion.
+6. without fences, the whole completion, or, when that is not valid Python, the code between its prose
+   (:func:`unfenced_program`).
 
 Models that tag their code tag the solution and leave sample input/output untagged, and a solution is often
 followed by a shorter usage example, hence the order.
@@ -32,6 +33,12 @@ _OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 _PYTHON_TAGS = frozenset({"python", "py", "python3", "py3"})
 _CALLED = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\s*\(")
 _NOT_USER_NAMES = frozenset(dir(builtins)) | frozenset(keyword.kwlist)
+_CODE_START = re.compile(
+    r"^(?:import\s|from\s+[\w.]+\s+import\s|(?:async\s+)?def\s|class\s|@\w|if\s+__name__\s*==|"
+    r"[A-Za-z_][\w, ]*=.*(?:\binput\(|\bsys\.stdin|\bopen\(0))"
+)
+"""A line that opens a program: an import, a definition, or an assignment from the input."""
+_MAX_PARSES = 64
 
 Kind = Literal["python", "bare", "other"]
 
@@ -74,7 +81,7 @@ def extract_program(completion: str, names: Iterable[str] = ()) -> str:
     """
     blocks = fenced_blocks(completion)
     if not blocks:
-        return completion
+        return unfenced_program(completion)
     wanted = [name for name in names if name]
     if wanted:
         for kind in ("python", "bare"):
@@ -87,6 +94,57 @@ def extract_program(completion: str, names: Iterable[str] = ()) -> str:
             return found.text
     found = _last(b for b in blocks if _parses(b.text))
     return found.text if found is not None else completion
+
+
+def unfenced_program(completion: str) -> str:
+    """A completion without fences: itself when it is valid Python, else its code between prose.
+
+    The code is the longest stretch that starts at a line opening like a program (an import, a ``def`` or
+    ``class``, an assignment from ``input()``/``sys.stdin``) and runs to the furthest line that keeps it valid
+    Python. A completion whose first line is
+    indented continues a prompt's function (HumanEval) and is kept whole. Each failed parse moves the end to
+    before the line it failed on, at most ``_MAX_PARSES`` times; then the completion is kept as it is.
+    """
+    text = completion.replace("\r\n", "\n").replace("\r", "\n")
+    if _parses(text):
+        return completion
+    lines = text.split("\n")
+    first = next((line for line in lines if line.strip()), "")
+    if first[:1] in (" ", "\t"):
+        return completion
+    budget = _MAX_PARSES
+    best: tuple[int, int] | None = None  # the longest stretch found, as (start, end) line indices
+    covered = -1
+    for start, line in enumerate(lines):
+        if start <= covered or not _CODE_START.match(line):
+            continue
+        end = len(lines)
+        while end > start and budget > 0:
+            budget -= 1
+            error_line = _first_error_line("\n".join(lines[start:end]))
+            if error_line is None:
+                if best is None or end - start > best[1] - best[0]:
+                    best = (start, end)
+                covered = end - 1
+                break
+            # the code ends before the line the parser stopped at (or, stopping at the end, a line earlier)
+            end = min(start + error_line - 1, end - 1)
+        if budget == 0:
+            break
+    if best is None:
+        return completion
+    return "\n".join(lines[best[0] : best[1]]).rstrip() + "\n"
+
+
+def _first_error_line(text: str) -> int | None:
+    """The 1-based line of the first syntax error in ``text``, or None when it is valid Python."""
+    try:
+        ast.parse(text)
+    except SyntaxError as exc:
+        return max(exc.lineno or 1, 1)
+    except ValueError:  # a NUL byte
+        return 1
+    return None
 
 
 def called_names(meta: Mapping[str, Any]) -> list[str]:

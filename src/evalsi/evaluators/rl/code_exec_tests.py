@@ -73,7 +73,10 @@ class CodeExecTests(Evaluator[CodeExecTestsParams]):
     3. any block tagged python;
     4. any untagged block;
     5. a block tagged with another language (text, bash, json...) whose text parses as Python;
-    6. without any of these, the whole completion.
+    6. without any of these, the whole completion; when that is not valid Python (prose around unfenced code),
+       the longest stretch from a line that opens like a program (an import, def, class, or an assignment
+       from input()) to the furthest line that keeps it valid Python. An indented completion (continuing a
+       HumanEval prompt) is kept whole.
 
     So sample input/output in untagged or text blocks, and a usage example after the solution, are not run as
     the program.
