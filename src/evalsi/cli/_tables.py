@@ -2,7 +2,7 @@
 
 Rich shrinks every column of a table wider than the console, ellipsising numbers first; logs and CI consoles
 are often 80 columns. Here a column of numbers is as wide as its widest cell and never wraps, text columns fold,
-and the frame is light (no outer edge, one space between columns) so that common tables fit in 80 columns.
+and the frame is light (no outer edge, one space between columns, no padding) so that common tables fit in 80 columns.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def number_table(
         box=box.SIMPLE_HEAD,
         show_edge=False,
         pad_edge=False,
-        collapse_padding=True,
+        padding=(0, 0),
     )
     for index, name in enumerate(columns):
         if name in numeric:
