@@ -93,6 +93,16 @@ def test_set_values_are_text_where_the_field_takes_text(tmp_path: Path) -> None:
     assert body.dataset.fields.prompt == "[q]" and body.samples == 4 and body.dataset.system_prompt == "yes"
 
 
+def test_set_values_are_text_where_an_evaluator_param_takes_text(tmp_path: Path) -> None:
+    spec = SPEC.replace("exact-match", "contains").replace("{ignore_case: true}", "{text: a}")
+    overrides = ["evaluators[0].params.text=42", "evaluators[0].params.ignore_case=yes"]
+    run = load_run(write(tmp_path, spec), overrides=overrides)
+    params = run.reward.components[0].params
+    assert params.text == "42" and params.ignore_case is True  # text where the param takes text, YAML elsewhere
+    with pytest.raises(SpecError, match=r"^--set: evaluators\[0\]\.params\.ignore_case .*valid boolean"):
+        load_run(write(tmp_path, spec), overrides=["evaluators[0].params.ignore_case=maybe"])
+
+
 def test_run_help_suggests_overrides_that_work(tmp_path: Path) -> None:
     from evalsi.cli.run import run_command
 

@@ -79,7 +79,18 @@ def load_run(path: str | Path, name: str | None = None, overrides: Sequence[str]
     try:
         return bind_run(overridden, Path(path).parent)
     except SpecError as exc:
-        raise _from_override(exc, applied) from None
+        culprit = _override_at(exc, applied)
+        if culprit is None:
+            raise
+        error = SpecError(exc.detail, file="--set", path=f"{culprit.dotted} ({exc.path})")
+    if isinstance(culprit.value, str):
+        raise error
+    # an evaluator param may want text: retry with the value as written
+    _put(overridden.spec, culprit.keys, culprit.text)
+    try:
+        return bind_run(overridden, Path(path).parent)
+    except SpecError:
+        raise error from None
 
 
 def run_from_mapping(data: Mapping[str, Any], source: str | None = None, base_dir: Path | None = None) -> BoundRun:
@@ -131,13 +142,13 @@ def _apply_overrides(resource: Resource, overrides: Sequence[str]) -> tuple[Reso
     return Resource(resource.kind, name, spec, resource.document, resource.labels), applied
 
 
-def _from_override(exc: SpecError, applied: Sequence[_Override]) -> SpecError:
-    """A binding error (an evaluator's params...) inside an overridden field, named as the override's."""
+def _override_at(exc: SpecError, applied: Sequence[_Override]) -> _Override | None:
+    """The override a binding error (an evaluator's params...) lies inside, if any."""
     for override in applied:
         where = format_path(("spec", *override.keys))
         if exc.path and (exc.path == where or exc.path.startswith((where + ".", where + "["))):
-            return SpecError(exc.detail, file="--set", path=f"{override.dotted} ({exc.path})")
-    return exc
+            return override
+    return None
 
 
 @dataclass(frozen=True)
