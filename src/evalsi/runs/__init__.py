@@ -14,7 +14,7 @@ Example:
 
 """
 
-from evalsi.runs._bind import BoundRun, apply_overrides, bind_run, load_run, run_from_mapping
+from evalsi.runs._bind import BoundRun, bind_run, load_run, run_from_mapping
 from evalsi.runs._builtin import BUILTINS, BuiltinEval, hub_cache_dirs, load_builtin
 from evalsi.runs._compare import (
     LoadedRun,
@@ -27,6 +27,7 @@ from evalsi.runs._compare import (
 )
 from evalsi.runs._datasets import Item, load_items, read_rows
 from evalsi.runs._driver import EXIT_FAILED, EXIT_GATE, EXIT_OK, Runner, RunOutcome, load_run_items
+from evalsi.runs._overrides import apply_overrides
 from evalsi.runs._results import (
     RecordResult,
     ResultsWriter,
