@@ -102,3 +102,17 @@ def test_evaluator_exception_becomes_error_scores_for_its_records() -> None:
         score = result.components["test-counting"]
         assert score.status == "error"
         assert "evaluator exploded" in (score.reason or "")
+
+
+def test_an_evaluator_cache_version_changes_every_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scores persisted under an evaluator's earlier verdict rule (a shared cache) are not served for the new."""
+    from evalsi.engine._runner import ComponentJob
+    from evalsi.evaluators import get_evaluator
+
+    evaluator = get_evaluator("test-counting")
+    params = evaluator.parse_params({})
+    before = ComponentJob("c", evaluator, params).key_prefix
+    monkeypatch.setattr(type(evaluator), "cache_version", "2")
+    after = ComponentJob("c", evaluator, params).key_prefix
+    assert before != after and ComponentJob("c", evaluator, params).key_prefix == after
+    assert get_evaluator("code-exec-tests").cache_version  # its extraction rule changed the verdicts

@@ -30,7 +30,9 @@ class ComponentJob:
     """The record fields this component's score depends on."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "key_prefix", params_fingerprint(self.evaluator.name, self.params))
+        version = self.evaluator.cache_version
+        name = f"{self.evaluator.name}@{version}" if version else self.evaluator.name
+        object.__setattr__(self, "key_prefix", params_fingerprint(name, self.params))
         fields_for = getattr(self.evaluator, "cache_fields", None)
         fields = tuple(fields_for(self.params)) if callable(fields_for) else self.evaluator.reads
         object.__setattr__(self, "fields", fields)

@@ -88,6 +88,7 @@ class CodeExecTests(Evaluator[CodeExecTestsParams]):
     reads = ("completion", "prompt", *(f"metadata.{key}" for key in CASE_FIELDS))
     runs_code = True
     pack = "rl"
+    cache_version = "2"  # the program extraction rule above: scores cached under the old rule are not reused
 
     def score(self, record: Record, params: CodeExecTestsParams, ctx: ScoreContext) -> Score:
         """One record; see :meth:`score_batch`."""
