@@ -164,6 +164,12 @@ def test_called_names_come_from_entry_point_fn_name_and_asserts() -> None:
 
 
 def test_the_rule_is_in_the_evaluator_description() -> None:
+    from typer.testing import CliRunner
+
+    from evalsi.cli.main import app
+
     doc = get_evaluator("code-exec-tests").__doc__ or ""
     for word in ("~~~", "untagged", "python3", "truncated", "entry_point", "another language", "whole completion"):
         assert word in doc
+    shown = CliRunner().invoke(app, ["evaluators", "describe", "code-exec-tests"], terminal_width=200).stdout
+    assert "\n1. a block tagged python" in shown and "\n    1." not in shown  # dedented, as written
