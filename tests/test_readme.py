@@ -37,3 +37,22 @@ def test_python_quick_start_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     snippet = next(b for b in blocks("python") if "evalsi.rewards.load(" in b)
     monkeypatch.chdir(ROOT)
     exec(compile(snippet, "README.md", "exec"), {})
+
+
+def test_the_quick_start_outputs_are_ignored_by_git() -> None:
+    """Following the README leaves no untracked files: each output it names is covered by .gitignore."""
+    import shutil
+    import subprocess
+
+    from evalsi.runs import journal_path, load_run
+
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("needs the git checkout")  # an installed package has no .gitignore to check
+    outputs = re.findall(r"--output (\S+)", "\n".join(blocks("bash")))
+    run = load_run(ROOT / "examples/finetuning/math-run.yaml")
+    outputs += [str(run.output.relative_to(ROOT) if run.output.is_absolute() else run.output)]
+    outputs += [str(journal_path(Path(outputs[-1])))]
+    assert len(outputs) >= 3
+    for output in outputs:
+        ignored = subprocess.run(["git", "check-ignore", "-q", output], cwd=ROOT, check=False)
+        assert ignored.returncode == 0, f"{output} (from the README) is not in .gitignore"

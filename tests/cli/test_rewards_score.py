@@ -90,6 +90,14 @@ def test_writes_one_row_per_rollout_in_order(tmp_path: Path, spec: Path) -> None
     assert "cache:" in stderr
 
 
+def test_the_cache_summary_counts_repeats_in_a_batch_apart_from_misses(tmp_path: Path, spec: Path) -> None:
+    rows = [ROWS[0]] * 5 + [ROWS[2]]  # GRPO-style repeats: 2 distinct rollouts, each component computed twice
+    code, _, stderr = run(["rewards", "score", "-s", str(spec), "-d", str(rollouts(tmp_path, rows))])
+    assert code == 0
+    summary = " ".join(stderr.split())
+    assert "cache: 0 hits, 12 repeats in a batch (computed once), 6 misses; 67% not computed" in summary
+
+
 def test_stdout_output_and_json_array_input(tmp_path: Path, spec: Path) -> None:
     data = tmp_path / "rollouts.json"
     data.write_text(json.dumps(ROWS))
@@ -117,12 +125,26 @@ def test_bad_jsonl_line_is_reported_with_its_number(tmp_path: Path, spec: Path) 
     assert f"{data}:3: not valid JSON" in stderr
 
 
-def test_rollout_without_completion_names_its_index(tmp_path: Path, spec: Path) -> None:
-    code, _, stderr = run(
-        ["rewards", "score", "-s", str(spec), "-d", str(rollouts(tmp_path, [{"completion": "x"}, {"prompt": "p"}]))]
-    )
+def test_bad_rollout_names_its_file_and_line(tmp_path: Path, spec: Path) -> None:
+    data = tmp_path / "rollouts.jsonl"
+    data.write_text('{"completion": "x"}\n\n{"completion": "y"}\n{"prompt": "p"}\n')
+    code, _, stderr = run(["rewards", "score", "-s", str(spec), "-d", str(data)])
     assert code == 2
-    assert "rollout 1: has no 'completion'" in stderr
+    assert f"{data}:4: has no 'completion'" in stderr and "rollout 2" not in stderr
+    array = tmp_path / "rollouts.json"
+    array.write_text(json.dumps([{"completion": "x"}, {"completion": 3}]))
+    code, _, stderr = run(["rewards", "score", "-s", str(spec), "-d", str(array)])
+    assert code == 2
+    assert f"{array}: item [1]: 'completion' must be text" in stderr
+
+
+def test_data_from_stdin(spec: Path) -> None:
+    rows = "".join(json.dumps(r) + "\n" for r in ROWS)
+    result = CliRunner().invoke(app, ["rewards", "score", "-s", str(spec), "-d", "-", "-q"], input=rows)
+    assert result.exit_code == 0, result.stderr
+    assert [json.loads(line)["index"] for line in result.stdout.splitlines()] == [0, 1, 2, 3]
+    bad = CliRunner().invoke(app, ["rewards", "score", "-s", str(spec), "-d", "-"], input='{"completion": 1}\n')
+    assert bad.exit_code == 2 and "<stdin>:1: 'completion' must be text" in bad.stderr
 
 
 def test_bad_spec_exits_2_with_location(tmp_path: Path) -> None:
@@ -143,7 +165,7 @@ def test_raise_error_fails_the_batch_and_leaves_no_output(tmp_path: Path) -> Non
     out = tmp_path / "out.jsonl"
     code, _, stderr = run(["rewards", "score", "-s", str(spec), "-d", str(rollouts(tmp_path, rows)), "-o", str(out)])
     assert code == 1
-    assert "rollout 600: component 'judge' errored: judge down" in stderr
+    assert "rollouts.jsonl:601: component 'judge' errored: judge down" in stderr
     assert not out.exists()
     assert list(tmp_path.glob(".out.jsonl*")) == []
 

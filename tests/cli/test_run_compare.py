@@ -116,6 +116,34 @@ def test_compare_marks_significant_changes_and_lists_flips(
     assert orjson.loads(same.output)[0]["significant"] is False
 
 
+def test_compare_names_files_and_marks_only_what_it_uses(spec_file: Path, server: OpenAIServer,
+                                                         tmp_path: Path) -> None:
+    a = tmp_path / "a.json"
+    assert invoke("run", "-f", str(spec_file), "-o", str(a), "-q").exit_code == 0
+    result = runner.invoke(app, ["compare", str(a), str(a)], terminal_width=200)
+    assert result.exit_code == 0
+    assert f"B=cli({a})vsA=cli({a})" in "".join(result.stdout.split())  # a long path folds at the table's width
+    assert "*" not in result.stdout and "excludes 0" not in result.stdout  # no significant change, no footnote
+    assert "warning" not in result.stderr
+
+
+def test_compare_warns_on_few_shared_records_and_partial_runs(spec_file: Path, server: OpenAIServer,
+                                                              tmp_path: Path) -> None:
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    assert invoke("run", "-f", str(spec_file), "-o", str(a), "-q").exit_code == 0
+    server.inject(status=401, prompt="q3")
+    assert invoke("run", "-f", str(spec_file), "-o", str(b), "-q", "--set", "numSamples=20").exit_code == 1
+    result = runner.invoke(app, ["compare", str(a), str(b)], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    err = " ".join(result.stderr.split())
+    assert "warning: the runs share 19 records (63% of the larger run; 11 only in A, 0 only in B)" in err
+    assert f"warning: B ({b}) is a partial run (19 records)" in err
+    assert "exact-match: 19 pairs; 11 records only in A, 0 only in B are left out" in " ".join(result.stdout.split())
+    strict = runner.invoke(app, ["compare", str(a), str(b), "--strict"], terminal_width=200)
+    assert strict.exit_code == 2 and "error: --strict" in strict.stderr
+    assert runner.invoke(app, ["compare", str(a), str(a), "--strict"]).exit_code == 0
+
+
 def test_compare_bad_input_exits_2(tmp_path: Path, spec_file: Path) -> None:
     a = tmp_path / "a.json"
     assert invoke("run", "-f", str(spec_file), "-o", str(a), "-q").exit_code == 0
@@ -123,3 +151,23 @@ def test_compare_bad_input_exits_2(tmp_path: Path, spec_file: Path) -> None:
     assert missing.exit_code == 2 and "no such results file" in missing.output
     unknown = invoke("compare", str(a), str(a), "-m", "pass@4/exact-match")
     assert unknown.exit_code == 2 and "has no metric 'pass@4/exact-match'" in " ".join(unknown.output.split())
+
+
+def test_an_all_skipped_metric_shows_its_reason_in_the_summary(spec_file: Path, tmp_path: Path) -> None:
+    (tmp_path / "d.jsonl").write_bytes(b"".join(orjson.dumps({"id": f"r{i}", "prompt": p}) + b"\n"
+                                                for i, p in enumerate(QUESTIONS)))
+    result = invoke("run", "-f", str(spec_file), "-o", str(tmp_path / "a.json"), "-q")
+    assert result.exit_code == 3
+    assert "exact-match: nothing was scored; skipped: " in result.output and "reference" in result.output
+
+
+def test_output_paths_spec_relative_and_o_relative_to_the_current_directory(
+    spec_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert invoke("run", "-f", str(spec_file), "-q", "-o", "mine.json").exit_code == 0
+    assert (elsewhere / "mine.json").exists()
+    assert invoke("run", "-f", str(spec_file), "-q", "--set", "output=runs/spec.json").exit_code == 0
+    assert (tmp_path / "runs" / "spec.json").exists() and not (elsewhere / "runs").exists()

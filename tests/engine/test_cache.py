@@ -42,6 +42,9 @@ def test_duplicates_within_a_batch_are_scored_once() -> None:
     results = r.score([{"completion": "same"}] * 8 + [{"completion": "other"}])
     assert Counting.calls == [2]
     assert len(results) == 9
+    assert r.cache is not None
+    stats = r.cache.stats
+    assert (stats.hits, stats.misses, stats.deduplicated) == (0, 2, 7)  # the repeats are not counted as misses
 
 
 def test_only_fields_the_evaluator_reads_make_the_key() -> None:
@@ -109,3 +112,17 @@ def test_the_lru_is_bounded_by_bytes_too() -> None:
     assert cache.get_many([bytes([9]) * 32]) == [big]  # the newest are kept
     cache.put_many([(b"h" * 32, Score.ok(True, details={"raw": "x" * 20_000}))])  # larger than the whole cache
     assert cache.get_many([b"h" * 32]) == [None] and len(cache) == 3
+
+
+def test_an_evaluator_cache_version_changes_every_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scores persisted under an evaluator's earlier verdict rule (a shared cache) are not served for the new."""
+    from evalsi.engine._runner import ComponentJob
+    from evalsi.evaluators import get_evaluator
+
+    evaluator = get_evaluator("test-counting")
+    params = evaluator.parse_params({})
+    before = ComponentJob("c", evaluator, params).key_prefix
+    monkeypatch.setattr(type(evaluator), "cache_version", "2")
+    after = ComponentJob("c", evaluator, params).key_prefix
+    assert before != after and ComponentJob("c", evaluator, params).key_prefix == after
+    assert get_evaluator("code-exec-tests").cache_version  # its extraction rule changed the verdicts

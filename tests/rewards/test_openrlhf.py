@@ -75,10 +75,10 @@ def test_file_form_scores_one_sample(spec_env: Path) -> None:
     out = call_like_openrlhf(func, query, PROMPT, "42")
     assert set(out) == {"rewards", "scores", "extra_logs"}
     # the end-of-sequence tokens are not part of the completion, and the label is the reference
-    assert out["extra_logs"] == {"format": [1.0], "answer": [1.0]}
+    assert out["extra_logs"] == {"format": [1.0], "answer": [1.0], "format_skipped": [0.0], "answer_skipped": [0.0]}
     assert out["rewards"] == out["scores"] == [pytest.approx(1.0)]
     wrong = call_like_openrlhf(func, PROMPT + "<answer>41</answer><|im_end|>", PROMPT, "42")
-    assert wrong["extra_logs"] == {"format": [1.0], "answer": [0.0]}
+    assert wrong["extra_logs"]["format"] == [1.0] and wrong["extra_logs"]["answer"] == [0.0]
     assert wrong["rewards"] == [pytest.approx(0.2)]
 
 
@@ -86,14 +86,16 @@ def test_batch_with_labels_and_without(spec_env: Path) -> None:
     out = evalsi.rewards.openrlhf.reward_func(
         [PROMPT + "<answer>42</answer>", PROMPT + "no tags</s>"], [PROMPT, PROMPT], None
     )
-    # without labels the reference check is skipped: it reads 0.0 in extra_logs and adds nothing
+    # without labels the reference check is skipped: it reads 0.0 in extra_logs, adds nothing, and is counted
     assert out == {"rewards": [0.2, 0.0], "scores": [0.2, 0.0],
-                   "extra_logs": {"format": [1.0, 0.0], "answer": [0.0, 0.0]}}
+                   "extra_logs": {"format": [1.0, 0.0], "answer": [0.0, 0.0],
+                                  "format_skipped": [0.0, 0.0], "answer_skipped": [1.0, 1.0]}}
 
 
 def test_empty_lists_answer_empty_lists(spec_env: Path) -> None:
     out = evalsi.rewards.openrlhf.reward_func([], [], [])
-    assert out == {"rewards": [], "scores": [], "extra_logs": {"format": [], "answer": []}}
+    assert out == {"rewards": [], "scores": [],
+                   "extra_logs": {"format": [], "answer": [], "format_skipped": [], "answer_skipped": []}}
 
 
 def test_misaligned_lists_name_the_problem(spec_env: Path) -> None:

@@ -61,28 +61,32 @@ def test_batched_form(server: ServerThread) -> None:
     response = post(server.url + "/get_reward", payload)
     assert response.status_code == 200
     assert response.json() == {"rewards": [1.0, 0.0], "scores": [1.0, 0.0],
-                               "extra_logs": {"exact": [1.0, 0.0], "hi": [1.0, 0.0]}}
+                               "extra_logs": {"exact": [1.0, 0.0], "hi": [1.0, 0.0],
+                                              "exact_skipped": [0.0, 0.0], "hi_skipped": [0.0, 0.0]}}
 
 
 def test_one_sample_form_as_openrlhf_sends_it(server: ServerThread) -> None:
     response = post(server.url + "/", {"query": [PROMPT + "oh hi"], "prompts": [PROMPT], "labels": ["nope"]})
-    assert response.json() == {"rewards": [0.25], "scores": [0.25], "extra_logs": {"exact": [0.0], "hi": [1.0]}}
+    assert response.json() == {"rewards": [0.25], "scores": [0.25], "extra_logs": {
+        "exact": [0.0], "hi": [1.0], "exact_skipped": [0.0], "hi_skipped": [0.0]}}
 
 
 def test_one_sample_form_with_bare_strings(server: ServerThread) -> None:
     response = post(server.url + "/get_reward", {"query": PROMPT + "hi", "prompts": PROMPT, "labels": "hi"})
-    assert response.json() == {"rewards": 1.0, "scores": 1.0, "extra_logs": {"exact": 1.0, "hi": 1.0}}
+    assert response.json() == {"rewards": 1.0, "scores": 1.0, "extra_logs": {
+        "exact": 1.0, "hi": 1.0, "exact_skipped": 0.0, "hi_skipped": 0.0}}
 
 
 def test_empty_lists_answer_empty_lists(server: ServerThread) -> None:
     response = post(server.url + "/get_reward", {"query": [], "prompts": [], "labels": []})
     assert response.status_code == 200
-    assert response.json() == {"rewards": [], "scores": [], "extra_logs": {"exact": [], "hi": []}}
+    assert response.json() == {"rewards": [], "scores": [],
+                               "extra_logs": {"exact": [], "hi": [], "exact_skipped": [], "hi_skipped": []}}
 
 
 def test_labels_may_be_missing(server: ServerThread) -> None:
     response = post(server.url + "/get_reward", {"query": [PROMPT + "hi"], "prompts": [PROMPT]})
-    assert response.json()["extra_logs"] == {"exact": [0.0], "hi": [1.0]}
+    assert response.json()["extra_logs"] == {"exact": [0.0], "hi": [1.0], "exact_skipped": [1.0], "hi_skipped": [0.0]}
 
 
 @pytest.mark.parametrize(

@@ -89,9 +89,11 @@ def naive_call(fn: Callable[..., Any], solution: str, truth: Any, extra: dict[st
 def test_compute_score_returns_score_and_components(spec_file: Path) -> None:
     fn = load_like_verl("compute_score", {"spec": str(spec_file)})
     out = naive_call(fn, "42", "42", {"tests": ArrayLike(["42", "7"]), "index": 3})
-    assert out == {"score": 1.0, "exact": 1.0, "tests": 1.0, "length": 2.0}
-    # a skipped component (no tests) reads 0.0: verl averages these keys with a plain mean
-    assert naive_call(fn, "7", "42", None) == {"score": 0.0, "exact": 0.0, "tests": 0.0, "length": 1.0}
+    assert out == {"score": 1.0, "exact": 1.0, "tests": 1.0, "length": 2.0,
+                   "exact_skipped": 0.0, "tests_skipped": 0.0, "length_skipped": 0.0}
+    # a skipped component (no tests) reads 0.0: verl averages these keys with a plain mean; the flag counts it
+    assert naive_call(fn, "7", "42", None) == {"score": 0.0, "exact": 0.0, "tests": 0.0, "length": 1.0,
+                                               "exact_skipped": 0.0, "tests_skipped": 1.0, "length_skipped": 0.0}
 
 
 def test_test_cases_in_extra_info_reach_the_component(spec_file: Path) -> None:
@@ -115,11 +117,12 @@ def test_compute_score_batch_scores_in_one_call(spec_file: Path) -> None:
     out = fn(data_sources=ArrayLike(["a", "b", "c"]).values, solution_strs=["1", "2", "333"],
              ground_truths=["1", None, "3"], extra_infos=extras, spec=str(spec_file))
     assert CountingLength.batches == [3]
-    assert out == [
+    assert [{k: v for k, v in o.items() if not k.endswith("_skipped")} for o in out] == [
         {"score": 1.0, "exact": 1.0, "tests": 1.0, "length": 1.0},
         {"score": 0.0, "exact": 0.0, "tests": 0.0, "length": 1.0},
         {"score": 0.0, "exact": 0.0, "tests": 0.0, "length": 3.0},
     ]
+    assert [(o["exact_skipped"], o["tests_skipped"]) for o in out] == [(0.0, 0.0), (1.0, 1.0), (0.0, 0.0)]
 
 
 def test_batch_lengths_must_agree(spec_file: Path) -> None:

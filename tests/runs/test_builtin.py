@@ -74,7 +74,7 @@ def test_missing_data_says_where_it_looked(tmp_path: Path, monkeypatch: pytest.M
         load_builtin(builtin("math500"))
     bad = tmp_path / "test.jsonl"
     bad.write_text('{"question": "wrong format"}\n')
-    with pytest.raises(DataError, match=r"row 0: no column 'problem' \(math500 format\)"):
+    with pytest.raises(DataError, match=r"test\.jsonl:1: no column 'problem' \(math500 format\)"):
         load_builtin(builtin("math500", bad))
 
 

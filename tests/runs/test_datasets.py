@@ -65,12 +65,17 @@ def test_repeated_rows_get_distinct_keys(tmp_path: Path) -> None:
     assert len(set(keys)) == 3 and keys[1] == keys[0] + "#2"
 
 
-def test_errors_name_the_file_row_and_columns(tmp_path: Path) -> None:
-    path = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "ok"}, {"question": "no prompt column"}])
-    with pytest.raises(DataError, match=r"d\.jsonl: row 1: prompt column 'prompt' is missing \(columns: question\)"):
+def test_errors_name_the_file_line_and_columns(tmp_path: Path) -> None:
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"prompt": "ok"}\n\n{"question": "no prompt column"}\n')
+    with pytest.raises(DataError, match=r"d\.jsonl:3: prompt column 'prompt' is missing \(columns: question\)"):
         load_items(spec(path))
-    with pytest.raises(DataError, match=r"row 0: dataset.promptTemplate uses 'nope'"):
+    with pytest.raises(DataError, match=r"d\.jsonl:1: dataset.promptTemplate uses 'nope'"):
         load_items(spec(path, promptTemplate="{nope}"))
+    table = tmp_path / "d.csv"
+    table.write_text('answer,prompt\n1,ok\n2,"two\nlines"\n3\n')  # the last row (line 5) has no prompt
+    with pytest.raises(DataError, match=r"d\.csv:5: prompt column 'prompt' is missing"):
+        load_items(spec(table))
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"prompt": "a"}\n{not json\n')
     with pytest.raises(DataError, match=r"bad\.jsonl:2: not valid JSON"):

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import orjson
+import pytest
 import yaml
 
 from evalsi.runs import RecordResult, Runner, journal_path, load_run, read_results
@@ -79,7 +80,9 @@ CLI = (
 )
 
 
-def test_interrupted_cli_run_saves_a_partial_results_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_interrupted_cli_run_saves_a_partial_results_file(tmp_path: Path, concurrency: int) -> None:
+    """Ctrl-C ends the run with one friendly line: no asyncio traceback of the cancelled requests after it."""
     rows = [{"id": f"r{i}", "prompt": f"q{i}", "answer": f"a{i}"} for i in range(30)]
     data = write_jsonl(tmp_path / "d.jsonl", rows)
     with OpenAIServer(answers={f"q{i}": f"a{i}" for i in range(30)}, delay=0.1) as server:
@@ -87,7 +90,7 @@ def test_interrupted_cli_run_saves_a_partial_results_file(tmp_path: Path) -> Non
         out = tmp_path / "out.json"
         spec.write_text(yaml.safe_dump({
             "apiVersion": "evals.si/v1alpha1", "kind": "RunSpec", "metadata": {"name": "ctrl-c"},
-            "spec": {"target": {"baseUrl": server.base_url, "model": "m", "maxConcurrency": 1},
+            "spec": {"target": {"baseUrl": server.base_url, "model": "m", "maxConcurrency": concurrency},
                      "dataset": {"path": str(data)}, "evaluators": [{"ref": "exact-match"}],
                      "output": str(out), "batchSize": 1},
         }))
@@ -106,6 +109,7 @@ def test_interrupted_cli_run_saves_a_partial_results_file(tmp_path: Path) -> Non
                 child.kill()
         assert child.returncode == 1, err
         assert "interrupted" in err and "to resume" in err
+        assert "Traceback" not in err and "never retrieved" not in err and "CancelledError" not in err, err
         partial = read_results(out)
         assert partial["status"] == "partial" and 3 <= len(partial["records"]) < 30
         outcome = Runner(load_run(spec)).run()

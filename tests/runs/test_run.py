@@ -8,11 +8,12 @@ from typing import Any, ClassVar
 import orjson
 import pytest
 
+from evalsi.errors import DataError
 from evalsi.evaluators import Evaluator, NoParams, Score, ScoreContext, register
 from evalsi.records import Record
 from evalsi.runs import ResumeError, Runner, journal_path, read_results, run_from_mapping
 from tests.helpers.openai_server import OpenAIServer
-from tests.runs.conftest import run_spec
+from tests.runs.conftest import run_spec, write_jsonl
 
 
 @register
@@ -205,3 +206,44 @@ def test_a_truncated_journal_line_is_redone(server: OpenAIServer, qa_file: Path,
     assert outcome.resumed == 2 and outcome.generated == 2
     assert server.request_count() == requests + 2
     assert [r.id for r in outcome.records] == ["a", "b", "c", "d"] and not journal.exists()
+
+
+def test_a_missing_reference_column_fails_before_generating(
+    server: OpenAIServer, qa_file: Path, tmp_path: Path
+) -> None:
+    fields = {"prompt": "question", "reference": "gold"}
+    spec = run_spec(server, qa_file, tmp_path / "r.json", dataset={"fields": fields})
+    with pytest.raises(DataError, match=r"qa\.jsonl: dataset\.fields\.reference names column 'gold', which no row "
+                                        r"has \(columns: answer, id, question\)"):
+        start(spec)
+    assert server.request_count() == 0
+
+
+def test_an_all_skipped_metric_says_why(server: OpenAIServer, tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "q.jsonl", [{"id": "a", "question": "2+2?"}, {"id": "b", "question": "3+3?"}])
+    outcome = start(run_spec(server, data, tmp_path / "r.json"))
+    assert outcome.summary.counts["exact-match"]["skipped"] == 2
+    reason = outcome.summary.unscored["exact-match"]
+    assert reason.startswith("skipped: ") and "reference" in reason
+    assert read_results(tmp_path / "r.json")["summary"]["unscored"] == {"exact-match": reason}
+
+
+@pytest.mark.parametrize("with_ids", [True, False])
+def test_a_new_reference_column_rescores_without_generating(server: OpenAIServer, tmp_path: Path,
+                                                            with_ids: bool) -> None:
+    rows = [{"id": "a", "question": "2+2?", "answer": "5", "gold": "4"},
+            {"id": "c", "question": "capital of France?", "answer": "Lyon", "gold": "Paris"}]
+    data = write_jsonl(tmp_path / "q.jsonl", [r if with_ids else {k: v for k, v in r.items() if k != "id"}
+                                              for r in rows])
+    out = tmp_path / "r.json"
+    first = start(run_spec(server, data, out))
+    assert first.summary.metrics["exact-match"].mean == 0.0
+    requests = server.request_count()
+    again = start(run_spec(server, data, out, dataset={"fields": {"prompt": "question", "reference": "gold"}}))
+    assert server.request_count() == requests and again.generated == 0
+    assert again.summary.metrics["exact-match"].mean == 1.0
+    assert [r["reference"] for r in read_results(out)["records"]] == ["4", "Paris"]
+    templated = run_spec(server, data, out, dataset={"fields": {"prompt": "question", "reference": "gold"},
+                                                     "promptTemplate": "{question} ({gold}?)"})
+    with pytest.raises(ResumeError, match="different generation settings"):
+        start(templated)  # the prompts changed: the completions no longer answer them

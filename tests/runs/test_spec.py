@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -58,7 +59,7 @@ def test_every_field_can_be_overridden(tmp_path: Path) -> None:
     assert body.sampling.temperature == 0 and body.sampling.top_p == 0.9
     assert body.target.model == "step-100" and body.num_samples == 2 and body.samples == 8
     assert body.evaluators[0].params == {"ignore_case": False}
-    assert run.output == Path("out/x.json") and run.spec.name == "qa-100"
+    assert run.output == tmp_path / "out/x.json" and run.spec.name == "qa-100"  # relative to the spec file
     assert body.dataset.fields.reference == "gold" and body.pass_k.at_k is not None
     assert body.pass_k.at_k.k == [1, 4, 8] and body.target.headers == {"X-Run": "abc"}
 
@@ -66,16 +67,48 @@ def test_every_field_can_be_overridden(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("sampling.temperature=-1", r"run\.yaml:8: spec\.sampling\.temperature: Input should be greater"),
+        ("sampling.temperature=-1", r"^--set: sampling\.temperature .*: Input should be greater"),
         ("samples=2", r"spec: .*passK asks for k=4 but samples is 2"),
         ("evaluators.3.weight=1", r"--set: evaluators\.3\.weight: '3' is not an index of a list of 1"),
         ("nonsense", r"--set: 'nonsense' is not path\.to\.field=value"),
-        ("sampling.bogus=1", r"spec\.sampling\.bogus: unknown field"),
+        ("sampling.bogus=1", r"^--set: sampling\.bogus .*: unknown field"),
+        ("sampling.temprature=0.6", r"^--set: .*unknown field; did you mean sampling\.temperature"),
+        ("dataset.numSamples=50", r"^--set: dataset\.numSamples .*unknown field; did you mean numSamples\b"),
+        ("numSamples=abc", r"^--set: numSamples .*valid integer.*'abc'"),
+        ("evaluators[0].params.ignore_cases=true", r"^--set: evaluators\[0\]\.params\.ignore_cases .*ignore_case"),
     ],
 )
 def test_bad_overrides_are_named(tmp_path: Path, override: str, message: str) -> None:
     with pytest.raises(SpecError, match=message):
         load_run(write(tmp_path), overrides=[override])
+
+
+def test_set_values_are_text_where_the_field_takes_text(tmp_path: Path) -> None:
+    run = load_run(write(tmp_path), overrides=[
+        "dataset.promptTemplate={question}", "target.model=1.5", "dataset.fields.prompt=[q]", "samples=4",
+        "dataset.systemPrompt=yes",
+    ])
+    body = run.body
+    assert body.dataset.prompt_template == "{question}" and body.target.model == "1.5"
+    assert body.dataset.fields.prompt == "[q]" and body.samples == 4 and body.dataset.system_prompt == "yes"
+
+
+def test_set_values_are_text_where_an_evaluator_param_takes_text(tmp_path: Path) -> None:
+    spec = SPEC.replace("exact-match", "contains").replace("{ignore_case: true}", "{text: a}")
+    overrides = ["evaluators[0].params.text=42", "evaluators[0].params.ignore_case=yes"]
+    run = load_run(write(tmp_path, spec), overrides=overrides)
+    params = run.reward.components[0].params
+    assert params.text == "42" and params.ignore_case is True  # text where the param takes text, YAML elsewhere
+    with pytest.raises(SpecError, match=r"^--set: evaluators\[0\]\.params\.ignore_case .*valid boolean"):
+        load_run(write(tmp_path, spec), overrides=["evaluators[0].params.ignore_case=maybe"])
+
+
+def test_run_help_suggests_overrides_that_work(tmp_path: Path) -> None:
+    from evalsi.cli.run import run_command
+
+    examples = re.findall(r"--set (\S+)", run_command.__doc__ or "")
+    assert examples
+    load_run(write(tmp_path), overrides=examples)
 
 
 @pytest.mark.parametrize(

@@ -30,5 +30,9 @@ def test_doctor_names_what_is_missing():
 @pytest.mark.usefixtures("without_runsc")
 def test_doctor_require_exits_1_when_the_floor_is_not_met():
     assert CliRunner().invoke(app, ["doctor", "--require", "namespaced"]).exit_code == 0
-    assert CliRunner().invoke(app, ["doctor", "--require", "gvisor"]).exit_code == 1
-    assert CliRunner().invoke(app, ["doctor", "--require", "chroot"]).exit_code == 2
+    missing = CliRunner().invoke(app, ["doctor", "--require", "gvisor"], terminal_width=200)
+    assert missing.exit_code == 1
+    assert missing.stderr.startswith("error: --require gvisor") and "error" not in missing.stdout
+    wrong = CliRunner().invoke(app, ["doctor", "--require", "chroot"], terminal_width=200)
+    assert wrong.exit_code == 2
+    assert wrong.stderr.startswith("error: --require must be one of process, namespaced, gvisor, got 'chroot'")

@@ -105,10 +105,23 @@ def test_wrong_type_names_field_line_and_value(tmp_path: Path) -> None:
     assert "'heavy'" in str(error)
 
 
+def test_an_inverted_clip_names_its_values_once(tmp_path: Path) -> None:
+    error = load_error(tmp_path, "components:\n  - ref: exact-match\nclip: [1, 0]\n")
+    assert error.path == "spec.clip" and str(error).count("got") == 1 and "got [1.0, 0.0]" in str(error)
+
+
 def test_unknown_spec_field_is_rejected(tmp_path: Path) -> None:
     error = load_error(tmp_path, "components:\n  - ref: exact-match\nflor: 1\n")
     assert error.path == "spec.flor"
     assert "unknown field" in str(error)
+
+
+@pytest.mark.parametrize("misplaced", ["sandbox: {minIsolation: gvisor}", "minIsolation: gvisor"])
+def test_sandbox_under_spec_says_it_sits_on_a_component(tmp_path: Path, misplaced: str) -> None:
+    error = load_error(tmp_path, f"{misplaced}\ncomponents:\n  - ref: code-exec-tests\n")
+    assert error.line == 5 and "unknown field" in str(error)
+    assert "sits on a component" in str(error) and "spec.components[i]" in str(error)
+    assert "sits on a component" not in str(load_error(tmp_path, "components:\n  - ref: exact-match\nflor: 1\n"))
 
 
 def test_sandbox_on_a_component_that_runs_no_code(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from evalsi.cli._tables import number_table
 from evalsi.rewards import Reward, RewardResult
 
 _BARS = " ▁▂▃▄▅▆▇█"
@@ -20,34 +21,25 @@ def reward_summary(reward: Reward, results: Sequence[RewardResult]) -> Group:
     """Totals (count, mean, spread, histogram, statuses), per-component table, and cache hits."""
     totals = [r.total for r in results if r.total is not None]
     statuses = Counter(r.status for r in results)
-    head = Table(title=f"reward {reward.name!r}: {len(results)} rollouts", title_justify="left", show_header=True)
-    for column in ("mean", "std", "min", "median", "max", "distribution", "statuses"):
-        head.add_column(column)
     status_text = ", ".join(f"{k} {v}" for k, v in sorted(statuses.items()))
     if totals:
         std = statistics.pstdev(totals) if len(totals) > 1 else 0.0
-        head.add_row(
-            f"{statistics.fmean(totals):.4f}",
-            f"{std:.4f}",
-            f"{min(totals):.4f}",
-            f"{statistics.median(totals):.4f}",
-            f"{max(totals):.4f}",
-            histogram(totals),
-            status_text,
-        )
+        spread = [statistics.fmean(totals), std, min(totals), statistics.median(totals), max(totals)]
+        head_row = [*(f"{v:.4f}" for v in spread), histogram(totals), status_text]
     else:
-        head.add_row("-", "-", "-", "-", "-", "", status_text)
+        head_row = ["-", "-", "-", "-", "-", "", status_text]
+    head_columns = ("mean", "std", "min", "median", "max", "distribution", "statuses")
+    head = number_table(f"reward {escape(repr(reward.name))}: {len(results)} rollouts", head_columns,
+                        head_columns[:5], [head_row])
 
-    table = Table(title="components", title_justify="left")
-    for column in ("component", "weight", "gate", "mean", "ok", "skipped", "errored", "first error"):
-        table.add_column(column, overflow="fold")
+    rows = []
     for component in reward.components:
         scores = [r.components[component.name] for r in results]
         values = [s.numeric for s in scores if s.status == "ok" and s.numeric is not None]
         errors = [s for s in scores if s.status == "error"]
         counts = Counter(s.status for s in scores)
         rule = component.rule
-        table.add_row(
+        rows.append([
             escape(component.name),
             f"{rule.weight:g}",
             f">= {rule.threshold:g}" if rule.gate else "",
@@ -56,13 +48,16 @@ def reward_summary(reward: Reward, results: Sequence[RewardResult]) -> Group:
             str(counts["skipped"]),
             str(counts["error"]),
             escape((errors[0].reason or "")[:80]) if errors else "",
-        )
+        ])
+    columns = ("component", "weight", "gate", "mean", "ok", "skipped", "errored", "first error")
+    table = number_table("components", columns, columns[1:7], rows)
     parts: list[Table | Text] = [head, table]
     if reward.cache is not None:
         stats = reward.cache.stats
-        looked_up = stats.hits + stats.misses
-        rate = f" ({stats.hits / looked_up:.0%})" if looked_up else ""
-        parts.append(Text(f"cache: {stats.hits} hits, {stats.misses} misses{rate}"))
+        looked_up = stats.hits + stats.misses + stats.deduplicated
+        rate = f"; {(looked_up - stats.misses) / looked_up:.0%} not computed" if looked_up else ""
+        parts.append(Text(f"cache: {stats.hits} hits, {stats.deduplicated} repeats in a batch (computed once), "
+                          f"{stats.misses} misses{rate}"))
     return Group(*parts)
 
 

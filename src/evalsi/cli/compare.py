@@ -9,12 +9,16 @@ from typing import Annotated
 import orjson
 import typer
 from rich.console import Group
-from rich.table import Table
+from rich.markup import escape
 from rich.text import Text
 
-from evalsi.cli._console import fail, stdout
+from evalsi.cli._console import fail, stderr, stdout
+from evalsi.cli._tables import number_table
 from evalsi.errors import DataError
-from evalsi.runs import MetricComparison, compare_runs, comparison_to_dict, load_results
+from evalsi.runs import LoadedRun, MetricComparison, compare_runs, comparison_to_dict, load_results, record_overlap
+
+SHARED_WARNING = 0.9
+"""Below this fraction of shared records, compare warns: the runs may not be over the same data."""
 
 
 def compare_command(
@@ -25,47 +29,81 @@ def compare_command(
     ] = None,
     flips: Annotated[int, typer.Option("--flips", help="Flipped records to list per metric.")] = 10,
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
+    strict: Annotated[
+        bool,
+        typer.Option("--strict", help="Exit 2 instead of warning when the runs share under 90% of their records "
+                                      "or one of them is partial."),
+    ] = False,
 ) -> None:
     """Paired comparison of B against A: per metric, B − A with a 95% CI (* when it excludes 0).
 
     Records are paired by id (else content hash) and averaged over samples first. Pass/fail metrics also get
-    McNemar's exact test and the records that flipped.
+    McNemar's exact test and the records that flipped. Warns when the runs share under 90% of their records
+    or one is partial (an interrupted run, or records that failed to generate).
 
-    Exit codes: 0 compared; 2 a file is missing or not a results file, or a metric is unknown.
+    Exit codes: 0 compared; 2 a file is missing or not a results file, a metric is unknown, or (with --strict)
+    a warning was raised.
     """
     try:
         run_a, run_b = load_results(results_a), load_results(results_b)
         compared = compare_runs(run_a, run_b, metrics or None)
     except DataError as exc:
         fail(str(exc))
+    warnings = comparison_warnings(run_a, run_b)
     if as_json:
         stdout.out(orjson.dumps([comparison_to_dict(c) for c in compared]).decode(), highlight=False)
-        return
-    stdout.print(comparison_table(run_a.name, run_b.name, compared, flips))
+    else:
+        stdout.print(comparison_table(run_a, run_b, compared, flips))
+    for warning in warnings:
+        stderr.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
+    if warnings and strict:
+        fail("--strict: the comparison raised warnings (above)")
 
 
-def comparison_table(name_a: str, name_b: str, compared: list[MetricComparison], flips: int) -> Group:
-    """The per-metric table, then the flipped records of pass/fail metrics."""
-    table = Table(title=f"B = {name_b} vs A = {name_a}", title_justify="left",
-                  caption="* the 95% CI of B − A excludes 0", caption_justify="left")
-    for column in ("metric", "A", "B", "B − A", "95% CI", "McNemar p", "flips (+/−)", "pairs"):
-        table.add_column(column, justify="left" if column == "metric" else "right")
+def comparison_warnings(a: LoadedRun, b: LoadedRun) -> list[str]:
+    """What makes a comparison doubtful: few shared records, or a partial run."""
+    out = []
+    overlap = record_overlap(a, b)
+    if overlap.fraction < SHARED_WARNING:
+        out.append(f"the runs share {overlap.shared} records ({overlap.fraction:.0%} of the larger run; "
+                   f"{overlap.only_a} only in A, {overlap.only_b} only in B): they may not cover the same data")
+    for label, run in (("A", a), ("B", b)):
+        if run.status != "complete":
+            out.append(f"{label} ({run.path}) is a {run.status} run ({len(run.records)} records): rerun it "
+                       "to finish, or compare knowing it is incomplete")
+    return out
+
+
+def comparison_table(run_a: LoadedRun, run_b: LoadedRun, compared: list[MetricComparison], flips: int) -> Group:
+    """The per-metric table, headed by run names and files, then the flipped records of pass/fail metrics."""
+    rows = []
     details: list[Text] = []
+    marked = False
     for item in compared:
         c = item.comparison
         d = c.difference
         mark = "*" if c.significant else ""
+        marked = marked or c.significant
         ci = "-" if math.isnan(d.ci_low) else f"[{d.ci_low:+.4f}, {d.ci_high:+.4f}]"
         improved = sum(1 for f in c.flips if f.direction == "improved")
         flip_text = f"+{improved}/−{len(c.flips) - improved}" if c.mcnemar is not None else "-"
         p = "-" if c.mcnemar is None else f"{c.mcnemar.p_value:.4g}"
-        unpaired = f" (+{c.only_a} A-only, {c.only_b} B-only)" if c.only_a or c.only_b else ""
-        table.add_row(item.metric, _num(c.mean_a), _num(c.mean_b), f"{_signed(d.mean)}{mark}", ci, p, flip_text,
-                      f"{c.pairs}{unpaired}")
+        rows.append([escape(item.metric), _num(c.mean_a), _num(c.mean_b), f"{_signed(d.mean)}{mark}", ci, p,
+                     flip_text, str(c.pairs)])
+        if c.only_a or c.only_b:
+            details.append(Text(f"{item.metric}: {c.pairs} pairs; {c.only_a} records only in A, {c.only_b} only "
+                                "in B are left out"))
         if c.flips and flips > 0:
             shown = ", ".join(f"{f.key} ({'+' if f.direction == 'improved' else '−'})" for f in c.flips[:flips])
             more = f" … {len(c.flips) - flips} more" if len(c.flips) > flips else ""
             details.append(Text(f"{item.metric} flipped: {shown}{more}"))
+    title = (f"B = {escape(run_b.name)} ({escape(run_b.path)}) vs A = {escape(run_a.name)} "
+             f"({escape(run_a.path)})")
+    columns = ("metric", "A", "B", "B − A", "95% CI", "McNemar p", "flips", "pairs")
+    notes = ["* the 95% CI of B − A excludes 0"] if marked else []
+    if any(item.comparison.mcnemar is not None for item in compared):
+        notes.append("flips: records that went +right or −wrong")
+    table = number_table(title, columns, columns[1:], rows, caption="; ".join(notes) or None)
     return Group(table, *details)
 
 

@@ -1,6 +1,7 @@
 """The ``evalsi`` command line.
 
-Exit codes: 0 ok, 1 failed work, 2 bad usage or input, 3 a gate or regression failed.
+Exit codes: 0 ok, 1 failed work, 2 bad usage or input, 3 a gate or regression failed. Options are never read
+from the environment: only the variables listed in ``ENVIRONMENT`` change behaviour.
 """
 
 from __future__ import annotations
@@ -12,12 +13,22 @@ from evalsi.cli import evaluators, rewards, sandbox, server
 from evalsi.cli.compare import compare_command
 from evalsi.cli.run import run_command
 
+ENVIRONMENT = (
+    "Environment (no other variable changes behaviour):\n\n"
+    "EVALSI_REWARD_SPEC: the RewardSpec file of the OpenRLHF reward file and the verl function (unless given);\n\n"
+    "EVALSI_SERVER: the OpenRLHF reward file scores through this evalsi server;\n\n"
+    "EVALSI_TOKEN: the bearer token sent to an evalsi server;\n\n"
+    "the variable a target's apiKeyEnv or a judge's api_key_env names: that API key;\n\n"
+    "HF_HOME, HF_HUB_CACHE, HUGGINGFACE_HUB_CACHE: where built-in datasets are looked up in the Hugging Face cache."
+)
+"""The documented environment variables (shown by ``evalsi --help``)."""
+
 app = typer.Typer(
     name="evalsi",
     help="evalsi: evaluators as RL rewards, sandboxed code tests and checkpoint evaluation.\n\n"
-    "Exit codes: 0 ok, 1 failed work, 2 bad usage or input, 3 a gate or regression failed.",
+    "Exit codes: 0 ok, 1 failed work, 2 bad usage or input, 3 a gate or regression failed.\n\n" + ENVIRONMENT,
     no_args_is_help=True,
-    context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "EVALSI"},
+    context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
     add_completion=False,
 )

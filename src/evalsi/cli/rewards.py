@@ -15,7 +15,7 @@ from evalsi.cli.rewards_serve import serve_command
 from evalsi.errors import DataError, RewardBatchError, SpecError
 from evalsi.records import Record
 from evalsi.rewards import Reward, RewardResult, load
-from evalsi.rewards._rollout_files import read_rollouts, write_jsonl
+from evalsi.rewards._rollout_files import read_rollout_file, write_jsonl
 from evalsi.rewards.wire import result_json
 
 app = typer.Typer(help="Score rollouts with a RewardSpec, or serve one to a trainer.", no_args_is_help=True)
@@ -27,7 +27,9 @@ CHUNK = 512
 @app.command("score")
 def score_command(
     spec: Path = typer.Option(..., "--spec", "-s", help="The RewardSpec YAML file."),
-    data: Path = typer.Option(..., "--data", "-d", help="Rollouts: JSONL, a JSON array, or Parquet."),
+    data: Path = typer.Option(
+        ..., "--data", "-d", help="Rollouts: JSONL, a JSON array, or Parquet; '-' reads JSONL or JSON from stdin."
+    ),
     output: Path | None = typer.Option(
         None, "--output", "-o", help="Where to write one JSON object per rollout (default: stdout)."
     ),
@@ -45,14 +47,19 @@ def score_command(
     """
     try:
         reward = load(spec, name)
-        rollouts = read_rollouts(data)
-        records = reward.records(rollouts)
+        rollouts, source = read_rollout_file(data)
     except (SpecError, DataError) as exc:
         fail(str(exc))
     try:
+        records = reward.records(rollouts)
+    except DataError as exc:
+        fail(str(source.locate(exc)))
+    try:
         results = _score_in_chunks(reward, records, show_progress=not quiet and len(records) > CHUNK)
     except RewardBatchError as exc:
-        fail(f"the batch failed, nothing was written: {exc}", EXIT_FAILED)
+        where = source.error(exc.index, f"component {exc.component!r} errored: {exc.cause}")
+        fail(f"the batch failed, nothing was written: {where} (onError: raise fails the batch; "
+             "set onError to 'zero' or 'none' to score past errors)", EXIT_FAILED)
     pairs = enumerate(zip(records, results, strict=True))
     lines = [result_json(result, i, record_id=record.id, details=details) for i, (record, result) in pairs]
     if output is None:

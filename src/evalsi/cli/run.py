@@ -12,10 +12,12 @@ from typing import Annotated
 
 import typer
 from rich.console import Group
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from evalsi.cli._console import EXIT_FAILED, EXIT_GATE, fail, stderr
+from evalsi.cli._tables import number_table
 from evalsi.errors import DataError, SpecError
 from evalsi.runs import GenerationError, Runner, RunOutcome, load_run
 from evalsi.stats import Estimate
@@ -29,7 +31,9 @@ def run_command(
     ] = None,
     name: Annotated[str | None, typer.Option("--name", help="Which RunSpec, when the file holds several.")] = None,
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="The results file (default: spec.output).")
+        Path | None,
+        typer.Option("--output", "-o", help="The results file, relative to the current directory (default: "
+                                            "spec.output, relative to the spec file)."),
     ] = None,
     restart: Annotated[
         bool, typer.Option("--restart", help="Discard earlier results of this run instead of resuming.")
@@ -38,12 +42,13 @@ def run_command(
 ) -> None:
     """Generate completions from the spec's target, score them, write the results file and summarise.
 
-    Every spec field can be overridden: --set dataset.numSamples=50 --set target.model=my-lora. An
+    Every spec field can be overridden: --set numSamples=50 --set target.model=my-lora. An
     interrupted run resumes from its finished records when run again with the same spec.
 
     Exit codes: 0 ok; 1 records failed (rerun to resume); 2 bad usage, spec or data; 3 a gate failed.
     """
-    extra = [*(overrides or []), *([f"output={output}"] if output is not None else [])]
+    # -o is relative to the current directory (spec.output, like the spec's other paths, to the spec file)
+    extra = [*(overrides or []), *([f"output={output.absolute()}"] if output is not None else [])]
     try:
         run = load_run(file, name, extra)
         outcome = Runner(run, progress=not quiet, restart=restart).run()
@@ -75,29 +80,30 @@ def interval(est: Estimate) -> str:
 
 
 def run_summary(outcome: RunOutcome) -> Group:
-    """The metrics table (mean, 95% CI, standard error, records, score statuses) and the gates table."""
+    """The metrics table (mean, 95% CI, standard error, records, score statuses) and the gates table.
+
+    Numbers are never cut short at any console width; metric names fold instead.
+    """
     summary = outcome.summary
-    table = Table(title=f"{outcome.path}: {len(outcome.records)} records", title_justify="left")
-    for column in ("metric", "mean", "95% CI", "se", "records", "ok", "skipped", "errored"):
-        if column == "metric":
-            table.add_column(column, no_wrap=True)  # a metric name is read whole: it says which pass@k
-        else:
-            table.add_column(column, justify="right", no_wrap=column == "95% CI")
+    rows = []
     for metric, est in summary.metrics.items():
         counts = summary.counts.get(metric)
         statuses = [str(counts[s]) for s in ("ok", "skipped", "error")] if counts else ["", "", ""]
-        table.add_row(metric, fmt(est.mean), interval(est), fmt(est.se), str(est.clusters), *statuses)
+        rows.append([escape(metric), fmt(est.mean), interval(est), fmt(est.se), str(est.clusters), *statuses])
+    columns = ("metric", "mean", "95% CI", "se", "records", "ok", "skipped", "errored")
+    table = number_table(f"{escape(str(outcome.path))}: {len(outcome.records)} records", columns, columns[1:], rows)
     parts: list[Table | Text] = [table]
+    for metric, reason in summary.unscored.items():
+        parts.append(Text(f"{metric}: nothing was scored; {reason}", style="yellow"))
     if summary.gates:
-        gates = Table(title="gates", title_justify="left")
-        for column in ("metric", "value", "min", "max", "status"):
-            gates.add_column(column)
+        gate_rows = []
         for gate in summary.gates:
-            status = "[green]passed[/]" if gate.passed else f"[bold red]FAILED[/] {gate.reason}"
+            status = "[green]passed[/]" if gate.passed else f"[bold red]FAILED[/] {escape(gate.reason)}"
             value = "-" if gate.value is None else f"{gate.value:.4f}"
             bounds = ["-" if b is None else f"{b:g}" for b in (gate.min, gate.max)]
-            gates.add_row(gate.metric, value, *bounds, status)
-        parts.append(gates)
+            gate_rows.append([escape(gate.metric), value, *bounds, status])
+        parts.append(number_table("gates", ("metric", "value", "min", "max", "status"), ("value", "min", "max"),
+                                  gate_rows))
     notes = f"resumed {outcome.resumed} records, generated {outcome.generated}"
     wall = outcome.timings.get("wallSeconds")
     parts.append(Text(f"{notes}; {wall} s" if wall is not None else notes, style="dim"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from evalsi.cli._console import EXIT_FAILED, stdout
+from evalsi.cli._console import EXIT_FAILED, fail, stdout
 from evalsi.sandbox import best_available, doctor
 
 app = typer.Typer(help="Inspect the sandbox that code-running evaluators use.", no_args_is_help=True)
@@ -39,9 +39,8 @@ def doctor_command(
     if require is not None:
         names = [f.rung for f in found]
         if require not in names:
-            stdout.print(f"[red]--require must be one of {', '.join(names)}[/]")
-            raise typer.Exit(2)
+            fail(f"--require must be one of {', '.join(names)}, got {require!r}")
         if not any(f.ok for f in found[names.index(require) :]):
-            raise typer.Exit(EXIT_FAILED)
+            fail(f"--require {require}: neither it nor a higher rung works here (see the table)", EXIT_FAILED)
     elif best is None:
-        raise typer.Exit(EXIT_FAILED)
+        fail("no sandbox rung works here (see the table)", EXIT_FAILED)

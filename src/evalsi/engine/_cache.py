@@ -38,6 +38,9 @@ class CacheStats:
 
     hits: int = 0
     misses: int = 0
+    """Distinct keys of a look-up that the cache did not hold: each is computed once."""
+    deduplicated: int = 0
+    """Repeats of a missed key within the same look-up: computed with it, not again."""
     evictions: int = 0
 
 
@@ -68,8 +71,10 @@ class ScoreCache:
                     data.move_to_end(key)
                 out.append(score)
             hits = sum(1 for s in out if s is not None)
+            missed = len({key for key, score in zip(keys, out, strict=True) if score is None})
             self.stats.hits += hits
-            self.stats.misses += len(keys) - hits
+            self.stats.misses += missed
+            self.stats.deduplicated += len(keys) - hits - missed
         return out
 
     def put_many(self, items: list[tuple[bytes, Score]]) -> None:

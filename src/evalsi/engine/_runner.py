@@ -33,7 +33,9 @@ class ComponentJob:
     """The record fields this component's score depends on."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "key_prefix", params_fingerprint(self.evaluator.name, self.params))
+        version = self.evaluator.cache_version
+        name = f"{self.evaluator.name}@{version}" if version else self.evaluator.name
+        object.__setattr__(self, "key_prefix", params_fingerprint(name, self.params))
         object.__setattr__(self, "fields", tuple(self.evaluator.cache_fields(self.params)))
 
 

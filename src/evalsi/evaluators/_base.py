@@ -56,6 +56,9 @@ class Evaluator(Generic[P]):
     """Record fields the score depends on (``completion``, ``prompt``, ``reference``, ``completion_tokens``,
     ``metadata`` or ``metadata.<key>``): together with the params they make the cache key."""
     scope: ClassVar[Literal["record", "dataset"]] = "record"
+    cache_version: ClassVar[str] = ""
+    """Changed when the evaluator's verdict on the same inputs changes, so that persisted score caches (the
+    server's shared cache) do not serve scores of the earlier version; part of every cache key when set."""
     runs_code: ClassVar[bool] = False
     """Code-running evaluators take ``min_isolation`` and run on the sandbox pool."""
     pack: ClassVar[str] = "core"

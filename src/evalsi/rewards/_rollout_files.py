@@ -1,10 +1,16 @@
-"""Reading rollouts from JSONL, JSON arrays and Parquet files, with errors that name the line."""
+"""Reading rollouts from JSONL, JSON arrays and Parquet files, with errors that name the file and line.
+
+Every row keeps where it came from (:class:`RowSource`), so an error found later, when the row is turned into a
+record, still names ``rollouts.jsonl:4`` (the 1-based line) rather than a position in a list.
+"""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -12,6 +18,32 @@ from evalsi._util.atomic import atomic_writer
 from evalsi.errors import DataError
 
 SUFFIXES = (".jsonl", ".ndjson", ".json", ".parquet")
+STDIN = "-"
+"""The path that means standard input (JSONL or a JSON array)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RowSource:
+    """Where a file's rows came from: the file, and each row's 1-based line (JSONL, CSV) or position."""
+
+    file: str
+    lines: tuple[int, ...] | None = None
+    """Each row's first line in the file; None when rows have no line (a JSON array, Parquet)."""
+    unit: Literal["line", "item", "row"] = "line"
+    """How a row without a line is named: ``item [i]`` of a JSON array, or the 1-based ``row n`` of a table."""
+
+    def error(self, index: int, message: str) -> DataError:
+        """A DataError naming row ``index`` (0-based position) by file and line."""
+        if self.lines is not None and index < len(self.lines):
+            return DataError(message, file=self.file, line=self.lines[index])
+        where = f"item [{index}]" if self.unit == "item" else f"row {index + 1}"
+        return DataError(f"{where}: {message}", file=self.file)
+
+    def locate(self, exc: DataError) -> DataError:
+        """``exc`` (raised for a rollout index, without a file) named by this file and line instead."""
+        if exc.index is None or exc.file is not None:
+            return exc
+        return self.error(exc.index, exc.detail)
 
 
 def read_rollouts(path: str | Path) -> list[dict[str, Any]]:
@@ -21,24 +53,41 @@ def read_rollouts(path: str | Path) -> list[dict[str, Any]]:
         DataError: The file is missing, unreadable, or a line/item is not a JSON object (names file and line).
 
     """
-    source = Path(path)
+    return read_rollout_file(path)[0]
+
+
+def read_rollout_file(path: str | Path) -> tuple[list[dict[str, Any]], RowSource]:
+    """Every rollout in a file (``-`` reads standard input), and where each came from.
+
+    Raises:
+        DataError: The file is missing, unreadable, or a line/item is not a JSON object (names file and line).
+
+    """
     file = str(path)
+    if file == STDIN:
+        return _read_text_rows(sys.stdin.buffer.read(), "<stdin>", json_array=False)
+    source = Path(path)
     if not source.exists():
         raise DataError("no such file", file=file)
     suffix = source.suffix.lower()
     if suffix == ".parquet":
-        return _read_parquet(source)
+        return _read_parquet(source), RowSource(file, unit="row")
     try:
         raw = source.read_bytes()
     except OSError as exc:
         raise DataError(f"cannot read: {exc}", file=file) from None
-    if suffix == ".json" or raw.lstrip()[:1] == b"[":
-        return _read_json_array(raw, file)
+    return _read_text_rows(raw, file, json_array=suffix == ".json")
+
+
+def _read_text_rows(raw: bytes, file: str, json_array: bool) -> tuple[list[dict[str, Any]], RowSource]:
+    if json_array or raw.lstrip()[:1] == b"[":
+        return _read_json_array(raw, file), RowSource(file, unit="item")
     return _read_jsonl(raw, file)
 
 
-def _read_jsonl(raw: bytes, file: str) -> list[dict[str, Any]]:
+def _read_jsonl(raw: bytes, file: str) -> tuple[list[dict[str, Any]], RowSource]:
     rows: list[dict[str, Any]] = []
+    lines: list[int] = []
     for number, line in enumerate(raw.splitlines(), start=1):
         if not line.strip():
             continue
@@ -51,7 +100,8 @@ def _read_jsonl(raw: bytes, file: str) -> list[dict[str, Any]]:
                 f"each line must be a JSON object (a rollout), got {type(value).__name__}", file=file, line=number
             )
         rows.append(value)
-    return rows
+        lines.append(number)
+    return rows, RowSource(file, tuple(lines))
 
 
 def _read_json_array(raw: bytes, file: str) -> list[dict[str, Any]]:
@@ -63,7 +113,7 @@ def _read_json_array(raw: bytes, file: str) -> list[dict[str, Any]]:
         raise DataError("a .json rollouts file must hold an array of objects (or use JSONL)", file=file)
     for index, item in enumerate(value):
         if not isinstance(item, dict):
-            raise DataError(f"item {index} must be a JSON object (a rollout), got {type(item).__name__}", file=file)
+            raise DataError(f"item [{index}] must be a JSON object (a rollout), got {type(item).__name__}", file=file)
     return value
 
 

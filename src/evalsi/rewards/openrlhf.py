@@ -8,8 +8,10 @@ OpenRLHF loads this file by path and calls ``reward_func(queries, prompts, label
 prompt + response, so the completion is the query after its prompt (end-of-sequence tokens removed), and the
 label is the reference. The answer is ``{"rewards", "scores", "extra_logs"}``: the totals twice, and each
 component under its own name in ``extra_logs`` (OpenRLHF logs them as ``train/<component>``; a skipped or
-errored component reads 0.0 there, since OpenRLHF averages them plainly). ``evalsi rewards serve`` answers the
-same over HTTP. A spec with ``onError: none`` is refused: OpenRLHF cannot skip a rollout's reward.
+errored component reads 0.0 there, since OpenRLHF averages them plainly), with ``<component>_skipped`` beside it
+(1.0 when skipped: its mean is the fraction skipped). A component skipped for a whole batch, or for many
+rollouts in a row, is warned about once per process. ``evalsi rewards serve`` answers the same over HTTP. A
+spec with ``onError: none`` is refused: OpenRLHF cannot skip a rollout's reward.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from evalsi.rewards._batch import completion_after_prompt
 from evalsi.rewards._compose import RewardResult
 from evalsi.rewards._reward import Reward
 from evalsi.rewards._scorer import checked_scorer
+from evalsi.rewards._skips import skip_flags, watch_skips
 
 _NAN = float("nan")
 
@@ -61,6 +64,7 @@ def reward_func(
         results = scorer.score_records(records(queries, prompts, labels))
     else:
         results = scorer.score(rollouts(queries, prompts, labels))
+    watch_skips(scorer.component_names, results, "OpenRLHF")
     torch = sys.modules.get("torch")
     return reward_response(scorer.component_names, results, tensor=torch.tensor if torch is not None else None)
 
@@ -118,6 +122,7 @@ def reward_response(
         for name, score in result.components.items():
             value = score.value  # a skipped or errored component logs 0.0 (see the module docstring)
             logs[name].append(float(value) if value is not None and score.status == "ok" else 0.0)
+    logs.update(skip_flags(components, results))
     if tensor is None:
         return {"rewards": rewards, "scores": list(rewards), "extra_logs": logs}
     return {

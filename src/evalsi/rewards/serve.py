@@ -38,6 +38,7 @@ from evalsi.records import Record
 from evalsi.rewards._compose import RewardResult
 from evalsi.rewards._reward import Reward
 from evalsi.rewards._scorer import require_totals
+from evalsi.rewards._skips import watch_skips
 from evalsi.rewards.openrlhf import records as openrlhf_records
 from evalsi.rewards.openrlhf import reward_response
 from evalsi.rewards.wire import error_for
@@ -144,6 +145,7 @@ def create_app(reward: Reward, *, max_batch: int = 4096, on_ready: Callable[[], 
             elif status == 422:
                 log.warning("%s", payload["error"]["message"])
             return _json(payload, status)
+        watch_skips(names, results, "OpenRLHF (rewards serve)")
         answer = reward_response(names, results)
         if single:
             answer = {"rewards": answer["rewards"][0], "scores": answer["scores"][0],

@@ -9,8 +9,10 @@ Configure verl with this file's path (``python -c "import evalsi.rewards.verl as
         spec: /path/to/reward.yaml
         server: https://evalsi.example.com   # optional: score through the Reward Service
 
-Each call returns ``{"score": total, <component>: value, ...}``: verl trains on ``score`` and records the rest
-(a skipped or errored component reads 0.0 there, since verl averages these keys plainly). ``extra_info``'s
+Each call returns ``{"score": total, <component>: value, <component>_skipped: 1.0 or 0.0, ...}``: verl trains on
+``score`` and records the rest (a skipped or errored component reads 0.0 there, since verl averages these keys
+plainly; the mean of ``<component>_skipped`` is the fraction skipped, and a component skipped for a whole batch,
+or for many rollouts in a row, is warned about once per process). ``extra_info``'s
 fields (test cases, ...) reach the rollout, and the data source is kept as ``data_source``. The spec is loaded
 once per process. A spec with ``onError: none`` is refused: verl cannot skip a rollout's reward.
 """
@@ -25,6 +27,7 @@ from evalsi.errors import SpecError
 from evalsi.rewards._batch import plain
 from evalsi.rewards._compose import RewardResult
 from evalsi.rewards._scorer import Scorer, shared_scorer
+from evalsi.rewards._skips import SKIPPED_SUFFIX, watch_skips
 
 __all__ = ["compute_score", "compute_score_batch", "rollout"]
 
@@ -53,6 +56,7 @@ def compute_score(
     """
     scorer = _scorer(reward_kwargs)
     results = scorer.score([rollout(data_source, solution_str, ground_truth, extra_info)])
+    watch_skips(scorer.component_names, results, "verl")
     return _dicts(results)[0]
 
 
@@ -71,7 +75,9 @@ def compute_score_batch(
         if len(column) != count:
             raise ValueError(f"compute_score_batch: {name} has {len(column)} items for {count} solution_strs")
     batch = [rollout(*sample) for sample in zip(data_sources, solution_strs, ground_truths, infos, strict=True)]
-    return _dicts(scorer.score(batch))
+    results = scorer.score(batch)
+    watch_skips(scorer.component_names, results, "verl")
+    return _dicts(results)
 
 
 def rollout(
@@ -108,5 +114,6 @@ def _dicts(results: Sequence[RewardResult]) -> list[dict[str, float]]:
         for name, score in result.components.items():
             value = score.value  # a skipped or errored component reads 0.0 (see the module docstring)
             item[name] = float(value) if value is not None and score.status == "ok" else 0.0
+            item[name + SKIPPED_SUFFIX] = 1.0 if score.status == "skipped" else 0.0
         out.append(item)
     return out

@@ -14,11 +14,20 @@ Example:
 
 """
 
-from evalsi.runs._bind import BoundRun, apply_overrides, bind_run, load_run, run_from_mapping
+from evalsi.runs._bind import BoundRun, bind_run, load_run, run_from_mapping
 from evalsi.runs._builtin import BUILTINS, BuiltinEval, hub_cache_dirs, load_builtin
-from evalsi.runs._compare import LoadedRun, MetricComparison, compare_runs, comparison_to_dict, load_results
+from evalsi.runs._compare import (
+    LoadedRun,
+    MetricComparison,
+    Overlap,
+    compare_runs,
+    comparison_to_dict,
+    load_results,
+    record_overlap,
+)
 from evalsi.runs._datasets import Item, load_items, read_rows
 from evalsi.runs._driver import EXIT_FAILED, EXIT_GATE, EXIT_OK, Runner, RunOutcome, load_run_items
+from evalsi.runs._overrides import apply_overrides
 from evalsi.runs._results import (
     RecordResult,
     ResultsWriter,
@@ -46,6 +55,7 @@ __all__ = [
     "MetricComparison",
     "MetricInfo",
     "OpenAITarget",
+    "Overlap",
     "RecordResult",
     "ResultsWriter",
     "ResumeError",
@@ -68,6 +78,7 @@ __all__ = [
     "make_target",
     "read_results",
     "read_rows",
+    "record_overlap",
     "record_values",
     "run_from_mapping",
     "summarize",

@@ -1,4 +1,4 @@
-"""Loading a RunSpec: ``--set`` overrides, validation with file/line/field errors, and binding its evaluators.
+"""Loading a RunSpec: ``--set`` overrides applied, validation with file/line/field errors, and binding its evaluators.
 
 Evaluators are bound exactly as a RewardSpec's components (same binder, same params checks), into a
 :class:`~evalsi.rewards.Reward` whose ``component_scores`` is the run's only scoring path.
@@ -6,19 +6,17 @@ Evaluators are bound exactly as a RewardSpec's components (same binder, same par
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
-from pydantic.alias_generators import to_camel
 
 from evalsi.errors import SpecError
 from evalsi.rewards import Reward, bind_component
 from evalsi.runs._builtin import builtin_evaluators
+from evalsi.runs._overrides import applied_overrides, override_at, put
 from evalsi.runs._summary import MetricInfo, pass_k_names
 from evalsi.specs import (
     ComponentSpec,
@@ -32,9 +30,6 @@ from evalsi.specs import (
     parse_resources,
     select_resource,
 )
-
-_FREE_FORM = frozenset({"params", "extra", "headers", "judge"})
-"""Mappings whose keys are passed on as written (not spec fields, so not camelCased)."""
 
 
 @dataclass
@@ -53,8 +48,11 @@ class BoundRun:
 
     @property
     def output(self) -> Path:
-        """Where the results file goes: ``spec.output``, else ``<name>.results.json`` in the current directory."""
-        return Path(self.body.output) if self.body.output else Path(f"{self.spec.name}.results.json")
+        """Where the results file goes: ``spec.output`` (relative to the spec file), else ``<name>.results.json``."""
+        if not self.body.output:
+            return Path(f"{self.spec.name}.results.json")
+        path = Path(self.body.output).expanduser()
+        return path if path.is_absolute() or self.base_dir is None else self.base_dir / path
 
     def metric_names(self) -> list[str]:
         """Component means, then pass@k and pass^k metrics."""
@@ -69,7 +67,22 @@ def load_run(path: str | Path, name: str | None = None, overrides: Sequence[str]
 
     """
     resource = select_resource(load_resources(path), "RunSpec", name, str(path))
-    return bind_run(apply_overrides(resource, overrides), Path(path).parent)
+    overridden, applied = applied_overrides(resource, overrides)
+    try:
+        return bind_run(overridden, Path(path).parent)
+    except SpecError as exc:
+        culprit = override_at(exc, applied)
+        if culprit is None:
+            raise
+        error = SpecError(exc.detail, file="--set", path=f"{culprit.dotted} ({exc.path})")
+    if isinstance(culprit.value, str):
+        raise error
+    # an evaluator param may want text: retry with the value as written
+    put(overridden.spec, culprit.keys, culprit.text)
+    try:
+        return bind_run(overridden, Path(path).parent)
+    except SpecError:
+        raise error from None
 
 
 def run_from_mapping(data: Mapping[str, Any], source: str | None = None, base_dir: Path | None = None) -> BoundRun:
@@ -79,62 +92,6 @@ def run_from_mapping(data: Mapping[str, Any], source: str | None = None, base_di
         raw = {"apiVersion": "evals.si/v1alpha1", "kind": "RunSpec", "metadata": {"name": "run"}, "spec": raw}
     resource = select_resource(parse_resources([document_from_mapping(raw, source)]), "RunSpec", None, source)
     return bind_run(resource, base_dir)
-
-
-def apply_overrides(resource: Resource, overrides: Sequence[str]) -> Resource:
-    """A copy of the resource with each ``path.to.field=value`` applied (value parsed as YAML).
-
-    Paths are relative to ``spec`` (a leading ``spec.`` is allowed; ``metadata.name`` renames the run); list
-    items are ``evaluators[0].weight`` or ``evaluators.0.weight``; snake_case names match camelCase fields.
-    """
-    if not overrides:
-        return resource
-    spec = copy.deepcopy(resource.spec)
-    name = resource.name
-    for override in overrides:
-        dotted, sep, text = override.partition("=")
-        if not sep or not dotted.strip():
-            raise SpecError(f"{override!r} is not path.to.field=value", file="--set")
-        try:
-            value = yaml.safe_load(text) if text.strip() else ""
-        except yaml.YAMLError as exc:
-            raise SpecError(f"the value of {dotted} is not valid YAML: {exc}", file="--set") from None
-        parts = _split(dotted.strip())
-        if parts[:2] == ["metadata", "name"] and len(parts) == 2:
-            name = str(value)
-            continue
-        _assign(spec, parts[1:] if parts[0] == "spec" else parts, value, dotted)
-    return Resource(resource.kind, name, spec, resource.document, resource.labels)
-
-
-def _split(dotted: str) -> list[str]:
-    return [p for p in dotted.replace("[", ".").replace("]", "").split(".") if p]
-
-
-def _assign(root: dict[str, Any], parts: list[str], value: Any, dotted: str) -> None:
-    node: Any = root
-    parent_key = ""
-    for position, part in enumerate(parts):
-        last = position == len(parts) - 1
-        if isinstance(node, list):
-            if not part.isdigit() or int(part) >= len(node):
-                raise SpecError(f"{part!r} is not an index of a list of {len(node)}", file="--set", path=dotted)
-            key: Any = int(part)
-        elif isinstance(node, dict):
-            key = part if part in node or parent_key in _FREE_FORM else _field_key(node, part)
-        else:
-            raise SpecError(f"cannot set {part!r} inside a {type(node).__name__}", file="--set", path=dotted)
-        if last:
-            node[key] = value
-            return
-        if isinstance(node, dict) and not isinstance(node.get(key), dict | list):
-            node[key] = {}
-        node, parent_key = node[key], str(key)
-
-
-def _field_key(node: Mapping[str, Any], part: str) -> str:
-    camel = to_camel(part)
-    return camel if camel in node or "_" in part else part
 
 
 def bind_run(resource: Resource, base_dir: Path | None = None) -> BoundRun:

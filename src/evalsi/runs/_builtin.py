@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from evalsi.errors import DataError
-from evalsi.runs._datasets import Item, item_key, load_hf, read_rows
+from evalsi.rewards._rollout_files import RowSource
+from evalsi.runs._datasets import Item, item_key, load_hf, read_located_rows
 from evalsi.specs import DatasetSpec
 
 MATH_PROMPT = "{problem}\n\nPlease reason step by step, and put your final answer within \\boxed{{}}."
@@ -133,14 +134,14 @@ def _roots(builtin: BuiltinEval, path: Path | None) -> list[Path]:
 
 def _part_rows(
     builtin: BuiltinEval, config: str | None, file_name: str, path: Path | None
-) -> tuple[list[dict[str, Any]], str]:
+) -> tuple[list[dict[str, Any]], RowSource]:
     if path is not None and path.is_file() and len(builtin.files) == 1:
-        return read_rows(path), str(path)  # a single-file eval accepts its file under any name
+        return read_located_rows(path)  # a single-file eval accepts its file under any name
     found = _find(file_name, _roots(builtin, path))
     if found is not None:
-        return read_rows(found), str(found)
+        return read_located_rows(found)
     try:
-        return load_hf(builtin.repo, config, builtin.split), f"hf:{builtin.repo}"
+        return load_hf(builtin.repo, config, builtin.split), RowSource(f"hf:{builtin.repo}", unit="row")
     except DataError:
         where = str(path) if path is not None else " or ".join(str(r) for r in _roots(builtin, None))
         raise DataError(
@@ -169,12 +170,12 @@ def load_builtin(spec: DatasetSpec, base_dir: Path | None = None) -> list[Item]:
             try:
                 prompt, reference, record_id, metadata = builtin.map_row(row, part)
             except KeyError as exc:
-                raise DataError(f"row {row_index}: no column {exc} ({builtin.name} format)", file=source) from None
+                raise source.error(row_index, f"no column {exc} ({builtin.name} format)") from None
             if record_id is None:
                 record_id = f"{part}-{row_index + 1}"
             key = item_key(prompt, reference, record_id)
             if key in seen:
-                raise DataError(f"row {row_index}: id {record_id!r} appears twice", file=source)
+                raise source.error(row_index, f"id {record_id!r} appears twice")
             seen.add(key)
             items.append(Item(key, len(items), prompt, reference, record_id, metadata))
     return items

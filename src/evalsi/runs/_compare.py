@@ -32,6 +32,8 @@ class LoadedRun:
     pass_k: list[str]
     on_error: OnError
     records: list[RecordResult]
+    status: str = "complete"
+    """``partial`` when the run was interrupted or some records failed to generate."""
 
 
 def load_results(path: str | Path) -> LoadedRun:
@@ -51,7 +53,29 @@ def load_results(path: str | Path) -> LoadedRun:
     pass_k = [name for name in summary_metrics if name.startswith(("pass@", "pass^"))]
     on_error = data.get("onError", "zero")
     return LoadedRun(str(path), str(data.get("name", path)), metrics, pass_k,
-                     on_error if on_error in ("zero", "none", "raise") else "zero", records)
+                     on_error if on_error in ("zero", "none", "raise") else "zero", records,
+                     str(data.get("status") or "complete"))
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """How many records two runs share (by pairing key), and how many only one of them has."""
+
+    shared: int
+    only_a: int
+    only_b: int
+
+    @property
+    def fraction(self) -> float:
+        """Shared records over the larger run's records (1 when both are empty)."""
+        larger = max(self.shared + self.only_a, self.shared + self.only_b)
+        return self.shared / larger if larger else 1.0
+
+
+def record_overlap(a: LoadedRun, b: LoadedRun) -> Overlap:
+    """The records A and B share, by pairing key."""
+    keys_a, keys_b = {r.key for r in a.records}, {r.key for r in b.records}
+    return Overlap(len(keys_a & keys_b), len(keys_a - keys_b), len(keys_b - keys_a))
 
 
 def per_record(run: LoadedRun, metric: str) -> dict[str, list[float]]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from evalsi.errors import DataError
 from evalsi.records import REFERENCE_FIELDS, Content, Record
-from evalsi.rewards._rollout_files import read_rollouts
+from evalsi.rewards._rollout_files import RowSource, read_rollout_file
 from evalsi.specs import DatasetSpec
 
 
@@ -38,18 +38,31 @@ def read_rows(path: Path, fmt: str | None = None) -> list[dict[str, Any]]:
         DataError: The file is missing or malformed (names the file and line).
 
     """
+    return read_located_rows(path, fmt)[0]
+
+
+def read_located_rows(path: Path, fmt: str | None = None) -> tuple[list[dict[str, Any]], RowSource]:
+    """:func:`read_rows`, with where each row came from (its 1-based line in JSONL and CSV files)."""
     kind = fmt or path.suffix.lower().lstrip(".")
     if kind == "csv":
         return _read_csv(path)
     if kind == "parquet" and path.suffix.lower() != ".parquet":
-        return _read_parquet(path)
-    return read_rollouts(path)
+        return _read_parquet(path), RowSource(str(path), unit="row")
+    return read_rollout_file(path)
 
 
-def _read_csv(path: Path) -> list[dict[str, Any]]:
+def _read_csv(path: Path) -> tuple[list[dict[str, Any]], RowSource]:
     try:
         with path.open(newline="", encoding="utf-8") as handle:
-            return [dict(row) for row in csv.DictReader(handle)]
+            reader = csv.DictReader(handle)
+            rows: list[dict[str, Any]] = []
+            lines: list[int] = []
+            end = 1  # the header's line
+            for row in reader:
+                rows.append(dict(row))
+                lines.append(end + 1)
+                end = reader.line_num
+            return rows, RowSource(str(path), tuple(lines))
     except FileNotFoundError:
         raise DataError("no such file", file=str(path)) from None
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
@@ -93,16 +106,20 @@ def item_key(prompt: Content, reference: Any, record_id: str | None) -> str:
     return Record(completion="", prompt=prompt, reference=reference, id=record_id).pairing_key
 
 
-def rows_to_items(rows: Iterable[Mapping[str, Any]], spec: DatasetSpec, source: str | None) -> list[Item]:
+def rows_to_items(
+    rows: Iterable[Mapping[str, Any]], spec: DatasetSpec, source: str | RowSource | None
+) -> list[Item]:
     """Map rows to items with the spec's field map and prompt template.
 
     Raises:
-        DataError: A row lacks the prompt column or a template field (names the source and row).
+        DataError: A row lacks the prompt column or a template field (names the file and line, or the row).
 
     """
+    source = source if isinstance(source, RowSource) else RowSource(source or "dataset", unit="row")
     fields = spec.fields
     items: list[Item] = []
     seen: dict[str, int] = {}
+    columns: set[str] = set()
     for index, row in enumerate(rows):
         prompt = _prompt(row, spec, source, index)
         reference_column = fields.reference or next((f for f in REFERENCE_FIELDS if row.get(f) is not None), None)
@@ -114,6 +131,13 @@ def rows_to_items(rows: Iterable[Mapping[str, Any]], spec: DatasetSpec, source: 
         metadata = {k: v for k, v in row.items() if k not in used}
         items.append(_unique(Item(item_key(prompt, reference, record_id), index, prompt, reference, record_id,
                                   metadata), seen))
+        columns.update(map(str, row))
+    if fields.reference is not None and items and fields.reference not in columns:
+        raise DataError(
+            f"dataset.fields.reference names column {fields.reference!r}, which no row has "
+            f"(columns: {', '.join(sorted(columns))}); every score that needs a reference would be skipped",
+            file=source.file,
+        )
     return items
 
 
@@ -126,14 +150,14 @@ def _unique(item: Item, seen: dict[str, int]) -> Item:
     return Item(f"{item.key}#{count}", item.index, item.prompt, item.reference, item.id, item.metadata)
 
 
-def _prompt(row: Mapping[str, Any], spec: DatasetSpec, source: str | None, index: int) -> Content:
+def _prompt(row: Mapping[str, Any], spec: DatasetSpec, source: RowSource, index: int) -> Content:
     if spec.prompt_template is not None:
         try:
             return spec.prompt_template.format(**row)
         except (KeyError, IndexError) as exc:
             columns = ", ".join(sorted(map(str, row))) or "none"
-            raise DataError(
-                f"row {index}: dataset.promptTemplate uses {exc} but the row has columns: {columns}", file=source
+            raise source.error(
+                index, f"dataset.promptTemplate uses {exc} but the row has columns: {columns}"
             ) from None
     value = row.get(spec.fields.prompt)
     if isinstance(value, str):
@@ -142,10 +166,10 @@ def _prompt(row: Mapping[str, Any], spec: DatasetSpec, source: str | None, index
         return [dict(m) for m in value]
     columns = ", ".join(sorted(map(str, row))) or "none"
     problem = "missing" if value is None else f"a {type(value).__name__}, not text or chat messages"
-    raise DataError(
-        f"row {index}: prompt column {spec.fields.prompt!r} is {problem} (columns: {columns}); "
+    raise source.error(
+        index,
+        f"prompt column {spec.fields.prompt!r} is {problem} (columns: {columns}); "
         "set dataset.fields.prompt or dataset.promptTemplate",
-        file=source,
     )
 
 
@@ -160,7 +184,8 @@ def load_items(spec: DatasetSpec, base_dir: Path | None = None) -> list[Item]:
         path = Path(spec.path)
         if not path.is_absolute() and base_dir is not None:
             path = base_dir / path
-        return rows_to_items(read_rows(path, spec.format), spec, str(path))
+        rows, source = read_located_rows(path, spec.format)
+        return rows_to_items(rows, spec, source)
     if spec.hf is not None:
         return rows_to_items(load_hf(spec.hf, spec.subset, spec.split or "test"), spec, f"hf:{spec.hf}")
     raise DataError("dataset needs path, hf or builtin")

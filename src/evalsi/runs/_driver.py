@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from evalsi._util.retry import RetryNotice
-from evalsi.records import Record
+from evalsi.records import Record, canonical_json
 from evalsi.runs._bind import BoundRun
 from evalsi.runs._builtin import load_builtin
 from evalsi.runs._datasets import Item, load_items
@@ -74,9 +74,13 @@ def fingerprints(run: BoundRun, target: Target) -> dict[str, str]:
     """Hashes of what produced the completions (generation) and their scores (scoring)."""
     body = run.body
     described = {k: v for k, v in target.describe().items() if k != "baseUrl"}  # a moved server is the same model
+    dataset = body.dataset.model_dump(mode="json")
+    # The reference column feeds the scores, not the prompts (a record whose prompt changed is regenerated).
+    reference = dataset["fields"].pop("reference", None)
     generation = {"target": described, "sampling": body.sampling.model_dump(mode="json"),
-                  "dataset": body.dataset.model_dump(mode="json"), "samples": body.samples}
-    scoring = [c.model_dump(mode="json") for c in run.reward.spec.spec.components]
+                  "dataset": dataset, "samples": body.samples}
+    scoring = {"components": [c.model_dump(mode="json") for c in run.reward.spec.spec.components],
+               "reference": reference}
     return {"generation": fingerprint(generation), "scoring": fingerprint(scoring)}
 
 
@@ -148,10 +152,12 @@ class Runner:
             writer.restart()
         resumed = load_resumable(run.output, prints)
         by_key = {item.key: item for item in items}
-        previous = {k: r for k, r in resumed.records.items() if k in by_key}
+        previous = _match_previous(items, resumed.records)
         todo = [item for item in items if item.key not in previous]
-        # Errored scores are never final (an outage is not a verdict): their completions are scored again.
-        kept = {k: r for k, r in previous.items() if resumed.scores_valid and not _has_error(r)}
+        # Errored scores are never final (an outage is not a verdict): their completions are scored again; so
+        # are records matched by position and prompt after their key changed (a new reference column).
+        kept = {k: r for k, r in previous.items()
+                if resumed.scores_valid and r.key == k and not _has_error(r)}
         self._done.update(kept)
         self._resumed = len(kept)
         return writer, todo, [(by_key[k], _generations(r)) for k, r in previous.items() if k not in kept]
@@ -202,6 +208,8 @@ class Runner:
                 task.cancel()
             await asyncio.gather(*workers, scorer, return_exceptions=True)
             generation.cancel()
+            if not generation.cancelled():  # it holds a worker's CancelledError: retrieve it, or asyncio logs it
+                generation.exception()
 
     async def _score_loop(self, queue: asyncio.Queue[Scored | None],
                           writer: ResultsWriter, bar: RunProgress) -> None:
@@ -260,6 +268,24 @@ class Runner:
                     self._aborted = _first_error(item, scores)
             out.append(RecordResult(item.key, item.index, item.prompt, item.reference, item.id, samples))
         return out
+
+
+def _match_previous(items: Sequence[Item], found: dict[str, RecordResult]) -> dict[str, RecordResult]:
+    """Earlier records whose completions answer these items: same key and prompt, else same index and prompt.
+
+    The second match keeps the completions of a dataset without ids (whose keys hash the reference) when only
+    the reference changed; a record whose prompt changed is never reused.
+    """
+    by_position = {(r.index, canonical_json(r.prompt)): r for r in found.values()}
+    out: dict[str, RecordResult] = {}
+    for item in items:
+        prompt = canonical_json(item.prompt)
+        record = found.get(item.key)
+        if record is None or canonical_json(record.prompt) != prompt:
+            record = by_position.get((item.index, prompt))
+        if record is not None:
+            out[item.key] = record
+    return out
 
 
 class _Abort(Exception):

@@ -49,6 +49,8 @@ class RunSummary:
     metrics: dict[str, Estimate]
     counts: dict[str, Counter[str]] = field(default_factory=dict)
     gates: list[GateResult] = field(default_factory=list)
+    unscored: dict[str, str] = field(default_factory=dict)
+    """Metric -> why none of its scores has a value (the commonest reason of its skipped or errored scores)."""
 
     @property
     def gates_passed(self) -> bool:
@@ -61,6 +63,7 @@ class RunSummary:
             "metrics": {name: est.to_dict() for name, est in self.metrics.items()},
             "counts": {name: dict(c) for name, c in self.counts.items()},
             "gates": [g.__dict__ for g in self.gates],
+            "unscored": dict(self.unscored),
         }
 
 
@@ -114,17 +117,24 @@ def summarize(
     """Estimates of every metric over the records, and the gates' verdicts."""
     estimates: dict[str, Estimate] = {}
     counts: dict[str, Counter[str]] = {}
+    unscored: dict[str, str] = {}
     for metric in metrics:
         estimates[metric.name] = clustered_estimate([record_values(r, metric.name, on_error) for r in records])
         statuses: Counter[str] = Counter()
+        reasons: Counter[str] = Counter()
         for record in records:
-            statuses.update(s.scores[metric.name].status for s in record.samples if metric.name in s.scores)
+            scores = [s.scores[metric.name] for s in record.samples if metric.name in s.scores]
+            statuses.update(score.status for score in scores)
+            reasons.update(f"{score.status}: {score.reason or 'no reason given'}" for score in scores
+                           if score.status != "ok")
         counts[metric.name] = statuses
+        if reasons and not statuses["ok"]:
+            unscored[metric.name] = reasons.most_common(1)[0][0]
     by_name = {m.name: m for m in metrics}
     for name, metric_name, k in pass_k_names(pass_k):
         values = (per_record_pass_k(r, name, by_name[metric_name], k, on_error) for r in records)
         estimates[name] = within_unit_interval(estimate([v for v in values if v is not None]))
-    return RunSummary(estimates, counts, [check_gate(g, estimates) for g in gates])
+    return RunSummary(estimates, counts, [check_gate(g, estimates) for g in gates], unscored)
 
 
 def within_unit_interval(est: Estimate) -> Estimate:

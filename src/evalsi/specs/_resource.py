@@ -42,13 +42,22 @@ class Resource:
         return self.error(message, path)
 
 
+_SANDBOX_HINT = (
+    "; the sandbox sits on a component: `sandbox: {minIsolation: gvisor}` beside its `ref` "
+    "(spec.components[i] in a RewardSpec, spec.evaluators[i] in a RunSpec)"
+)
+_MISPLACED = {"sandbox": _SANDBOX_HINT, "minIsolation": _SANDBOX_HINT, "min_isolation": _SANDBOX_HINT}
+"""Hints for fields written at the top of a spec that belong on each component."""
+
+
 def describe_pydantic_error(error: Any) -> str:
     """A pydantic error as a sentence, with the offending input when it is short."""
     message = str(error["msg"])
     if error["type"] == "extra_forbidden":
-        return "unknown field"
+        return "unknown field" + _MISPLACED.get(str(error["loc"][-1]) if len(error["loc"]) == 1 else "", "")
     value = error.get("input")
-    if error["type"] not in ("missing",) and value is not None and len(repr(value)) <= 60:
+    said = "got " in message  # a validator's own message may name the input already
+    if error["type"] not in ("missing",) and value is not None and len(repr(value)) <= 60 and not said:
         message += f" (got {value!r})"
     return message
 

@@ -189,7 +189,8 @@ class RunSpecBody(_Model):
     """An errored score counts as 0 (``zero``), is left out of the means (``none``), or fails the run
     (``raise``)."""
     output: str | None = None
-    """The results file (default ``<name>.results.json`` in the current directory)."""
+    """The results file, relative to the spec file like its other paths (default ``<name>.results.json`` in the
+    current directory)."""
     batch_size: int = Field(default=64, ge=1)
     """Records scored per engine call."""
 

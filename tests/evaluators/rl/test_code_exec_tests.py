@@ -9,8 +9,8 @@ import pytest
 
 from evalsi.errors import SpecError
 from evalsi.evaluators import ScoreContext, close_all, get_evaluator
-from evalsi.evaluators.rl._code_cases import extract_program
 from evalsi.evaluators.rl._code_compare import same_output, same_value
+from evalsi.evaluators.rl._code_extract import extract_program
 from evalsi.records import from_rollout
 from evalsi.rewards import from_mapping
 from evalsi.sandbox import close_shared_pools

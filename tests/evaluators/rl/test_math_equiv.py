@@ -84,6 +84,9 @@ def test_reason_and_details_say_what_was_extracted_and_how(math_equiv: MathEquiv
     assert result.details["normalised"] == "\\frac{1}{2}"
     assert result.details["method"] == "numeric"
     assert "from \\boxed{}" in (result.reason or "")
+    grouped = score(math_equiv, "\\boxed{\\{2, 1\\}}", "\\{1, 2\\}")
+    assert grouped.value is True and grouped.details is not None and grouped.details["method"] == "as sets"
+    assert (grouped.reason or "").endswith("(as sets)") and "numeric" not in (grouped.reason or "")
     symbolic = score(math_equiv, "\\boxed{2\\sqrt{2}}", "\\sqrt{8}")
     assert symbolic.value is True and symbolic.details is not None and symbolic.details["method"] == "math-verify"
 

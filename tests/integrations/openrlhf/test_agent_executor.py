@@ -90,7 +90,8 @@ def test_file_form(spec_file: Path) -> None:
     good = execute(evalsi.rewards.openrlhf.__file__, "<answer> 4 </answer>", "<answer> 4 </answer>")
     assert as_float(good["reward"]) == pytest.approx(1.0)
     assert as_float(good["scores"]) == pytest.approx(1.0)
-    assert {k: as_float(v) for k, v in good["extra_logs"].items()} == {"exact": 1.0, "format": 1.0}
+    assert {k: as_float(v) for k, v in good["extra_logs"].items()} == {
+        "exact": 1.0, "format": 1.0, "exact_skipped": 0.0, "format_skipped": 0.0}
     wrong = execute(evalsi.rewards.openrlhf.__file__, "<answer> 5 </answer>", "<answer> 4 </answer>")
     assert as_float(wrong["reward"]) == pytest.approx(0.25)
 
@@ -100,5 +101,6 @@ def test_http_form(spec_file: Path) -> None:
         good = execute(server.url + "/get_reward", "<answer> 4 </answer>", "<answer> 4 </answer>")
         wrong = execute(server.url, "5", "<answer> 4 </answer>")
     assert good["reward"] == [1.0] and good["scores"] == [1.0]
-    assert good["extra_logs"] == {"exact": [1.0], "format": [1.0]}
-    assert wrong["reward"] == [0.0] and wrong["extra_logs"] == {"exact": [0.0], "format": [0.0]}
+    skips = {"exact_skipped": [0.0], "format_skipped": [0.0]}
+    assert good["extra_logs"] == {"exact": [1.0], "format": [1.0], **skips}
+    assert wrong["reward"] == [0.0] and wrong["extra_logs"] == {"exact": [0.0], "format": [0.0], **skips}

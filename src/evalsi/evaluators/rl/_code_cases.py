@@ -1,4 +1,4 @@
-"""Test cases of ``code-exec-tests``, read from a record: the program, and what each case expects.
+"""Test cases of ``code-exec-tests``, read from a record: what to run, and what each case expects.
 
 Formats (from the record's metadata):
 
@@ -14,14 +14,12 @@ cases go to the tester process, never to the program's.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from evalsi.sandbox import Case
 
-_FENCE = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\r?\n(.*?)```", re.DOTALL | re.IGNORECASE)
 CASE_FIELDS: tuple[str, ...] = (
     "tests", "inputs", "outputs", "input_output", "fn_name", "test_list", "test_setup_code",
     "test_imports", "test", "entry_point",
@@ -43,12 +41,6 @@ class TestCase:
     check: Literal["stdout", "value", "verdict"]
     expected: Any = None
     label: str = ""
-
-
-def extract_program(completion: str) -> str:
-    """The last fenced ```python block of the completion, else the whole completion."""
-    blocks = _FENCE.findall(completion)
-    return blocks[-1] if blocks else completion
 
 
 def test_cases(meta: Mapping[str, Any]) -> list[TestCase]:

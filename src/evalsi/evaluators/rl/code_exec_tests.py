@@ -18,8 +18,9 @@ from evalsi.errors import SandboxUnavailableError
 from evalsi.evaluators._base import Evaluator, Params, ScoreContext
 from evalsi.evaluators._registry import register
 from evalsi.evaluators._score import Score
-from evalsi.evaluators.rl._code_cases import CASE_FIELDS, CaseError, TestCase, extract_program, test_cases
+from evalsi.evaluators.rl._code_cases import CASE_FIELDS, CaseError, TestCase, test_cases
 from evalsi.evaluators.rl._code_compare import judge
+from evalsi.evaluators.rl._code_extract import called_names, extract_program
 from evalsi.records import Record
 from evalsi.sandbox import CaseOutcome, Limits, close_shared_pools, require, shared_pool
 
@@ -61,7 +62,25 @@ class CodeExecTestsParams(Params):
 
 @register
 class CodeExecTests(Evaluator[CodeExecTestsParams]):
-    """The fraction of test cases the program passes (1 or 0 with ``all_or_nothing``); skipped without cases."""
+    """The fraction of test cases the program passes (1 or 0 with ``all_or_nothing``); skipped without cases.
+
+    The program is cut out of the completion by its markdown code fences (``` or ~~~, closed or left open by a
+    truncated completion; CRLF or LF). The last block wins within the first of these tiers that has one:
+
+    1. a block tagged python (python, py, python3 or py3 in any case, attributes allowed: ```python title="a.py")
+       that defines a function the tests call (entry_point, fn_name, or a function the test_list asserts call);
+    2. an untagged block that defines one;
+    3. any block tagged python;
+    4. any untagged block;
+    5. a block tagged with another language (text, bash, json...) whose text parses as Python;
+    6. without any of these, the whole completion; when that is not valid Python (prose around unfenced code),
+       the longest stretch from a line that opens like a program (an import, def, class, or an assignment
+       from input()) to the furthest line that keeps it valid Python. An indented completion (continuing a
+       HumanEval prompt) is kept whole.
+
+    So sample input/output in untagged or text blocks, and a usage example after the solution, are not run as
+    the program.
+    """
 
     name = "code-exec-tests"
     summary = "Runs the program against test cases in the sandbox, each case in its own process."
@@ -69,6 +88,7 @@ class CodeExecTests(Evaluator[CodeExecTestsParams]):
     reads = ("completion", "prompt", *(f"metadata.{key}" for key in CASE_FIELDS))
     runs_code = True
     pack = "rl"
+    cache_version = "2"  # the program extraction rule above: scores cached under the old rule are not reused
 
     def score(self, record: Record, params: CodeExecTestsParams, ctx: ScoreContext) -> Score:
         """One record; see :meth:`score_batch`."""
@@ -110,7 +130,7 @@ def _prepare(record: Record, continue_prompt: bool) -> tuple[str, list[TestCase]
         return Score.error(str(exc))
     if not tests:
         return Score.skipped("no test cases (tests, inputs/outputs, test_list or test) in the rollout")
-    program = extract_program(record.completion_text)
+    program = extract_program(record.completion_text, called_names(record.metadata))
     entry = record.metadata.get("entry_point")
     if continue_prompt and isinstance(entry, str) and isinstance(record.prompt, str):
         program = continued_program(record.prompt, program, entry)

@@ -18,7 +18,7 @@ from evalsi.evaluators.rl.math_equiv._extract import Extracted, extract_answer, 
 from evalsi.evaluators.rl.math_equiv._guard import huge_power, nesting_depth
 from evalsi.evaluators.rl.math_equiv._memo import Memo
 from evalsi.evaluators.rl.math_equiv._normalise import normalise
-from evalsi.evaluators.rl.math_equiv._numeric import Tolerance, Value, equal, parse_value
+from evalsi.evaluators.rl.math_equiv._numeric import Num, Tolerance, Value, equal, parse_value
 from evalsi.evaluators.rl.math_equiv._params import MathEquivParams
 from evalsi.evaluators.rl.math_equiv._pool import SymbolicPool, shared_pool
 from evalsi.evaluators.rl.math_equiv._symbolic import compare
@@ -140,7 +140,7 @@ class Judge:
         if pred.value is not None and gold.value is not None:
             same = equal(gold.value, pred.value, self.tolerance)
             if same is not None:
-                outcome: Outcome = (same, "numeric")
+                outcome: Outcome = (same, "numeric" if isinstance(gold.value, Num) else f"as {gold.value.kind}s")
                 self.memo.put(key, outcome)
                 return outcome
         return None
