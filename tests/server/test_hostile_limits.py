@@ -98,10 +98,16 @@ def _raw_request(server: ServerProcess, path: str, headers: dict[str, str], body
 
 
 def _status_of(sock: socket.socket, wait: float) -> tuple[int, bytes]:
-    """The status code and what came after the status line, read within ``wait`` seconds."""
+    """The status code and body of the answer, read within ``wait`` seconds (refusals close the connection)."""
     sock.settimeout(wait)
     data = b""
-    while b"\r\n\r\n" not in data:
+    while True:
+        head, found, rest = data.partition(b"\r\n\r\n")
+        if found:
+            length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                           if line.lower().startswith(b"content-length:")), None)
+            if length is not None and len(rest) >= length:
+                break
         chunk = sock.recv(65536)
         if not chunk:
             break
