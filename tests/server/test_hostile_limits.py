@@ -9,7 +9,6 @@ nothing, bodies far past the configured maximum, requests without a valid token.
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +23,7 @@ import pytest
 
 from evalsi.server._convert import request_message
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2_grpc as pb_grpc
+from tests.helpers.silent_upstream import silent_upstream
 from tests.server.harness import (
     CONNECT_PATH,
     ServerProcess,
@@ -43,31 +43,8 @@ MIB = 1 << 20
 @pytest.fixture
 def black_hole() -> Iterator[str]:
     """An upstream on loopback that accepts every connection and never answers (``http://127.0.0.1:PORT/v1``)."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        listener.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                connection, _ = listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            held.append(connection)
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
-    finally:
-        stop.set()
-        thread.join(5)
-        for connection in held:
-            connection.close()
-        listener.close()
+    with silent_upstream() as (base, _):
+        yield base + "/v1"
 
 
 def _metrics(server: ServerProcess, token: str) -> str:
