@@ -12,12 +12,16 @@ from contextlib import contextmanager
 def silent_upstream() -> Iterator[tuple[str, list[socket.socket]]]:
     """``("http://127.0.0.1:PORT", accepted)``: every connection is accepted, held open and never answered."""
     listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.1)  # so the accepting thread notices the stop
     accepted: list[socket.socket] = []
+    stop = threading.Event()
 
     def accept() -> None:
-        while True:
+        while not stop.is_set():
             try:
                 accepted.append(listener.accept()[0])
+            except TimeoutError:
+                continue
             except OSError:  # closed
                 return
 
@@ -26,7 +30,8 @@ def silent_upstream() -> Iterator[tuple[str, list[socket.socket]]]:
     try:
         yield f"http://127.0.0.1:{listener.getsockname()[1]}", accepted
     finally:
-        listener.close()
+        stop.set()
         thread.join(5)
+        listener.close()
         for connection in accepted:
             connection.close()

@@ -97,6 +97,7 @@ def _status_of(sock: socket.socket, wait: float) -> tuple[int, bytes]:
 # --- hanging upstreams and worker shares -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_never_answering_judge_does_not_delay_another_project(tmp_path: Path, black_hole: str) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
     cap = 12.0
