@@ -172,6 +172,8 @@ def test_a_disconnected_callers_queued_work_never_runs(tmp_path: Path, protocol:
     blocking = {"components": [{"ref": "test-server-gate", "params": {"gate": str(gate), "timeout": 120}}]}
     counting = {"components": [{"ref": "test-server-count", "params": {"log": str(log)}}], "cache": {"enabled": False}}
     with ServerProcess(config) as server, ThreadPoolExecutor(2) as pool:
+        warm = post_http(server, token, counting, [{"completion": "warm", "reference": "x"}])  # the spec is bound
+        assert warm.status_code == 200, warm.text
         held = pool.submit(post_http, server, token, blocking, [{"completion": "held"}], 120)
         _until(lambda: metric(_metrics(server, token), "evalsi_reward_inflight_rollouts", project="p") == 1,
                "the project's one worker is busy")
@@ -184,7 +186,7 @@ def test_a_disconnected_callers_queued_work_never_runs(tmp_path: Path, protocol:
         after = post_http(server, token, counting, [{"completion": "later", "reference": "x"}])
         assert after.status_code == 200, after.text
         text = _metrics(server, token)
-    assert log.read_text().split() == ["later"]  # the queued call was dropped, the next one ran
+    assert log.read_text().split() == ["warm", "later"]  # the queued call was dropped, the next one ran
     assert metric(text, "evalsi_reward_inflight_rollouts", project="p") == 0
 
 
