@@ -15,7 +15,7 @@ import contextlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -53,7 +53,6 @@ class RewardService:
         self.sandboxes = FairPool(
             rewards.sandbox_workers, share_of(rewards.sandbox_workers, share), "evalsi-sandbox"
         )
-        self.binder = ThreadPoolExecutor(2, thread_name_prefix="evalsi-bind")
         quotas = {name: q.max_reward_rollouts for name, q in config.spec.quotas.items()}
         self._admission: Admission | None = None
         self._quotas = quotas
@@ -121,7 +120,7 @@ class RewardService:
             )
         check_depth(spec, "spec")
         check_rollouts_depth(rollouts)
-        reward = await self._bound_reward(spec)
+        reward = await self._bound_reward(spec, principal.project)
         if reward.runs_code:
             require(principal, RUNS_CODE, "the spec has a code component")
         if not rollouts:
@@ -144,15 +143,15 @@ class RewardService:
         finally:
             _release_when_done(work, release)
 
-    async def _bound_reward(self, spec: Mapping[str, Any]) -> Reward:
+    async def _bound_reward(self, spec: Mapping[str, Any], project: str) -> Reward:
         key = canonical_json(spec)
         with self._bound_lock:
             reward = self._bound.get(key)
             if reward is not None:
                 self._bound.move_to_end(key)
                 return reward
-        try:  # binding may import an evaluator's pack or start its pool: off the event loop
-            reward = await asyncio.wrap_future(self.binder.submit(self._bind, spec))
+        try:  # binding may import an evaluator's pack or start its pool: off the event loop, in the project's share
+            reward = await asyncio.wrap_future(self.cpu.submit(project, self._bind, spec))
         except ServiceError:
             raise
         except Exception as exc:
@@ -214,7 +213,6 @@ class RewardService:
         self.cpu.shutdown()
         self.components.shutdown()
         self.sandboxes.shutdown()
-        self.binder.shutdown(wait=False, cancel_futures=True)
         with self._bound_lock:
             for reward in self._bound.values():
                 reward.close()

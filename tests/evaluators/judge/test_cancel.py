@@ -12,34 +12,21 @@ import pytest
 from evalsi.evaluators import ScoreContext, get_evaluator
 from evalsi.evaluators.judge import LLMJudgeParams
 from evalsi.records import from_rollout
+from tests.helpers.silent_upstream import silent_upstream
 
 pytestmark = pytest.mark.timeout(60)
 
 
 @pytest.fixture
-def silent_upstream() -> Iterator[tuple[str, list[socket.socket]]]:
-    """A loopback listener that accepts connections and never answers; the list holds what it accepted."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    accepted: list[socket.socket] = []
-
-    def accept() -> None:
-        while True:
-            try:
-                accepted.append(listener.accept()[0])
-            except OSError:
-                return
-
-    threading.Thread(target=accept, daemon=True).start()
-    yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1", accepted
-    listener.close()
-    for connection in accepted:
-        connection.close()
+def hung() -> Iterator[tuple[str, list[socket.socket]]]:
+    with silent_upstream() as (base, accepted):
+        yield base + "/v1", accepted
 
 
 def test_requests_queued_behind_max_concurrency_are_dropped_once_cancelled(
-    silent_upstream: tuple[str, list[socket.socket]],
+    hung: tuple[str, list[socket.socket]],
 ) -> None:
-    url, accepted = silent_upstream
+    url, accepted = hung
     judge = get_evaluator("llm-judge")
     params = LLMJudgeParams.model_validate({"judge": {
         "model": "m", "base_url": url, "timeout": 3, "retries": 0, "max_concurrency": 1, "api_key_env": None}})

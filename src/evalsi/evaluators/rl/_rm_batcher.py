@@ -124,6 +124,9 @@ class EndpointBatcher:
         self._pump()
 
     def _launch(self, batch: list[_Entry]) -> None:
+        batch = [entry for entry in batch if not entry.future.cancelled()]  # their callers went away
+        if not batch:
+            return
         self._in_flight += 1
         task = self.loop.create_task(self._send(batch))
         self._tasks.add(task)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import concurrent.futures
 import math
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -108,6 +109,22 @@ def normalised(raw: float, params: RewardModelParams) -> float:
     return e / (1.0 + e)
 
 
+def _wait(futures: list[concurrent.futures.Future[float]], budget: float, cancelled: threading.Event | None) -> None:
+    """Wait for the scores; if the caller goes away first, stop waiting and drop the rollouts not yet sent."""
+    if cancelled is None:
+        concurrent.futures.wait(futures, timeout=budget)
+        return
+    deadline = time.monotonic() + budget
+    while time.monotonic() < deadline:
+        _, pending = concurrent.futures.wait(futures, timeout=min(0.05, max(0.0, deadline - time.monotonic())))
+        if not pending:
+            return
+        if cancelled.is_set():
+            for future in pending:
+                future.cancel()  # the batcher skips it; a call already carrying it still finishes
+            return
+
+
 @register
 class RewardModel(Evaluator[RewardModelParams]):
     """The reward model's score for prompt + completion, optionally normalised; raw score in ``details``."""
@@ -135,11 +152,13 @@ class RewardModel(Evaluator[RewardModelParams]):
         # Every call is bounded by its timeout and retries; the margin covers queueing behind other calls.
         attempts = params.retries + 1
         budget = attempts * (params.timeout + params.backoff * 2**params.retries + 30.0) * 4
-        concurrent.futures.wait(futures, timeout=budget)
+        _wait(futures, budget, ctx.cancelled)
         return [self._score(future, params, budget) for future in futures]
 
     @staticmethod
     def _score(future: concurrent.futures.Future[float], params: RewardModelParams, budget: float) -> Score:
+        if future.cancelled():
+            return Score.error("not scored: the call was cancelled")
         if not future.done():
             future.cancel()
             return Score.error(f"reward model at {params.url}: no score within {budget:g} s")
