@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -32,6 +33,7 @@ from evalsi.server._shared_cache import ProjectCache, SharedScores, TieredCache
 from evalsi.server._tokens import RUN, RUNS_CODE, Principal, TokenStore
 from evalsi.server._trust import check_depth, check_rollouts_depth, server_spec
 
+log = logging.getLogger("evalsi.server")
 _BOUND_SPECS = 256  # distinct specs kept bound; a trainer uses one or a few
 
 
@@ -84,7 +86,8 @@ class RewardService:
             try:  # a database round trip: off the event loop
                 principal = await asyncio.to_thread(self.tokens.verify, secret)
             except SQLAlchemyError as exc:
-                raise ServiceError("unavailable", f"the token database is unavailable: {type(exc).__name__}") from None
+                log.error("token look-up failed: %s", exc)
+                raise ServiceError("unavailable", "the token database is unavailable; retry later") from None
         if principal is None:
             raise ServiceError("unauthenticated", "unknown or revoked token")
         return principal
