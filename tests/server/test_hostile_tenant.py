@@ -272,7 +272,9 @@ CLASS_NAME = re.compile(r"\b[A-Z]\w*(Error|Exception)\b")  # an exception's clas
 DEEP = '{"a":' * 1000 + "1" + "}" * 1000
 MALFORMED_JSON = [
     '{"spec": {"components": [{"ref": "exact-match", "params": DEEP}]}, "rollouts": [{"completion": "a"}]}',
-    '{"spec": {"components": [{"ref": "exact-match"}]}, "rollouts": [{"completion": "a", "m": DEEP}]}',
+    # field-score reads the rollout's metadata, so the deep field reaches its cache key
+    '{"spec": {"components": [{"ref": "field-score", "params": {"field": "m"}}]}, '
+    '"rollouts": [{"completion": "a", "m": DEEP}]}',
 ]
 MALFORMED_CONNECT = [b"{not json", b'{"spec": 3}', b'{"rollouts": "x"}', b"[1, 2]", b'{"spec": DEEP, "rollouts": []}']
 OVERFLOWS = [

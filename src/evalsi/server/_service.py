@@ -112,7 +112,6 @@ class RewardService:
                 "too_many_rollouts", limit=limit,
             )
         check_depth(spec, "spec")
-        check_rollouts_depth(rollouts)
         reward = await self._bound_reward(spec)
         if reward.runs_code:
             require(principal, RUNS_CODE, "the spec has a code component")
@@ -133,6 +132,9 @@ class RewardService:
             except ServiceError:
                 raise
             except Exception as exc:
+                if isinstance(exc, RecursionError | TypeError):
+                    # rollouts are checked only here, where depth broke something: a walk per call costs every call
+                    check_rollouts_depth(rollouts)
                 raise from_exception(exc) from None
 
     async def _bound_reward(self, spec: Mapping[str, Any]) -> Reward:

@@ -42,7 +42,11 @@ def check_depth(value: Any, where: str, limit: int = MAX_DEPTH) -> None:
 
 
 def check_rollouts_depth(rollouts: Sequence[Mapping[str, Any]]) -> None:
-    """:func:`check_depth` for each rollout, naming its index (flat rollouts cost one pass over their values)."""
+    """:func:`check_depth` for each rollout, naming its index (flat rollouts cost one pass over their values).
+
+    The service calls it when scoring failed the way deep data fails (recursion limits), to answer the caller's
+    error as such; a pass over every rollout of every call would cost more than the cache hits it precedes.
+    """
     for index, rollout in enumerate(rollouts):
         for value in rollout.values():
             if isinstance(value, _CONTAINERS):
