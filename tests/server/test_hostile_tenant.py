@@ -87,7 +87,6 @@ class Hostile:
     upstream: Upstream
     directory: Path
     run: str  # evaluations.run for project alpha
-    code: str  # evaluations.run + resource.runs_code for project alpha
     other: str  # evaluations.run for project beta
     ops: str  # metrics.read
 
@@ -110,7 +109,6 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hostile]:
     })
     tokens = {
         "run": make_token(url, "alpha", ["evaluations.run"]),
-        "code": make_token(url, "alpha", ["evaluations.run", "resource.runs_code"]),
         "other": make_token(url, "beta", ["evaluations.run"]),
         "ops": make_token(url, "ops", ["metrics.read"]),
     }
@@ -209,15 +207,28 @@ print(",".join(seen) or "isolated")
 """
 
 
-def test_item7_code_runs_at_the_operators_floor_and_sees_nothing_of_the_server(hostile: Hostile) -> None:
-    program = PROBE_PROGRAM.format(port=hostile.upstream.server_address[1], database=hostile.directory / "server.db",
+def test_item7_code_runs_at_the_operators_floor_and_sees_nothing_of_the_server(
+    hostile: Hostile, tmp_path: Path
+) -> None:
+    # HTTP only: this server starts sandboxes from a process without gRPC threads, so only the floor is tested
+    url = f"sqlite:///{tmp_path / 'code.db'}"
+    config = write_config(tmp_path, {"listen": {"host": "127.0.0.1", "port": 0, "grpc_port": None},
+                                     "database": {"url": url}})
+    token = make_token(url, "alpha", ["evaluations.run", "resource.runs_code"])
+    program = PROBE_PROGRAM.format(port=hostile.upstream.server_address[1], database=tmp_path / "code.db",
                                    secret=SECRET)
     rollout = {"completion": f"```python\n{program}\n```", "tests": [{"input": "", "output": "isolated"}]}
-    for component in LOWERED_FLOORS:
-        answer = post_http(hostile.server, hostile.code, {"components": [component]}, [rollout], timeout=120)
-        assert answer.status_code == 200, answer.text
-        [score] = answer.json()["results"][0]["components"].values()
-        assert score["value"] == 1.0, (component, score)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("EVALSI_TENANT_SECRET", SECRET)
+        server = ServerProcess(config)
+    try:
+        for component in LOWERED_FLOORS:
+            answer = post_http(server, token, {"components": [component]}, [rollout], timeout=120)
+            assert answer.status_code == 200, answer.text
+            [score] = answer.json()["results"][0]["components"].values()
+            assert score["value"] == 1.0, (component, score)
+    finally:
+        server.kill()
 
 
 def test_item7_a_server_refuses_the_process_rung_as_its_floor(tmp_path: Path) -> None:
@@ -261,7 +272,9 @@ CLASS_NAME = re.compile(r"\b[A-Z]\w*(Error|Exception)\b")  # an exception's clas
 DEEP = '{"a":' * 1000 + "1" + "}" * 1000
 MALFORMED_JSON = [
     '{"spec": {"components": [{"ref": "exact-match", "params": DEEP}]}, "rollouts": [{"completion": "a"}]}',
-    '{"spec": {"components": [{"ref": "exact-match"}]}, "rollouts": [{"completion": "a", "m": DEEP}]}',
+    # field-score reads the rollout's metadata, so the deep field reaches its cache key
+    '{"spec": {"components": [{"ref": "field-score", "params": {"field": "m"}}]}, '
+    '"rollouts": [{"completion": "a", "m": DEEP}]}',
 ]
 MALFORMED_CONNECT = [b"{not json", b'{"spec": 3}', b'{"rollouts": "x"}', b"[1, 2]", b'{"spec": DEEP, "rollouts": []}']
 OVERFLOWS = [

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -35,6 +36,7 @@ from evalsi.server._shared_cache import ProjectCache, SharedScores, TieredCache
 from evalsi.server._tokens import RUN, RUNS_CODE, Principal, TokenStore
 from evalsi.server._trust import check_depth, check_rollouts_depth, server_spec
 
+log = logging.getLogger("evalsi.server")
 _BOUND_SPECS = 256  # distinct specs kept bound; a trainer uses one or a few
 
 
@@ -90,7 +92,8 @@ class RewardService:
             try:  # a database round trip: off the event loop
                 principal = await asyncio.to_thread(self.tokens.verify, secret)
             except SQLAlchemyError as exc:
-                raise ServiceError("unavailable", f"the token database is unavailable: {type(exc).__name__}") from None
+                log.error("token look-up failed: %s", exc)
+                raise ServiceError("unavailable", "the token database is unavailable; retry later") from None
         if principal is None:
             raise ServiceError("unauthenticated", "unknown or revoked token")
         return principal
@@ -119,7 +122,6 @@ class RewardService:
                 "too_many_rollouts", limit=limit,
             )
         check_depth(spec, "spec")
-        check_rollouts_depth(rollouts)
         reward = await self._bound_reward(spec, principal.project)
         if reward.runs_code:
             require(principal, RUNS_CODE, "the spec has a code component")
@@ -139,6 +141,9 @@ class RewardService:
         except ServiceError:
             raise
         except Exception as exc:
+            if isinstance(exc, RecursionError | TypeError):
+                # rollouts are checked only here, where depth broke something: a walk per call costs every call
+                check_rollouts_depth(rollouts)
             raise from_exception(exc) from None
         finally:
             _release_when_done(work, release)

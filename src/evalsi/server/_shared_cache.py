@@ -153,13 +153,12 @@ class ProjectCache(ScoreCache):
         self.inner = cache
         self._prefix = hashlib.sha256(b"evalsi-project\0" + project.encode()).digest()[:8]
 
-    def _key(self, key: bytes) -> bytes:
-        return self._prefix + key
-
     def get_many(self, keys: list[bytes]) -> list[Score | None]:
         """The inner cache's scores for this project's keys."""
-        return self.inner.get_many([self._key(k) for k in keys])
+        prefix = self._prefix
+        return self.inner.get_many([prefix + k for k in keys])
 
     def put_many(self, items: list[tuple[bytes, Score]]) -> None:
         """Store under this project's keys."""
-        self.inner.put_many([(self._key(k), s) for k, s in items])
+        prefix = self._prefix
+        self.inner.put_many([(prefix + k, s) for k, s in items])

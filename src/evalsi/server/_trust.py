@@ -42,7 +42,11 @@ def check_depth(value: Any, where: str, limit: int = MAX_DEPTH) -> None:
 
 
 def check_rollouts_depth(rollouts: Sequence[Mapping[str, Any]]) -> None:
-    """:func:`check_depth` for each rollout, naming its index (flat rollouts cost one pass over their values)."""
+    """:func:`check_depth` for each rollout, naming its index (flat rollouts cost one pass over their values).
+
+    The service calls it when scoring failed the way deep data fails (recursion limits), to answer the caller's
+    error as such; a pass over every rollout of every call would cost more than the cache hits it precedes.
+    """
     for index, rollout in enumerate(rollouts):
         for value in rollout.values():
             if isinstance(value, _CONTAINERS):
@@ -95,7 +99,7 @@ def _each_component(spec: Mapping[str, Any], rewrite: Rewrite) -> dict[str, Any]
 def _named_judge(component: dict[str, Any], where: str, judges: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     judge = component.get("judge")
     if isinstance(judge, str):
-        component["judge"] = dict(_lookup(judges, judge, "judge", f"{where}.judge"))
+        component["judge"] = dict(_lookup(judges, judge, "judges", f"{where}.judge"))
     return component
 
 
@@ -165,30 +169,38 @@ def _resolve_resource(
     resource = evaluator.server_resource
     if resource is None:
         return params
-    entries: Mapping[str, Mapping[str, Any]] = getattr(config, resource.section)
+    entries = getattr(config, resource.section, None)
+    if not isinstance(entries, Mapping):
+        entries = {}  # a section this server does not have: nothing can be named
     name = params.get(resource.param)
+    path = f"{where}.{resource.param}"
     if resource.nested:
         if isinstance(name, str):
-            params[resource.param] = dict(_lookup(entries, name, resource.param, f"{where}.{resource.param}"))
+            params[resource.param] = dict(_lookup(entries, name, resource.section, path))
         return params
     if not isinstance(name, str):
         valid = ", ".join(sorted(entries)) or "none are configured"
         raise SpecError(
-            f"on this server {evaluator.name!r} takes `{resource.param}: NAME`, a reward model of its config "
-            f"(valid: {valid})", file="request", path=f"{where}.{resource.param}",
+            f"on this server {evaluator.name!r} takes `{resource.param}: NAME`, one of the server's "
+            f"{_kind(resource.section)}s (valid: {valid})", file="request", path=path,
         )
-    entry = _lookup(entries, name, resource.param, f"{where}.{resource.param}")
+    entry = _lookup(entries, name, resource.section, path)
     client = {key: value for key, value in params.items() if key != resource.param}
     return {**client, **entry}
 
 
-def _lookup(entries: Mapping[str, Mapping[str, Any]], name: str, what: str, path: str) -> Mapping[str, Any]:
+def _lookup(entries: Mapping[str, Mapping[str, Any]], name: str, section: str, path: str) -> Mapping[str, Any]:
     entry = entries.get(name)
     if entry is None:
         valid = ", ".join(sorted(entries)) or "none are configured"
-        kind = "judge" if what == "judge" else "reward model"
-        raise SpecError(f"no {kind} named {name!r} on this server (valid: {valid})", file="request", path=path)
+        raise SpecError(f"no {_kind(section)} named {name!r} on this server (valid: {valid})", file="request",
+                        path=path)
     return entry
+
+
+def _kind(section: str) -> str:
+    """``reward_models`` -> ``reward model``: what one entry of a config section is called in messages."""
+    return section.removesuffix("s").replace("_", " ")
 
 
 def _apply_floor(component: dict[str, Any], floor: str) -> None:
