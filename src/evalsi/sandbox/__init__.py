@@ -19,6 +19,7 @@ from evalsi.sandbox._pool import SandboxPool, close_shared_pools, shared_pool
 from evalsi.sandbox._rungs import Availability, Rung
 from evalsi.sandbox._sandbox import Case, CaseOutcome, Sandbox, SandboxError
 from evalsi.sandbox._types import ISOLATION_ORDER, Isolation, Limits, RunResult, StopReason, isolation_level
+from evalsi.sandbox._workspace import Mount, Workspace
 
 __all__ = [
     "ISOLATION_ORDER",
@@ -28,12 +29,14 @@ __all__ = [
     "CaseOutcome",
     "Isolation",
     "Limits",
+    "Mount",
     "RunResult",
     "Rung",
     "Sandbox",
     "SandboxError",
     "SandboxPool",
     "StopReason",
+    "Workspace",
     "available_rungs",
     "best_available",
     "close_shared_pools",

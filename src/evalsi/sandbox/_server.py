@@ -321,6 +321,12 @@ def handle_program(req: dict[str, Any], fds: list[int]) -> dict[str, Any]:
         for fd in fds:
             os.close(fd)
         return {"op": "results", "nonce": req["nonce"], "compile_error": f"{type(exc).__name__}: {exc}"}
+    workdir = req.get("workdir", "wipe")  # "keep" it for the next program, "reset" (wipe) it first, or "wipe" after
+    if workdir == "reset":
+        try:
+            wipe(WORKDIR)
+        except OSError:
+            return {"op": "results", "nonce": req["nonce"], "results": [], "dirty": True}
     for name, text in req.get("files", {}).items():
         with open(os.path.join(WORKDIR, os.path.basename(name)), "w", encoding="utf-8") as fh:
             fh.write(text)
@@ -331,6 +337,8 @@ def handle_program(req: dict[str, Any], fds: list[int]) -> dict[str, Any]:
         results.append(result)
         if not result["clean"]:
             break
+    if workdir != "wipe":
+        return {"op": "results", "nonce": req["nonce"], "results": results, "dirty": False}
     try:
         wipe(WORKDIR)
         dirty = False
