@@ -5,7 +5,8 @@ command's ``exit_code``, ``stdout``, ``stderr``, ``truncated``; a file's ``conte
 are what an LLM writes (see :func:`evalsi_harness.parse_action`); a malformed one is an observation with the
 error, and still counts as a step. ``submit``, running out of steps or past an episode limit ends the episode;
 the checker grades the end state and its score is the reward (None, with ``info["checker"]["reason"]``, when it
-could not run). Every other step's reward is 0.
+could not run). Every other step's reward is 0. A command that kills the sandbox itself ends the episode with
+reward 0 (the agent destroyed what was to be graded).
 
 With gymnasium installed, ``TaskEnv`` is a ``gymnasium.Env`` with text spaces, registered as
 ``evalsi/TaskEnv-v0`` (``gymnasium.make("evalsi/TaskEnv-v0", task="task.yaml")``).
@@ -141,10 +142,7 @@ class TaskEnv(_EnvBase):
         self._cpu += result.cpu_time
         info["result"] = {"exit_code": result.exit_code, "reason": result.reason, "wall_time": result.wall_time}
         if result.reason == "sandbox":
-            self._active = False  # the work dir is lost with the sandbox: no end state to grade
-            info["error"] = f"the sandbox failed during the episode: {result.detail}"
-            info["checker"] = CheckResult(None, None, "the sandbox failed; nothing to grade").to_info()
-            return observation, None, False, True, info
+            return self._lost(observation, info, result)
         return self._after(observation, info)
 
     def _run(self, action: Action) -> tuple[RunResult, str]:
@@ -165,6 +163,24 @@ class TaskEnv(_EnvBase):
         if result.ok:
             return result, json.dumps({"written": args["path"], "chars": len(args["content"])})
         return result, json.dumps({"error": _result_text(result) or f"cannot write {args['path']!r}"})
+
+    def _lost(
+        self, observation: str, info: dict[str, Any], result: RunResult
+    ) -> tuple[str, float | None, bool, bool, dict[str, Any]]:
+        """The sandbox died during an action, and the work dir with it: the episode ends with nothing to grade.
+
+        When the sandbox could not start it is the infrastructure's failure: no reward. When it died under the
+        agent's own command (``kill -9 -1`` reaches the command runner), the agent destroyed its environment:
+        reward 0, so that destroying the environment is never a way out of a low score.
+        """
+        self._active = False
+        info["error"] = f"the sandbox failed during the episode: {result.detail}"
+        if result.infrastructure:
+            verdict = CheckResult(None, None, "the sandbox failed to start; nothing to grade")
+        else:
+            verdict = CheckResult(0.0, False, "the agent's command killed its sandbox; nothing left to grade")
+        info["checker"] = verdict.to_info()
+        return observation, verdict.score, False, True, info
 
     def _after(self, observation: str, info: dict[str, Any]) -> tuple[str, float | None, bool, bool, dict[str, Any]]:
         """End the episode (truncated) when steps or episode limits ran out, else go on with reward 0."""

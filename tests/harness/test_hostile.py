@@ -59,13 +59,12 @@ def test_host_secrets_are_not_visible_through_any_tool(env: TaskEnv) -> None:
     assert bash(env, "id -u; ls /proc | wc -l")["stdout"] == "1000\n0\n"  # no /proc: no other process to see
 
 
-def test_killing_everything_ends_the_episode_without_a_reward_and_the_next_one_is_fine(env: TaskEnv) -> None:
+def test_killing_the_sandbox_ends_the_episode_with_zero_and_the_next_one_is_fine(env: TaskEnv) -> None:
     env.reset()
+    bash(env, "echo yes > done.txt")  # a passing state, destroyed below: killing the sandbox must not pay
     _, reward, terminated, truncated, info = env.step({"tool": "bash", "command": "kill -9 -1; sleep 1"})
-    if truncated:  # the command runner itself was killed: nothing is left to grade
-        assert reward is None and "sandbox failed" in info["error"] and info["checker"]["score"] is None
-    else:  # the runner survived its case's kill: the episode goes on
-        assert reward == 0.0 and not terminated
+    assert (reward, terminated, truncated) == (0.0, False, True)
+    assert "sandbox failed" in info["error"] and "killed its sandbox" in info["checker"]["reason"]
     env.reset()
     assert bash(env, "cat notes/readme.txt")["stdout"] == "the starting state\n"
     env.step({"tool": "write_file", "path": "done.txt", "content": "yes"})
