@@ -57,7 +57,10 @@ def trajectory_actions(completion: Any) -> list[object]:
     if not text:
         return []
     if text.startswith("["):
-        value = json.loads(text)
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"not a JSON list of actions ({exc.msg} at {exc.pos})") from None
         if not isinstance(value, list):
             raise ValueError("a trajectory must be a JSON list of actions")
         return list(value)
