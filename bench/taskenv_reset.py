@@ -47,7 +47,7 @@ def rerun_setup(env: TaskEnv) -> float:
     """Reset without a snapshot: wipe the work dir and run the task's setup again, in the same sandbox."""
     task, environment = env.task, env.environment
     started = time.perf_counter()
-    wiped = environment._workspace.exec(["/bin/true"], reset=True)
+    wiped = environment.clear()
     assert wiped.ok, wiped
     for path, text in task.setup.files.items():
         assert environment.write_file(path, text).ok

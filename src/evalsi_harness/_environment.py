@@ -2,7 +2,8 @@
 
 Setup runs once, in a sandbox of the task's rung, and its work dir is copied out to a host directory: the
 snapshot. Every environment mounts the snapshot read-only and restores its own private work dir from it at each
-reset (a copy inside the sandbox, a few milliseconds for a small repository), so setup never runs again.
+reset (an archive unpacked inside the sandbox: tens of milliseconds for a small repository), so setup never runs
+again.
 
 Every file operation runs *inside* the sandbox (``cat``, ``cat >``), never on the host: a path or a symlink the
 agent made can only reach what the sandbox itself can see.
@@ -20,14 +21,15 @@ from types import TracebackType
 
 from evalsi.errors import EvalsiError
 from evalsi.sandbox import Limits, Mount, RunResult, Workspace
-from evalsi.sandbox._host import running_as_root
 from evalsi_harness._task import Task
 
 SNAPSHOT_TARGET = "/snapshot"
 """Where the snapshot is mounted (read-only) in a namespaced episode."""
 _WRITE = 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"'
-_RESTORE = 'cp -a -- "$1"/. .'
-_SAVE = 'cp -a -- . "$1"/'
+# The snapshot is kept twice: as a tree (read by cp -a anywhere) and, where the system has tar, as one archive,
+# which restores in a third of the time of cp -a (no per-file attribute and ACL look-ups).
+_SAVE = 'mkdir "$1"/work && cp -a -- . "$1"/work/ && if command -v tar >/dev/null; then tar cf "$1"/work.tar .; fi'
+_RESTORE = 'if [ -f "$1"/work.tar ]; then tar xf "$1"/work.tar; else cp -a -- "$1"/work/. .; fi'
 
 
 class TaskSetupError(EvalsiError, RuntimeError):
@@ -75,8 +77,6 @@ class Snapshot:
         mount = Mount(self.path, SNAPSHOT_TARGET, writable=True)
         limits = dataclasses.replace(task.step_limits, wall_time=task.setup.wall_time)
         with Workspace(task.isolation, mounts=[mount], image=task.image_dir) as ws:
-            if running_as_root():
-                os.chown(self.path, ws.uid, ws.uid)
             for path, text in task.setup.files.items():
                 done = ws.exec([shell, "-c", _WRITE, "sh", path], stdin=text, limits=limits)
                 if not done.ok:
@@ -135,6 +135,10 @@ class Environment:
         """Empty the work dir and copy the snapshot into it (every process of the last episode is gone)."""
         argv = [self.shell, "-c", _RESTORE, "sh", self._workspace.path(self._mount)]
         return self._exec(argv, "", self.task.step_limits, reset=True)
+
+    def clear(self) -> RunResult:
+        """Empty the work dir, without restoring the snapshot (to run something else from scratch)."""
+        return self._exec(["/bin/sh", "-c", "true"], "", self.task.step_limits, reset=True)
 
     def bash(self, command: str, limits: Limits | None = None) -> RunResult:
         """Run a shell command in the work dir."""

@@ -16,7 +16,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
 
-from evalsi.sandbox._host import PROBE_SLOT
+from evalsi.sandbox import MAX_SANDBOXES
 from evalsi_harness._environment import Snapshot
 from evalsi_harness._task import Task, load_task
 from evalsi_harness.gym import TaskEnv
@@ -36,8 +36,8 @@ class TaskEnvPool:
     def __init__(self, task: Task | str | Path, size: int | None = None) -> None:
         self.task = task if isinstance(task, Task) else load_task(task)
         self.size = size or os.cpu_count() or 1
-        if not 1 <= self.size < PROBE_SLOT:
-            raise ValueError(f"size must be between 1 and {PROBE_SLOT - 1} (one sandbox slot each), got {self.size}")
+        if not 1 <= self.size < MAX_SANDBOXES:
+            raise ValueError(f"size must be between 1 and {MAX_SANDBOXES - 1} (one sandbox each), got {self.size}")
         self.snapshot = Snapshot(self.task)
         self.envs: list[TaskEnv] = []
         self._idle: queue.Queue[TaskEnv] = queue.Queue()

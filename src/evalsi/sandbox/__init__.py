@@ -19,10 +19,11 @@ from evalsi.sandbox._pool import SandboxPool, close_shared_pools, shared_pool
 from evalsi.sandbox._rungs import Availability, Rung
 from evalsi.sandbox._sandbox import Case, CaseOutcome, Sandbox, SandboxError
 from evalsi.sandbox._types import ISOLATION_ORDER, Isolation, Limits, RunResult, StopReason, isolation_level
-from evalsi.sandbox._workspace import Mount, Workspace
+from evalsi.sandbox._workspace import MAX_SANDBOXES, Mount, Workspace
 
 __all__ = [
     "ISOLATION_ORDER",
+    "MAX_SANDBOXES",
     "RUNGS",
     "Availability",
     "Case",

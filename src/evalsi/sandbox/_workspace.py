@@ -20,13 +20,15 @@ from dataclasses import dataclass
 from types import TracebackType
 
 from evalsi.errors import SandboxUnavailableError
-from evalsi.sandbox._host import drop_to, sandbox_uid
+from evalsi.sandbox._host import PROBE_SLOT, drop_to, running_as_root, sandbox_uid
 from evalsi.sandbox._ladder import RUNGS
 from evalsi.sandbox._rungs import SANDBOX_WORKDIR, Launch, NamespacedRung, ProcessRung, Rung, bwrap_argv
 from evalsi.sandbox._sandbox import Case, Sandbox, SandboxError
 from evalsi.sandbox._seccomp import deny_filter
 from evalsi.sandbox._types import Isolation, Limits, RunResult
 
+MAX_SANDBOXES = PROBE_SLOT
+"""Sandboxes (workspaces, pool members) that can be alive at once on this machine: one uid slot each."""
 IMAGE_PYTHON = "/usr/bin/python3"
 """Where a root filesystem image must have its interpreter (the sandbox's command runner is a Python process)."""
 
@@ -84,6 +86,9 @@ def _check_image(image: str) -> None:
 class Workspace:
     """A sandbox whose work dir (its current directory) persists across :meth:`exec` calls until :meth:`close`.
 
+    A writable mount's directory is handed to the workspace's uid (when evalsi runs as root), so commands can
+    write to it; a read-only one must be readable by that uid.
+
     Raises:
         SandboxUnavailableError: The rung does not work here, or the image is not usable.
 
@@ -93,6 +98,10 @@ class Workspace:
         self.isolation = rung
         self.mounts = tuple(mounts)
         self._sandbox = Sandbox(_workspace_rung(rung, self.mounts, image))
+        if running_as_root():
+            for mount in self.mounts:
+                if mount.writable:
+                    os.chown(mount.source, self.uid, self.uid)
 
     @property
     def uid(self) -> int:
