@@ -11,9 +11,11 @@ agent made can only reach what the sandbox itself can see.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import os
 import shutil
+import tarfile
 import tempfile
 import threading
 import time
@@ -27,8 +29,15 @@ SNAPSHOT_TARGET = "/snapshot"
 """Where the snapshot is mounted (read-only) in a namespaced episode."""
 _WRITE = 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"'
 # The snapshot is kept twice: as a tree (read by cp -a anywhere) and, where the system has tar, as one archive,
-# which restores in a third of the time of cp -a (no per-file attribute and ACL look-ups).
-_SAVE = 'mkdir "$1"/work && cp -a -- . "$1"/work/ && if command -v tar >/dev/null; then tar cf "$1"/work.tar .; fi'
+# which restores in a third of the time of cp -a (no per-file attribute and ACL look-ups). The archive holds the
+# work dir's entries, not the work dir itself (whose mount point may not be the sandbox user's, as under gVisor).
+_TAR = "find . -mindepth 1 -maxdepth 1 -print0 | tar cf {} --null -T -"
+_SAVE = 'mkdir "$1"/work && cp -a -- . "$1"/work/ && if command -v tar >/dev/null; then {}; fi'.format(
+    _TAR.format('"$1"/work.tar')
+)
+_EXPORT = _TAR.format("-") + " | base64 -w0"
+_MAX_EXPORT = 384 << 20
+"""The largest exported work dir, base64 (the sandbox's work dir holds at most 256 MiB)."""
 _RESTORE = 'if [ -f "$1"/work.tar ]; then tar xf "$1"/work.tar; else cp -a -- "$1"/work/. .; fi'
 
 
@@ -76,7 +85,8 @@ class Snapshot:
         task, shell = self.task, shell_for(self.task)
         mount = Mount(self.path, SNAPSHOT_TARGET, writable=True)
         limits = dataclasses.replace(task.step_limits, wall_time=task.setup.wall_time)
-        with Workspace(task.isolation, mounts=[mount], image=task.image_dir) as ws:
+        exported = task.isolation == "gvisor"
+        with Workspace(task.isolation, mounts=[] if exported else [mount], image=task.image_dir) as ws:
             for path, text in task.setup.files.items():
                 done = ws.exec([shell, "-c", _WRITE, "sh", path], stdin=text, limits=limits)
                 if not done.ok:
@@ -87,10 +97,30 @@ class Snapshot:
                     raise TaskSetupError(
                         f"task {task.name!r}: setup.commands[{index}] ({command!r}) failed: {_describe(done)}"
                     )
-            done = ws.exec([shell, "-c", _SAVE, "sh", ws.path(mount)], limits=limits)
+            if exported:
+                done = self._export(ws, shell, limits)
+            else:
+                done = ws.exec([shell, "-c", _SAVE, "sh", ws.path(mount)], limits=limits)
             if not done.ok:
                 raise TaskSetupError(f"task {task.name!r}: the work dir could not be snapshotted: {_describe(done)}")
         _make_readable(self.path)
+        os.chmod(self.path, 0o755)  # written by the setup sandbox only; read-only for every episode
+
+    def _export(self, ws: Workspace, shell: str, limits: Limits) -> RunResult:
+        """Take the work dir out as a tar archive on stdout, and unpack it here (tarfile's safe ``data`` filter).
+
+        gVisor's rootless file server cannot create files for the sandbox's user in a host directory, so on that
+        rung the snapshot is not written through a mount.
+        """
+        done = ws.exec([shell, "-c", _EXPORT], limits=dataclasses.replace(limits, max_output_bytes=_MAX_EXPORT))
+        if not done.ok:
+            return done
+        archive = os.path.join(self.path, "work.tar")
+        with open(archive, "wb") as fh:
+            fh.write(base64.b64decode(done.stdout))
+        with tarfile.open(archive) as tar:
+            tar.extractall(os.path.join(self.path, "work"), filter="data")
+        return done
 
     def close(self) -> None:
         """Remove the snapshot from the host."""

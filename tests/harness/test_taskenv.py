@@ -103,8 +103,12 @@ def test_a_failing_setup_names_the_command() -> None:
         TaskEnv(task)
 
 
-def test_process_rung_runs_the_same_episode() -> None:
-    with TaskEnv(small_task(isolation="process")) as env:
+@pytest.mark.parametrize("rung", ["process", "gvisor"])
+def test_other_rungs_run_the_same_episode(rung: str) -> None:
+    task = small_task(isolation=rung, setup=Setup(files={"a.txt": "A\n"}, commands=["ln -s a.txt link"]))
+    with TaskEnv(task) as env:
+        env.reset()
+        assert json.loads(env.step({"tool": "read_file", "path": "link"})[0])["content"] == "A\n"
         env.reset()
         env.step({"tool": "write_file", "path": "done.txt", "content": "yes"})
         assert env.step({"tool": "submit"})[1] == 1.0

@@ -29,7 +29,7 @@ def rootfs(host_dir: Path) -> Path:
     return build_rootfs(host_dir / "rootfs")
 
 
-@pytest.mark.parametrize("rung", ["namespaced", "process"])
+@pytest.mark.parametrize("rung", ["namespaced", "process", "gvisor"])
 def test_the_work_dir_persists_between_commands_until_reset(rung: str) -> None:
     with Workspace(rung) as ws:  # type: ignore[arg-type]
         assert ws.exec(["/bin/sh", "-c", "mkdir d && echo kept > d/f"]).ok

@@ -304,7 +304,10 @@ def exit_status(pid: int) -> int | None:
 
 
 def wipe(path: str) -> None:
-    os.chmod(path, 0o700)  # a program may have taken its own permissions away
+    try:
+        os.chmod(path, 0o700)  # a program may have taken its own permissions away
+    except PermissionError:
+        pass  # the work dir's own mount point (root's, under gVisor): its entries are still ours to remove
     for entry in os.scandir(path):
         if entry.is_dir(follow_symlinks=False):
             wipe(entry.path)

@@ -4,6 +4,7 @@ A test case's work dir is wiped after its program; a workspace keeps it, so a co
 wrote. Each command is still its own process with its own limits, and every process it started is killed when
 it ends (nothing runs between commands). Host directories can be mounted (read-only, or writable to export
 files), and on the ``namespaced`` rung the system can come from a root filesystem directory instead of the host.
+Workspaces run on every rung: ``process``, ``namespaced`` and ``gvisor``.
 
 Example:
     >>> with Workspace("namespaced") as ws:  # doctest: +SKIP
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from types import TracebackType
 
 from evalsi.errors import SandboxUnavailableError
+from evalsi.sandbox._gvisor import GvisorRung
 from evalsi.sandbox._host import PROBE_SLOT, drop_to, running_as_root, sandbox_uid
 from evalsi.sandbox._ladder import RUNGS
 from evalsi.sandbox._rungs import SANDBOX_WORKDIR, Launch, NamespacedRung, ProcessRung, Rung, bwrap_argv
@@ -35,7 +37,7 @@ IMAGE_PYTHON = "/usr/bin/python3"
 
 @dataclass(frozen=True, slots=True)
 class Mount:
-    """A host directory made visible in a workspace, at ``target`` (``namespaced``) or at its own path."""
+    """A host directory made visible in a workspace at ``target`` (on the ``process`` rung: at its own path)."""
 
     source: str
     target: str
@@ -71,7 +73,9 @@ def _workspace_rung(rung: Isolation, mounts: Sequence[Mount], image: str | None)
         raise SandboxUnavailableError(f"a root filesystem image needs the 'namespaced' rung, not {rung!r}")
     if rung == "process":
         return ProcessRung()  # no namespaces: a mount is its host path, as is
-    raise SandboxUnavailableError(f"workspaces run on the 'process' and 'namespaced' rungs, not {rung!r}")
+    gvisor = GvisorRung()
+    gvisor.binds = tuple((m.source, m.target, m.writable) for m in mounts)
+    return gvisor
 
 
 def _check_image(image: str) -> None:
@@ -87,7 +91,8 @@ class Workspace:
     """A sandbox whose work dir (its current directory) persists across :meth:`exec` calls until :meth:`close`.
 
     A writable mount's directory is handed to the workspace's uid (when evalsi runs as root), so commands can
-    write to it; a read-only one must be readable by that uid.
+    write to it; a read-only one must be readable by that uid. Under gVisor (rootless), files cannot be created
+    in a writable mount: take results out on stdout there.
 
     Raises:
         SandboxUnavailableError: The rung does not work here, or the image is not usable.
@@ -110,7 +115,7 @@ class Workspace:
 
     def path(self, mount: Mount) -> str:
         """Where a mount is seen inside the workspace."""
-        return mount.target if self.isolation == "namespaced" else mount.source
+        return mount.source if self.isolation == "process" else mount.target
 
     def exec(
         self, argv: Sequence[str], *, stdin: str = "", limits: Limits | None = None, reset: bool = False
