@@ -19,6 +19,7 @@ import tarfile
 import tempfile
 import threading
 import time
+import weakref
 from types import TracebackType
 
 from evalsi.errors import EvalsiError
@@ -70,6 +71,7 @@ class Snapshot:
     def __init__(self, task: Task) -> None:
         self.task = task
         self._root = tempfile.mkdtemp(prefix="evalsi-task-")
+        self._remove = weakref.finalize(self, shutil.rmtree, self._root, True)  # also if never closed
         os.chmod(self._root, 0o711)  # every environment's sandbox uid must reach the snapshot below it
         self.path = os.path.join(self._root, "snapshot")
         os.mkdir(self.path, 0o755)
@@ -124,7 +126,7 @@ class Snapshot:
 
     def close(self) -> None:
         """Remove the snapshot from the host."""
-        shutil.rmtree(self._root, ignore_errors=True)
+        self._remove()
 
     def __enter__(self) -> Snapshot:
         return self
