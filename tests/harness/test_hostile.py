@@ -69,3 +69,11 @@ def test_killing_the_sandbox_ends_the_episode_with_zero_and_the_next_one_is_fine
     assert bash(env, "cat notes/readme.txt")["stdout"] == "the starting state\n"
     env.step({"tool": "write_file", "path": "done.txt", "content": "yes"})
     assert env.step({"tool": "submit"})[1] == 1.0
+
+
+def test_filling_the_disk_is_contained_and_the_next_episode_starts_clean(env: TaskEnv) -> None:
+    env.reset()
+    fill = bash(env, "for i in 1 2 3 4 5 6; do head -c 60M /dev/zero > f$i || break; done; df -m . | tail -1")
+    assert "No space left on device" in fill["stderr"]  # the work dir is a 256 MiB tmpfs, not the host's disk
+    env.reset()
+    assert bash(env, "ls -A; df -m . | tail -1 | tr -s ' ' | cut -d' ' -f3")["stdout"] == "notes\n1\n"
