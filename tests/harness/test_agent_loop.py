@@ -57,3 +57,26 @@ def test_a_model_that_never_submits_is_truncated_and_graded() -> None:
         policy.close()
         assert "tools" not in server.requests[0]
     assert episode.truncated and episode.reward == 0.0 and episode.steps == env.task.max_steps
+
+
+def test_a_model_answering_with_tool_calls_drives_an_episode() -> None:
+    calls = [
+        ("write_file", {"path": "greeting.txt", "content": "hello, world\n"}),
+        ("read_file", {"path": "greeting.txt"}),
+        ("submit", {}),
+    ]
+
+    def reply(prompt: str, body: dict[str, Any]) -> dict[str, Any]:
+        turn = sum(1 for m in body["messages"] if m["role"] == "assistant")
+        name, arguments = calls[turn]
+        function = {"name": name, "arguments": json.dumps(arguments)}
+        return {"content": None, "tool_calls": [{"id": f"call-{turn}", "type": "function", "function": function}]}
+
+    with OpenAIServer(default=reply) as server, TaskEnv(example("write-file")) as env:
+        policy = OpenAIPolicy(server.base_url, "test-model")
+        episode = run_episode(env, policy)
+        policy.close()
+        last_request = server.requests[-1]["messages"]
+    assert episode.reward == 1.0 and episode.steps == 3
+    assert last_request[-1]["role"] == "tool" and last_request[-1]["tool_call_id"] == "call-1"
+    assert json.loads(last_request[-1]["content"]) == {"content": "hello, world\n", "truncated": False}
