@@ -10,6 +10,7 @@ import pytest
 import evalsi.rewards
 from evalsi.server._config import load_config
 from evalsi.specs import load_resources
+from evalsi_harness import load_task
 
 README = Path(__file__).parents[1] / "README.md"
 ROOT = README.parent
@@ -29,6 +30,8 @@ def test_yaml_resources_load(index: int, tmp_path: Path) -> None:
         assert evalsi.rewards.load(path).component_names
     elif resource.kind == "ServerConfig":
         assert load_config(path).spec.rewards.max_rollouts > 0
+    elif resource.kind == "Task":
+        assert load_task(path).max_steps > 0
     else:  # pragma: no cover - a new kind in the README needs a check here
         pytest.fail(f"no check for README resource kind {resource.kind}")
 
@@ -56,3 +59,9 @@ def test_the_quick_start_outputs_are_ignored_by_git() -> None:
     for output in outputs:
         ignored = subprocess.run(["git", "check-ignore", "-q", output], cwd=ROOT, check=False)
         assert ignored.returncode == 0, f"{output} (from the README) is not in .gitignore"
+
+
+def test_python_agent_task_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    snippet = next(b for b in blocks("python") if "TaskEnv(" in b)
+    monkeypatch.chdir(ROOT)
+    exec(compile(snippet, "README.md", "exec"), {})

@@ -19,7 +19,8 @@ Usage::
 
 The prompt is the ``prompt`` of a completions request, or the content of the last user message of a chat
 request. An answer is a string, a list (successive samples for that prompt cycle through it, across requests),
-or a callable ``f(prompt, body) -> str``. Unknown prompts get ``default``.
+or a callable ``f(prompt, body) -> str``. Unknown prompts get ``default``. For chat, a callable may also return
+a mapping: the assistant message itself (e.g. with ``tool_calls``).
 
 As a process (for benchmarks): ``python -m tests.helpers.openai_server --default 'ok'`` prints its base URL on
 stdout and serves until killed.
@@ -37,7 +38,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-Answer = str | list[str] | Callable[[str, dict[str, Any]], str]
+Answer = str | list[str] | Callable[[str, dict[str, Any]], "str | dict[str, Any]"]
 
 
 @dataclass
@@ -195,7 +196,7 @@ class OpenAIServer:
                     return fault
         return None
 
-    def _answer(self, prompt: str, body: dict[str, Any]) -> str:
+    def _answer(self, prompt: str, body: dict[str, Any]) -> str | dict[str, Any]:
         answer = self.answers.get(prompt, self.default)
         if callable(answer):
             return answer(prompt, body)
@@ -215,14 +216,16 @@ def _prompt_of(body: Mapping[str, Any]) -> str:
     return prompt if isinstance(prompt, str) else json.dumps(prompt)
 
 
-def _completion_payload(kind: str, body: Mapping[str, Any], texts: list[str]) -> dict[str, Any]:
+def _completion_payload(kind: str, body: Mapping[str, Any], answers: list[str | dict[str, Any]]) -> dict[str, Any]:
     if kind == "chat":
         choices: list[dict[str, Any]] = [
-            {"index": i, "message": {"role": "assistant", "content": t}, "finish_reason": "stop"}
-            for i, t in enumerate(texts)
-        ]
+            {"index": i, "message": {"role": "assistant", **a} if isinstance(a, dict) else
+             {"role": "assistant", "content": a}, "finish_reason": "tool_calls" if isinstance(a, dict) else "stop"}
+            for i, a in enumerate(answers)
+        ]  # fmt: skip
     else:
-        choices = [{"index": i, "text": t, "finish_reason": "stop"} for i, t in enumerate(texts)]
+        choices = [{"index": i, "text": t, "finish_reason": "stop"} for i, t in enumerate(answers)]
+    texts = [a if isinstance(a, str) else str(a.get("content") or "") for a in answers]
     tokens = sum(len(t.split()) for t in texts)
     return {
         "id": f"cmpl-{time.monotonic_ns()}",

@@ -19,21 +19,25 @@ from evalsi.sandbox._pool import SandboxPool, close_shared_pools, shared_pool
 from evalsi.sandbox._rungs import Availability, Rung
 from evalsi.sandbox._sandbox import Case, CaseOutcome, Sandbox
 from evalsi.sandbox._types import ISOLATION_ORDER, Isolation, Limits, RunResult, StopReason, isolation_level
+from evalsi.sandbox._workspace import MAX_SANDBOXES, Mount, Workspace
 
 __all__ = [
     "ISOLATION_ORDER",
+    "MAX_SANDBOXES",
     "RUNGS",
     "Availability",
     "Case",
     "CaseOutcome",
     "Isolation",
     "Limits",
+    "Mount",
     "RunResult",
     "Rung",
     "Sandbox",
     "SandboxError",
     "SandboxPool",
     "StopReason",
+    "Workspace",
     "available_rungs",
     "best_available",
     "close_shared_pools",

@@ -31,6 +31,8 @@ class GvisorRung(Rung):
     """gVisor (``runsc run``) around the fork server; see the module docstring for what the sandbox sees."""
 
     name: Isolation = "gvisor"
+    binds: tuple[tuple[str, str, bool], ...] = ()
+    """Extra ``(host path, sandbox path, writable)`` mounts (a workspace's)."""
 
     def availability(self) -> Availability:
         """Runsc installed, and a probe sandbox starts."""
@@ -44,7 +46,7 @@ class GvisorRung(Rung):
         state = os.path.join(bundle, "state")
         os.mkdir(state, 0o700)
         argv = [python, "-I", "-S", "-c", server_source, SANDBOX_WORKDIR, "all", "harden"]
-        _write_bundle(bundle, argv, python)
+        _write_bundle(bundle, argv, python, self.binds)
         if running_as_root():
             os.chown(state, uid, uid)
         runsc = shutil.which("runsc") or "runsc"
@@ -59,7 +61,7 @@ class GvisorRung(Rung):
         )
 
 
-def _write_bundle(bundle: str, args: list[str], python: str) -> None:
+def _write_bundle(bundle: str, args: list[str], python: str, binds: tuple[tuple[str, str, bool], ...] = ()) -> None:
     """The OCI bundle: an empty read-only root with mount points, and ``config.json``."""
     os.chmod(bundle, 0o755)
     root = os.path.join(bundle, "rootfs")
@@ -76,8 +78,12 @@ def _write_bundle(bundle: str, args: list[str], python: str) -> None:
         {"destination": SANDBOX_WORKDIR, "type": "tmpfs", "source": "tmpfs",
          "options": ["nosuid", "nodev", f"size={TMPFS_BYTES}", "mode=1777"]},
     ]  # fmt: skip
+    for source, target, writable in binds:
+        os.makedirs(os.path.join(root, target.lstrip("/")), exist_ok=True)
+        mounts.append({"destination": target, "type": "bind", "source": source,
+                       "options": ["rbind", "rw" if writable else "ro"]})  # fmt: skip
     for path in interpreter_dirs(python):
-        os.makedirs(os.path.join(root, path.lstrip("/")))
+        os.makedirs(os.path.join(root, path.lstrip("/")), exist_ok=True)
         mounts.append({"destination": path, "type": "bind", "source": path, "options": ["rbind", "ro"]})
     config = {
         "ociVersion": "1.0.0",

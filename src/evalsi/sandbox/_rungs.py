@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import tempfile
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from evalsi.errors import SandboxUnavailableError
@@ -141,8 +142,14 @@ class NamespacedRung(Rung):
         return Launch(argv, pass_fds=(seccomp,), uid=drop_to(uid), close_after_start=[seccomp])
 
 
-def bwrap_argv(python: str, seccomp_fd: int) -> list[str]:
-    """Bubblewrap options: what the sandbox sees and which namespaces it gets (the command follows ``--``)."""
+def bwrap_argv(
+    python: str, seccomp_fd: int, binds: Sequence[tuple[str, str, bool]] = (), root: str | None = None
+) -> list[str]:
+    """Bubblewrap options: what the sandbox sees and which namespaces it gets (the command follows ``--``).
+
+    ``binds`` adds ``(host path, sandbox path, writable)`` mounts; ``root`` takes the system directories from a
+    root filesystem directory instead of the host's.
+    """
     args = [
         shutil.which("bwrap") or "bwrap",
         "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
@@ -152,17 +159,24 @@ def bwrap_argv(python: str, seccomp_fd: int) -> list[str]:
         "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", SANDBOX_WORKDIR,
         "--setenv", "LANG", "C.UTF-8", "--setenv", "TMPDIR", SANDBOX_WORKDIR,
     ]  # fmt: skip
-    for top in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
-        if os.path.islink(top):
-            args += ["--symlink", os.readlink(top), top]
-        elif os.path.isdir(top):
-            args += ["--ro-bind", top, top]
-    for path in interpreter_dirs(python):
-        args += ["--ro-bind", path, path]
+    tops = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32") + (("/etc",) if root else ())
+    for top in tops:
+        source = os.path.join(root, top.lstrip("/")) if root else top
+        if os.path.islink(source):
+            args += ["--symlink", os.readlink(source), top]
+        elif os.path.isdir(source):
+            args += ["--ro-bind", source, top]
+    if root is None:
+        for path in interpreter_dirs(python):
+            args += ["--ro-bind", path, path]
     args += [
         "--dev", "/dev", "--remount-ro", "/dev",
         *_if_supported("--size", str(TMPFS_BYTES)), "--perms", "0700", "--tmpfs", SANDBOX_WORKDIR,
         "--symlink", SANDBOX_WORKDIR, "/tmp",
+    ]  # fmt: skip
+    for source, target, writable in binds:
+        args += ["--bind" if writable else "--ro-bind", source, target]
+    args += [
         "--remount-ro", "/",
         "--chdir", SANDBOX_WORKDIR,
         "--seccomp", str(seccomp_fd),

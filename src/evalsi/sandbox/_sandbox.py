@@ -35,6 +35,7 @@ START_TIMEOUT = 30.0
 GRACE = 1.0
 """Seconds a closing sandbox has to exit by itself before it is killed."""
 MAX_REPLY = 256 << 20
+WorkdirMode = Literal["wipe", "keep", "reset"]
 
 
 @functools.cache
@@ -132,19 +133,28 @@ class Sandbox:
             raise SandboxError(f"the {self.rung.name} sandbox answered {hello!r} instead of ready")
 
     def run(
-        self, source: str | None, cases: list[Case], limits: Limits, files: dict[str, str] | None = None
+        self,
+        source: str | None,
+        cases: list[Case],
+        limits: Limits,
+        files: dict[str, str] | None = None,
+        workdir: WorkdirMode = "wipe",
     ) -> list[CaseOutcome]:
-        """Run every case of one program, in order. A failed sandbox fails only the cases it had not finished."""
+        """Run every case of one program, in order. A failed sandbox fails only the cases it had not finished.
+
+        The work dir is wiped after the program (``wipe``), kept for the next one (``keep``), or wiped before
+        it and kept after (``reset``).
+        """
         out: list[CaseOutcome] = []
         for chunk in _chunks(cases):
             if not self.alive:
                 self.start()
-            out.extend(self._run_chunk(source, chunk, limits, files or {}))
+            out.extend(self._run_chunk(source, chunk, limits, files or {}, workdir))
         self.programs_run += 1
         return out
 
     def _run_chunk(
-        self, source: str | None, cases: list[Case], limits: Limits, files: dict[str, str]
+        self, source: str | None, cases: list[Case], limits: Limits, files: dict[str, str], workdir: WorkdirMode
     ) -> list[CaseOutcome]:
         assert self._ctl is not None
         pending = _Pending(secrets.token_hex(16), cases)
@@ -159,7 +169,7 @@ class Sandbox:
             tester_ends.append(tester_end.detach())
         wire_cases = [{"kind": c.kind, "stdin": c.stdin, "argv": list(c.argv)} for c in cases]
         request: dict[str, Any] = {"op": "program", "nonce": pending.nonce, "source": source, "cases": wire_cases}
-        request.update(limits=limits.to_wire(), files=files)
+        request.update(limits=limits.to_wire(), files=files, workdir=workdir)
         deadline = time.monotonic() + sum(limits.wall_time + 2.0 for _ in cases) + 5.0
         try:
             _send(self._ctl, request, tester_ends)

@@ -304,7 +304,10 @@ def exit_status(pid: int) -> int | None:
 
 
 def wipe(path: str) -> None:
-    os.chmod(path, 0o700)  # a program may have taken its own permissions away
+    try:
+        os.chmod(path, 0o700)  # a program may have taken its own permissions away
+    except PermissionError:
+        pass  # the work dir's own mount point (root's, under gVisor): its entries are still ours to remove
     for entry in os.scandir(path):
         if entry.is_dir(follow_symlinks=False):
             wipe(entry.path)
@@ -321,6 +324,12 @@ def handle_program(req: dict[str, Any], fds: list[int]) -> dict[str, Any]:
         for fd in fds:
             os.close(fd)
         return {"op": "results", "nonce": req["nonce"], "compile_error": f"{type(exc).__name__}: {exc}"}
+    workdir = req.get("workdir", "wipe")  # "keep" it for the next program, "reset" (wipe) it first, or "wipe" after
+    if workdir == "reset":
+        try:
+            wipe(WORKDIR)
+        except OSError:
+            return {"op": "results", "nonce": req["nonce"], "results": [], "dirty": True}
     for name, text in req.get("files", {}).items():
         with open(os.path.join(WORKDIR, os.path.basename(name)), "w", encoding="utf-8") as fh:
             fh.write(text)
@@ -331,6 +340,8 @@ def handle_program(req: dict[str, Any], fds: list[int]) -> dict[str, Any]:
         results.append(result)
         if not result["clean"]:
             break
+    if workdir != "wipe":
+        return {"op": "results", "nonce": req["nonce"], "results": results, "dirty": False}
     try:
         wipe(WORKDIR)
         dirty = False

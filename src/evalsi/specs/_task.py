@@ -1,0 +1,178 @@
+"""The ``Task`` resource: an agent task (an environment, its setup and a checker) for ``evalsi_harness``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from evalsi.sandbox import Isolation
+from evalsi.specs._model import SpecModel as _Model
+from evalsi.specs._resource import (
+    API_VERSION,
+    Resource,
+    document_from_mapping,
+    load_resources,
+    parse_resources,
+    select_resource,
+)
+
+CheckerScore = Literal["exit", "stdout"]
+
+
+def check_relative_path(value: str) -> str:
+    """A path inside the work dir: relative, with no ``..`` (files are written there, never elsewhere)."""
+    path = PurePosixPath(value)
+    if not value or path.is_absolute() or ".." in path.parts:
+        raise ValueError(f"{value!r} must be a relative path inside the work dir, without '..'")
+    return value
+
+
+class StepLimitsSpec(_Model):
+    """Limits of each action (a command, a file read or write), as the sandbox applies them."""
+
+    wall_time: float = Field(default=30.0, gt=0, le=3600)
+    """Seconds of wall-clock time before the command and everything it started are killed."""
+    cpu_time: int = Field(default=30, ge=1, le=3600)
+    """Seconds of CPU time."""
+    memory_mb: int = Field(default=1024, ge=32, le=65536)
+    """Address-space limit per process, in MiB."""
+    max_processes: int = Field(default=64, ge=1, le=4096)
+    """Processes and threads a command may run at once."""
+    max_output_bytes: int = Field(default=64 << 10, ge=1024, le=64 << 20)
+    """stdout and stderr beyond this are cut, and the observation says so."""
+    max_file_mb: int = Field(default=64, ge=1, le=4096)
+    """Largest file a command may write, in MiB."""
+
+
+class EpisodeLimitsSpec(_Model):
+    """Limits of a whole episode; past one the episode is truncated and the checker grades what is there."""
+
+    wall_time: float = Field(default=600.0, gt=0)
+    """Seconds of wall-clock time spent in actions over the episode."""
+    cpu_time: float = Field(default=600.0, gt=0)
+    """Seconds of CPU time used by actions over the episode."""
+
+
+class LimitsSpec(_Model):
+    """Per-step and per-episode limits."""
+
+    step: StepLimitsSpec = Field(default_factory=StepLimitsSpec)
+    episode: EpisodeLimitsSpec = Field(default_factory=EpisodeLimitsSpec)
+
+
+class SetupSpec(_Model):
+    """What the environment holds before the first step: files, then commands, run once and snapshotted."""
+
+    files: dict[str, str] = Field(default_factory=dict)
+    """Work-dir files by relative path, with their text."""
+    commands: list[str] = Field(default_factory=list)
+    """Shell commands run in order in the work dir after the files are written; any failure fails the setup."""
+    wall_time: float = Field(default=300.0, gt=0)
+    """Seconds each setup command may take."""
+
+    @field_validator("files")
+    @classmethod
+    def _relative(cls, value: dict[str, str]) -> dict[str, str]:
+        for path in value:
+            check_relative_path(path)
+        return value
+
+
+class CheckerSpec(_Model):
+    """How the end state is graded: a shell command, or a Python function, run in the environment."""
+
+    command: str | None = None
+    """A shell command run in the work dir after submission."""
+    score: CheckerScore = "exit"
+    """For ``command``: ``exit`` passes on exit status 0 and fails on 1 (any other status means the checker
+    could not run); ``stdout`` reads a number in [0, 1] from the last non-empty line of its output."""
+    callable: str | None = None
+    """``file.py:function`` (relative to the task file): called with the environment, returns a bool or a number
+    in [0, 1]."""
+    files: dict[str, str] = Field(default_factory=dict)
+    """Files written into the work dir just before the checker runs (hidden tests the agent never sees)."""
+    wall_time: float = Field(default=60.0, gt=0, le=3600)
+    """Seconds the checker command may take."""
+
+    @field_validator("files")
+    @classmethod
+    def _relative(cls, value: dict[str, str]) -> dict[str, str]:
+        for path in value:
+            check_relative_path(path)
+        return value
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> CheckerSpec:
+        if (self.command is None) == (self.callable is None):
+            raise ValueError("a checker needs exactly one of command or callable")
+        if self.callable is not None and ":" not in self.callable:
+            raise ValueError(f"callable must be 'file.py:function' (got {self.callable!r})")
+        return self
+
+
+class TaskSpecBody(_Model):
+    """The ``spec`` of a Task."""
+
+    description: str
+    """What the agent is asked to do: the first observation of every episode."""
+    image: str = "host"
+    """``host`` (the host's read-only system) or a root filesystem directory (relative to the task file)."""
+    isolation: Isolation = "namespaced"
+    """The sandbox rung episodes run at (a floor: never silently lowered)."""
+    setup: SetupSpec = Field(default_factory=SetupSpec)
+    checker: CheckerSpec
+    max_steps: int = Field(default=30, ge=1, le=10_000)
+    """Actions per episode; when they run out, the episode is truncated and the checker grades the end state."""
+    limits: LimitsSpec = Field(default_factory=LimitsSpec)
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, value: str) -> str:
+        if value != "host" and ":" in value and "/" not in value.split(":", 1)[0]:
+            raise ValueError(
+                f"{value!r} looks like an OCI image reference; without a container runtime give a root filesystem "
+                "directory (e.g. unpacked from `docker export`), or 'host'"
+            )
+        return value
+
+
+class TaskSpec(BaseModel):
+    """A parsed Task resource: its name, body, and the file it came from (relative paths resolve against it)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    spec: TaskSpecBody
+    source: str | None = None
+
+
+def task_from_resource(resource: Resource) -> TaskSpec:
+    """Validate a Task resource's spec.
+
+    Raises:
+        SpecError: A field is invalid; the message names the file, line and field path.
+
+    """
+    try:
+        body = TaskSpecBody.model_validate(resource.spec)
+    except ValidationError as exc:
+        raise resource.validation_error(exc) from None
+    return TaskSpec(name=resource.name, spec=body, source=resource.document.file)
+
+
+def load_task_spec(source: str | Path, name: str | None = None, *, text: str | None = None) -> TaskSpec:
+    """The Task in a YAML file (the one named ``name`` when the file holds several)."""
+    resource = select_resource(load_resources(source, text=text), "Task", name, str(source))
+    return task_from_resource(resource)
+
+
+def task_spec_from_mapping(data: Mapping[str, Any], source: str | None = None) -> TaskSpec:
+    """A Task given as a mapping: a whole resource, or just its ``spec`` (named ``task``)."""
+    raw = dict(data)
+    if "apiVersion" not in raw:
+        raw = {"apiVersion": API_VERSION, "kind": "Task", "metadata": {"name": "task"}, "spec": raw}
+    resources = parse_resources([document_from_mapping(raw, source)])
+    return task_from_resource(select_resource(resources, "Task", None, source))

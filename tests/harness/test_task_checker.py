@@ -1,0 +1,87 @@
+"""The ``task-checker`` evaluator: the task's checker scores finished trajectories, also inside a RunSpec."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evalsi.evaluators import close_all, get_evaluator
+from evalsi.records import from_rollout
+from evalsi.runs import Runner, run_from_mapping
+from evalsi_harness.evaluator import trajectory_actions
+from tests.helpers.openai_server import OpenAIServer
+
+from .conftest import example
+
+SOLVE = [{"tool": "write_file", "path": "greeting.txt", "content": "hello, world\n"}, {"tool": "submit"}]
+WRONG = [{"tool": "write_file", "path": "greeting.txt", "content": "hi\n"}]
+
+
+@pytest.fixture(autouse=True)
+def _close_evaluators():
+    yield
+    close_all()
+
+
+def score(completions: list[object], **params: object) -> list[object]:
+    evaluator = get_evaluator("task-checker")
+    parsed = evaluator.parse_params({"task": str(example("write-file")), **params})
+    records = [from_rollout({"prompt": "p", "completion": c}) for c in completions]
+    return evaluator.score_batch(records, parsed, None)
+
+
+def test_trajectories_in_every_form_are_replayed_and_graded() -> None:
+    arguments = json.dumps({"path": "greeting.txt", "content": "hello, world\n"})
+    call = {"id": "1", "type": "function", "function": {"name": "write_file", "arguments": arguments}}
+    chat = [
+        {"role": "user", "content": "task"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "1", "content": "{}"},
+    ]
+    lines = "\n".join(json.dumps(a) for a in SOLVE)
+    scores = score([json.dumps(SOLVE), json.dumps(WRONG), chat, lines, "", "[1, 2"])
+    assert [s.value for s in scores[:5]] == [True, False, True, True, False]
+    assert all(s.status == "ok" for s in scores[:5])
+    assert scores[0].details["steps"] == 2 and scores[1].reason == "exit status 1"
+    assert scores[5].status == "error" and "not a trajectory" in scores[5].reason
+
+
+def test_a_checker_that_cannot_run_is_an_error_not_a_zero(tmp_path: Path) -> None:
+    task = tmp_path / "task.yaml"
+    task.write_text(example("write-file").read_text().replace("exit 1'", "exit 7'"))
+    evaluator = get_evaluator("task-checker")
+    record = from_rollout({"prompt": "p", "completion": json.dumps(WRONG)})
+    (result,) = evaluator.score_batch([record], evaluator.parse_params({"task": str(task)}), None)
+    assert result.status == "error" and "exited with status 7" in result.reason
+
+
+def test_a_missing_task_file_errors_every_record() -> None:
+    evaluator = get_evaluator("task-checker")
+    params = evaluator.parse_params({"task": "/nonexistent/task.yaml"})
+    results = evaluator.score_batch([from_rollout({"prompt": "p", "completion": "[]"})] * 2, params, None)
+    assert [r.status for r in results] == ["error", "error"] and "task.yaml" in results[0].reason
+
+
+def test_trajectory_actions_reads_only_the_assistant_turns() -> None:
+    chat = [{"role": "user", "content": "do it"}, {"role": "assistant", "content": '{"tool": "submit"}'}]
+    assert trajectory_actions(chat) == ['{"tool": "submit"}']
+    with pytest.raises(ValueError, match="JSON list of actions"):
+        trajectory_actions('[{"tool": "submit"}')
+
+
+def test_the_same_checker_scores_a_run(tmp_path: Path) -> None:
+    data = tmp_path / "prompts.jsonl"
+    data.write_text("".join(json.dumps({"id": i, "prompt": p}) + "\n" for i, p in enumerate(["solve", "fumble"])))
+    answers = {"solve": json.dumps(SOLVE), "fumble": json.dumps(WRONG)}
+    with OpenAIServer(answers=answers) as server:
+        spec = {
+            "target": {"baseUrl": server.base_url, "model": "test-model"},
+            "dataset": {"path": str(data)},
+            "evaluators": [{"ref": "task-checker", "params": {"task": str(example("write-file"))}}],
+            "output": str(tmp_path / "run.results.json"),
+        }
+        outcome = Runner(run_from_mapping(spec)).run()
+    assert outcome.exit_code == 0
+    assert outcome.summary.metrics["task-checker"].mean == pytest.approx(0.5)
