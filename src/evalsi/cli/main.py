@@ -11,6 +11,7 @@ from evalsi import __version__
 from evalsi.cli import evaluators, rewards, sandbox, server
 from evalsi.cli.compare import compare_command
 from evalsi.cli.run import run_command
+from evalsi.cli.view import view_command
 
 app = typer.Typer(
     name="evalsi",
@@ -27,6 +28,7 @@ app.add_typer(sandbox.app, name="sandbox")
 app.add_typer(server.app, name="server")
 app.command("run")(run_command)
 app.command("compare")(compare_command)
+app.command("view")(view_command)
 
 
 def _version(value: bool) -> None:

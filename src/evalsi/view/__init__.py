@@ -5,6 +5,7 @@ Example:
     >>> app = create_app(["results/"])  # a Starlette app: serve it with uvicorn, or mount it under /ui
 
 The server can mount the same app: ``Mount("/ui", app=create_app(paths))``.
+
 """
 
 from evalsi.view._app import create_app

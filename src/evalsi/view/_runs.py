@@ -217,8 +217,9 @@ def load_run(path: Path) -> RunData:
         metrics = [MetricInfo(str(m["name"]), float(m.get("threshold", 1.0))) for m in data.get("metrics") or []]
     except (KeyError, TypeError, ValueError) as exc:
         raise DataError(f"malformed metrics: {exc}", file=str(path)) from None
-    on_error = data.get("onError", "zero")
-    on_error = on_error if on_error in ("zero", "none", "raise") else "zero"
+    on_error: OnError = "zero"
+    if data.get("onError") in ("none", "raise"):
+        on_error = data["onError"]
     summary = data.get("summary")
     if live or not isinstance(summary, dict):
         summary = _summarize(data, records, metrics, on_error, path)

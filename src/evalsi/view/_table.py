@@ -72,6 +72,19 @@ def parse_query(params: Mapping[str, str], run: RunData) -> Query:
                  status, params.get("q", "").strip(), max(page, 1), size)
 
 
+def _holds(value: float, op: str, threshold: float) -> bool:
+    """Whether ``value op threshold`` (a nan, an unscored record, never matches)."""
+    if op == "ge":
+        return value >= threshold
+    if op == "le":
+        return value <= threshold
+    if op == "gt":
+        return value > threshold
+    if op == "lt":
+        return value < threshold
+    return math.isclose(value, threshold, abs_tol=1e-9)
+
+
 def _number(params: Mapping[str, str], name: str, kind: type[float] | type[int]) -> float:
     try:
         return kind(params[name])
@@ -97,11 +110,7 @@ def run_query(run: RunData, query: Query) -> Page:
     if query.metric is not None and query.value is not None:
         column = index.values[query.metric]
         threshold = query.value
-        test = {
-            "ge": lambda v: v >= threshold, "le": lambda v: v <= threshold, "gt": lambda v: v > threshold,
-            "lt": lambda v: v < threshold, "eq": lambda v: math.isclose(v, threshold, abs_tol=1e-9),
-        }[query.op]
-        selected = [i for i in selected if test(column[i])]  # nan compares false: unscored rows drop out
+        selected = [i for i in selected if _holds(column[i], query.op, threshold)]
     if query.status is not None:
         wanted = query.status
         selected = [i for i in selected if wanted in index.statuses[i]]
