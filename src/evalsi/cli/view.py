@@ -6,7 +6,6 @@ The viewer needs the ``view`` extra (starlette, uvicorn, jinja2); it is imported
 from __future__ import annotations
 
 import ipaddress
-import socket
 import threading
 import webbrowser
 from pathlib import Path
@@ -49,6 +48,7 @@ def view_command(
     try:
         import uvicorn
 
+        from evalsi.rewards.serve import listening_socket
         from evalsi.view import create_app
     except ModuleNotFoundError as exc:
         fail(f"the viewer needs the `view` extra ({exc.name} is missing): pip install 'evalsi[view]'")
@@ -59,10 +59,8 @@ def view_command(
     loopback = _is_loopback(host)
     app = create_app(roots, allowed_hosts=LOOPBACK_NAMES if loopback else None)
     try:
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
+        sock = listening_socket(host, port)
+        sock.listen(128)  # connections made as soon as the URL is printed wait in the backlog
     except OSError as exc:
         fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
     bound = sock.getsockname()[1]

@@ -17,6 +17,7 @@ from urllib.parse import urlencode
 import orjson
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
+from starlette.background import BackgroundTask
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
@@ -96,6 +97,8 @@ class Viewer:
         self.env.filters["num"] = _num
         self.env.filters["signed"] = _signed
         self.env.globals.update(OPS=OPS, PAGE_SIZES=PAGE_SIZES, prompt_text=prompt_text)
+        for name in self.env.list_templates():
+            self.env.get_template(name)  # compiled now, not on a user's first page
 
     # -- helpers -------------------------------------------------------------------------------------------------
 
@@ -164,9 +167,11 @@ class Viewer:
         query = parse_query(request.query_params, run)
         table = run_query(run, query)
         template = "_run_live.html" if request.query_params.get("fragment") == "live" else "run.html"
-        return self.page(request, template, source=source, run=run, summary=self.run_summary(source),
-                         query=query, table=table, others=[s for s in self.catalog.scan()
-                                                           if s.kind == "run" and s.id != source.id])
+        response = self.page(request, template, source=source, run=run, summary=self.run_summary(source),
+                             query=query, table=table, others=[s for s in self.catalog.scan()
+                                                               if s.kind == "run" and s.id != source.id])
+        response.background = BackgroundTask(run.ensure_index)  # after the page is sent: sorting comes next
+        return response
 
     def record_page(self, request: Request) -> Response:
         """One record: prompt, reference, every sample's completion, scores, tokens and latency."""
@@ -181,7 +186,8 @@ class Viewer:
         a, b = self.source(request, "run", "a"), self.source(request, "run", "b")
         result = self.comparison(a, b)
         run_a, run_b = self.runs.get(a.path), self.runs.get(b.path)
-        return self.page(request, "compare.html", a=a, b=b, run_a=run_a, run_b=run_b, result=result)
+        return self.page(request, "compare.html", a=a, b=b, run_a=run_a, run_b=run_b, result=result,
+                         keys_a=run_a.by_key, keys_b=run_b.by_key)
 
     def comparison(self, a: Source, b: Source) -> list[dict[str, Any]]:
         """evalsi.runs' comparison of run B against run A, as JSON."""

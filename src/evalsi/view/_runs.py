@@ -8,10 +8,13 @@ A run still in progress has no summary yet: it is worked out from the records fi
 from __future__ import annotations
 
 import math
+import mmap
 import threading
+from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import orjson
 from pydantic import ValidationError
@@ -62,27 +65,39 @@ def _text(value: Any) -> str:
 
 
 def read_header(path: Path) -> dict[str, Any]:
-    """A results file without its records (fast for large files: the records are never parsed).
+    """A results file without its records (fast for large files: only the bytes before the records are read).
 
     Raises:
         DataError: The file is not a readable results file.
 
     """
+    head = b""
     try:
-        data = path.read_bytes()
+        with path.open("rb") as handle:
+            while (cut := head.find(_RECORDS_KEY)) < 0:
+                chunk = handle.read(1 << 16)
+                if not chunk:
+                    break
+                head += chunk
     except OSError as exc:
         raise DataError(f"not readable: {exc}", file=str(path)) from None
-    cut = data.find(_RECORDS_KEY)
     if cut > 0:
-        try:
-            header = orjson.loads(data[:cut].rstrip().rstrip(b",") + b"\n}")
-        except orjson.JSONDecodeError:
-            header = None
-        if isinstance(header, dict) and header.get("kind") == "RunResults":
+        header = _parse_header(head[:cut])
+        if header is not None:
             return header
     full = read_results(path)
     full.pop("records", None)
     return full
+
+
+def _parse_header(head: bytes) -> dict[str, Any] | None:
+    try:
+        header = orjson.loads(head.rstrip().rstrip(b",") + b"\n}")
+    except orjson.JSONDecodeError:
+        return None
+    if isinstance(header, dict) and header.get("kind") == "RunResults" and header.get("version") == 1:
+        return header
+    return None
 
 
 def headline(header: dict[str, Any], path: Path) -> dict[str, Any]:
@@ -113,6 +128,120 @@ def describe_target(target: Any) -> str:
 
 
 @dataclass
+class RecordStats:
+    """What the table shows of a record besides its text: mean per metric, statuses, tokens, latency."""
+
+    values: list[float]
+    statuses: frozenset[str]
+    tokens: float
+    latency: float
+
+
+def record_stats(record: dict[str, Any], metrics: list[str], on_error: OnError) -> RecordStats:
+    """A record's mean per metric over its samples (after the ``onError`` policy), statuses, tokens, latency."""
+    samples = record.get("samples") or []
+    seen: set[str] = set()
+    sums = dict.fromkeys(metrics, 0.0)
+    counts = dict.fromkeys(metrics, 0)
+    tok, tok_n, lat = 0.0, 0, 0.0
+    for sample in samples:
+        for name, score in (sample.get("scores") or {}).items():
+            status = score.get("status", "ok")
+            seen.add(status)
+            if name not in sums or status == "skipped":
+                continue
+            value = score.get("value")
+            if status == "error":
+                if on_error != "zero":
+                    continue
+                value = 0.0
+            if value is None:
+                continue
+            sums[name] += float(value)
+            counts[name] += 1
+        if sample.get("tokens") is not None:
+            tok += sample["tokens"]
+            tok_n += 1
+        lat += sample.get("latency") or 0.0
+    nan = math.nan
+    return RecordStats([sums[m] / counts[m] if counts[m] else nan for m in metrics], frozenset(seen),
+                       tok / tok_n if tok_n else nan, lat / len(samples) if samples else nan)
+
+
+class Records(Sequence[dict[str, Any]]):
+    """A run's records, each parsed from its bytes when first asked for (a page needs only a few of them).
+
+    Either already parsed, or a buffer (the mapped file) with the offset where each record's JSON object starts.
+    """
+
+    def __init__(self, buffer: bytes | mmap.mmap | None = None, starts: list[int] | None = None, end: int = 0,
+                 parsed: list[dict[str, Any]] | None = None) -> None:
+        self._buffer = memoryview(buffer) if buffer is not None else None
+        self._starts = starts or []
+        self._end = end
+        count = len(parsed) if parsed is not None else len(self._starts)
+        self._parsed: list[dict[str, Any] | None] = list(parsed) if parsed is not None else [None] * count
+
+    def __len__(self) -> int:
+        return len(self._parsed)
+
+    @overload
+    def __getitem__(self, i: int) -> dict[str, Any]: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[dict[str, Any]]: ...
+
+    def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        record = self._parsed[i]
+        if record is None:
+            record = self._parsed[i] = self._parse(i)
+        return record
+
+    def peek(self, i: int) -> dict[str, Any]:
+        """Record ``i`` parsed without keeping it (the index pass touches every record once)."""
+        record = self._parsed[i]
+        return self._parse(i) if record is None else record
+
+    def _parse(self, i: int) -> dict[str, Any]:
+        assert self._buffer is not None
+        start = self._starts[i]
+        stop = self._starts[i + 1] - len(_RECORD_SEPARATOR) if i + 1 < len(self._starts) else self._end
+        record = orjson.loads(self._buffer[start:stop])
+        if not isinstance(record, dict):
+            raise DataError(f"record {i} is not an object")
+        return record
+
+
+_RECORD_START = b"\n    {\n"
+_RECORD_SEPARATOR = b",\n    "
+"""``evalsi run`` writes with two-space indentation: a record opens with a brace alone on its line at four spaces,
+and a newline never occurs inside a JSON string, so records are found without parsing them."""
+
+
+def split_records(data: bytes | mmap.mmap) -> tuple[dict[str, Any], Records] | None:
+    """The header and lazily parsed records of an indented results file, or None when it is laid out otherwise."""
+    raw = data
+    find = raw.find
+    cut = find(_RECORDS_KEY)
+    if cut < 0:
+        return None
+    header = _parse_header(bytes(memoryview(data)[:cut]))
+    body = cut + len(_RECORDS_KEY)
+    end = raw.rfind(b"\n  ]")
+    if header is None or end < body:
+        return None
+    starts: list[int] = []
+    at = find(_RECORD_START, body - 1, end)
+    while at >= 0:
+        starts.append(at + len(_RECORD_START) - 2)  # the brace
+        at = find(_RECORD_START, at + len(_RECORD_START), end)
+    if not starts and bytes(memoryview(data)[body:end]).strip():
+        return None
+    return header, Records(data, starts, end)
+
+
+@dataclass
 class RowIndex:
     """Per-record columns for sorting and filtering a run's records without touching the records again."""
 
@@ -121,14 +250,15 @@ class RowIndex:
     statuses: list[frozenset[str]]
     tokens: list[float]
     latency: list[float]
+    keys: list[str]
     _search: list[str] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def search_text(self, records: list[dict[str, Any]]) -> list[str]:
+    def search_text(self, records: Records) -> list[str]:
         """Lower-cased text of every record (id, prompt, reference, completions), built on the first search."""
         with self._lock:
             if self._search is None:
-                self._search = [_record_text(r).lower() for r in records]
+                self._search = [_record_text(records.peek(i)).lower() for i in range(len(records))]
             return self._search
 
 
@@ -139,80 +269,106 @@ def _record_text(record: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def build_index(records: list[dict[str, Any]], metrics: list[str], on_error: OnError) -> RowIndex:
-    """Each record's mean per metric (after the ``onError`` policy), statuses, mean tokens and latency."""
-    nan = math.nan
+def build_index(records: Records, metrics: list[str], on_error: OnError) -> RowIndex:
+    """The table's columns for every record."""
     values: dict[str, list[float]] = {m: [] for m in metrics}
+    columns = [values[m] for m in metrics]
     statuses: list[frozenset[str]] = []
     tokens: list[float] = []
     latency: list[float] = []
-    for record in records:
-        samples = record.get("samples") or []
-        seen: set[str] = set()
-        sums = dict.fromkeys(metrics, 0.0)
-        counts = dict.fromkeys(metrics, 0)
-        tok = 0.0
-        tok_n = 0
-        lat = 0.0
-        for sample in samples:
-            for name, score in (sample.get("scores") or {}).items():
-                status = score.get("status", "ok")
-                seen.add(status)
-                if name not in sums or status == "skipped":
-                    continue
-                value = score.get("value")
-                if status == "error":
-                    if on_error != "zero":
-                        continue
-                    value = 0.0
-                if value is None:
-                    continue
-                sums[name] += float(value)
-                counts[name] += 1
-            if sample.get("tokens") is not None:
-                tok += sample["tokens"]
-                tok_n += 1
-            lat += sample.get("latency") or 0.0
-        for name in metrics:
-            values[name].append(sums[name] / counts[name] if counts[name] else nan)
-        statuses.append(frozenset(seen))
-        tokens.append(tok / tok_n if tok_n else nan)
-        latency.append(lat / len(samples) if samples else nan)
-    return RowIndex(metrics, values, statuses, tokens, latency)
+    keys: list[str] = []
+    for i in range(len(records)):
+        record = records.peek(i)
+        stats = record_stats(record, metrics, on_error)
+        for column, value in zip(columns, stats.values, strict=True):
+            column.append(value)
+        statuses.append(stats.statuses)
+        tokens.append(stats.tokens)
+        latency.append(stats.latency)
+        keys.append(str(record.get("key")))
+    return RowIndex(metrics, values, statuses, tokens, latency, keys)
 
 
 @dataclass
 class RunData:
-    """One run as the viewer shows it."""
+    """One run as the viewer shows it; the row index is built in the background when the run is opened."""
 
     path: Path
     header: dict[str, Any]
-    records: list[dict[str, Any]]
+    records: Records
     summary: dict[str, Any]
     metrics: list[MetricInfo]
+    on_error: OnError
     status: str
-    index: RowIndex
-    by_key: dict[str, int]
+    _index: Future[RowIndex] = field(default_factory=Future)
+    _started: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def name(self) -> str:
         """The run's name (the spec's ``metadata.name``), else the file's."""
         return str(self.header.get("name") or self.path.stem)
 
+    @property
+    def metric_names(self) -> list[str]:
+        """The scored metrics (components), in the file's order."""
+        return [m.name for m in self.metrics]
+
+    def ensure_index(self) -> None:
+        """Start building the row index on a background thread, unless it is built or being built."""
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
+        names, records, on_error, future = self.metric_names, self.records, self.on_error, self._index
+
+        def build() -> None:
+            try:
+                future.set_result(build_index(records, names, on_error))
+            except Exception as exc:  # a malformed record: surfaces when the index is asked for
+                future.set_exception(DataError(f"malformed record: {exc}", file=str(self.path)))
+
+        threading.Thread(target=build, name="evalsi-view-index", daemon=True).start()
+
+    @property
+    def index(self) -> RowIndex:
+        """The row index (starts it, or waits for the background build, the first time)."""
+        self.ensure_index()
+        return self._index.result()
+
+    @property
+    def by_key(self) -> dict[str, int]:
+        """Record positions by key."""
+        return {k: i for i, k in enumerate(self.index.keys)}
+
+    def stats(self, position: int) -> RecordStats:
+        """One record's table columns, from the index when it is built, else from the record itself."""
+        if self._index.done():
+            index = self._index.result()
+            return RecordStats([index.values[m][position] for m in index.metrics], index.statuses[position],
+                               index.tokens[position], index.latency[position])
+        return record_stats(self.records[position], self.metric_names, self.on_error)
+
 
 def load_run(path: Path) -> RunData:
     """A results file, merged with its journal when the run is in progress, with its summary and row index.
+
+    Records are found without being parsed when the file is laid out as ``evalsi run`` writes it; the row index
+    (needed to sort, filter and search) is built later (``ensure_index``), so the first page shows at once.
 
     Raises:
         DataError: The file is not a readable results file.
 
     """
-    data = read_results(path)
-    records: list[dict[str, Any]] = list(data.pop("records", None) or [])
     journal = journal_path(path)
     live = journal.exists()
-    if live:
-        records = _merge_journal(records, journal)
+    split = None if live else split_records(_map(path))
+    if split is not None:
+        data, records = split
+    else:
+        data = read_results(path)
+        raw: list[dict[str, Any]] = list(data.pop("records", None) or [])
+        records = Records(parsed=_merge_journal(raw, journal) if live else raw)
     try:
         metrics = [MetricInfo(str(m["name"]), float(m.get("threshold", 1.0))) for m in data.get("metrics") or []]
     except (KeyError, TypeError, ValueError) as exc:
@@ -222,13 +378,23 @@ def load_run(path: Path) -> RunData:
         on_error = data["onError"]
     summary = data.get("summary")
     if live or not isinstance(summary, dict):
-        summary = _summarize(data, records, metrics, on_error, path)
+        summary = _summarize(data, records[:], metrics, on_error, path)
     status = str(data.get("status", "?"))
     if status != "complete" and live:
         status = "running"
-    index = build_index(records, [m.name for m in metrics], on_error)
-    by_key = {str(r.get("key")): i for i, r in enumerate(records)}
-    return RunData(path, data, records, summary, metrics, status, index, by_key)
+    return RunData(path, data, records, summary, metrics, on_error, status)
+
+
+def _map(path: Path) -> bytes | mmap.mmap:
+    """The file's bytes, memory-mapped (read-only) when it can be; the records are parsed from there on demand."""
+    try:
+        with path.open("rb") as handle:
+            try:
+                return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+            except ValueError:  # an empty file cannot be mapped
+                return handle.read()
+    except OSError as exc:
+        raise DataError(f"not readable: {exc}", file=str(path)) from None
 
 
 def _merge_journal(records: list[dict[str, Any]], journal: Path) -> list[dict[str, Any]]:

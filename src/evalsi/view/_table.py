@@ -50,7 +50,7 @@ def parse_query(params: Mapping[str, str], run: RunData) -> Query:
         QueryError: A parameter names an unknown column, metric, operator or status, or is not a number.
 
     """
-    metrics = run.index.metrics
+    metrics = run.metric_names
     sort = params.get("sort", "index")
     if sort not in SORT_COLUMNS and sort not in metrics:
         raise QueryError(f"sort: unknown column {sort!r} (valid: {', '.join([*SORT_COLUMNS, *metrics])})")
@@ -104,7 +104,17 @@ class Page:
 
 
 def run_query(run: RunData, query: Query) -> Page:
-    """The records matching the filter, sorted, and the rows of the requested page."""
+    """The records matching the filter, sorted, and the rows of the requested page.
+
+    The plain first view (dataset order, no filter) needs no row index, so it shows before the index is built.
+    """
+    if query.sort == "index" and query.metric is None and query.status is None and not query.q:
+        count = len(run.records)
+        pages = max(1, math.ceil(count / query.size))
+        page = min(query.page, pages)
+        shown = range(count - 1, -1, -1) if query.desc else range(count)
+        rows = [row(run, i) for i in shown[(page - 1) * query.size : page * query.size]]
+        return Page(count, count, page, pages, rows)
     index = run.index
     selected: list[int] = list(range(len(run.records)))
     if query.metric is not None and query.value is not None:
@@ -126,22 +136,21 @@ def run_query(run: RunData, query: Query) -> Page:
         selected.reverse()
     pages = max(1, math.ceil(len(selected) / query.size))
     page = min(query.page, pages)
-    shown = selected[(page - 1) * query.size : page * query.size]
-    return Page(len(run.records), len(selected), page, pages, [row(run, i) for i in shown])
+    page_rows = selected[(page - 1) * query.size : page * query.size]
+    return Page(len(run.records), len(selected), page, pages, [row(run, i) for i in page_rows])
 
 
 def row(run: RunData, position: int) -> dict[str, Any]:
     """One record's row: where it is, what it asked, its mean per metric, statuses, tokens and latency."""
     record = run.records[position]
-    index = run.index
+    stats = run.stats(position)
     text = prompt_text(record.get("prompt"))
     return {
         "position": position, "index": record.get("index", position), "key": record.get("key"),
         "id": record.get("id"), "prompt": text[:160] + ("…" if len(text) > 160 else ""),
         "samples": len(record.get("samples") or []),
-        "values": {m: _clean(index.values[m][position]) for m in index.metrics},
-        "statuses": sorted(index.statuses[position]),
-        "tokens": _clean(index.tokens[position]), "latency": _clean(index.latency[position]),
+        "values": {m: _clean(v) for m, v in zip(run.metric_names, stats.values, strict=True)},
+        "statuses": sorted(stats.statuses), "tokens": _clean(stats.tokens), "latency": _clean(stats.latency),
     }
 
 
