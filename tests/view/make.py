@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from evalsi.evaluators import Score
 from evalsi.runs import MetricInfo, RecordResult, ResultsWriter, SampleResult, summarize
 from evalsi.runs._results import fingerprint
@@ -54,3 +56,23 @@ def write_run(path: Path, name: str, records: Sequence[RecordResult], *, status:
 def simple_run(path: Path, name: str, correct: Sequence[bool], **kw: Any) -> Path:
     """A run with two samples per record, both correct or both wrong as given."""
     return write_run(path, name, [record(i, [c, c]) for i, c in enumerate(correct)], **kw)
+
+
+def build_results(root: Path) -> Path:
+    """Two comparable runs, a run with a hostile completion, a learning curve and a reward score file."""
+    root.mkdir(parents=True)
+    simple_run(root / "a.results.json", "run-a", [True] * 6 + [False] * 6)
+    simple_run(root / "b.results.json", "run-b", [True] * 10 + [False] * 2)
+    write_run(root / "hostile.results.json", "hostile",
+              [record(0, [True], completion=HOSTILE), record(1, [None], completion="plain")])
+    curve = root / "logs" / "grpo-1"
+    curve.mkdir(parents=True)
+    for step, correct in (("base", 30), ("step-100", 31), ("step-200", 12)):
+        simple_run(curve / f"{step}.json", f"grpo-1 {step}", [True] * correct + [False] * (40 - correct))
+    rows = [{"index": i, "id": f"q{i}", "total": i / 10, "status": "ok" if i < 8 else "gated",
+             "components": {"correct": {"value": i % 2 == 0, "status": "ok", "reason": f"reason {i}"},
+                            "length": {"value": None, "status": "skipped" if i == 3 else "error", "reason": None}
+                            if i in (3, 4) else {"value": 0.5, "status": "ok", "reason": None}}}
+            for i in range(10)]
+    (root / "scores.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    return root
