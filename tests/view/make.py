@@ -32,8 +32,8 @@ def record(index: int, values: Sequence[float | bool | None], *, completion: str
 
 def write_run(path: Path, name: str, records: Sequence[RecordResult], *, status: str = "complete",
               gates: Sequence[dict[str, Any]] = ({"metric": "acc", "min": 0.5},), pass_k: Sequence[int] = (1,),
-              training: dict[str, Any] | None = None, summary: bool = True) -> Path:
-    """Write a results file the way ``evalsi run`` does."""
+              checkpoint: dict[str, Any] | None = None, summary: bool = True) -> Path:
+    """Write a results file the way ``evalsi run`` does (and a checkpoint evaluation's section after it)."""
     metrics = [MetricInfo("acc", 1.0)]
     pk = PassKSpec.model_validate({"atK": {"metrics": ["acc"], "k": list(pass_k)}})
     gate_specs = [GateSpec.model_validate(g) for g in gates]
@@ -42,14 +42,16 @@ def write_run(path: Path, name: str, records: Sequence[RecordResult], *, status:
     header: dict[str, Any] = {"name": name, "spec": spec, "target": spec["target"],
                               "fingerprints": {"generation": fingerprint(name), "scoring": fingerprint("acc")},
                               "metrics": [{"name": "acc", "threshold": 1.0}], "onError": "zero"}
-    if training is not None:
-        header["training"] = training
     writer = ResultsWriter(path, header)
     extra: dict[str, Any] = {}
     if summary:
         extra = {"timings": {"started": "2026-11-30T10:00:00+00:00", "finished": "2026-11-30T10:05:00+00:00"},
                  "summary": summarize(records, metrics, pk, gate_specs, "zero").to_dict()}
     writer.write(records, status=status, extra=extra)
+    if checkpoint is not None:  # as checkpoint evaluation adds it: the whole file rewritten, the section last
+        data = orjson.loads(path.read_bytes())
+        data["checkpoint"] = checkpoint
+        path.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
     return path
 
 
@@ -65,10 +67,13 @@ def build_results(root: Path) -> Path:
     simple_run(root / "b.results.json", "run-b", [True] * 10 + [False] * 2)
     write_run(root / "hostile.results.json", "hostile",
               [record(0, [True], completion=HOSTILE), record(1, [None], completion="plain")])
-    curve = root / "logs" / "grpo-1"
+    curve = root / "logs" / "grpo-1" / "forgetting"
     curve.mkdir(parents=True)
-    for step, correct in (("base", 30), ("step-100", 31), ("step-200", 12)):
-        simple_run(curve / f"{step}.json", f"grpo-1 {step}", [True] * correct + [False] * (40 - correct))
+    for step, correct in ((None, 30), (100, 31), (200, 12)):
+        label = "base" if step is None else str(step)
+        section = {"trainingRun": "grpo-1", "step": step, "label": label, "location": f"out/checkpoint-{label}"}
+        simple_run(curve / ("base.json" if step is None else f"step-{step}.json"), f"grpo-1 {label}",
+                   [True] * correct + [False] * (40 - correct), checkpoint=section)
     rows = [{"index": i, "id": f"q{i}", "total": i / 10, "status": "ok" if i < 8 else "gated",
              "components": {"correct": {"value": i % 2 == 0, "status": "ok", "reason": f"reason {i}"},
                             "length": {"value": None, "status": "skipped" if i == 3 else "error", "reason": None}

@@ -23,8 +23,8 @@ def test_list_shows_runs_curves_and_reward_files(client: TestClient) -> None:
     page = client.get("/")
     assert page.status_code == 200
     runs = ids(page.text, "runs")
-    assert {"run-a", "run-b", "hostile", "grpo-1 base", "grpo-1 step-100", "grpo-1 step-200"} <= set(runs)
-    assert list(ids(page.text, "curves")) == [str(Path("logs") / "grpo-1")]
+    assert {"run-a", "run-b", "hostile", "grpo-1 base", "grpo-1 100", "grpo-1 200"} <= set(runs)
+    assert list(ids(page.text, "curves")) == [str(Path("logs") / "grpo-1" / "forgetting")]
     assert "scores.jsonl" in ids(page.text, "rewards")
     listing = client.get("/api/sources").json()
     run_b = next(r for r in listing["runs"] if r["name"] == "run-b")
@@ -164,6 +164,7 @@ def test_curve_marks_the_regression_and_links_steps_to_runs(client: TestClient) 
     cid = next(iter(ids(page, "curves").values()))
     data = client.get(f"/api/curves/{cid}").json()
     assert [p["step"] for p in data["points"]] == ["base", 100, 200]
+    assert data["name"] == "grpo-1 / forgetting" and {p["status"] for p in data["points"]} == {"complete"}
     by_step = {p["step"]: p for p in data["points"]}
     assert by_step[200]["versusBase"]["acc"]["regressed"] is True
     assert by_step[100]["versusBase"]["acc"]["regressed"] is False
@@ -172,7 +173,8 @@ def test_curve_marks_the_regression_and_links_steps_to_runs(client: TestClient) 
     assert html.count('class="point regressed"') == 2
     assert html.count('data-step="200"><circle class="point regressed"') == 2
     runs = ids(page, "runs")
-    assert f'href="/runs/{runs["grpo-1 step-200"]}" class="step-link"' in html
+    assert f'href="/runs/{runs["grpo-1 200"]}" class="step-link"' in html
+    assert "grpo-1 / forgetting" in html
     assert client.get(f"/curves/{cid}", params={"drop": "0.5"}).text.count('class="point regressed"') == 0
 
 
@@ -209,3 +211,21 @@ def test_allowed_hosts_reject_other_host_headers(results_dir: Path) -> None:
     app = create_app([results_dir], allowed_hosts=["127.0.0.1", "localhost"])
     client = TestClient(app, base_url="http://evil.example")
     assert client.get("/").status_code == 400
+
+
+def test_a_section_after_the_records_is_read_and_records_split_right(client: TestClient, results_dir: Path) -> None:
+    rid = run_id(client, "grpo-1 200")
+    run = client.get(f"/api/runs/{rid}").json()
+    assert run["header"]["checkpoint"]["step"] == 200 and run["records"] == 40
+    last = client.get(f"/api/runs/{rid}/records/39").json()
+    whole = orjson.loads((results_dir / "logs" / "grpo-1" / "forgetting" / "step-200.json").read_bytes())
+    assert last == whole["records"][39]
+
+
+def test_a_results_file_not_indented_is_read_whole(tmp_path: Path) -> None:
+    path = write_run(tmp_path / "flat.results.json", "flat", [record(i, [i % 2 == 0]) for i in range(3)])
+    path.write_bytes(orjson.dumps(orjson.loads(path.read_bytes())))  # one line: records cannot be split
+    client = TestClient(create_app([tmp_path]))
+    rid = run_id(client, "flat")
+    assert client.get(f"/api/runs/{rid}/records/2").json()["prompt"] == "problem number 2: what is 2+1?"
+    assert client.get(f"/api/runs/{rid}/records", params={"sort": "acc"}).json()["rows"][0]["index"] == 1

@@ -235,10 +235,14 @@ class Viewer:
 
     def curve_data(self, source: Source, max_drop: float) -> dict[str, Any]:
         """A learning curve as JSON: per step, each metric's estimate and its difference from the base."""
-        curve = load_curve(source.path, max_drop)
+        def read(path: Path) -> tuple[dict[str, Any], dict[str, Any], str]:
+            run = self.runs.get(path)
+            return run.header, run.summary, run.status
+
+        curve = load_curve(source.path, read, max_drop)
         run_ids = {s.path: s.id for s in self.catalog.scan() if s.kind == "run"}
         return {"name": curve.name, "metrics": curve.metrics, "points": [
-            {"step": p.step, "run": run_ids.get(p.path.resolve()), "estimates": p.estimates,
+            {"step": p.step, "status": p.status, "run": run_ids.get(p.path.resolve()), "estimates": p.estimates,
              "versusBase": p.versus_base} for p in curve.points]}
 
     def curve_page(self, request: Request) -> Response:

@@ -1,10 +1,10 @@
 """Learning curves: a training run's checkpoint evaluations, one results file per step, in one directory.
 
-Layout read (``--log-dir/<training-run>/``): one JSON results file per step, named ``step-<N>.json`` (or
-``checkpoint-<N>``, ``global_step_<N>``, with an optional ``.results`` before ``.json``), and ``base.json``
-for the base model. A file's ``training.step`` field, when present, wins over its name. Every step is compared
-with the base record by record (evalsi.runs' paired comparison): a step whose difference is significantly
-below zero, by more than the allowed drop, is a regression.
+Layout read (what ``evalsi checkpoints`` writes under ``--log-dir``): ``<training-run>/<spec>/base.json`` for
+the base model and ``step-<N>.json`` per step, each an ordinary results file with a ``checkpoint`` section
+(``trainingRun``, ``step``: a number, or null for the base). The section's step wins over the file name.
+Every step is compared with the base record by record (evalsi.runs' paired comparison): a step whose
+difference has a 95% CI below zero and drops by more than the allowed amount is a regression.
 
 This module is the only one that knows the layout, so another layout needs changes here alone.
 """
@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from evalsi.errors import DataError
 from evalsi.runs import compare_runs, load_results
 
 BASE = "base"
-_STEP_NAME = re.compile(r"^(?:(?:step|checkpoint)-|global_step_)(\d+)(?:\.results)?\.json$|^base(?:\.results)?\.json$")
+_STEP_NAME = re.compile(r"^(?:base|step-(\d+))\.json$")
 
 
 def step_of_name(name: str) -> int | str | None:
@@ -48,12 +46,9 @@ class StepPoint:
 
     step: int | str
     path: Path
+    status: str
     estimates: dict[str, dict[str, Any]]
     versus_base: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    def regressed(self, metric: str) -> bool:
-        """Whether this step regressed on ``metric`` against the base."""
-        return bool(self.versus_base.get(metric, {}).get("regressed"))
 
 
 @dataclass
@@ -70,15 +65,26 @@ class Curve:
         return next((p for p in self.points if p.step == BASE), None)
 
 
-def _step_of_file(path: Path, data: dict[str, Any]) -> int | str | None:
-    training = data.get("training")
-    if isinstance(training, dict) and training.get("step") is not None:
-        step = training["step"]
-        return BASE if step == BASE else int(step)
+RunReader = Callable[[Path], tuple[dict[str, Any], dict[str, Any], str]]
+"""Reads a step file: its header, its summary (worked out for a step still running) and its status."""
+
+
+def _step(path: Path, header: dict[str, Any]) -> int | str | None:
+    section = header.get("checkpoint")
+    if isinstance(section, dict) and "step" in section:
+        return BASE if section["step"] is None else int(section["step"])
     return step_of_name(path.name)
 
 
-def load_curve(directory: Path, max_drop: float = 0.0) -> Curve:
+def _name(directory: Path, headers: list[dict[str, Any]]) -> str:
+    for header in headers:
+        section = header.get("checkpoint")
+        if isinstance(section, dict) and section.get("trainingRun"):
+            return f"{section['trainingRun']} / {directory.name}"
+    return f"{directory.parent.name} / {directory.name}"
+
+
+def load_curve(directory: Path, read: RunReader, max_drop: float = 0.0) -> Curve:
     """Every step file of a training run, with each metric's estimate and its paired difference from the base.
 
     Raises:
@@ -87,41 +93,35 @@ def load_curve(directory: Path, max_drop: float = 0.0) -> Curve:
     """
     points: list[StepPoint] = []
     metrics: list[str] = []
+    headers: list[dict[str, Any]] = []
     for path in sorted(directory.iterdir()):
         if not path.is_file() or step_of_name(path.name) is None:
             continue
-        try:
-            data = orjson.loads(path.read_bytes())
-        except (OSError, orjson.JSONDecodeError) as exc:
-            raise DataError(f"not a readable step file: {exc}", file=str(path)) from None
-        if not isinstance(data, dict) or data.get("kind") != "RunResults":
-            raise DataError("not an evalsi results file (no kind: RunResults)", file=str(path))
-        step = _step_of_file(path, data)
+        header, summary, status = read(path)
+        headers.append(header)
+        step = _step(path, header)
         if step is None:
             continue
-        estimates = ((data.get("summary") or {}).get("metrics")) or {}
+        estimates = summary.get("metrics") or {}
         metrics.extend(m for m in estimates if m not in metrics)
-        points.append(StepPoint(step, path, estimates))
+        points.append(StepPoint(step, path, status, estimates))
     points.sort(key=lambda p: (p.step != BASE, p.step if isinstance(p.step, int) else -1))
-    curve = Curve(directory.name, metrics, points)
+    curve = Curve(_name(directory, headers), metrics, points)
     base = curve.base
     if base is not None:
         base_run = load_results(base.path)
         for point in points:
-            if point is base:
-                continue
-            run = load_results(point.path)
             shared = [m for m in metrics if m in point.estimates and m in base.estimates]
-            if not shared:
+            if point is base or not shared:
                 continue
-            for item in compare_runs(base_run, run, shared):
+            for item in compare_runs(base_run, load_results(point.path), shared):
                 d = item.comparison.difference
-                drop = -d.mean if not math.isnan(d.mean) else 0.0
+                drop = 0.0 if math.isnan(d.mean) else -d.mean
                 point.versus_base[item.metric] = {
                     "difference": None if math.isnan(d.mean) else d.mean,
                     "ciLow": None if math.isnan(d.ci_low) else d.ci_low,
                     "ciHigh": None if math.isnan(d.ci_high) else d.ci_high,
                     "significant": item.comparison.significant,
-                    "regressed": item.comparison.significant and d.mean < 0 and drop > max_drop,
+                    "regressed": item.comparison.significant and drop > max_drop,
                 }
     return curve

@@ -228,9 +228,15 @@ def split_records(data: bytes | mmap.mmap) -> tuple[dict[str, Any], Records] | N
         return None
     header = _parse_header(bytes(memoryview(data)[:cut]))
     body = cut + len(_RECORDS_KEY)
-    end = raw.rfind(b"\n  ]")
-    if header is None or end < body:
+    end = raw.find(b"\n  ]", body - 1)  # the first line at two spaces after the key closes the records
+    if header is None or end < 0:
         return None
+    tail = bytes(memoryview(data)[end + 4 :]).strip()
+    if tail.startswith(b","):  # sections written after the records (a checkpoint's metadata)
+        try:
+            header.update(orjson.loads(b"{" + tail[1:]))
+        except orjson.JSONDecodeError:
+            return None
     starts: list[int] = []
     at = find(_RECORD_START, body - 1, end)
     while at >= 0:

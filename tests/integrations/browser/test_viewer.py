@@ -69,7 +69,7 @@ def test_learning_curve_marks_the_regression_and_opens_a_step(page: Page, viewer
     expect(chart.locator("circle.point.regressed")).to_have_count(1)
     expect(chart.locator("line.base")).to_have_count(1)
     chart.locator('a[data-step="200"]').click()
-    expect(page.locator("h1")).to_contain_text("grpo-1 step-200")
+    expect(page.locator("h1")).to_contain_text("grpo-1 200")
 
 
 def test_reward_histogram_bar_lists_its_rollouts(page: Page, viewer: str) -> None:
