@@ -32,7 +32,7 @@ from evalsi.view import _charts
 from evalsi.view._catalog import Catalog, Kind, Source
 from evalsi.view._curves import BASE, load_curve
 from evalsi.view._rewards import TOTAL, RewardCache
-from evalsi.view._runs import RunCache, headline, prompt_text, read_header, stamp
+from evalsi.view._runs import RunCache, describe_target, headline, prompt_text, read_header, stamp
 from evalsi.view._table import OPS, PAGE_SIZES, QueryError, parse_query, run_query
 
 SECURITY_HEADERS = [
@@ -143,7 +143,8 @@ class Viewer:
         """A run's header, summary and status."""
         run = self.runs.get(source.path)
         header = {k: v for k, v in run.header.items() if k != "summary"}
-        return {"id": source.id, "label": source.label, "name": run.name, "status": run.status,
+        target = describe_target((run.header.get("spec") or {}).get("target") or run.header.get("target"))
+        return {"id": source.id, "label": source.label, "name": run.name, "status": run.status, "target": target,
                 "records": len(run.records), "metrics": [m.__dict__ for m in run.metrics], "summary": run.summary,
                 "header": header, "stamp": "-".join(map(str, stamp(source.path)))}
 
