@@ -12,7 +12,7 @@ from starlette.testclient import TestClient
 from evalsi.runs import compare_runs, comparison_to_dict, journal_path, load_results
 from evalsi.view import create_app
 from tests.view.conftest import ids
-from tests.view.make import HOSTILE, record, write_run
+from tests.view.make import HOSTILE, record, simple_run, write_run
 
 
 def run_id(client: TestClient, name: str) -> str:
@@ -229,3 +229,15 @@ def test_a_results_file_not_indented_is_read_whole(tmp_path: Path) -> None:
     rid = run_id(client, "flat")
     assert client.get(f"/api/runs/{rid}/records/2").json()["prompt"] == "problem number 2: what is 2+1?"
     assert client.get(f"/api/runs/{rid}/records", params={"sort": "acc"}).json()["rows"][0]["index"] == 1
+
+
+def test_a_curve_follows_a_watcher_adding_steps(client: TestClient, results_dir: Path) -> None:
+    cid = next(iter(ids(client.get("/").text, "curves").values()))
+    before = client.get(f"/api/curves/{cid}/stamp").json()["stamp"]
+    assert f'data-stamp="{before}"' in client.get(f"/curves/{cid}").text
+    folder = results_dir / "logs" / "grpo-1" / "forgetting"
+    simple_run(folder / "step-300.json", "grpo-1 300", [True] * 29 + [False] * 11,
+               checkpoint={"trainingRun": "grpo-1", "step": 300, "label": "300"})
+    assert client.get(f"/api/curves/{cid}/stamp").json()["stamp"] != before
+    fragment = client.get(f"/curves/{cid}", params={"fragment": "live"}).text
+    assert 'data-step="300"' in fragment and "<html" not in fragment

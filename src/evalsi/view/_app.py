@@ -30,7 +30,7 @@ from evalsi.errors import DataError
 from evalsi.runs import compare_runs, comparison_to_dict, load_results
 from evalsi.view import _charts
 from evalsi.view._catalog import Catalog, Kind, Source
-from evalsi.view._curves import BASE, load_curve
+from evalsi.view._curves import BASE, curve_stamp, load_curve
 from evalsi.view._rewards import TOTAL, RewardCache
 from evalsi.view._runs import RunCache, describe_target, headline, prompt_text, read_header, stamp
 from evalsi.view._table import OPS, PAGE_SIZES, QueryError, parse_query, run_query
@@ -264,7 +264,9 @@ class Viewer:
                                                  est.get("ci_high"), bool(p["versusBase"].get(metric, {})
                                                                           .get("regressed")), href))
             charts[metric] = _charts.curve_svg(points, base_mean, metric)
-        return self.page(request, "curve.html", source=source, data=data, charts=charts, drop=max_drop)
+        template = "_curve_live.html" if request.query_params.get("fragment") == "live" else "curve.html"
+        return self.page(request, template, source=source, data=data, charts=charts, drop=max_drop,
+                         stamp=curve_stamp(source.path))
 
     # -- JSON ------------------------------------------------------------------------------------------------------
 
@@ -310,6 +312,10 @@ class Viewer:
         data = self.rewards.get(self.source(request, "rewards").path)
         series, members, interval = self.bin_members(request, data)
         return self.json({"series": series, "interval": interval, "rollouts": [data.rows[i] for i in members]})
+
+    def api_curve_stamp(self, request: Request) -> Response:
+        """What changes when a step file appears or changes (the curve page polls it while a watcher runs)."""
+        return self.json({"stamp": curve_stamp(self.source(request, "curve").path)})
 
     def api_curve(self, request: Request) -> Response:
         """A learning curve."""
@@ -360,6 +366,7 @@ def create_app(
         Route("/api/rewards/{id}", viewer.api_rewards),
         Route("/api/rewards/{id}/bins", viewer.api_rewards_bin),
         Route("/api/curves/{id}", viewer.api_curve),
+        Route("/api/curves/{id}/stamp", viewer.api_curve_stamp),
         Mount("/static", app=static, name="static"),
     ]
     middleware = [Middleware(SecurityHeaders)]

@@ -11,6 +11,7 @@ This module is the only one that knows the layout, so another layout needs chang
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Callable
@@ -38,6 +39,20 @@ def is_curve_dir(directory: Path) -> bool:
         return any(step_of_name(p.name) is not None for p in directory.iterdir() if p.is_file())
     except OSError:
         return False
+
+
+def curve_stamp(directory: Path) -> str:
+    """What changes when a step file (or its journal) appears or changes: a watcher adding steps moves it."""
+    parts = []
+    for path in sorted(directory.iterdir()):
+        name = path.name.removesuffix(".journal")
+        if step_of_name(name) is not None:
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            parts.append(f"{path.name}:{st.st_size}:{st.st_mtime_ns}")
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 
 @dataclass

@@ -10,7 +10,7 @@ import orjson
 from playwright.sync_api import Page, expect
 
 from evalsi.runs import journal_path
-from tests.view.make import HOSTILE, record, write_run
+from tests.view.make import HOSTILE, record, simple_run, write_run
 
 
 def open_run(page: Page, url: str, name: str) -> None:
@@ -104,3 +104,15 @@ def test_a_run_in_progress_updates_without_reloading(page: Page, viewer: str, re
     expect(page.locator("#matching")).to_have_text("2 of 2 records", timeout=10_000)
     expect(page.locator("#metrics")).to_contain_text("0.5000")
     assert page.evaluate("window.__sameDocument") is True  # the page was updated, not reloaded
+
+
+def test_a_curve_shows_a_new_step_without_reloading(page: Page, viewer: str, results: Path) -> None:
+    page.goto(viewer)
+    page.locator("#curves a").click()
+    expect(page.locator('figure[data-metric="acc"] circle.point')).to_have_count(3)
+    page.evaluate("window.__sameDocument = true")
+    simple_run(results / "logs" / "grpo-1" / "forgetting" / "step-300.json", "grpo-1 300",
+               [True] * 29 + [False] * 11, checkpoint={"trainingRun": "grpo-1", "step": 300, "label": "300"})
+    expect(page.locator('figure[data-metric="acc"] circle.point')).to_have_count(4, timeout=10_000)
+    expect(page.locator("#steps tbody tr")).to_have_count(4)
+    assert page.evaluate("window.__sameDocument") is True
