@@ -171,15 +171,19 @@ def record_stats(record: dict[str, Any], metrics: list[str], on_error: OnError) 
 class Records(Sequence[dict[str, Any]]):
     """A run's records, each parsed from its bytes when first asked for (a page needs only a few of them).
 
-    Either already parsed, or a buffer (the mapped file) with the offset where each record's JSON object starts.
+    Either already parsed, or a buffer (the mapped file) holding ``count`` records between ``body`` and ``end``:
+    where each one starts is found when a record at or past it is first asked for, so opening a large run costs
+    one count over the bytes, not a pass over the records.
     """
 
-    def __init__(self, buffer: bytes | mmap.mmap | None = None, starts: list[int] | None = None, end: int = 0,
+    def __init__(self, buffer: bytes | mmap.mmap | None = None, count: int = 0, body: int = 0, end: int = 0,
                  parsed: list[dict[str, Any]] | None = None) -> None:
-        self._buffer = memoryview(buffer) if buffer is not None else None
-        self._starts = starts or []
+        self._buffer = buffer
+        self._view = memoryview(buffer) if buffer is not None else None
+        self._starts: list[int] = []
+        self._next = body - 1
         self._end = end
-        count = len(parsed) if parsed is not None else len(self._starts)
+        self._lock = threading.Lock()
         self._parsed: list[dict[str, Any] | None] = list(parsed) if parsed is not None else [None] * count
 
     def __len__(self) -> int:
@@ -203,11 +207,26 @@ class Records(Sequence[dict[str, Any]]):
         record = self._parsed[i]
         return self._parse(i) if record is None else record
 
+    def _span(self, i: int) -> tuple[int, int]:
+        with self._lock:
+            starts = self._starts
+            if len(starts) <= i + 1 and self._next >= 0:
+                assert self._buffer is not None
+                find = self._buffer.find
+                at = self._next
+                while len(starts) <= i + 1 and at >= 0:
+                    at = find(_RECORD_START, at, self._end)
+                    if at >= 0:
+                        starts.append(at + len(_RECORD_START) - 2)  # the brace
+                        at += len(_RECORD_START)
+                self._next = at
+            stop = starts[i + 1] - len(_RECORD_SEPARATOR) if i + 1 < len(starts) else self._end
+            return starts[i], stop
+
     def _parse(self, i: int) -> dict[str, Any]:
-        assert self._buffer is not None
-        start = self._starts[i]
-        stop = self._starts[i + 1] - len(_RECORD_SEPARATOR) if i + 1 < len(self._starts) else self._end
-        record = orjson.loads(self._buffer[start:stop])
+        assert self._view is not None
+        start, stop = self._span(i)
+        record = orjson.loads(self._view[start:stop])
         if not isinstance(record, dict):
             raise DataError(f"record {i} is not an object")
         return record
@@ -219,16 +238,23 @@ _RECORD_SEPARATOR = b",\n    "
 and a newline never occurs inside a JSON string, so records are found without parsing them."""
 
 
+def _count(data: bytes | mmap.mmap, pattern: bytes, start: int, end: int, window: int = 1 << 24) -> int:
+    """Occurrences of ``pattern`` starting in ``[start, end)`` (an mmap has no ``count``: it is read in windows)."""
+    total = 0
+    for a in range(start, end, window):
+        b = min(a + window, end)
+        total += data[a : min(b + len(pattern) - 1, end)].count(pattern)
+    return total
+
+
 def split_records(data: bytes | mmap.mmap) -> tuple[dict[str, Any], Records] | None:
     """The header and lazily parsed records of an indented results file, or None when it is laid out otherwise."""
-    raw = data
-    find = raw.find
-    cut = find(_RECORDS_KEY)
+    cut = data.find(_RECORDS_KEY)
     if cut < 0:
         return None
     header = _parse_header(bytes(memoryview(data)[:cut]))
     body = cut + len(_RECORDS_KEY)
-    end = raw.find(b"\n  ]", body - 1)  # the first line at two spaces after the key closes the records
+    end = data.find(b"\n  ]", body - 1)  # the first line at two spaces after the key closes the records
     if header is None or end < 0:
         return None
     tail = bytes(memoryview(data)[end + 4 :]).strip()
@@ -237,14 +263,10 @@ def split_records(data: bytes | mmap.mmap) -> tuple[dict[str, Any], Records] | N
             header.update(orjson.loads(b"{" + tail[1:]))
         except orjson.JSONDecodeError:
             return None
-    starts: list[int] = []
-    at = find(_RECORD_START, body - 1, end)
-    while at >= 0:
-        starts.append(at + len(_RECORD_START) - 2)  # the brace
-        at = find(_RECORD_START, at + len(_RECORD_START), end)
-    if not starts and bytes(memoryview(data)[body:end]).strip():
+    count = _count(data, _RECORD_START, body - 1, end)
+    if count == 0 and bytes(memoryview(data)[body:end]).strip():
         return None
-    return header, Records(data, starts, end)
+    return header, Records(data, count, body, end)
 
 
 @dataclass
