@@ -238,7 +238,7 @@ _RECORD_SEPARATOR = b",\n    "
 and a newline never occurs inside a JSON string, so records are found without parsing them."""
 
 
-def _count(data: bytes | mmap.mmap, pattern: bytes, start: int, end: int, window: int = 1 << 24) -> int:
+def _count(data: bytes | mmap.mmap, pattern: bytes, start: int, end: int, window: int = 1 << 20) -> int:
     """Occurrences of ``pattern`` starting in ``[start, end)`` (an mmap has no ``count``: it is read in windows)."""
     total = 0
     for a in range(start, end, window):
@@ -254,8 +254,8 @@ def split_records(data: bytes | mmap.mmap) -> tuple[dict[str, Any], Records] | N
         return None
     header = _parse_header(bytes(memoryview(data)[:cut]))
     body = cut + len(_RECORDS_KEY)
-    end = data.find(b"\n  ]", body - 1)  # the first line at two spaces after the key closes the records
-    if header is None or end < 0:
+    end = data.rfind(b"\n  ]")  # the records close the file, but for sections after them (parsed below)
+    if header is None or end < body - 1:
         return None
     tail = bytes(memoryview(data)[end + 4 :]).strip()
     if tail.startswith(b","):  # sections written after the records (a checkpoint's metadata)
