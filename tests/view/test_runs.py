@@ -7,7 +7,7 @@ import orjson
 import pytest
 
 from evalsi.runs import read_results
-from evalsi.view._runs import _count, load_run, read_header
+from evalsi.view._runs import Records, _count, build_index, load_run, read_header, record_stats
 from tests.view.make import HOSTILE, record, write_run
 
 
@@ -39,3 +39,22 @@ def test_an_empty_run_opens(tmp_path: Path) -> None:
     run = load_run(path)
     assert len(run.records) == 0 and run.index.keys == []
     assert orjson.loads(path.read_bytes())["records"] == []
+
+
+@pytest.mark.parametrize("on_error", ["zero", "none"])
+def test_the_row_index_agrees_with_each_records_own_columns(tmp_path: Path, on_error: str) -> None:
+    records = [record(0, [True, None]), record(1, [0.25, 0.75]), record(2, [None]),
+               record(3, [True], status="skipped"), record(4, [])]
+    path = write_run(tmp_path / "r.results.json", "r", records)
+    run = load_run(path)
+    index = build_index(run.records, ["acc"], on_error)  # type: ignore[arg-type]
+    whole = Records(parsed=read_results(path)["records"])
+    for i in range(len(records)):
+        own = record_stats(whole[i], ["acc"], on_error)  # type: ignore[arg-type]
+        assert index.statuses[i] == own.statuses
+        for got, want in ((index.values["acc"][i], own.values[0]), (index.tokens[i], own.tokens),
+                          (index.latency[i], own.latency)):
+            assert got == pytest.approx(want, nan_ok=True)
+    assert index.values["acc"][0] == (0.5 if on_error == "zero" else 1.0)
+    assert index.values["acc"][1] == 0.5
+    assert index.statuses[3] == frozenset({"skipped"})

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import mmap
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -207,6 +207,20 @@ class Records(Sequence[dict[str, Any]]):
         record = self._parsed[i]
         return self._parse(i) if record is None else record
 
+    def scan(self) -> Iterator[dict[str, Any]]:
+        """Every record in order, parsed without being kept (one pass for the row index)."""
+        if self._view is None or len(self) == 0:
+            yield from (r for r in self._parsed if r is not None)
+            return
+        self._span(len(self) - 1)  # every start found, in one go
+        view, starts, loads = self._view, self._starts, orjson.loads
+        cut = len(_RECORD_SEPARATOR)
+        for i in range(len(starts) - 1):
+            record = self._parsed[i]
+            yield record if record is not None else loads(view[starts[i] : starts[i + 1] - cut])
+        last = self._parsed[-1]
+        yield last if last is not None else loads(view[starts[-1] : self._end])
+
     def _span(self, i: int) -> tuple[int, int]:
         with self._lock:
             starts = self._starts
@@ -286,7 +300,7 @@ class RowIndex:
         """Lower-cased text of every record (id, prompt, reference, completions), built on the first search."""
         with self._lock:
             if self._search is None:
-                self._search = [_record_text(records.peek(i)).lower() for i in range(len(records))]
+                self._search = [_record_text(r).lower() for r in records.scan()]
             return self._search
 
 
@@ -298,23 +312,51 @@ def _record_text(record: dict[str, Any]) -> str:
 
 
 def build_index(records: Records, metrics: list[str], on_error: OnError) -> RowIndex:
-    """The table's columns for every record."""
-    values: dict[str, list[float]] = {m: [] for m in metrics}
-    columns = [values[m] for m in metrics]
+    """The table's columns for every record (one tight pass: a large run has 100,000 records or more)."""
+    nan = math.nan
+    slot = {m: j for j, m in enumerate(metrics)}
+    width = len(metrics)
+    zero_errors = on_error == "zero"
+    columns: list[list[float]] = [[] for _ in metrics]
     statuses: list[frozenset[str]] = []
     tokens: list[float] = []
     latency: list[float] = []
     keys: list[str] = []
-    for i in range(len(records)):
-        record = records.peek(i)
-        stats = record_stats(record, metrics, on_error)
-        for column, value in zip(columns, stats.values, strict=True):
-            column.append(value)
-        statuses.append(stats.statuses)
-        tokens.append(stats.tokens)
-        latency.append(stats.latency)
+    shared: dict[frozenset[str], frozenset[str]] = {}  # a few distinct status sets, one object each
+    for record in records.scan():
+        samples = record.get("samples") or []
+        sums = [0.0] * width
+        counts = [0] * width
+        seen: set[str] = set()
+        tok, tok_n, lat = 0.0, 0, 0.0
+        for sample in samples:
+            for name, score in (sample.get("scores") or {}).items():
+                status = score.get("status", "ok")
+                seen.add(status)
+                j = slot.get(name)
+                if j is None or status == "skipped":
+                    continue
+                if status == "error":
+                    if zero_errors:
+                        counts[j] += 1
+                    continue
+                value = score.get("value")
+                if value is not None:
+                    sums[j] += value
+                    counts[j] += 1
+            t = sample.get("tokens")
+            if t is not None:
+                tok += t
+                tok_n += 1
+            lat += sample.get("latency") or 0.0
+        for j in range(width):
+            columns[j].append(sums[j] / counts[j] if counts[j] else nan)
+        frozen = frozenset(seen)
+        statuses.append(shared.setdefault(frozen, frozen))
+        tokens.append(tok / tok_n if tok_n else nan)
+        latency.append(lat / len(samples) if samples else nan)
         keys.append(str(record.get("key")))
-    return RowIndex(metrics, values, statuses, tokens, latency, keys)
+    return RowIndex(metrics, dict(zip(metrics, columns, strict=True)), statuses, tokens, latency, keys)
 
 
 @dataclass
