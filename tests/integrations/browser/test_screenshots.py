@@ -46,6 +46,8 @@ def test_screenshots_of_the_main_pages(page: Page, showcase: str, tmp_path: Path
     shot("list")
     page.get_by_role("link", name="gsm-toy", exact=True).click()
     expect(page.locator("#metrics")).to_contain_text("pass@8/math-equiv")
+    cells = page.locator("#counts tbody tr").first.locator("td")
+    expect(cells).to_have_text(["math-equiv", "64", "0", "0"])  # every sample scored: ok 64, no error or skip
     shot("run")
     page.locator("#record-table tbody tr td.prompt a").nth(2).click()
     expect(page.locator("section.sample")).to_have_count(8)
