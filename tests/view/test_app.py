@@ -241,3 +241,12 @@ def test_a_curve_follows_a_watcher_adding_steps(client: TestClient, results_dir:
     assert client.get(f"/api/curves/{cid}/stamp").json()["stamp"] != before
     fragment = client.get(f"/curves/{cid}", params={"fragment": "live"}).text
     assert 'data-step="300"' in fragment and "<html" not in fragment
+
+
+def test_a_broken_results_file_is_listed_with_its_error_and_its_page_says_what_is_wrong(tmp_path: Path) -> None:
+    (tmp_path / "broken.results.json").write_bytes(b'{\n  "version": 1,\n  "kind": "RunResults",\n  "name": "x", ')
+    client = TestClient(create_app([tmp_path]))
+    [item] = client.get("/api/sources").json()["runs"]
+    assert "not a readable results file" in item["error"]
+    answer = client.get(f"/runs/{item['id']}")
+    assert answer.status_code == 422 and "not a readable results file" in answer.text
