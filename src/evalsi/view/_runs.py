@@ -385,7 +385,7 @@ class RunData:
         return [m.name for m in self.metrics]
 
     def ensure_index(self) -> None:
-        """Start building the row index on a background thread, unless it is built or being built."""
+        """Start building the row index (then the search text) on a background thread, unless already started."""
         with self._lock:
             if self._started:
                 return
@@ -394,9 +394,12 @@ class RunData:
 
         def build() -> None:
             try:
-                future.set_result(build_index(records, names, on_error))
+                index = build_index(records, names, on_error)
             except Exception as exc:  # a malformed record: surfaces when the index is asked for
                 future.set_exception(DataError(f"malformed record: {exc}", file=str(self.path)))
+                return
+            future.set_result(index)
+            index.search_text(records)  # then the text to search, so a first search rarely waits
 
         threading.Thread(target=build, name="evalsi-view-index", daemon=True).start()
 
