@@ -10,7 +10,7 @@ import nox
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = True
 
-INTEGRATIONS: list[str] = ["trl", "verl", "hf"]
+INTEGRATIONS: list[str] = ["trl", "verl", "hf", "browser"]
 
 
 @nox.session(name="integrations", python=False)
@@ -49,3 +49,16 @@ def hf(session: nox.Session) -> None:
     session.install("-e", ".[dev,math,hf]")
     tests = ["tests/runs/test_datasets.py", "tests/runs/test_builtin.py"]
     session.run("pytest", "-q", *tests, env={"HF_HUB_OFFLINE": "1"})
+
+
+@nox.session(name="browser")
+def browser(session: nox.Session) -> None:
+    """`evalsi view` in a real browser: Playwright drives the system's Chromium (installed here when missing).
+
+    Playwright's own browser download is not used: the tests launch /usr/bin/chromium by its path.
+    EVALSI_SCREENSHOTS=DIR also saves the main pages as PNG files there (docs/images in the README).
+    """
+    session.run("bash", "-c", "source scripts/_setup.sh && ensure_browser_packages", external=True)
+    session.install("playwright==1.65.2", "-e", ".[dev,math,view,serve]")  # math: the example run it shows
+    env = {"EVALSI_INTEGRATION": "1", "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD": "1"}
+    session.run("pytest", "-q", "-p", "no:randomly", "tests/integrations/browser", env=env)

@@ -25,6 +25,19 @@ ensure_system_packages() {
   fi
 }
 
+# Chromium for the browser tests of `evalsi view` (the `browser` nox session calls this; nothing else needs it).
+ensure_browser_packages() {
+  [ -x /usr/bin/chromium ] && return
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing chromium" >&2
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
+  else
+    echo "error: install chromium (apt-get install chromium) and run again" >&2
+    exit 2
+  fi
+}
+
 # ensure_venv EXTRAS: create .venv if needed and install the project with those extras (e.g. "math").
 ensure_venv() {
   local extras="$1"

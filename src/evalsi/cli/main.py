@@ -12,6 +12,7 @@ from evalsi import __version__
 from evalsi.cli import evaluators, rewards, sandbox, server
 from evalsi.cli.compare import compare_command
 from evalsi.cli.run import run_command
+from evalsi.cli.view import view_command
 
 ENVIRONMENT = (
     "Environment (no other variable changes behaviour):\n\n"
@@ -38,6 +39,7 @@ app.add_typer(sandbox.app, name="sandbox")
 app.add_typer(server.app, name="server")
 app.command("run")(run_command)
 app.command("compare")(compare_command)
+app.command("view")(view_command)
 
 
 def _version(value: bool) -> None:

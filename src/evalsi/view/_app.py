@@ -1,0 +1,377 @@
+"""The viewer's Starlette app: server-rendered pages and the same data as JSON, read-only.
+
+Only GET routes exist (anything else is 405). Sources are reached by id from the catalog, never by path.
+Pages are rendered by Jinja with autoescaping, and every response forbids inline scripts (Content Security
+Policy), so a completion holding ``<script>`` is shown as text and could not run even if it slipped through.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import orjson
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.background import BackgroundTask
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from evalsi.errors import DataError
+from evalsi.runs import compare_runs, comparison_to_dict, load_results
+from evalsi.view import _charts
+from evalsi.view._catalog import Catalog, Kind, Source
+from evalsi.view._curves import BASE, curve_stamp, load_curve
+from evalsi.view._rewards import TOTAL, RewardCache
+from evalsi.view._runs import RunCache, describe_target, headline, prompt_text, read_header, stamp
+from evalsi.view._table import OPS, PAGE_SIZES, QueryError, parse_query, run_query
+
+SECURITY_HEADERS = [
+    (b"content-security-policy",
+     b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+     b"base-uri 'none'; form-action 'self'; frame-ancestors 'none'"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"x-frame-options", b"DENY"),
+]
+
+
+class SecurityHeaders:
+    """Adds the security headers to every response (pages, JSON and static files alike)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+class NotFound(Exception):
+    """No source with that id and kind, or no such record."""
+
+
+def _num(value: Any, digits: int = 4) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int):
+        return str(value)
+    try:
+        return f"{float(value):.{digits}f}"
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _signed(value: Any) -> str:
+    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{float(value):+.4f}"
+
+
+class Viewer:
+    """The pages and JSON endpoints over one catalog."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+        self.runs = RunCache()
+        self.rewards = RewardCache()
+        self.env = Environment(loader=PackageLoader("evalsi.view", "templates"),
+                               autoescape=select_autoescape(default=True, default_for_string=True))
+        self.env.filters["num"] = _num
+        self.env.filters["signed"] = _signed
+        self.env.globals.update(OPS=OPS, PAGE_SIZES=PAGE_SIZES, prompt_text=prompt_text)
+        for name in self.env.list_templates():
+            self.env.get_template(name)  # compiled now, not on a user's first page
+
+    # -- helpers -------------------------------------------------------------------------------------------------
+
+    def source(self, request: Request, kind: Kind, name: str = "id") -> Source:
+        """The source the path parameter names, or 404."""
+        source = self.catalog.get(str(request.path_params.get(name) or request.query_params.get(name, "")), kind)
+        if source is None:
+            raise NotFound(f"no {kind} with that id")
+        return source
+
+    def page(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
+        """A rendered page; links are built on ``base``, the path the app is mounted at."""
+        base = request.scope.get("root_path", "").rstrip("/")
+        html = self.env.get_template(template).render(base=base, request=request, **context)
+        return HTMLResponse(html, status_code=status)
+
+    @staticmethod
+    def json(data: Any, status: int = 200) -> Response:
+        """A JSON response (NaN becomes null)."""
+        return Response(orjson.dumps(data, default=str), status_code=status, media_type="application/json")
+
+    # -- data ----------------------------------------------------------------------------------------------------
+
+    def listing(self) -> dict[str, list[dict[str, Any]]]:
+        """Every source with what the list page shows of it."""
+        out: dict[str, list[dict[str, Any]]] = {"runs": [], "curves": [], "rewards": []}
+        for source in self.catalog.scan():
+            item: dict[str, Any] = {"id": source.id, "label": source.label}
+            if source.kind == "run":
+                try:
+                    item.update(headline(read_header(source.path), source.path))
+                except DataError as exc:
+                    item.update(name=source.label, error=str(exc.detail))
+                out["runs"].append(item)
+            elif source.kind == "curve":
+                out["curves"].append(item)
+            else:
+                out["rewards"].append(item)
+        return out
+
+    def run_summary(self, source: Source) -> dict[str, Any]:
+        """A run's header, summary and status."""
+        run = self.runs.get(source.path)
+        header = {k: v for k, v in run.header.items() if k != "summary"}
+        target = describe_target((run.header.get("spec") or {}).get("target") or run.header.get("target"))
+        return {"id": source.id, "label": source.label, "name": run.name, "status": run.status, "target": target,
+                "records": len(run.records), "metrics": [m.__dict__ for m in run.metrics], "summary": run.summary,
+                "header": header, "stamp": "-".join(map(str, stamp(source.path)))}
+
+    def record(self, source: Source, position: int) -> dict[str, Any]:
+        """One record of a run, whole."""
+        run = self.runs.get(source.path)
+        if not 0 <= position < len(run.records):
+            raise NotFound(f"no record {position} (the run has {len(run.records)})")
+        return run.records[position]
+
+    # -- pages -----------------------------------------------------------------------------------------------------
+
+    def home(self, request: Request) -> Response:
+        """The list of runs, curves and reward files."""
+        return self.page(request, "list.html", listing=self.listing())
+
+    def run_page(self, request: Request) -> Response:
+        """A run: metrics, gates, status counts and the record table."""
+        source = self.source(request, "run")
+        run = self.runs.get(source.path)
+        query = parse_query(request.query_params, run)
+        table = run_query(run, query)
+        template = "_run_live.html" if request.query_params.get("fragment") == "live" else "run.html"
+        response = self.page(request, template, source=source, run=run, summary=self.run_summary(source),
+                             query=query, table=table, others=[s for s in self.catalog.scan()
+                                                               if s.kind == "run" and s.id != source.id])
+        response.background = BackgroundTask(run.ensure_index)  # after the page is sent: sorting comes next
+        return response
+
+    def record_page(self, request: Request) -> Response:
+        """One record: prompt, reference, every sample's completion, scores, tokens and latency."""
+        source = self.source(request, "run")
+        position = int(request.path_params["position"])
+        record = self.record(source, position)
+        run = self.runs.get(source.path)
+        return self.page(request, "record.html", source=source, run=run, record=record, position=position)
+
+    def compare_page(self, request: Request) -> Response:
+        """Two runs side by side: paired differences with CIs, McNemar and flipped records."""
+        a, b = self.source(request, "run", "a"), self.source(request, "run", "b")
+        result = self.comparison(a, b)
+        run_a, run_b = self.runs.get(a.path), self.runs.get(b.path)
+        return self.page(request, "compare.html", a=a, b=b, run_a=run_a, run_b=run_b, result=result,
+                         keys_a=run_a.by_key, keys_b=run_b.by_key)
+
+    def comparison(self, a: Source, b: Source) -> list[dict[str, Any]]:
+        """evalsi.runs' comparison of run B against run A, as JSON."""
+        return [comparison_to_dict(c) for c in compare_runs(load_results(a.path), load_results(b.path))]
+
+    def rewards_page(self, request: Request) -> Response:
+        """A score file: the total's and each component's distribution, and the status counts."""
+        source = self.source(request, "rewards")
+        return self._rewards(request, source, None)
+
+    def rewards_bin_page(self, request: Request) -> Response:
+        """The same page with the rollouts behind one bar listed."""
+        source = self.source(request, "rewards")
+        return self._rewards(request, source, self.bin_members(request, self.rewards.get(source.path)))
+
+    def _rewards(
+        self, request: Request, source: Source, selected: tuple[str, list[int], tuple[float, float]] | None
+    ) -> Response:
+        data = self.rewards.get(source.path)
+        base = request.scope.get("root_path", "").rstrip("/")
+        charts = {}
+        for name, hist in data.histograms.items():
+            if hist is not None:
+                def href(b: int, name: str = name) -> str:
+                    return f"{base}/rewards/{source.id}/bins?{urlencode({'series': name, 'bin': b})}#rollouts"
+                charts[name] = _charts.histogram_svg(hist, href, name)
+        members = [] if selected is None else [data.rows[i] for i in selected[1]]
+        return self.page(request, "rewards.html", source=source, data=data, charts=charts, TOTAL=TOTAL,
+                         selected=selected, members=members)
+
+    @staticmethod
+    def bin_members(request: Request, data: Any) -> tuple[str, list[int], tuple[float, float]]:
+        """The series, positions and interval of the histogram bar the query names."""
+        series = request.query_params.get("series", TOTAL)
+        hist = data.histograms.get(series)
+        if hist is None:
+            raise QueryError(f"series: no distribution {series!r} (valid: {', '.join(data.histograms)})")
+        try:
+            b = int(request.query_params.get("bin", ""))
+        except ValueError:
+            raise QueryError("bin: expected a bar number") from None
+        if not 0 <= b < len(hist.counts):
+            raise QueryError(f"bin: {b} is out of range (0..{len(hist.counts) - 1})")
+        return series, hist.members[b], hist.edges(b)
+
+    def curve_data(self, source: Source, max_drop: float) -> dict[str, Any]:
+        """A learning curve as JSON: per step, each metric's estimate and its difference from the base."""
+        def read(path: Path) -> tuple[dict[str, Any], dict[str, Any], str]:
+            run = self.runs.get(path)
+            return run.header, run.summary, run.status
+
+        curve = load_curve(source.path, read, max_drop)
+        run_ids = {s.path: s.id for s in self.catalog.scan() if s.kind == "run"}
+        return {"name": curve.name, "metrics": curve.metrics, "points": [
+            {"step": p.step, "status": p.status, "run": run_ids.get(p.path.resolve()), "estimates": p.estimates,
+             "versusBase": p.versus_base} for p in curve.points]}
+
+    def curve_page(self, request: Request) -> Response:
+        """Each metric per step with its interval, the base as a line, regressions marked; steps link to runs."""
+        source = self.source(request, "curve")
+        max_drop = float(request.query_params.get("drop") or 0.0)
+        data = self.curve_data(source, max_drop)
+        base_url = request.scope.get("root_path", "").rstrip("/")
+        charts = {}
+        for metric in data["metrics"]:
+            base_point = next((p for p in data["points"] if p["step"] == BASE), None)
+            base_mean = (base_point or {}).get("estimates", {}).get(metric, {}).get("mean") if base_point else None
+            points = []
+            for p in data["points"]:
+                est = p["estimates"].get(metric) or {}
+                href = f"{base_url}/runs/{p['run']}" if p["run"] else "#"
+                points.append(_charts.CurvePoint(str(p["step"]), est.get("mean"), est.get("ci_low"),
+                                                 est.get("ci_high"), bool(p["versusBase"].get(metric, {})
+                                                                          .get("regressed")), href))
+            charts[metric] = _charts.curve_svg(points, base_mean, metric)
+        template = "_curve_live.html" if request.query_params.get("fragment") == "live" else "curve.html"
+        return self.page(request, template, source=source, data=data, charts=charts, drop=max_drop,
+                         stamp=curve_stamp(source.path))
+
+    # -- JSON ------------------------------------------------------------------------------------------------------
+
+    def api_sources(self, request: Request) -> Response:
+        """Every source and its headline."""
+        return self.json(self.listing())
+
+    def api_run(self, request: Request) -> Response:
+        """A run's header and summary."""
+        return self.json(self.run_summary(self.source(request, "run")))
+
+    def api_stamp(self, request: Request) -> Response:
+        """What changes when the run's files change (the live page polls it)."""
+        source = self.source(request, "run")
+        return self.json({"stamp": "-".join(map(str, stamp(source.path)))})
+
+    def api_records(self, request: Request) -> Response:
+        """One page of the record table."""
+        source = self.source(request, "run")
+        run = self.runs.get(source.path)
+        table = run_query(run, parse_query(request.query_params, run))
+        return self.json(table.__dict__)
+
+    def api_record(self, request: Request) -> Response:
+        """One record, whole."""
+        return self.json(self.record(self.source(request, "run"), int(request.path_params["position"])))
+
+    def api_compare(self, request: Request) -> Response:
+        """The comparison of run ``b`` against run ``a``."""
+        return self.json(self.comparison(self.source(request, "run", "a"), self.source(request, "run", "b")))
+
+    def api_rewards(self, request: Request) -> Response:
+        """A score file's counts and histograms."""
+        data = self.rewards.get(self.source(request, "rewards").path)
+        return self.json({
+            "rows": len(data.rows), "components": data.components, "statuses": dict(data.result_counts),
+            "componentStatuses": {k: dict(v) for k, v in data.component_counts.items()},
+            "histograms": {name: None if h is None else {"low": h.low, "high": h.high, "counts": h.counts}
+                           for name, h in data.histograms.items()}})
+
+    def api_rewards_bin(self, request: Request) -> Response:
+        """The rollouts behind one histogram bar."""
+        data = self.rewards.get(self.source(request, "rewards").path)
+        series, members, interval = self.bin_members(request, data)
+        return self.json({"series": series, "interval": interval, "rollouts": [data.rows[i] for i in members]})
+
+    def api_curve_stamp(self, request: Request) -> Response:
+        """What changes when a step file appears or changes (the curve page polls it while a watcher runs)."""
+        return self.json({"stamp": curve_stamp(self.source(request, "curve").path)})
+
+    def api_curve(self, request: Request) -> Response:
+        """A learning curve."""
+        return self.json(self.curve_data(self.source(request, "curve"), float(request.query_params.get("drop") or 0)))
+
+
+def _errors(viewer: Viewer) -> dict[Any, Any]:
+    def handler(status: int) -> Any:
+        async def handle(request: Request, exc: Exception) -> Response:
+            message = str(exc.detail) if isinstance(exc, DataError) else str(exc)
+            if request.url.path.startswith(f"{request.scope.get('root_path', '')}/api/"):
+                return viewer.json({"error": message}, status)
+            return viewer.page(request, "error.html", status=status, message=message, code=status)
+        return handle
+
+    return {NotFound: handler(404), QueryError: handler(400), DataError: handler(422),
+            ValueError: handler(400)}
+
+
+def create_app(
+    paths: Iterable[str | os.PathLike[str]], *, allowed_hosts: list[str] | None = None, debug: bool = False
+) -> Starlette:
+    """The viewer over results files, reward score files and log directories (read-only).
+
+    Args:
+        paths: Files and directories the viewer may read; nothing outside them is served.
+        allowed_hosts: Host headers to accept (the command line passes the loopback names, which stops DNS
+            rebinding); None accepts any, for an app mounted behind a server that checks hosts itself.
+        debug: Starlette's debug tracebacks.
+
+    """
+    viewer = Viewer(Catalog(paths))
+    static = StaticFiles(directory=Path(__file__).parent / "static")
+    routes = [
+        Route("/", viewer.home, name="home"),
+        Route("/runs/{id}", viewer.run_page),
+        Route("/runs/{id}/records/{position:int}", viewer.record_page),
+        Route("/compare", viewer.compare_page),
+        Route("/rewards/{id}", viewer.rewards_page),
+        Route("/rewards/{id}/bins", viewer.rewards_bin_page),
+        Route("/curves/{id}", viewer.curve_page),
+        Route("/api/sources", viewer.api_sources),
+        Route("/api/runs/{id}", viewer.api_run),
+        Route("/api/runs/{id}/stamp", viewer.api_stamp),
+        Route("/api/runs/{id}/records", viewer.api_records),
+        Route("/api/runs/{id}/records/{position:int}", viewer.api_record),
+        Route("/api/compare", viewer.api_compare),
+        Route("/api/rewards/{id}", viewer.api_rewards),
+        Route("/api/rewards/{id}/bins", viewer.api_rewards_bin),
+        Route("/api/curves/{id}", viewer.api_curve),
+        Route("/api/curves/{id}/stamp", viewer.api_curve_stamp),
+        Mount("/static", app=static, name="static"),
+    ]
+    middleware = [Middleware(SecurityHeaders)]
+    if allowed_hosts is not None:
+        middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts))
+    app = Starlette(debug=debug, routes=routes, middleware=middleware, exception_handlers=_errors(viewer))
+    app.state.viewer = viewer
+    return app

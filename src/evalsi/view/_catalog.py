@@ -1,0 +1,128 @@
+"""What the viewer may show: the files and directories it was given, and the sources found under them.
+
+Every source gets an opaque id (a hash of its resolved path) and is reached only through it; a URL never holds
+a path. A file is a source only when its resolved path lies under one of the given roots, so a symbolic link
+that points elsewhere is not followed out of them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import orjson
+
+from evalsi.view import _curves
+
+Kind = Literal["run", "rewards", "curve"]
+
+SKIP_DIRS = frozenset({".git", ".venv", "venv", "node_modules", "__pycache__", ".nox", ".mypy_cache", ".ruff_cache"})
+"""Directories never scanned (tool and environment folders, not results)."""
+
+MAX_DEPTH = 6
+"""How deep below a given directory files are looked for."""
+
+SNIFF_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class Source:
+    """One thing the viewer shows: a run's results file, a reward score file, or a training run's curve."""
+
+    id: str
+    kind: Kind
+    path: Path
+    label: str
+
+
+def source_id(path: Path, kind: Kind) -> str:
+    """A short, stable id for a resolved path (ids never carry the path itself)."""
+    return hashlib.sha256(f"{kind}:{path}".encode()).hexdigest()[:12]
+
+
+def sniff(path: Path) -> Kind | None:
+    """Whether a file is a run's results file or a reward score file, from its first bytes."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(SNIFF_BYTES)
+    except OSError:
+        return None
+    if path.name.endswith(".json") and b'"kind"' in head and b'"RunResults"' in head:
+        return "run"
+    if path.name.endswith(".jsonl"):
+        first = head.split(b"\n", 1)[0]
+        try:
+            line = orjson.loads(first)
+        except orjson.JSONDecodeError:
+            return None
+        if isinstance(line, dict) and "index" in line and "components" in line and "status" in line:
+            return "rewards"
+    return None
+
+
+class Catalog:
+    """The roots the viewer was given and the sources under them, rescanned on demand."""
+
+    def __init__(self, paths: Iterable[str | os.PathLike[str]]) -> None:
+        self.roots = [Path(p).resolve() for p in paths]
+        self._sources: dict[str, Source] = {}
+
+    def allowed(self, path: Path) -> bool:
+        """Whether a resolved path is one of the roots or lies under one."""
+        return any(path == root or path.is_relative_to(root) for root in self.roots)
+
+    def scan(self) -> list[Source]:
+        """Every source under the roots, runs first, then curves and reward files, each by path."""
+        found: dict[str, Source] = {}
+        for root in self.roots:
+            for source in self._scan_root(root):
+                found[source.id] = source
+        self._sources = found
+        order = {"run": 0, "curve": 1, "rewards": 2}
+        return sorted(found.values(), key=lambda s: (order[s.kind], str(s.path)))
+
+    def get(self, source_id: str, kind: Kind) -> Source | None:
+        """The source with this id and kind, rescanning once when it is unknown (a file may be new)."""
+        source = self._sources.get(source_id)
+        if source is None:
+            self.scan()
+            source = self._sources.get(source_id)
+        if source is None or source.kind != kind or not self.allowed(source.path.resolve()):
+            return None
+        return source
+
+    def _scan_root(self, root: Path) -> Iterator[Source]:
+        if root.is_file():
+            kind = sniff(root)
+            if kind is not None:
+                yield self._source(root, kind, root.parent)
+            return
+        if not root.is_dir():
+            return
+        for directory, names, files in os.walk(root, followlinks=False):
+            here = Path(directory)
+            depth = len(here.relative_to(root).parts)
+            names[:] = sorted(n for n in names if n not in SKIP_DIRS and depth < MAX_DEPTH)
+            if _curves.is_curve_dir(here):
+                yield self._source(here, "curve", root)
+            for name in sorted(files):
+                if not name.endswith((".json", ".jsonl")):
+                    continue
+                path = here / name
+                resolved = path.resolve()
+                if not self.allowed(resolved):
+                    continue  # a link out of the given roots
+                kind = sniff(resolved)
+                if kind is not None:
+                    yield self._source(resolved, kind, root)
+
+    def _source(self, path: Path, kind: Kind, root: Path) -> Source:
+        try:
+            label = str(path.relative_to(root)) if path != root else path.name
+        except ValueError:
+            label = path.name
+        return Source(source_id(path, kind), kind, path, label or path.name)

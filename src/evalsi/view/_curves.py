@@ -1,0 +1,142 @@
+"""Learning curves: a training run's checkpoint evaluations, one results file per step, in one directory.
+
+Layout read (what ``evalsi checkpoints`` writes under ``--log-dir``): ``<training-run>/<spec>/base.json`` for
+the base model and ``step-<N>.json`` per step, each an ordinary results file with a ``checkpoint`` section
+(``trainingRun``, ``step``: a number, or null for the base). The section's step wins over the file name.
+Every step is compared with the base record by record (evalsi.runs' paired comparison): a step whose
+difference has a 95% CI below zero and drops by more than the allowed amount is a regression.
+
+This module is the only one that knows the layout, so another layout needs changes here alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalsi.runs import compare_runs, load_results
+
+BASE = "base"
+_STEP_NAME = re.compile(r"^(?:base|step-(\d+))\.json$")
+
+
+def step_of_name(name: str) -> int | str | None:
+    """The step a file name stands for (``base`` for the base model), or None."""
+    match = _STEP_NAME.match(name)
+    if match is None:
+        return None
+    return BASE if match.group(1) is None else int(match.group(1))
+
+
+def is_curve_dir(directory: Path) -> bool:
+    """Whether a directory holds a learning curve: at least one step file (by name)."""
+    try:
+        return any(step_of_name(p.name) is not None for p in directory.iterdir() if p.is_file())
+    except OSError:
+        return False
+
+
+def curve_stamp(directory: Path) -> str:
+    """What changes when a step file (or its journal) appears or changes: a watcher adding steps moves it."""
+    parts = []
+    for path in sorted(directory.iterdir()):
+        name = path.name.removesuffix(".journal")
+        if step_of_name(name) is not None:
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            parts.append(f"{path.name}:{st.st_size}:{st.st_mtime_ns}")
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+
+@dataclass
+class StepPoint:
+    """One step of the curve: its file, and per metric the mean, 95% CI and the difference from the base."""
+
+    step: int | str
+    path: Path
+    status: str
+    estimates: dict[str, dict[str, Any]]
+    versus_base: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass
+class Curve:
+    """A training run's steps in order (the base first) and the metrics they report."""
+
+    name: str
+    metrics: list[str]
+    points: list[StepPoint]
+
+    @property
+    def base(self) -> StepPoint | None:
+        """The base model's point, when it was evaluated."""
+        return next((p for p in self.points if p.step == BASE), None)
+
+
+RunReader = Callable[[Path], tuple[dict[str, Any], dict[str, Any], str]]
+"""Reads a step file: its header, its summary (worked out for a step still running) and its status."""
+
+
+def _step(path: Path, header: dict[str, Any]) -> int | str | None:
+    section = header.get("checkpoint")
+    if isinstance(section, dict) and "step" in section:
+        return BASE if section["step"] is None else int(section["step"])
+    return step_of_name(path.name)
+
+
+def _name(directory: Path, headers: list[dict[str, Any]]) -> str:
+    for header in headers:
+        section = header.get("checkpoint")
+        if isinstance(section, dict) and section.get("trainingRun"):
+            return f"{section['trainingRun']} / {directory.name}"
+    return f"{directory.parent.name} / {directory.name}"
+
+
+def load_curve(directory: Path, read: RunReader, max_drop: float = 0.0) -> Curve:
+    """Every step file of a training run, with each metric's estimate and its paired difference from the base.
+
+    Raises:
+        DataError: A step file is not a readable results file.
+
+    """
+    points: list[StepPoint] = []
+    metrics: list[str] = []
+    headers: list[dict[str, Any]] = []
+    for path in sorted(directory.iterdir()):
+        if not path.is_file() or step_of_name(path.name) is None:
+            continue
+        header, summary, status = read(path)
+        headers.append(header)
+        step = _step(path, header)
+        if step is None:
+            continue
+        estimates = summary.get("metrics") or {}
+        metrics.extend(m for m in estimates if m not in metrics)
+        points.append(StepPoint(step, path, status, estimates))
+    points.sort(key=lambda p: (p.step != BASE, p.step if isinstance(p.step, int) else -1))
+    curve = Curve(_name(directory, headers), metrics, points)
+    base = curve.base
+    if base is not None:
+        base_run = load_results(base.path)
+        for point in points:
+            shared = [m for m in metrics if m in point.estimates and m in base.estimates]
+            if point is base or not shared:
+                continue
+            for item in compare_runs(base_run, load_results(point.path), shared):
+                d = item.comparison.difference
+                drop = 0.0 if math.isnan(d.mean) else -d.mean
+                point.versus_base[item.metric] = {
+                    "difference": None if math.isnan(d.mean) else d.mean,
+                    "ciLow": None if math.isnan(d.ci_low) else d.ci_low,
+                    "ciHigh": None if math.isnan(d.ci_high) else d.ci_high,
+                    "significant": item.comparison.significant,
+                    "regressed": item.comparison.significant and drop > max_drop,
+                }
+    return curve
