@@ -104,6 +104,7 @@ _LOOP_PROBE = 48
 _LOOP_TAIL = 240
 _LOOP_REPEATS = 8
 _LOOP_WINDOW = 12_000
+_LOOP_VARIETY = 12
 
 
 def _looping(text: str) -> bool:
@@ -111,14 +112,15 @@ def _looping(text: str) -> bool:
     if len(text) < _LOOP_TAIL + _LOOP_PROBE * _LOOP_REPEATS:
         return False
     probe = text[-_LOOP_TAIL : -_LOOP_TAIL + _LOOP_PROBE]
-    if not probe.strip():
-        return False
+    if len(set(probe)) < _LOOP_VARIETY:
+        return False  # `((((…` or `\\frac{1}{\\frac{1}{…`: deep nesting, refused later, not prose in a loop
     return text.count(probe, max(0, len(text) - _LOOP_WINDOW)) >= _LOOP_REPEATS
 
 
 _BOX_GAP = re.compile(
     r"(?:\s|\$|\\[()\[\]]|\\quad|\\qquad|\\[,;: ]|[,;.&]|\\\\|\band\b|\bor\b|"
-    r"\\text\{[^{}]{0,40}\}|\\(?:text|mathrm)\s*\{\s*(?:and|or)\s*\}|[A-Za-z()]++|_\{?\w+\}?|=)*+"
+    r"\\text\{[^{}]{0,40}\}|\\(?:text|mathrm)\s*\{\s*(?:and|or)\s*\}|\band\b|\bor\b|"
+    r"[A-Za-z](?:_\{?\w+\}?)?\s*=|\([A-Za-z](?:,[A-Za-z])*\)\s*=)*+"
 )
 _MAX_BOX_GAP = 48
 
@@ -126,8 +128,9 @@ _MAX_BOX_GAP = 48
 def boxed_group(text: str) -> list[str] | str:
     r"""The contents of the last group of adjacent boxes (``\boxed{1}, \boxed{2}``), else ``[]``.
 
-    Boxes are adjacent when only spacing, punctuation, conjunctions or a few short words separate them (at most
-    ``_MAX_BOX_GAP`` characters); an earlier box further back is an intermediate result, not part of the answer.
+    Boxes are adjacent when only spacing, punctuation, math delimiters, ``and``/``or``, a short ``\\text{}``
+    phrase, or a name and ``=`` separate them (at most ``_MAX_BOX_GAP`` characters); an earlier box further back, or
+    one separated by other words, is an intermediate result, not part of the answer.
     Returns ``CUT_OFF`` when the last box is unbalanced: the completion stopped inside its final answer, and an
     earlier box is not that answer.
     """
@@ -148,6 +151,8 @@ def boxed_group(text: str) -> list[str] | str:
         if inner is None or not inner.strip():
             break
         end = _group_end(text, previous_after)
+        if end > start:
+            break  # the earlier box encloses this one
         gap = text[end:start]
         if len(gap) > _MAX_BOX_GAP or not _BOX_GAP.fullmatch(gap) or "\n\n" in gap:
             break
