@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 import typing
 from typing import Any
@@ -42,7 +43,7 @@ def describe_command(
     stdout.print(f"[bold]{cls.name}[/] ({cls.pack} pack){'  runs code' if cls.runs_code else ''}")
     stdout.print(escape(cls.summary), highlight=False)
     if cls.__doc__:
-        stdout.print(f"\n{escape(cls.__doc__.strip())}", highlight=False)
+        stdout.print(f"\n{escape(inspect.cleandoc(cls.__doc__))}", highlight=False)
     stdout.print(f"\n[bold]reads:[/] {', '.join(cls.reads)}")
     stdout.print(_params_table(cls))
 

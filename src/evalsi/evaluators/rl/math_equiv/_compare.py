@@ -36,8 +36,10 @@ _PLUS_MINUS = re.compile(r"^(?P<head>.*?)\\pm(?P<tail>.+)$")
 
 
 def split_items(text: str, *, as_list: bool) -> list[str]:
-    """Top-level comma-separated items (semicolons count as commas); one item when ``as_list`` is off and the
-    text is a number with thousands separators."""
+    """Top-level comma-separated items (semicolons count as commas).
+
+    One item when ``as_list`` is off and the text is a number with thousands separators.
+    """
     if ";" in text and "(" not in text:
         groups = [split_items(group, as_list=True) for group in text.split(";")]
         if all(len(g) > 1 and all(named(i)[0] for i in g) for g in groups):
@@ -188,13 +190,13 @@ def decide(gold: str, pred: str, item_equal: ItemEqual) -> tuple[bool | None, st
     g_names, p_names = [n for n, _ in g_items], [n for n, _ in p_items]
     if None not in g_names and None not in p_names and len(set(g_names)) == len(g_names) \
             and set(g_names) == set(p_names):
-        by_name = dict(p_items)  # type: ignore[arg-type]
+        by_name = dict(p_items)
         return _ordered([v for _, v in g_items], [by_name[n] for n in g_names], item_equal), "named answers"
     return _matching([v for _, v in g_items], [v for _, v in p_items], item_equal), "list of answers"
 
 
 def _unique(items: list[str]) -> list[str]:
-    """Items without exact repeats: an answer given twice is given once (``\\boxed{6} \\boxed{6}``)."""
+    r"""Items without exact repeats: an answer given twice is given once (``\boxed{6} \boxed{6}``)."""
     return list(dict.fromkeys(items))
 
 

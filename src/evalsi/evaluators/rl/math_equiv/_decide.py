@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalsi.evaluators._score import Score
+from evalsi.evaluators.rl.math_equiv._compare import decide
 from evalsi.evaluators.rl.math_equiv._extract import Extracted, extract_answer, extract_reference
 from evalsi.evaluators.rl.math_equiv._guard import huge_power, nesting_depth
 from evalsi.evaluators.rl.math_equiv._memo import Memo
-from evalsi.evaluators.rl.math_equiv._compare import decide
 from evalsi.evaluators.rl.math_equiv._normalise import normalise_with_unit
 from evalsi.evaluators.rl.math_equiv._numeric import Tolerance, Value, item_equal, parse_value
 from evalsi.evaluators.rl.math_equiv._params import MathEquivParams

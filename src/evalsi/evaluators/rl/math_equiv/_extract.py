@@ -36,9 +36,9 @@ _LAST_NUMBER = re.compile(
 
 @dataclass(frozen=True, slots=True)
 class Extracted:
-    """An answer found in a text, and which rule found it.
+    r"""An answer found in a text, and which rule found it.
 
-    ``items`` holds the answers of a group of adjacent boxes (``\\boxed{4}, \\boxed{-5}``), else just ``text``.
+    ``items`` holds the answers of a group of adjacent boxes (``\boxed{4}, \boxed{-5}``), else just ``text``.
     An empty ``text`` with source ``cut-off`` or ``loop`` is a refusal: the final answer was cut off, or the
     completion ends in a degenerate repetition loop.
     """
@@ -277,8 +277,10 @@ _SENTENCE_NUMBER = re.compile(
 
 
 def _trim(rest: str) -> str | None:
-    """The answer at the start of ``rest``: a leading math span, else the last math span or number of its
-    sentence (whichever comes later), else the sentence.
+    """The answer at the start of ``rest``.
+
+    A leading math span, else the last math span or number of its sentence (whichever comes later), else the
+    sentence.
 
     ``The smallest k is 12.`` gives ``12``; ``$x = 5$, which satisfies…`` gives ``x = 5``; ``The volume of
     $ABCD$ is 120`` gives ``120``; ``Evelyn`` stays.

@@ -21,8 +21,9 @@ _PLAIN = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 _MARKDOWN = re.compile(r"\*\*|__|`+")
 _DOUBLED = re.compile(r"\\\\(?=[A-Za-z()\[\]{}])")
 _UNICODE = {
-    "π": "\\pi ", "∞": "\\infty ", "≤": "\\le ", "≥": "\\ge ", "≠": "\\ne ", "×": "\\times ", "·": "\\cdot ",
-    "²": "^2", "³": "^3", "∅": "\\emptyset ", "−": "-", "–": "-", "⋅": "\\cdot ", "∪": "\\cup ", "√": "\\sqrt",
+    "π": "\\pi ", "∞": "\\infty ", "≤": "\\le ", "≥": "\\ge ", "≠": "\\ne ", "×": "\\times ",
+    "·": "\\cdot ", "²": "^2", "³": "^3", "∅": "\\emptyset ", "−": "-", "–": "-", "⋅": "\\cdot ",
+    "∪": "\\cup ", "√": "\\sqrt",
 }
 _DELIMITERS = re.compile(
     r"\\\$|\$|\\\(|\\\)|\\\[|\\\]|\\displaystyle|\\textstyle|\\left\.|\\right\.|\\left|\\right|\\big[lr]?|\\Big[lr]?"
@@ -48,7 +49,9 @@ _SPACE_THOUSANDS = re.compile(r"[-+]?\d{1,3}(?: \d{3})+(?:\.\d+)?")
 _WHITESPACE = re.compile(r"\s+")
 _NUMERIC_HEAD = re.compile(r"([-+]?(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?:/\d+)?%?|\d{1,2}:\d{2})\s*")
 _UNIT_WORDS = re.compile(r"[A-Za-z][A-Za-z./ ]*(?:\^\{?[23]\}?)?")
-_TEXT_UNIT = re.compile(r"\\(?:text|textnormal|textbf|textit|mathrm|mathbf|mbox)\s*\{\s*([A-Za-z][A-Za-z. /]*)\}(\s*\^\s*\{?[23]\}?)?\s*$")
+_TEXT_UNIT = re.compile(
+    r"\\(?:text|textnormal|textbf|textit|mathrm|mathbf|mbox)\s*\{\s*([A-Za-z][A-Za-z. /]*)\}(\s*\^\s*\{?[23]\}?)?\s*$"
+)
 
 _ONE_LETTER_UNITS = frozenset("mgshLJNWVK")
 

@@ -235,9 +235,12 @@ def numbers_equal(a: Num, b: Num, tol: Tolerance) -> bool:
 
 
 def _close(a: Num, x: Fraction, b: Num, y: Fraction, tol: Tolerance, scale: Fraction = Fraction(1)) -> bool:
-    """Exact values compare exactly; a decimal matches when it is the other value rounded at its last written
+    """Whether two values are equal as written.
+
+    Exact values compare exactly; a decimal matches when it is the other value rounded at its last written
     place, and is written with at least ``significant_digits`` digits (``0.333333`` is 1/3, ``0.3333`` is not,
-    ``6.12e-8`` is not ``6.17e-8``). Between two decimals the coarser one decides."""
+    ``6.12e-8`` is not ``6.17e-8``). Between two decimals the coarser one decides.
+    """
     if x == y:
         return True
     if tol.rel_tol > 0 and math.isclose(x, y, rel_tol=tol.rel_tol):
@@ -286,8 +289,10 @@ _CLOCK = re.compile(r"(\d{1,2}):(\d{2})")
 
 
 def item_equal(gold: str, pred: str, tol: Tolerance) -> bool | None:
-    """The pure-Python verdict on two canonical items: same text, numbers, groups of numbers, or words
-    (case-insensitive, ``(C)`` is ``C``); None when only a symbolic comparison can tell."""
+    """The pure-Python verdict on two canonical items; None when only a symbolic comparison can tell.
+
+    Same text, clock times, numbers, groups of numbers, or words (case-insensitive, ``(C)`` is ``C``).
+    """
     if gold == pred:
         return True
     clock_a, clock_b = _CLOCK.fullmatch(gold), _CLOCK.fullmatch(pred)

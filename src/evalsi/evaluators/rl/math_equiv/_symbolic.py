@@ -121,11 +121,11 @@ _POINTS = ((3, 7), (-5, 11), (13, 17), (2, 9))
 
 
 def decide_exactly(a: Any, b: Any, significant_digits: int) -> Verdict | None:
-    """Decide two sympy values without simplification, or None to leave them to the backend.
+    r"""Decide two sympy values without simplification, or None to leave them to the backend.
 
     Expressions must have the same free symbols (``i`` is the imaginary unit). Numbers: rationals compare
     exactly (``3^{-120}`` is not ``3^{-121}``), a value written with a decimal matches to ``significant_digits``
-    digits, anything else (radicals, ``\\pi``, ``e^{2\\pi i}``) at 40 digits. Expressions with symbols, and
+    digits, anything else (radicals, ``\pi``, ``e^{2\pi i}``) at 40 digits. Expressions with symbols, and
     equations (up to a constant factor), are evaluated at a few fixed rational points: one clear difference
     decides False, agreement everywhere decides True.
     """
