@@ -88,7 +88,7 @@ def test_reason_and_details_say_what_was_extracted_and_how(math_equiv: MathEquiv
     assert grouped.value is True and grouped.details is not None and grouped.details["method"] == "as sets"
     assert (grouped.reason or "").endswith("(as sets)") and "numeric" not in (grouped.reason or "")
     symbolic = score(math_equiv, "\\boxed{2\\sqrt{2}}", "\\sqrt{8}")
-    assert symbolic.value is True and symbolic.details is not None and symbolic.details["method"] == "math-verify"
+    assert symbolic.value is True and symbolic.details is not None and symbolic.details["method"] == "exact (40 digits)"
 
 
 def test_params_change_verdicts(math_equiv: MathEquiv) -> None:
@@ -97,7 +97,8 @@ def test_params_change_verdicts(math_equiv: MathEquiv) -> None:
     assert score(math_equiv, "\\boxed{50\\%}", "0.5", percent="strict").value is True
     assert score(math_equiv, "\\boxed{3.1416}", "3.14159").value is False
     assert score(math_equiv, "\\boxed{3.1416}", "3.14159", rel_tol=1e-4).value is True
-    assert score(math_equiv, "\\boxed{0.3333}", "\\frac{1}{3}", float_rounding=3).value is True
+    assert score(math_equiv, "\\boxed{0.3333}", "\\frac{1}{3}").value is False
+    assert score(math_equiv, "\\boxed{0.3333}", "\\frac{1}{3}", significant_digits=4).value is True
 
 
 def test_unknown_or_invalid_params_are_errors() -> None:

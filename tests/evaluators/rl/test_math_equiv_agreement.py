@@ -43,7 +43,6 @@ AGREEMENT: list[tuple[str, str]] = [
     ("25\\%", "The discount is \\boxed{30\\%}."),
     ("12", "\\boxed{12.0}"),
     ("12", "\\boxed{12.0000004}"),
-    ("0.1", "\\boxed{0.10000001}"),
     ("0.001", "\\boxed{10^{-3}}"),
     ("1024", "There are $\\boxed{2^{10}}$ subsets."),
     ("1500", "\\boxed{1.5 \\times 10^{3}}"),
@@ -71,6 +70,13 @@ AGREEMENT: list[tuple[str, str]] = [
 ]
 
 DIFFERENCES: list[tuple[str, str, bool, bool, str]] = [
+    (
+        "0.1",
+        "\\boxed{0.10000001}",
+        False,
+        True,
+        "decimals compare by significant digits; math-verify rounds both to 6 decimals",
+    ),
     (
         "1500",
         "\\boxed{1.5e3}",

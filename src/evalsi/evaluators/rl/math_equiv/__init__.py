@@ -40,7 +40,30 @@ __all__ = ["MathEquiv", "MathEquivParams"]
 
 @register
 class MathEquiv(Evaluator[MathEquivParams]):
-    """Pass when the extracted final answer is equivalent to the reference (any item of a list reference)."""
+    r"""Pass when the extracted final answer is equivalent to the reference (any item of a list reference).
+
+    Finding the answer. The last group of adjacent \boxed{} (boxes separated only by punctuation, and/or, a
+    short \text{} phrase or "x ="), else <answer>, ####, "the answer is"/"Final Answer:", else the last math
+    span or number. A "Final Answer:" line after the last box wins. In an answer sentence the math span, else
+    the sentence's last number, is the answer; markdown (**41**, `6`) is stripped. A completion cut off inside
+    its final box or right after "the final answer is" scores 0 (an earlier box does not count), and so does
+    one ending in a repetition loop.
+
+    Several answers. Conjunctions (and, or, \quad) and adjacent boxes separate answers; the reference's shape
+    decides whether a comma does (12,350 is one number against 12350; 3,-4 is two). A list answers a list
+    reference when the items pair off one to one (any order; by name for a=3, b=7). Several different boxed
+    answers against a single reference score 0: hedging never pays. The same answer boxed twice counts once.
+
+    Comparing. Exact values compare exactly, never in floating point (3^{-120} vs 3^{-121}, 1/1999! vs
+    1/1998!); a decimal matches when it is the value rounded at its last written digit with at least
+    significant_digits digits (6.12e-8 is not 6.17e-8). Free symbols must match (9/2 is not 9t/2). Units or
+    suffix words on both sides must agree (7 a.m. vs 7 p.m., 3 hours vs 3 minutes; a.m./p.m. make 24-hour
+    times, million scales); a unit on one side only is ignored (36 m^2 vs 36). x = 5, g(t) = 4t-1, k = 2+2 = 4
+    compare by value; equations compare up to a constant factor. One-variable inequalities are intervals
+    (x > -1 is (-1, oo)). Plain-text and Unicode spellings (pi/3, sqrt(5), exp(2), π, √2, \varnothing, i)
+    and juxtaposed products (2^4 7^2) are read as LaTeX. Symbolic items are decided exactly or at random points
+    in milliseconds before the backend's simplification, which runs in killable workers bounded by timeout.
+    """
 
     name = "math-equiv"
     summary = "The final answer (\\boxed{}, <answer>, ####, 'the answer is', last number) equals the reference."

@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalsi.evaluators._score import Score
+from evalsi.evaluators.rl.math_equiv._compare import decide
 from evalsi.evaluators.rl.math_equiv._extract import Extracted, extract_answer, extract_reference
 from evalsi.evaluators.rl.math_equiv._guard import huge_power, nesting_depth
 from evalsi.evaluators.rl.math_equiv._memo import Memo
-from evalsi.evaluators.rl.math_equiv._normalise import normalise
-from evalsi.evaluators.rl.math_equiv._numeric import Num, Tolerance, Value, equal, parse_value
+from evalsi.evaluators.rl.math_equiv._normalise import normalise_with_unit
+from evalsi.evaluators.rl.math_equiv._numeric import Tolerance, Value, item_equal, parse_value
 from evalsi.evaluators.rl.math_equiv._params import MathEquivParams
 from evalsi.evaluators.rl.math_equiv._pool import SymbolicPool, shared_pool
 from evalsi.evaluators.rl.math_equiv._symbolic import compare
@@ -34,6 +35,12 @@ _SOURCES = {
     "answer-is": "'the answer is'",
     "last-number": "the last number",
     "reference": "the reference",
+    "cut-off": "a cut-off answer",
+    "loop": "a repetition loop",
+}
+_REFUSALS = {
+    "cut-off": "the completion stops inside its final answer (cut off); an earlier answer does not count",
+    "loop": "the completion ends in a repetition loop; its last number is not an answer",
 }
 
 
@@ -43,11 +50,12 @@ class Parsed:
 
     canonical: str
     value: Value | None
+    unit: str = ""
 
 
 def _parse(text: str) -> Parsed:
-    canonical = normalise(text)
-    return Parsed(canonical, parse_value(canonical) if canonical else None)
+    canonical, unit = normalise_with_unit(text)
+    return Parsed(canonical, parse_value(canonical) if canonical else None, unit)
 
 
 @dataclass(slots=True)
@@ -66,7 +74,9 @@ class Judge:
 
     def __init__(self, params: MathEquivParams) -> None:
         self.params = params
-        self.tolerance = Tolerance(params.float_rounding, params.rel_tol, params.percent)
+        self.tolerance = Tolerance(
+            params.float_rounding, params.rel_tol, params.percent, significant_digits=params.significant_digits
+        )
         self.backend = resolve_backend(params.backend)
         self.memo: Memo[tuple[str, str], Outcome] = Memo(1 << 18)
         self.golds: Memo[str, Parsed] = Memo(1 << 16)
@@ -98,6 +108,8 @@ class Judge:
         answer = extract_answer(text, last_number=self.params.last_number)
         if answer is None:
             return Score.ok(False, "no final answer found (no \\boxed{}, <answer>, ####, 'the answer is' or number)")
+        if answer.source in _REFUSALS:
+            return Score.ok(False, _REFUSALS[answer.source], {"source": answer.source})
         if len(answer.text) > self.params.max_answer_chars:
             return Score.ok(
                 False,
@@ -131,18 +143,20 @@ class Judge:
         return gold
 
     def _fast(self, gold: Parsed, pred: Parsed) -> Outcome | None:
+        if gold.unit and pred.unit and gold.unit != pred.unit and "clock" not in (gold.unit, pred.unit):
+            return False, f"different units ({gold.unit!r} and {pred.unit!r})"
         if pred.canonical == gold.canonical:
             return True, "same text"
         key = (gold.canonical, pred.canonical)
         memoised = self.memo.get(key)
         if memoised is not None:
             return memoised
-        if pred.value is not None and gold.value is not None:
-            same = equal(gold.value, pred.value, self.tolerance)
-            if same is not None:
-                outcome: Outcome = (same, "numeric" if isinstance(gold.value, Num) else f"as {gold.value.kind}s")
-                self.memo.put(key, outcome)
-                return outcome
+        tol = self.tolerance
+        same, how = decide(gold.canonical, pred.canonical, lambda g, p: item_equal(g, p, tol))
+        if same is not None:
+            outcome: Outcome = (same, "numeric" if how == "single" else how)
+            self.memo.put(key, outcome)
+            return outcome
         return None
 
     def _symbolic(self, pairs: list[tuple[str, str]]) -> list[Outcome]:
@@ -169,7 +183,8 @@ class Judge:
         return [o if o is not None else (None, "internal: no outcome") for o in outcomes]
 
     def _submit(self, pool: SymbolicPool, pair: tuple[str, str]) -> Future[Any]:
-        return pool.submit(compare, (self.backend, *pair, self.params.float_rounding), self.params.timeout)
+        args = (self.backend, *pair, self.params.float_rounding, self.params.significant_digits)
+        return pool.submit(compare, args, self.params.timeout)
 
     def _collect(self, future: Future[Any]) -> Outcome:
         try:

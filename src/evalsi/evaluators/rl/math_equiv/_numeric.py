@@ -48,6 +48,10 @@ class Num:
     """The variable of an assignment answer such as ``x=5``."""
     infinite: int = 0
     """+1 or -1 for ±∞ (interval ends only); ``value`` is then 0."""
+    ulp: Fraction | None = None
+    """A decimal's last written place (``0.001`` for ``1.234``), None when unknown or exact."""
+    digits: int = 0
+    """A decimal's count of significant digits as written (``6.12e-8``: 3)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +74,7 @@ class Tolerance:
     float_rounding: int = 6
     rel_tol: float = 0.0
     percent: Literal["lenient", "strict"] = "lenient"
+    significant_digits: int = 6
 
 
 def parse_value(canonical: str) -> Value | None:
@@ -78,7 +83,7 @@ def parse_value(canonical: str) -> Value | None:
     if assignment is not None:
         inner = parse_value(assignment.group("rhs"))
         if isinstance(inner, Num) and inner.var is None:
-            return Num(inner.value, inner.decimal, inner.percent, assignment.group("var"))
+            return Num(inner.value, inner.decimal, inner.percent, assignment.group("var"), 0, inner.ulp, inner.digits)
         return None
     if canonical[:1] in ("(", "[") or canonical.startswith("\\{"):
         return _parse_group(canonical)
@@ -162,7 +167,7 @@ def parse_number(text: str) -> Num | None:
             return None
         return Num(num.value / den.value, num.decimal or den.decimal, percent)
     number = _plain(text)
-    return None if number is None else Num(number.value, number.decimal, percent)
+    return None if number is None else Num(number.value, number.decimal, percent, None, 0, number.ulp, number.digits)
 
 
 def _plain(text: str) -> Num | None:
@@ -188,7 +193,11 @@ def _plain(text: str) -> Num | None:
     if exponent:
         value *= Fraction(10) ** exponent
     decimal = match.group("frac") is not None or match.group("exp") is not None
-    return Num(-value if match.group("sign") == "-" else value, decimal)
+    if not decimal:
+        return Num(-value if match.group("sign") == "-" else value)
+    ulp = Fraction(10) ** (exponent - len(frac))
+    significant = len((digits + frac).lstrip("0")) or 1
+    return Num(-value if match.group("sign") == "-" else value, True, ulp=ulp, digits=significant)
 
 
 def _power(text: str) -> Num | None:
@@ -214,27 +223,40 @@ def equal(a: Value, b: Value, tol: Tolerance) -> bool | None:
 
 
 def numbers_equal(a: Num, b: Num, tol: Tolerance) -> bool:
-    """Equality of two numbers by the module's rules (percentages, decimals, rounding)."""
+    """Equality of two numbers by the module's rules (percentages, decimals, significant digits)."""
     if a.infinite or b.infinite:
         return a.infinite == b.infinite
     if a.percent == b.percent:
-        return _close(a.value, a.decimal, b.value, b.decimal, tol)
+        return _close(a, a.value, b, b.value, tol)
     pct, other = (a, b) if a.percent else (b, a)
-    if _close(pct.value / 100, pct.decimal, other.value, other.decimal, tol):
+    if _close(pct, pct.value / 100, other, other.value, tol, scale=Fraction(1, 100)):
         return True
-    return tol.percent == "lenient" and _close(pct.value, pct.decimal, other.value, other.decimal, tol)
+    return tol.percent == "lenient" and _close(pct, pct.value, other, other.value, tol)
 
 
-def _close(x: Fraction, x_decimal: bool, y: Fraction, y_decimal: bool, tol: Tolerance) -> bool:
+def _close(a: Num, x: Fraction, b: Num, y: Fraction, tol: Tolerance, scale: Fraction = Fraction(1)) -> bool:
+    """Whether two values are equal as written.
+
+    Exact values compare exactly; a decimal matches when it is the other value rounded at its last written
+    place, and is written with at least ``significant_digits`` digits (``0.333333`` is 1/3, ``0.3333`` is not,
+    ``6.12e-8`` is not ``6.17e-8``). Between two decimals the coarser one decides.
+    """
     if x == y:
         return True
     if tol.rel_tol > 0 and math.isclose(x, y, rel_tol=tol.rel_tol):
         return True
-    if not (x_decimal or y_decimal):
+    if not (a.decimal or b.decimal):
         return False
-    if (not x_decimal and x.denominator == 1) or (not y_decimal and y.denominator == 1):
+    if (not a.decimal and x.denominator == 1) or (not b.decimal and y.denominator == 1):
         return False  # an integer against a decimal compares exactly, as in math-verify
-    return round(x, tol.float_rounding) == round(y, tol.float_rounding)
+    decimals = [n for n in (a, b) if n.decimal]
+    coarse = max(decimals, key=lambda n: n.ulp if n.ulp is not None else Fraction(0))
+    if coarse.ulp is None:
+        return abs(x - y) <= Fraction(5, 10**tol.significant_digits) * max(abs(x), abs(y))
+    if coarse.digits < tol.significant_digits:
+        return False
+    ulp = coarse.ulp * (scale if coarse is a else 1)
+    return abs(x - y) <= ulp / 2
 
 
 def _groups_equal(a: Group, b: Group, tol: Tolerance) -> bool | None:
@@ -260,3 +282,30 @@ def _ascending(group: Group) -> bool:
     if low.infinite or high.infinite:
         return low.infinite <= 0 <= high.infinite and low.infinite != high.infinite
     return low.value < high.value
+
+
+_WORD = re.compile(r"\(?([A-Za-z]+)\)?")
+_CLOCK = re.compile(r"(\d{1,2}):(\d{2})")
+
+
+def item_equal(gold: str, pred: str, tol: Tolerance) -> bool | None:
+    """The pure-Python verdict on two canonical items; None when only a symbolic comparison can tell.
+
+    Same text, clock times, numbers, groups of numbers, or words (case-insensitive, ``(C)`` is ``C``).
+    """
+    if gold == pred:
+        return True
+    clock_a, clock_b = _CLOCK.fullmatch(gold), _CLOCK.fullmatch(pred)
+    if clock_a is not None and clock_b is not None:
+        return (int(clock_a.group(1)), clock_a.group(2)) == (int(clock_b.group(1)), clock_b.group(2))
+    a, b = parse_value(gold), parse_value(pred)
+    if a is not None and b is not None:
+        return equal(a, b, tol)
+    word_a, word_b = _WORD.fullmatch(gold), _WORD.fullmatch(pred)
+    if word_a is not None and word_b is not None:
+        x, y = word_a.group(1), word_b.group(1)
+        if len(x) == 1 and len(y) == 1:
+            return x == y if gold != x or pred != y else None  # bare letters may be variables
+        if len(x) >= 3 and len(y) >= 3:
+            return x.lower() == y.lower()
+    return None

@@ -21,8 +21,12 @@ class MathEquivParams(Params):
     timeout: float = Field(default=1.0, gt=0, le=60)
     """Seconds per symbolic comparison; an overrunning worker is killed and the answer scores 0."""
     float_rounding: int = Field(default=6, ge=0, le=15)
-    """Decimals compared when either answer is written as a decimal (math-verify's default, 6): ``1/3`` equals
-    ``0.333333`` but not ``0.3333``. Integers compare exactly: ``12`` does not equal ``12.0000004``."""
+    """Decimals math-verify rounds to inside structures it compares itself (matrices, sets, intervals)."""
+    significant_digits: int = Field(default=6, ge=1, le=30)
+    """A decimal answer matches a value when it is that value rounded at its last written digit and is written
+    with at least this many significant digits (``0.333333`` is 1/3, ``0.3333`` is not; ``6.12e-8`` is not
+    ``6.17e-8``). Between two decimals the coarser decides; exact values (integers, fractions, powers,
+    factorials) always compare exactly."""
     rel_tol: float = Field(default=0.0, ge=0, lt=1)
     """Also accept numbers within this relative difference (0: off)."""
     percent: Literal["lenient", "strict"] = "lenient"
