@@ -10,7 +10,7 @@ import nox
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = True
 
-INTEGRATIONS: list[str] = ["trl", "verl", "hf"]
+INTEGRATIONS: list[str] = ["trl", "verl", "hf", "torch"]
 
 
 @nox.session(name="integrations", python=False)
@@ -51,3 +51,10 @@ def hf(session: nox.Session) -> None:
     session.install("-e", ".[dev,math,hf]")
     tests = ["tests/runs/test_datasets.py", "tests/runs/test_builtin.py"]
     session.run("pytest", "-q", *tests, env={"HF_HUB_OFFLINE": "1"})
+
+
+@nox.session(name="torch")
+def torch(session: nox.Session) -> None:
+    """Checkpoints served in-process by transformers (CPU): a tiny model saved here, and a state dictionary."""
+    session.install("torch==2.13.0", "transformers==5.24.0", "-e", ".[dev]")
+    session.run("pytest", "-q", "tests/integrations/torch", env={"EVALSI_INTEGRATION": "1", "HF_HUB_OFFLINE": "1"})
