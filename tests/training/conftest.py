@@ -78,10 +78,37 @@ def start_standin(vllm_bin: Path, model: Path, log: Path, *extra: str, lora: boo
 
 @pytest.fixture
 def lora_vllm(tmp_path: Path, vllm_bin: Path) -> Iterator[RunningVLLM]:
-    base = write_model(tmp_path / "base-model", {"2+2?": "5", "*": "?"})
+    base = write_model(tmp_path / "base-model", {**answers(), "2+2?": "5", "*": "?"})  # the base knows every answer
     running = start_standin(vllm_bin, base, tmp_path / "standin.log")
     try:
         yield running
     finally:
         stop_process(running.process, 5)
 
+
+
+QUESTIONS = {f"q{i}": f"a{i}" for i in range(30)}
+"""The dataset of the checkpoint tests: 30 questions, each with one right answer."""
+
+
+def answers(wrong: int = 0) -> dict[str, str]:
+    """A model's answers: right except the first ``wrong`` questions."""
+    return {q: ("wrong" if i < wrong else a) for i, (q, a) in enumerate(QUESTIONS.items())}
+
+
+def write_spec(folder: Path, name: str = "forgetting", gate_min: float | None = None) -> Path:
+    """A RunSpec over the 30 questions, exact-match scored; the target is filled in by the serving strategy."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.jsonl").write_text("".join(
+        json.dumps({"id": f"r{i}", "prompt": q, "answer": a}) + "\n" for i, (q, a) in enumerate(QUESTIONS.items())))
+    spec: dict[str, object] = {
+        "target": {"baseUrl": "http://127.0.0.1:9/v1", "model": "placeholder", "retryBackoff": 0.01,
+                   "maxRetries": 1, "timeout": 10},
+        "dataset": {"path": f"{name}.jsonl"}, "evaluators": [{"ref": "exact-match"}],
+    }
+    if gate_min is not None:
+        spec["gates"] = [{"metric": "exact-match", "min": gate_min}]
+    document = {"apiVersion": "evals.si/v1alpha1", "kind": "RunSpec", "metadata": {"name": name}, "spec": spec}
+    path = folder / f"{name}.yaml"
+    path.write_text(json.dumps(document))
+    return path

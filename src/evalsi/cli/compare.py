@@ -12,9 +12,10 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from evalsi.cli._console import fail, stdout
+from evalsi.cli._console import EXIT_GATE, fail, stderr, stdout
 from evalsi.errors import DataError
 from evalsi.runs import MetricComparison, compare_runs, comparison_to_dict, load_results
+from evalsi.stats import RegressionRule, regressed
 
 
 def compare_command(
@@ -25,36 +26,68 @@ def compare_command(
     ] = None,
     flips: Annotated[int, typer.Option("--flips", help="Flipped records to list per metric.")] = 10,
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
+    regression: Annotated[
+        list[str] | None,
+        typer.Option("--regression", metavar="METRIC[:MAX_DROP]",
+                     help="Exit 3 when B is significantly below A on METRIC by more than MAX_DROP (repeatable)."),
+    ] = None,
 ) -> None:
     """Paired comparison of B against A: per metric, B − A with a 95% CI (* when it excludes 0).
 
     Records are paired by id (else content hash) and averaged over samples first. Pass/fail metrics also get
     McNemar's exact test and the records that flipped.
 
-    Exit codes: 0 compared; 2 a file is missing or not a results file, or a metric is unknown.
+    With --regression METRIC[:MAX_DROP], B regressed when the 95% CI of B − A lies below 0 and the drop
+    exceeds MAX_DROP (default 0); such a metric is marked ! and the command exits 3, so CI can fail on a drop.
+
+    Exit codes: 0 compared; 2 a file is missing or not a results file, or a metric is unknown; 3 a regression.
     """
     try:
+        rules = [RegressionRule.parse(text) for text in regression or []]
+    except ValueError as exc:
+        fail(f"--regression: {exc}")
+    wanted = [*(metrics or []), *(r.metric for r in rules if metrics and r.metric not in metrics)]
+    try:
         run_a, run_b = load_results(results_a), load_results(results_b)
-        compared = compare_runs(run_a, run_b, metrics or None)
+        compared = compare_runs(run_a, run_b, wanted or None)
     except DataError as exc:
         fail(str(exc))
+    by_metric = {c.metric: c for c in compared}
+    for rule in rules:
+        if rule.metric not in by_metric:
+            fail(f"--regression: the runs share no metric {rule.metric!r} "
+                 f"(they share: {', '.join(by_metric)})")
+    failed = {r.metric: r for r in rules if regressed(by_metric[r.metric].comparison, r)}
     if as_json:
-        stdout.out(orjson.dumps([comparison_to_dict(c) for c in compared]).decode(), highlight=False)
-        return
-    stdout.print(comparison_table(run_a.name, run_b.name, compared, flips))
+        rows = [comparison_to_dict(c) for c in compared]
+        for row in rows:
+            if any(r.metric == row["metric"] for r in rules):
+                row["regressed"] = row["metric"] in failed
+        stdout.out(orjson.dumps(rows).decode(), highlight=False)
+    else:
+        stdout.print(comparison_table(run_a.name, run_b.name, compared, flips, set(failed)))
+    for metric, rule in failed.items():
+        d = by_metric[metric].comparison.difference
+        stderr.print(f"[bold red]regression:[/] {metric} dropped {-d.mean:.4f} (95% CI of B − A "
+                     f"[{d.ci_low:+.4f}, {d.ci_high:+.4f}]), more than {rule.max_drop:g}", highlight=False)
+    if failed:
+        raise typer.Exit(EXIT_GATE)
 
 
-def comparison_table(name_a: str, name_b: str, compared: list[MetricComparison], flips: int) -> Group:
-    """The per-metric table, then the flipped records of pass/fail metrics."""
+def comparison_table(name_a: str, name_b: str, compared: list[MetricComparison], flips: int,
+                     regressions: set[str] | None = None) -> Group:
+    """The per-metric table (``!`` marks a regression), then the flipped records of pass/fail metrics."""
+    regressions = regressions or set()
+    caption = "* the 95% CI of B − A excludes 0" + ("; ! a regression" if regressions else "")
     table = Table(title=f"B = {name_b} vs A = {name_a}", title_justify="left",
-                  caption="* the 95% CI of B − A excludes 0", caption_justify="left")
+                  caption=caption, caption_justify="left")
     for column in ("metric", "A", "B", "B − A", "95% CI", "McNemar p", "flips (+/−)", "pairs"):
         table.add_column(column, justify="left" if column == "metric" else "right")
     details: list[Text] = []
     for item in compared:
         c = item.comparison
         d = c.difference
-        mark = "*" if c.significant else ""
+        mark = "!" if item.metric in regressions else "*" if c.significant else ""
         ci = "-" if math.isnan(d.ci_low) else f"[{d.ci_low:+.4f}, {d.ci_high:+.4f}]"
         improved = sum(1 for f in c.flips if f.direction == "improved")
         flip_text = f"+{improved}/−{len(c.flips) - improved}" if c.mcnemar is not None else "-"

@@ -23,6 +23,15 @@ from evalsi.training._checkpoints import (
     parse_step,
     signature,
 )
+from evalsi.training._evaluator import (
+    DEFAULT_LOG_DIR,
+    CheckpointEvaluator,
+    SpecStep,
+    StepResult,
+    compare_with_base,
+    describe_result,
+)
+from evalsi.training._results import checkpoint_metadata, is_complete, run_dir, step_file, step_files
 from evalsi.training._serving import (
     Endpoint,
     LoRA,
@@ -37,9 +46,11 @@ from evalsi.training._transformers import OpenAICompatibleServer, Transformers
 from evalsi.training._vllm import VLLM, free_port, stop_process
 
 __all__ = [
+    "DEFAULT_LOG_DIR",
     "STATE_DICT_SUFFIXES",
     "VLLM",
     "Checkpoint",
+    "CheckpointEvaluator",
     "Endpoint",
     "LoRA",
     "ModelFiles",
@@ -51,13 +62,22 @@ __all__ = [
     "ServingStrategy",
     "SettleTracker",
     "Signature",
+    "SpecStep",
+    "StepResult",
     "Transformers",
     "api_root",
+    "checkpoint_metadata",
+    "compare_with_base",
+    "describe_result",
     "discover",
     "find_model",
     "free_port",
+    "is_complete",
     "model_ref",
     "parse_step",
+    "run_dir",
     "signature",
+    "step_file",
+    "step_files",
     "stop_process",
 ]
