@@ -88,8 +88,10 @@ class Transformers:
                 text = str(prompt)
             inputs = tokenizer(text, return_tensors="pt").to(self.device)
             temperature = float(sampling.get("temperature") or 0.0)
+            sample = temperature > 0
+            # Greedy decoding gives one answer however often it is asked: generate it once, repeat it n times.
             options: dict[str, Any] = {"max_new_tokens": int(sampling.get("max_tokens") or self.max_tokens),
-                                       "num_return_sequences": n, "do_sample": temperature > 0}
+                                       "num_return_sequences": n if sample else 1, "do_sample": sample}
             if temperature > 0:
                 options["temperature"] = temperature
                 options["top_p"] = float(sampling.get("top_p") or 1.0)
@@ -98,7 +100,8 @@ class Transformers:
             with lock, torch.no_grad():
                 output = model.generate(**inputs, **options)
             start = inputs["input_ids"].shape[1]
-            return [tokenizer.decode(row[start:], skip_special_tokens=True) for row in output]
+            texts = [tokenizer.decode(row[start:], skip_special_tokens=True) for row in output]
+            return texts if sample else texts * n
 
         return generate
 

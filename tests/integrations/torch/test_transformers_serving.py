@@ -39,6 +39,7 @@ def test_serves_a_saved_checkpoint_behind_an_openai_endpoint(tmp_path: Path) -> 
         assert httpx.get(served.base_url.removesuffix("/v1") + "/health").status_code == 200
         reply = httpx.post(f"{served.base_url}/completions", timeout=60,
                            json={"model": served.model, "prompt": "what is 2+2?", "max_tokens": 3, "n": 2})
+        assert reply.status_code == 200, reply.text
         choices = reply.json()["choices"]
         assert reply.status_code == 200 and len(choices) == 2
         assert all(set(c["text"].split()) <= set(WORDS) for c in choices)
@@ -66,3 +67,16 @@ def test_state_dict_checkpoints_load_into_the_base_architecture(tmp_path: Path) 
         reply = httpx.post(f"{served.base_url}/completions", timeout=60,
                            json={"model": served.model, "prompt": "hello", "max_tokens": 2})
         assert reply.status_code == 200
+
+
+def test_a_checkpoint_is_evaluated_through_the_run_engine(tmp_path: Path) -> None:
+    from evalsi.training import CheckpointEvaluator
+    from tests.training.conftest import write_spec
+
+    tiny_model(tmp_path / "out" / "checkpoint-5")
+    spec = write_spec(tmp_path / "specs")
+    evaluator = CheckpointEvaluator([spec], "tiny", Transformers(), log_dir=tmp_path / "logs",
+                                    overrides=["numSamples=3", "sampling.maxTokens=2"])
+    result = evaluator.evaluate(tmp_path / "out" / "checkpoint-5", 5)
+    assert result.complete and result.specs[0].path.exists()
+    assert evaluator.is_done(5)
