@@ -207,6 +207,16 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
+class Server(ThreadingHTTPServer):
+    """Threaded HTTP server that takes a client hanging up mid-request quietly (as uvicorn does)."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="vllm")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -236,8 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     state.log("start", argv=sys.argv[1:])
     time.sleep(float(os.environ.get("VLLM_STANDIN_STARTUP", "0") or 0))  # "loading the engine"
     handler = type("BoundHandler", (Handler,), {"state": state})
-    server = ThreadingHTTPServer((args.host or "0.0.0.0", args.port), handler)
-    server.daemon_threads = True
+    server = Server((args.host or "0.0.0.0", args.port), handler)
 
     def stop(signum: int, frame: Any) -> None:
         state.log("stop", signal=signum)

@@ -38,7 +38,7 @@ from evalsi.training import (
 )
 from evalsi.training._curve import Curve, build_curve
 from evalsi.training._plot import cell_text, plot_curve
-from evalsi.training._watch import Watcher, WatchReport
+from evalsi.training._watch import Watcher
 
 app = typer.Typer(help="Evaluate training checkpoints against run specs, and draw the learning curve.",
                   no_args_is_help=True)
@@ -270,10 +270,10 @@ def watch_command(
                      highlight=False)
     watcher = Watcher(evaluator, directory, settle=settle, poll=poll, stop_file=stop_file, once=once,
                       display=display)
-    report = WatchReport()
+    report = watcher.report
     try:
         with _terminate_as_interrupt():
-            report = watcher.run()
+            watcher.run()
     except KeyboardInterrupt:
         display.close()
         stderr.print("stopped: finished steps are saved; a half-evaluated one resumes when the watcher restarts",

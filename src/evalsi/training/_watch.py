@@ -82,10 +82,12 @@ class Watcher:
         self.clock = clock
         self.sleep = sleep
         self._done: set[int] = set()
+        self.report = WatchReport()
+        """What this watcher did so far (kept when ``run`` is interrupted)."""
 
     def run(self, until: Callable[[], bool] | None = None) -> WatchReport:
         """Watch until interrupted (Ctrl-C), until ``until()`` is true, or with ``once`` until nothing is left."""
-        report = WatchReport()
+        report = self.report
         last_waiting: list[tuple[Checkpoint, str]] | None = None
         while until is None or not until():
             ready, waiting, wake = self._look(report)
