@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import signal
+import socket
 import stat
 import sys
 import threading
@@ -97,6 +98,11 @@ class Handler(BaseHTTPRequestHandler):
 
     protocol_version = "HTTP/1.1"
     state: State
+
+    def setup(self) -> None:
+        """Send each reply at once (no Nagle delay between the headers and the body)."""
+        super().setup()
+        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass

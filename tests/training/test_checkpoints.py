@@ -114,3 +114,19 @@ def test_settle_restarts_when_a_copy_keeps_old_times(tmp_path: Path) -> None:
     assert not tracker.settled(target)  # the change was seen: wait again
     clock.now += 5.01
     assert tracker.settled(target)
+
+
+def test_a_change_with_newer_times_is_dated_by_them_not_by_when_it_was_seen(tmp_path: Path) -> None:
+    folder = write_model(tmp_path / "checkpoint-1", weights=False)
+    os.utime(folder / "config.json", (1_000, 1_000))
+    os.utime(folder / "answers.json", (1_000, 1_000))
+    os.utime(folder, (1_000, 1_000))
+    clock = Clock(1_000.5)
+    tracker = SettleTracker(settle=5.0, clock=clock)
+    tracker.observe(folder)  # seen half-written
+    (folder / "model.safetensors").write_bytes(b"x")
+    os.utime(folder / "model.safetensors", (1_001, 1_001))
+    os.utime(folder, (1_001, 1_001))
+    clock.now = 1_004.0  # seen again later: still waits only until the last write + settle
+    assert not tracker.settled(folder)
+    assert tracker.settles_at(folder) == pytest.approx(1_006.0)

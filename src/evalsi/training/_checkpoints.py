@@ -186,8 +186,9 @@ class SettleTracker:
     """Decides when a checkpoint has settled: nothing in it changed for ``settle`` seconds.
 
     Modification times tell how long a checkpoint has been still, so a watcher that starts late evaluates old
-    checkpoints at once. A copy that preserves modification times (``cp -p``, ``rsync -a``) would look old
-    while it is still arriving, so a change the tracker sees itself also restarts the wait.
+    checkpoints at once, and one that looked at a half-written checkpoint does not wait longer than needed. A
+    copy that preserves modification times (``cp -p``, ``rsync -a``) would look old while it is still arriving,
+    so a change seen without a newer modification time restarts the wait from when it was seen.
     """
 
     settle: float
@@ -202,7 +203,10 @@ class SettleTracker:
         if seen is None:
             self._seen[path] = _Seen(current, float("-inf"))
         elif seen.signature != current:
-            self._seen[path] = _Seen(current, now)
+            # A change with a newer modification time dates itself; one without (a copy keeping old times, a
+            # deleted file) is dated by when we saw it.
+            dated = current.newest > seen.signature.newest
+            self._seen[path] = _Seen(current, seen.changed_at if dated else now)
         return current
 
     def settles_at(self, path: Path) -> float:

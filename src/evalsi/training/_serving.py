@@ -137,6 +137,19 @@ class LoRA:
         self.base_model = base_model
         self.api_key_env = api_key_env
         self.timeout = timeout
+        self._client: httpx.Client | None = None
+
+    def client(self) -> httpx.Client:
+        """One HTTP client for every checkpoint (making one costs a TLS context, a large part of a load)."""
+        if self._client is None:
+            self._client = httpx.Client(base_url=self.root, timeout=self.timeout)
+        return self._client
+
+    def close(self) -> None:
+        """Close the HTTP client."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
 
     @contextlib.contextmanager
     def serve(self, ref: ModelRef) -> Iterator[Served]:
@@ -151,12 +164,12 @@ class LoRA:
                 "adapter_model.safetensors); use --serve vllm for full checkpoints"
             )
         name = ref.served_name
-        with httpx.Client(base_url=self.root, timeout=self.timeout, headers=self._headers()) as client:
-            self._load(client, name, ref.files.path)
-            try:
-                yield Served(self.base_url, name)
-            finally:
-                self._unload(client, name)
+        client = self.client()
+        self._load(client, name, ref.files.path)
+        try:
+            yield Served(self.base_url, name)
+        finally:
+            self._unload(client, name)
 
     def _headers(self) -> dict[str, str]:
         key = os.environ.get(self.api_key_env) if self.api_key_env else None
@@ -165,7 +178,7 @@ class LoRA:
     def _load(self, client: httpx.Client, name: str, path: Path) -> None:
         body = {"lora_name": name, "lora_path": str(path)}
         try:
-            response = client.post("/v1/load_lora_adapter", json=body)
+            response = client.post("/v1/load_lora_adapter", json=body, headers=self._headers())
         except httpx.TransportError as exc:
             raise ServingError(f"cannot reach vLLM at {self.root} to load adapter {name}: {exc}") from None
         if response.status_code == 200:
@@ -183,7 +196,7 @@ class LoRA:
 
     def _unload(self, client: httpx.Client, name: str) -> None:
         try:
-            response = client.post("/v1/unload_lora_adapter", json={"lora_name": name})
+            response = client.post("/v1/unload_lora_adapter", json={"lora_name": name}, headers=self._headers())
         except httpx.TransportError as exc:
             log.warning("could not unload adapter %s from %s: %s", name, self.root, exc)
             return

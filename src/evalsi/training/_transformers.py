@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -140,6 +141,11 @@ class OpenAICompatibleServer:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     owner: OpenAICompatibleServer
+
+    def setup(self) -> None:
+        """Send each reply at once (no Nagle delay between the headers and the body)."""
+        super().setup()
+        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: requests are not logged."""
