@@ -109,7 +109,7 @@ class CheckpointEvaluator:
     """Evaluates checkpoints of one training run against run specs, through a serving strategy.
 
     Args:
-        specs: RunSpec YAML files (each file's single RunSpec).
+        specs: A RunSpec YAML file, or several (each file's single RunSpec).
         training_run: The training run's name (results go under ``log_dir/training_run``).
         serving: How a checkpoint is served (default: the spec's own endpoint).
         regression: ``METRIC[:MAX_DROP]`` rules checked against the base model's results.
@@ -123,10 +123,12 @@ class CheckpointEvaluator:
 
     """
 
-    def __init__(self, specs: Sequence[str | Path], training_run: str, serving: ServingStrategy | None = None, *,
+    def __init__(self, specs: str | Path | Sequence[str | Path], training_run: str,
+                 serving: ServingStrategy | None = None, *,
                  regression: Sequence[str | RegressionRule] = (), log_dir: str | Path = DEFAULT_LOG_DIR,
                  overrides: Sequence[str] = (), progress: bool = False, on_stage: Stage | None = None) -> None:
-        if not specs:
+        paths = [specs] if isinstance(specs, str | Path) else list(specs)
+        if not paths:
             raise SpecError("give at least one run spec (-f spec.yaml)")
         if not training_run.strip():
             raise SpecError("the training run needs a name (--training-run NAME)")
@@ -136,7 +138,7 @@ class CheckpointEvaluator:
         self.overrides = list(overrides)
         self.progress = progress
         self.on_stage = on_stage
-        self.specs = [self._load(Path(path)) for path in specs]
+        self.specs = [self._load(Path(path)) for path in paths]
         names = [s.name for s in self.specs]
         if len(set(names)) != len(names):
             raise SpecError(f"two run specs share a name ({', '.join(names)}); their results would mix")
