@@ -38,6 +38,7 @@ from evalsi.training import (
 )
 from evalsi.training._curve import Curve, build_curve
 from evalsi.training._plot import cell_text, plot_curve
+from evalsi.training._sources import RemoteDirectory, is_remote, open_source
 from evalsi.training._watch import Watcher
 
 app = typer.Typer(help="Evaluate training checkpoints against run specs, and draw the learning curve.",
@@ -83,6 +84,18 @@ def make_serving(serve: str, base_url: str | None, model: str | None, vllm_bin: 
     if serve == "transformers":
         return Transformers(device, base_model=base_model)
     fail(f"--serve {serve!r} is not one of {', '.join(SERVE_CHOICES)}")
+
+
+def fetch_location(location: str, step: int | None, cache_dir: Path) -> str | Path:
+    """A remote checkpoint (``s3://.../checkpoint-100``) downloaded; anything else as given."""
+    if not is_remote(location):
+        return location
+    parent, _, name = location.rstrip("/").rpartition("/")
+    source = RemoteDirectory(parent, cache_dir)
+    match = [c for c in source.discover() if c.name == name]
+    if not match:
+        raise DataError(f"{location}: no checkpoint named {name!r} there (checkpoint-N, global_step_N, step-N)")
+    return source.fetch(match[0])
 
 
 def parse_step_option(text: str) -> int | None:
@@ -185,7 +198,7 @@ def _evaluator(files: list[Path], training_run: str, serving: ServingStrategy, r
 @app.command("eval")
 def eval_command(
     model_or_path: Annotated[str, typer.Argument(
-        help="The checkpoint's directory or file, or for --step base the base model (its name or path).")],
+        help="The checkpoint's directory or file (or s3://, gs://, hf:// URL), or for --step base the base model.")],
     step: Annotated[str, typer.Option("--step", help="base, or the checkpoint's step number.")],
     files: Files,
     training_run: TrainingRun,
@@ -212,7 +225,8 @@ def eval_command(
     evaluator = _evaluator(files, training_run, serving, regression, log_dir, overrides, display)
     try:
         with _terminate_as_interrupt():
-            result = evaluator.evaluate(model_or_path, number)
+            location = fetch_location(model_or_path, number, log_dir / "downloads" / training_run)
+            result = evaluator.evaluate(location, number)
     except KeyboardInterrupt:
         fail("interrupted: scored records are saved; run the same command again to resume", EXIT_FAILED)
     except (SpecError, DataError) as exc:
@@ -233,7 +247,8 @@ def eval_command(
 
 @app.command("watch")
 def watch_command(
-    directory: Annotated[Path, typer.Argument(help="The training output directory to watch.")],
+    directory: Annotated[str, typer.Argument(
+        help="The training output directory to watch: a path, or s3://, gs://, hf:// (with evalsi[remote]).")],
     files: Files,
     training_run: TrainingRun,
     serve: Serve = "transformers",
@@ -268,7 +283,11 @@ def watch_command(
         stderr.print("[yellow]note:[/] no base results yet, so regressions cannot be checked; evaluate the base "
                      "with `evalsi checkpoints eval MODEL --step base` (same -f, --training-run, --log-dir)",
                      highlight=False)
-    watcher = Watcher(evaluator, directory, settle=settle, poll=poll, stop_file=stop_file, once=once,
+    try:
+        source = open_source(directory, log_dir / "downloads" / training_run)
+    except EvalsiError as exc:
+        fail(str(exc))
+    watcher = Watcher(evaluator, source, settle=settle, poll=poll, stop_file=stop_file, once=once,
                       display=display)
     report = watcher.report
     try:

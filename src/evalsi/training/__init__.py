@@ -42,6 +42,14 @@ from evalsi.training._serving import (
     api_root,
     model_ref,
 )
+from evalsi.training._sources import (
+    CheckpointSource,
+    LocalDirectory,
+    RemoteDirectory,
+    SourceError,
+    is_remote,
+    open_source,
+)
 from evalsi.training._transformers import OpenAICompatibleServer, Transformers
 from evalsi.training._vllm import VLLM, free_port, stop_process
 
@@ -51,17 +59,21 @@ __all__ = [
     "VLLM",
     "Checkpoint",
     "CheckpointEvaluator",
+    "CheckpointSource",
     "Endpoint",
     "LoRA",
+    "LocalDirectory",
     "ModelFiles",
     "ModelKind",
     "ModelRef",
     "OpenAICompatibleServer",
+    "RemoteDirectory",
     "Served",
     "ServingError",
     "ServingStrategy",
     "SettleTracker",
     "Signature",
+    "SourceError",
     "SpecStep",
     "StepResult",
     "Transformers",
@@ -73,7 +85,9 @@ __all__ = [
     "find_model",
     "free_port",
     "is_complete",
+    "is_remote",
     "model_ref",
+    "open_source",
     "parse_step",
     "run_dir",
     "signature",

@@ -92,24 +92,48 @@ def _model_in(folder: Path) -> ModelFiles | None:
         names = {entry.name for entry in os.scandir(folder) if entry.is_file()}
     except OSError:
         return None
+
+    def read(name: str) -> bytes | None:
+        try:
+            return (folder / name).read_bytes()
+        except OSError:
+            return None
+
+    kind = model_kind(names, read)
+    return None if kind is None else ModelFiles(kind, folder)
+
+
+def model_kind(names: set[str], read: Callable[[str], bytes | None]) -> ModelKind | None:
+    """What the files of one folder hold (``read(name)`` gives a file's bytes), or None while nothing complete.
+
+    Full weights need ``config.json`` and every weight file (every shard a ``*.index.json`` names); an adapter
+    needs ``adapter_config.json`` and its weights; files still being written (``*.tmp``...) mean nothing yet.
+    """
     if any(name.endswith(_PARTIAL_SUFFIXES) for name in names):
         return None
     if "adapter_config.json" in names and any(f in names for f in _ADAPTER_FILES):
-        return ModelFiles("lora", folder)
+        return "lora"
     if "config.json" in names:
         if any(f in names for f in _WEIGHT_FILES):
-            return ModelFiles("weights", folder)
+            return "weights"
         for index in _INDEXES:
-            if index in names and _shards_present(folder / index, names):
-                return ModelFiles("weights", folder)
+            if index in names and _shards_present(read(index), names):
+                return "weights"
     return None
 
 
-def _shards_present(index: Path, names: set[str]) -> bool:
+def nested_folders() -> tuple[str, ...]:
+    """The sub-folders (relative) a servable model may sit in, the checkpoint's own folder first."""
+    return ("", *_NESTED)
+
+
+def _shards_present(index: bytes | None, names: set[str]) -> bool:
     """Whether every shard a sharded checkpoint's index names exists (a half-written index counts as absent)."""
+    if index is None:
+        return False
     try:
-        weight_map = orjson.loads(index.read_bytes()).get("weight_map") or {}
-    except (OSError, orjson.JSONDecodeError, AttributeError):
+        weight_map = orjson.loads(index).get("weight_map") or {}
+    except (orjson.JSONDecodeError, AttributeError):
         return False
     shards = set(weight_map.values())
     return bool(shards) and shards <= names
@@ -193,15 +217,18 @@ class SettleTracker:
 
     settle: float
     clock: Callable[[], float] = field(default=time.time, repr=False)
+    signer: Callable[[Path], Signature] = field(default=lambda path: signature(path), repr=False)
+    """How a checkpoint's files are looked at (a remote store lists them instead)."""
     _seen: dict[Path, _Seen] = field(default_factory=dict, repr=False)
 
     def observe(self, path: Path) -> Signature:
         """Look at a checkpoint now, remembering when its files last changed under our eyes."""
         now = self._now()
-        current = signature(path)
+        current = self.signer(path)
         seen = self._seen.get(path)
         if seen is None:
-            self._seen[path] = _Seen(current, float("-inf"))
+            # Without modification times (some stores have none) the first sight starts the wait.
+            self._seen[path] = _Seen(current, float("-inf") if current.newest > 0 else now)
         elif seen.signature != current:
             # A change with a newer modification time dates itself; one without (a copy keeping old times, a
             # deleted file) is dated by when we saw it.
@@ -213,7 +240,8 @@ class SettleTracker:
         """When the checkpoint will have been still for ``settle`` seconds (as last observed)."""
         seen = self._seen.get(path)
         if seen is None:
-            seen = _Seen(self.observe(path), float("-inf"))
+            self.observe(path)
+            seen = self._seen[path]
         return max(seen.signature.newest, seen.changed_at) + self.settle
 
     def settled(self, path: Path) -> bool:

@@ -19,8 +19,9 @@ import orjson
 
 from evalsi._util.atomic import atomic_writer
 from evalsi.errors import EvalsiError
-from evalsi.training._checkpoints import Checkpoint, SettleTracker, discover, find_model
+from evalsi.training._checkpoints import Checkpoint, SettleTracker
 from evalsi.training._evaluator import CheckpointEvaluator, StepResult
+from evalsi.training._sources import CheckpointSource, LocalDirectory
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ class Watcher:
 
     Args:
         evaluator: Serves and evaluates one checkpoint.
-        directory: The training output directory.
+        directory: The training output directory (or a remote source, see ``RemoteDirectory``).
         settle: Seconds a checkpoint must stay unchanged before it is evaluated.
         poll: Seconds between looks at the directory for new checkpoints.
         stop_file: Written (JSON: step, regressions) when a checkpoint regresses; a training loop that checks
@@ -69,12 +70,13 @@ class Watcher:
 
     """
 
-    def __init__(self, evaluator: CheckpointEvaluator, directory: Path, *, settle: float = 60.0, poll: float = 2.0,
+    def __init__(self, evaluator: CheckpointEvaluator, directory: Path | CheckpointSource, *, settle: float = 60.0,
+                 poll: float = 2.0,
                  stop_file: Path | None = None, once: bool = False, display: WatchDisplay | None = None,
                  clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep) -> None:
         self.evaluator = evaluator
-        self.directory = directory
-        self.tracker = SettleTracker(settle, clock)
+        self.source: CheckpointSource = LocalDirectory(directory) if isinstance(directory, Path) else directory
+        self.tracker = SettleTracker(settle, clock, self.source.signature)
         self.poll = poll
         self.stop_file = stop_file
         self.once = once
@@ -109,14 +111,14 @@ class Watcher:
         """The first checkpoint ready to evaluate, those still waiting (and why), and when to look again."""
         waiting: list[tuple[Checkpoint, str]] = []
         wake = float("inf")
-        for checkpoint in discover(self.directory):
+        for checkpoint in self.source.discover():
             if checkpoint.step in self._done or checkpoint.step in report.failed:
                 continue
             if self.evaluator.is_done(checkpoint.step):
                 self._done.add(checkpoint.step)
                 report.skipped.append(checkpoint)
                 continue
-            if find_model(checkpoint.path) is None:
+            if self.source.find_model(checkpoint) is None:
                 self.tracker.observe(checkpoint.path)  # a change seen now also restarts the settle wait
                 waiting.append((checkpoint, "no model yet"))
                 continue
@@ -130,7 +132,8 @@ class Watcher:
     def _evaluate(self, checkpoint: Checkpoint, report: WatchReport) -> None:
         settled_at = self.tracker.settles_at(checkpoint.path)
         try:
-            result = self.evaluator.evaluate(checkpoint, settled_at=settled_at)
+            local = self.source.fetch(checkpoint)
+            result = self.evaluator.evaluate(local, checkpoint.step, settled_at=settled_at)
         except EvalsiError as exc:  # a serving or generation failure: report it, keep watching the others
             report.failed[checkpoint.step] = str(exc)
             if self.display is not None:
