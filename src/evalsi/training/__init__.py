@@ -23,6 +23,7 @@ from evalsi.training._checkpoints import (
     parse_step,
     signature,
 )
+from evalsi.training._curve import Curve, CurvePoint, build_curve
 from evalsi.training._evaluator import (
     DEFAULT_LOG_DIR,
     CheckpointEvaluator,
@@ -31,6 +32,7 @@ from evalsi.training._evaluator import (
     compare_with_base,
     describe_result,
 )
+from evalsi.training._plot import PlotError, curve_html, plot_curve
 from evalsi.training._results import checkpoint_metadata, is_complete, run_dir, step_file, step_files
 from evalsi.training._serving import (
     Endpoint,
@@ -52,6 +54,7 @@ from evalsi.training._sources import (
 )
 from evalsi.training._transformers import OpenAICompatibleServer, Transformers
 from evalsi.training._vllm import VLLM, free_port, stop_process
+from evalsi.training._watch import WatchDisplay, Watcher, WatchReport, write_stop_file
 
 __all__ = [
     "DEFAULT_LOG_DIR",
@@ -60,6 +63,8 @@ __all__ = [
     "Checkpoint",
     "CheckpointEvaluator",
     "CheckpointSource",
+    "Curve",
+    "CurvePoint",
     "Endpoint",
     "LoRA",
     "LocalDirectory",
@@ -67,6 +72,7 @@ __all__ = [
     "ModelKind",
     "ModelRef",
     "OpenAICompatibleServer",
+    "PlotError",
     "RemoteDirectory",
     "Served",
     "ServingError",
@@ -77,9 +83,14 @@ __all__ = [
     "SpecStep",
     "StepResult",
     "Transformers",
+    "WatchDisplay",
+    "WatchReport",
+    "Watcher",
     "api_root",
+    "build_curve",
     "checkpoint_metadata",
     "compare_with_base",
+    "curve_html",
     "describe_result",
     "discover",
     "find_model",
@@ -89,9 +100,11 @@ __all__ = [
     "model_ref",
     "open_source",
     "parse_step",
+    "plot_curve",
     "run_dir",
     "signature",
     "step_file",
     "step_files",
     "stop_process",
+    "write_stop_file",
 ]
