@@ -102,3 +102,22 @@ def test_eval_serving_failure_exits_1(tmp_path: Path, vllm_bin: Path) -> None:
     result = invoke("eval", str(broken), "--step", "1", "-f", str(spec), "--training-run", "r", "--serve", "vllm",
                     "--vllm-bin", str(vllm_bin), "--log-dir", str(tmp_path / "logs"), "-q")
     assert result.exit_code == 1 and "exited with code 1 before it was healthy" in result.output
+
+
+def test_watch_once_exits_3_when_a_checkpoint_fails_its_spec_gate(tmp_path: Path) -> None:
+    import os
+
+    from tests.helpers.openai_server import OpenAIServer
+    from tests.training.conftest import write_model
+
+    spec = write_spec(tmp_path / "specs", gate_min=0.9)
+    write_model(tmp_path / "out" / "checkpoint-1")
+    os.utime(tmp_path / "out" / "checkpoint-1", (1, 1))
+    for path in (tmp_path / "out" / "checkpoint-1").iterdir():
+        os.utime(path, (1, 1))
+    with OpenAIServer(answers=answers(wrong=10), default="?") as server:
+        result = invoke("watch", str(tmp_path / "out"), "-f", str(spec), "--training-run", "g", "--serve",
+                        "endpoint", "--base-url", server.base_url, "--model", "m", "--log-dir",
+                        str(tmp_path / "logs"), "--once", "--settle", "1")
+    assert result.exit_code == 3, result.output
+    assert "checkpoint-1: gate failed" in result.output

@@ -248,7 +248,7 @@ def eval_command(
 @app.command("watch")
 def watch_command(
     directory: Annotated[str, typer.Argument(
-        help="The training output directory to watch: a path, or s3://, gs://, hf:// (with evalsi[remote]).")],
+        help="The training output directory to watch: a path, or s3://, gs://, hf:// (with evalsi\\[remote]).")],
     files: Files,
     training_run: TrainingRun,
     serve: Serve = "transformers",
@@ -274,7 +274,7 @@ def watch_command(
 
     Finished steps are read from LOG_DIR, so a restarted watcher evaluates nothing twice and resumes a
     half-evaluated step. Exit codes: 0 ok; 1 a checkpoint could not be evaluated; 2 bad usage or spec;
-    3 a checkpoint regressed.
+    3 a checkpoint regressed or failed its spec's gates.
     """
     serving = make_serving(serve, base_url, model, vllm_bin, vllm_args, device, base_model, log_dir)
     display = Display(not quiet)
@@ -301,7 +301,7 @@ def watch_command(
         display.close()
     if report.stop_file_written and stop_file is not None:
         stderr.print(f"[bold red]a checkpoint regressed[/]: wrote {escape(str(stop_file))}", highlight=False)
-    if report.regressed:
+    if report.regressed or report.gates_failed:
         raise typer.Exit(EXIT_GATE)
     if report.failed:
         raise typer.Exit(EXIT_FAILED)
@@ -314,7 +314,7 @@ def curve_command(
     log_dir: LogDir = DEFAULT_LOG_DIR,
     regression: Regression = None,
     plot: Annotated[list[Path] | None, typer.Option(
-        "--plot", help="Draw the curve: curve.html (self-contained) or curve.png (needs evalsi[plot]).")] = None,
+        "--plot", help="Draw the curve: curve.html (self-contained) or curve.png (needs evalsi\\[plot]).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the curve as JSON.")] = False,
 ) -> None:
     """The learning curve: each step's metrics with the change from the base (* significant, ! regression).

@@ -54,6 +54,11 @@ class WatchReport:
         """Whether a checkpoint evaluated by this run regressed."""
         return any(result.regressed for _, result in self.evaluated)
 
+    @property
+    def gates_failed(self) -> bool:
+        """Whether a checkpoint evaluated by this run failed its spec's own gates."""
+        return any(not result.gates_passed for _, result in self.evaluated)
+
 
 class Watcher:
     """Evaluates every checkpoint that appears in ``directory`` with ``evaluator``.
