@@ -55,6 +55,6 @@ def hf(session: nox.Session) -> None:
 
 @nox.session(name="torch")
 def torch(session: nox.Session) -> None:
-    """Checkpoints served in-process by transformers (CPU): a tiny model saved here, and a state dictionary."""
-    session.install("torch==2.13.0", "transformers==5.24.0", "-e", ".[dev]")
+    """Checkpoints served in-process by transformers (CPU), and the Trainer callback that evaluates each save."""
+    session.install("torch==2.13.0", "transformers==5.24.0", "accelerate>=1.1.0", "-e", ".[dev]")
     session.run("pytest", "-q", "tests/integrations/torch", env={"EVALSI_INTEGRATION": "1", "HF_HUB_OFFLINE": "1"})

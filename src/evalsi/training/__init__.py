@@ -34,6 +34,7 @@ from evalsi.training._evaluator import (
 )
 from evalsi.training._plot import PlotError, curve_html, plot_curve
 from evalsi.training._results import checkpoint_metadata, is_complete, run_dir, step_file, step_files
+from evalsi.training._runner import CheckpointRunner, Evaluator, Submitted
 from evalsi.training._serving import (
     Endpoint,
     LoRA,
@@ -62,10 +63,12 @@ __all__ = [
     "VLLM",
     "Checkpoint",
     "CheckpointEvaluator",
+    "CheckpointRunner",
     "CheckpointSource",
     "Curve",
     "CurvePoint",
     "Endpoint",
+    "Evaluator",
     "LoRA",
     "LocalDirectory",
     "ModelFiles",
@@ -82,6 +85,7 @@ __all__ = [
     "SourceError",
     "SpecStep",
     "StepResult",
+    "Submitted",
     "Transformers",
     "WatchDisplay",
     "WatchReport",
