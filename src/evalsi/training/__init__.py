@@ -33,6 +33,7 @@ from evalsi.training._evaluator import (
     describe_result,
 )
 from evalsi.training._plot import PlotError, curve_html, plot_curve
+from evalsi.training._pytorch import PyTorchCheckpointHook
 from evalsi.training._results import checkpoint_metadata, is_complete, run_dir, step_file, step_files
 from evalsi.training._runner import CheckpointRunner, Evaluator, Submitted
 from evalsi.training._serving import (
@@ -76,6 +77,7 @@ __all__ = [
     "ModelRef",
     "OpenAICompatibleServer",
     "PlotError",
+    "PyTorchCheckpointHook",
     "RemoteDirectory",
     "Served",
     "ServingError",

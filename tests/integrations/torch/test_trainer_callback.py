@@ -66,3 +66,32 @@ def test_a_real_trainer_run_evaluates_each_save_served_in_process(tmp_path: Path
     assert all(d.result is not None and d.result.complete for d in callback.runner.done)
     assert sorted(p.name for p in (tmp_path / "logs" / "trainer" / "forgetting").iterdir()) == ["step-2.json",
                                                                                                "step-4.json"]
+
+
+def test_pytorch_hook_publishes_state_dicts_atomically_and_evaluates_them(tmp_path: Path) -> None:
+    import os
+
+    import torch
+
+    from evalsi.training import PyTorchCheckpointHook, Transformers, find_model
+    from tests.integrations.torch.test_transformers_serving import tiny_model
+
+    model = tiny_model(tmp_path / "base")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    spec = write_spec(tmp_path / "specs")
+    evaluator = CheckpointEvaluator(spec, "pt", Transformers(base_model=str(tmp_path / "base")),
+                                    log_dir=tmp_path / "logs", overrides=["numSamples=2", "sampling.maxTokens=2"])
+    old = os.umask(0o027)
+    try:
+        with PyTorchCheckpointHook(evaluator) as hook:
+            for step in (100, 200):
+                hook.save(model, tmp_path / "checkpoints" / f"step-{step}.pt", step, optimizer=optimizer)
+    finally:
+        os.umask(old)
+    saved = tmp_path / "checkpoints" / "step-200.pt"
+    assert sorted(p.name for p in saved.parent.iterdir()) == ["step-100.pt", "step-200.pt"]  # no temporary left
+    assert saved.stat().st_mode & 0o777 == 0o640
+    assert set(torch.load(saved, weights_only=True)) == {"model", "step", "optimizer"}
+    assert find_model(saved).kind == "state-dict"  # type: ignore[union-attr]
+    assert [d.step for d in hook.runner.done] == [100, 200]
+    assert all(d.result is not None and d.result.complete for d in hook.runner.done), hook.runner.done
