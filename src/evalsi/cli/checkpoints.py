@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -117,14 +116,12 @@ class Display:
         self.enabled = enabled
         self.console = console
         self._status: Any = None
-        self._started: dict[str, float] = {}
 
     def stage(self, label: str, stage: str) -> None:
         """A step entered a stage."""
         self._clear()
         if not self.enabled:
             return
-        self._started.setdefault(label, time.monotonic())
         name = "base" if label == "base" else f"step {label}"
         self.console.print(f"[bold]{name}[/]: {escape(stage)}", highlight=False)
 
