@@ -10,7 +10,7 @@ import nox
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = True
 
-INTEGRATIONS: list[str] = ["trl", "verl", "hf", "browser"]
+INTEGRATIONS: list[str] = ["trl", "verl", "hf", "torch", "browser"]
 
 
 @nox.session(name="integrations", python=False)
@@ -62,3 +62,10 @@ def browser(session: nox.Session) -> None:
     session.install("playwright==1.65.2", "-e", ".[dev,math,view,serve]")  # math: the example run it shows
     env = {"EVALSI_INTEGRATION": "1", "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD": "1"}
     session.run("pytest", "-q", "-p", "no:randomly", "tests/integrations/browser", env=env)
+
+
+@nox.session(name="torch")
+def torch(session: nox.Session) -> None:
+    """Checkpoints served in-process by transformers (CPU), and the Trainer callback that evaluates each save."""
+    session.install("torch==2.13.0", "transformers==5.24.0", "accelerate>=1.1.0", "-e", ".[dev]")
+    session.run("pytest", "-q", "tests/integrations/torch", env={"EVALSI_INTEGRATION": "1", "HF_HUB_OFFLINE": "1"})

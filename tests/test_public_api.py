@@ -18,6 +18,7 @@ PUBLIC = [
     "evalsi.server",
     "evalsi.specs",
     "evalsi.stats",
+    "evalsi.training",
     "evalsi_harness",
 ]
 

@@ -12,10 +12,11 @@ from rich.console import Group
 from rich.markup import escape
 from rich.text import Text
 
-from evalsi.cli._console import fail, stderr, stdout
+from evalsi.cli._console import EXIT_GATE, fail, stderr, stdout
 from evalsi.cli._tables import number_table
 from evalsi.errors import DataError
 from evalsi.runs import LoadedRun, MetricComparison, compare_runs, comparison_to_dict, load_results, record_overlap
+from evalsi.stats import RegressionRule, regressed
 
 SHARED_WARNING = 0.9
 """Below this fraction of shared records, compare warns: the runs may not be over the same data."""
@@ -34,6 +35,11 @@ def compare_command(
         typer.Option("--strict", help="Exit 2 instead of warning when the runs share under 90% of their records "
                                       "or one of them is partial."),
     ] = False,
+    regression: Annotated[
+        list[str] | None,
+        typer.Option("--regression", metavar="METRIC[:MAX_DROP]",
+                     help="Exit 3 when B is significantly below A on METRIC by more than MAX_DROP (repeatable)."),
+    ] = None,
 ) -> None:
     """Paired comparison of B against A: per metric, B − A with a 95% CI (* when it excludes 0).
 
@@ -41,23 +47,46 @@ def compare_command(
     McNemar's exact test and the records that flipped. Warns when the runs share under 90% of their records
     or one is partial (an interrupted run, or records that failed to generate).
 
+    With --regression METRIC[:MAX_DROP], B regressed when the 95% CI of B − A lies below 0 and the drop
+    exceeds MAX_DROP (default 0); such a metric is marked ! and the command exits 3, so CI can fail on a drop.
+
     Exit codes: 0 compared; 2 a file is missing or not a results file, a metric is unknown, or (with --strict)
-    a warning was raised.
+    a warning was raised; 3 a regression.
     """
     try:
+        rules = [RegressionRule.parse(text) for text in regression or []]
+    except ValueError as exc:
+        fail(f"--regression: {exc}")
+    wanted = [*(metrics or []), *(r.metric for r in rules if metrics and r.metric not in metrics)]
+    try:
         run_a, run_b = load_results(results_a), load_results(results_b)
-        compared = compare_runs(run_a, run_b, metrics or None)
+        compared = compare_runs(run_a, run_b, wanted or None)
     except DataError as exc:
         fail(str(exc))
+    by_metric = {c.metric: c for c in compared}
+    for rule in rules:
+        if rule.metric not in by_metric:
+            fail(f"--regression: the runs share no metric {rule.metric!r} (they share: {', '.join(by_metric)})")
+    failed = {r.metric: r for r in rules if regressed(by_metric[r.metric].comparison, r)}
     warnings = comparison_warnings(run_a, run_b)
     if as_json:
-        stdout.out(orjson.dumps([comparison_to_dict(c) for c in compared]).decode(), highlight=False)
+        rows = [comparison_to_dict(c) for c in compared]
+        for row in rows:
+            if any(r.metric == row["metric"] for r in rules):
+                row["regressed"] = row["metric"] in failed
+        stdout.out(orjson.dumps(rows).decode(), highlight=False)
     else:
-        stdout.print(comparison_table(run_a, run_b, compared, flips))
+        stdout.print(comparison_table(run_a, run_b, compared, flips, set(failed)))
     for warning in warnings:
         stderr.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
+    for metric, rule in failed.items():
+        d = by_metric[metric].comparison.difference
+        stderr.print(f"[bold red]regression:[/] {escape(metric)} dropped {-d.mean:.4f} (95% CI of B − A "
+                     f"[{d.ci_low:+.4f}, {d.ci_high:+.4f}]), more than {rule.max_drop:g}", highlight=False)
     if warnings and strict:
         fail("--strict: the comparison raised warnings (above)")
+    if failed:
+        raise typer.Exit(EXIT_GATE)
 
 
 def comparison_warnings(a: LoadedRun, b: LoadedRun) -> list[str]:
@@ -74,15 +103,17 @@ def comparison_warnings(a: LoadedRun, b: LoadedRun) -> list[str]:
     return out
 
 
-def comparison_table(run_a: LoadedRun, run_b: LoadedRun, compared: list[MetricComparison], flips: int) -> Group:
-    """The per-metric table, headed by run names and files, then the flipped records of pass/fail metrics."""
+def comparison_table(run_a: LoadedRun, run_b: LoadedRun, compared: list[MetricComparison], flips: int,
+                     regressions: set[str] | None = None) -> Group:
+    """The per-metric table, headed by run names and files (``!`` marks a regression), then the flipped records."""
+    regressions = regressions or set()
     rows = []
     details: list[Text] = []
     marked = False
     for item in compared:
         c = item.comparison
         d = c.difference
-        mark = "*" if c.significant else ""
+        mark = "!" if item.metric in regressions else "*" if c.significant else ""
         marked = marked or c.significant
         ci = "-" if math.isnan(d.ci_low) else f"[{d.ci_low:+.4f}, {d.ci_high:+.4f}]"
         improved = sum(1 for f in c.flips if f.direction == "improved")
@@ -101,6 +132,8 @@ def comparison_table(run_a: LoadedRun, run_b: LoadedRun, compared: list[MetricCo
              f"({escape(run_a.path)})")
     columns = ("metric", "A", "B", "B − A", "95% CI", "McNemar p", "flips", "pairs")
     notes = ["* the 95% CI of B − A excludes 0"] if marked else []
+    if regressions:
+        notes.append("! a regression")
     if any(item.comparison.mcnemar is not None for item in compared):
         notes.append("flips: records that went +right or −wrong")
     table = number_table(title, columns, columns[1:], rows, caption="; ".join(notes) or None)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import typer
 
 from evalsi import __version__
-from evalsi.cli import evaluators, rewards, sandbox, server
+from evalsi.cli import checkpoints, evaluators, rewards, sandbox, server
 from evalsi.cli.compare import compare_command
 from evalsi.cli.run import run_command
 from evalsi.cli.view import view_command
@@ -37,6 +37,7 @@ app.add_typer(rewards.app, name="rewards")
 app.add_typer(evaluators.app, name="evaluators")
 app.add_typer(sandbox.app, name="sandbox")
 app.add_typer(server.app, name="server")
+app.add_typer(checkpoints.app, name="checkpoints")
 app.command("run")(run_command)
 app.command("compare")(compare_command)
 app.command("view")(view_command)

@@ -37,6 +37,7 @@ from evalsi.stats._passk import (
     pass_pow_k,
     pass_pow_k_estimate,
 )
+from evalsi.stats._regression import RegressionRule, is_regression, regressed
 
 __all__ = [
     "EMPTY",
@@ -46,9 +47,11 @@ __all__ = [
     "Flip",
     "McNemar",
     "PairedComparison",
+    "RegressionRule",
     "clustered_estimate",
     "estimate",
     "exact_pass_at_k",
+    "is_regression",
     "mcnemar_exact",
     "mean",
     "paired_comparison",
@@ -57,6 +60,7 @@ __all__ = [
     "pass_pow_k",
     "pass_pow_k_estimate",
     "record_means",
+    "regressed",
     "standard_error",
     "t_quantile_975",
 ]

@@ -1,0 +1,363 @@
+"""``evalsi checkpoints eval | watch | curve``: evaluate training checkpoints against run specs, and the curve.
+
+Exit codes: 0 ok; 1 a checkpoint could not be served or evaluated; 2 bad usage, spec or data; 3 a checkpoint
+regressed or failed its spec's gates (``curve``: the latest one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import orjson
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from evalsi.cli._console import EXIT_FAILED, EXIT_GATE, fail, stderr, stdout
+from evalsi.errors import DataError, EvalsiError, SpecError
+from evalsi.runs import load_run
+from evalsi.stats import RegressionRule
+from evalsi.training import (
+    DEFAULT_LOG_DIR,
+    VLLM,
+    Checkpoint,
+    CheckpointEvaluator,
+    Endpoint,
+    LoRA,
+    ServingStrategy,
+    StepResult,
+    Transformers,
+    describe_result,
+)
+from evalsi.training._curve import Curve, build_curve
+from evalsi.training._plot import cell_text, plot_curve
+from evalsi.training._sources import RemoteDirectory, is_remote, open_source
+from evalsi.training._watch import Watcher
+
+app = typer.Typer(help="Evaluate training checkpoints against run specs, and draw the learning curve.",
+                  no_args_is_help=True)
+
+SERVE_CHOICES = ("transformers", "vllm", "lora", "endpoint")
+
+Files = Annotated[list[Path], typer.Option("--file", "-f", help="A RunSpec YAML file (repeatable).")]
+TrainingRun = Annotated[str, typer.Option("--training-run", help="The training run's name (groups its results).")]
+Serve = Annotated[str, typer.Option(
+    "--serve", help="How checkpoints are served: transformers (in-process), vllm (starts vllm serve), "
+    "lora (loads adapters into a running vLLM at --base-url), endpoint (already served).")]
+BaseUrl = Annotated[str | None, typer.Option(
+    "--base-url", help="The running server's OpenAI base URL (lora; endpoint: instead of the spec's).")]
+Model = Annotated[str | None, typer.Option(
+    "--model", help="endpoint: the model name to request (default: the spec's target.model).")]
+LogDir = Annotated[Path, typer.Option("--log-dir", help="Where step results are kept: LOG_DIR/TRAINING_RUN/SPEC/.")]
+Regression = Annotated[list[str] | None, typer.Option(
+    "--regression", metavar="METRIC[:MAX_DROP]",
+    help="Fail a step significantly below the base on METRIC by more than MAX_DROP (repeatable).")]
+Overrides = Annotated[list[str] | None, typer.Option(
+    "--set", help="Override a field of every spec, e.g. --set numSamples=200 (repeatable).")]
+VllmBin = Annotated[str, typer.Option("--vllm-bin", help="vllm: the vllm executable.")]
+VllmArgs = Annotated[list[str] | None, typer.Option(
+    "--vllm-arg", help="vllm: one extra argument for vllm serve, e.g. --vllm-arg=--max-model-len=8192 (repeatable).")]
+Device = Annotated[str, typer.Option("--device", help="transformers: cpu, cuda, cuda:1...")]
+BaseModel = Annotated[str | None, typer.Option(
+    "--base-model", help="transformers: the model a state dictionary (step-N.pt) loads into.")]
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")]
+
+
+def make_serving(serve: str, base_url: str | None, model: str | None, vllm_bin: str, vllm_args: list[str] | None,
+                 device: str, base_model: str | None, log_dir: Path) -> ServingStrategy:
+    """The serving strategy the options name."""
+    if serve == "endpoint":
+        return Endpoint(base_url, model)
+    if serve == "lora":
+        if base_url is None:
+            fail("--serve lora needs --base-url (the running vLLM, e.g. http://localhost:8000/v1)")
+        return LoRA(base_url, base_model=model)
+    if serve == "vllm":
+        return VLLM(vllm_bin, vllm_args or [], log_dir=log_dir / "vllm-logs")
+    if serve == "transformers":
+        return Transformers(device, base_model=base_model)
+    fail(f"--serve {serve!r} is not one of {', '.join(SERVE_CHOICES)}")
+
+
+def fetch_location(location: str, step: int | None, cache_dir: Path) -> str | Path:
+    """A remote checkpoint (``s3://.../checkpoint-100``) downloaded; anything else as given."""
+    if not is_remote(location):
+        return location
+    parent, _, name = location.rstrip("/").rpartition("/")
+    source = RemoteDirectory(parent, cache_dir)
+    match = [c for c in source.discover() if c.name == name]
+    if not match:
+        raise DataError(f"{location}: no checkpoint named {name!r} there (checkpoint-N, global_step_N, step-N)")
+    return source.fetch(match[0])
+
+
+def parse_step_option(text: str) -> int | None:
+    """``base`` -> None; a step number -> int."""
+    if text == "base":
+        return None
+    if text.isdigit():
+        return int(text)
+    fail(f"--step {text!r}: give base or a step number (e.g. --step 100)")
+
+
+class Display:
+    """The live progress on stderr: which checkpoint, which stage, and what is waiting.
+
+    Each run's own bar shows the records done and the ETA.
+    """
+
+    def __init__(self, enabled: bool, console: Console = stderr) -> None:
+        self.enabled = enabled
+        self.console = console
+        self._status: Any = None
+
+    def stage(self, label: str, stage: str) -> None:
+        """A step entered a stage."""
+        self._clear()
+        if not self.enabled:
+            return
+        name = "base" if label == "base" else f"step {label}"
+        self.console.print(f"[bold]{name}[/]: {escape(stage)}", highlight=False)
+
+    def waiting(self, pending: list[tuple[Checkpoint, str]]) -> None:
+        """Checkpoints not ready yet, as one transient status line."""
+        if not self.enabled:
+            return
+        text = "; ".join(f"{c.name} {why}" for c, why in pending) or "no new checkpoint"
+        if self._status is None:
+            self._status = self.console.status(f"waiting: {escape(text)}")
+            self._status.start()
+        else:
+            self._status.update(f"waiting: {escape(text)}")
+
+    def evaluated(self, checkpoint: Checkpoint, result: StepResult) -> None:
+        """A checkpoint is done: its status and seconds."""
+        self._clear()
+        if not self.enabled:
+            return
+        colour = "green" if result.status == "ok" else "bold red"
+        self.console.print(f"[bold]{checkpoint.name}[/]: [{colour}]{result.status}[/] in {result.seconds:.1f} s",
+                           highlight=False)
+        for spec in result.specs:
+            for rule in spec.regressions:
+                d = spec.comparisons[rule.metric].difference
+                self.console.print(f"  [bold red]regression[/] {escape(spec.spec)}: {escape(rule.metric)} "
+                                   f"{d.mean:+.4f} (95% CI [{d.ci_low:+.4f}, {d.ci_high:+.4f}])", highlight=False)
+
+    def failed(self, checkpoint: Checkpoint, reason: str) -> None:
+        """A checkpoint could not be evaluated."""
+        self._clear()
+        self.console.print(f"[bold red]{checkpoint.name}: failed:[/] {escape(reason)}", highlight=False,
+                           soft_wrap=True)
+
+    def _clear(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+    def close(self) -> None:
+        """Stop the status line."""
+        self._clear()
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM stops like Ctrl-C: whatever is being served is stopped on the way out."""
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _evaluator(files: list[Path], training_run: str, serving: ServingStrategy, regression: list[str] | None,
+               log_dir: Path, overrides: list[str] | None, display: Display) -> CheckpointEvaluator:
+    try:
+        return CheckpointEvaluator(files, training_run, serving, regression=regression or [], log_dir=log_dir,
+                                   overrides=overrides or [], progress=display.enabled, on_stage=display.stage)
+    except (SpecError, DataError) as exc:
+        fail(str(exc))
+
+
+@app.command("eval")
+def eval_command(
+    model_or_path: Annotated[str, typer.Argument(
+        help="The checkpoint's directory or file (or s3://, gs://, hf:// URL), or for --step base the base model.")],
+    step: Annotated[str, typer.Option("--step", help="base, or the checkpoint's step number.")],
+    files: Files,
+    training_run: TrainingRun,
+    serve: Serve = "transformers",
+    base_url: BaseUrl = None,
+    model: Model = None,
+    log_dir: LogDir = DEFAULT_LOG_DIR,
+    regression: Regression = None,
+    overrides: Overrides = None,
+    vllm_bin: VllmBin = "vllm",
+    vllm_args: VllmArgs = None,
+    device: Device = "cpu",
+    base_model: BaseModel = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the step's result as JSON.")] = False,
+    quiet: Quiet = False,
+) -> None:
+    """Evaluate one checkpoint (or the base model) against the run specs; results go to LOG_DIR.
+
+    Exit codes: 0 ok; 1 it could not be served or evaluated; 2 bad usage or spec; 3 it regressed or failed a gate.
+    """
+    number = parse_step_option(step)
+    serving = make_serving(serve, base_url, model, vllm_bin, vllm_args, device, base_model, log_dir)
+    display = Display(not quiet)
+    evaluator = _evaluator(files, training_run, serving, regression, log_dir, overrides, display)
+    try:
+        with _terminate_as_interrupt():
+            location = fetch_location(model_or_path, number, log_dir / "downloads" / training_run)
+            result = evaluator.evaluate(location, number)
+    except KeyboardInterrupt:
+        fail("interrupted: scored records are saved; run the same command again to resume", EXIT_FAILED)
+    except (SpecError, DataError) as exc:
+        fail(str(exc))
+    except EvalsiError as exc:
+        fail(str(exc), EXIT_FAILED)
+    finally:
+        display.close()
+    if as_json:
+        stdout.out(orjson.dumps(describe_result(result)).decode(), highlight=False)
+    elif not quiet:
+        stderr.print(f"{result.label}: {result.status} ({', '.join(str(s.path) for s in result.specs)})",
+                     highlight=False)
+    if not result.complete:
+        raise typer.Exit(EXIT_FAILED)
+    raise typer.Exit(EXIT_GATE if result.status in ("regressed", "gate failed") else 0)
+
+
+@app.command("watch")
+def watch_command(
+    directory: Annotated[str, typer.Argument(
+        help="The training output directory to watch: a path, or s3://, gs://, hf:// (with evalsi\\[remote]).")],
+    files: Files,
+    training_run: TrainingRun,
+    serve: Serve = "transformers",
+    base_url: BaseUrl = None,
+    model: Model = None,
+    log_dir: LogDir = DEFAULT_LOG_DIR,
+    regression: Regression = None,
+    settle: Annotated[float, typer.Option(
+        "--settle", min=0, help="Seconds a checkpoint must stay unchanged before it is evaluated.")] = 60.0,
+    poll: Annotated[float, typer.Option("--poll", min=0.01, help="Seconds between looks for new checkpoints.")] = 2.0,
+    stop_file: Annotated[Path | None, typer.Option(
+        "--stop-file", help="Written when a checkpoint regresses (a training loop can stop on it).")] = None,
+    once: Annotated[bool, typer.Option(
+        "--once", help="Evaluate the checkpoints there now (waiting for those settling), then exit.")] = False,
+    overrides: Overrides = None,
+    vllm_bin: VllmBin = "vllm",
+    vllm_args: VllmArgs = None,
+    device: Device = "cpu",
+    base_model: BaseModel = None,
+    quiet: Quiet = False,
+) -> None:
+    """Evaluate each new checkpoint in DIRECTORY once, in step order, as it settles. Stop with Ctrl-C.
+
+    Finished steps are read from LOG_DIR, so a restarted watcher evaluates nothing twice and resumes a
+    half-evaluated step. Exit codes: 0 ok; 1 a checkpoint could not be evaluated; 2 bad usage or spec;
+    3 a checkpoint regressed or failed its spec's gates.
+    """
+    serving = make_serving(serve, base_url, model, vllm_bin, vllm_args, device, base_model, log_dir)
+    display = Display(not quiet)
+    evaluator = _evaluator(files, training_run, serving, regression, log_dir, overrides, display)
+    if evaluator.rules and not evaluator.is_done(None):
+        stderr.print("[yellow]note:[/] no base results yet, so regressions cannot be checked; evaluate the base "
+                     "with `evalsi checkpoints eval MODEL --step base` (same -f, --training-run, --log-dir)",
+                     highlight=False)
+    try:
+        source = open_source(directory, log_dir / "downloads" / training_run)
+    except EvalsiError as exc:
+        fail(str(exc))
+    watcher = Watcher(evaluator, source, settle=settle, poll=poll, stop_file=stop_file, once=once,
+                      display=display)
+    report = watcher.report
+    try:
+        with _terminate_as_interrupt():
+            watcher.run()
+    except KeyboardInterrupt:
+        display.close()
+        stderr.print("stopped: finished steps are saved; a half-evaluated one resumes when the watcher restarts",
+                     highlight=False)
+    finally:
+        display.close()
+    if report.stop_file_written and stop_file is not None:
+        stderr.print(f"[bold red]a checkpoint regressed[/]: wrote {escape(str(stop_file))}", highlight=False)
+    if report.regressed or report.gates_failed:
+        raise typer.Exit(EXIT_GATE)
+    if report.failed:
+        raise typer.Exit(EXIT_FAILED)
+
+
+@app.command("curve")
+def curve_command(
+    files: Files,
+    training_run: TrainingRun,
+    log_dir: LogDir = DEFAULT_LOG_DIR,
+    regression: Regression = None,
+    plot: Annotated[list[Path] | None, typer.Option(
+        "--plot", help="Draw the curve: curve.html (self-contained) or curve.png (needs evalsi\\[plot]).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the curve as JSON.")] = False,
+) -> None:
+    """The learning curve: each step's metrics with the change from the base (* significant, ! regression).
+
+    Exit codes: 0 ok; 2 bad usage, spec or no results; 3 the latest checkpoint regressed or failed a gate.
+    """
+    try:
+        rules = [RegressionRule.parse(text) for text in regression or []]
+    except ValueError as exc:
+        fail(f"--regression: {exc}")
+    curves: list[Curve] = []
+    try:
+        for file in files:
+            run = load_run(file)
+            curves.append(build_curve(log_dir, training_run, run.spec.name, run.metric_names(), rules))
+    except (SpecError, DataError) as exc:
+        fail(str(exc))
+    known = {m for c in curves for m in c.metrics}
+    for rule in rules:
+        if rule.metric not in known:
+            fail(f"--regression: {rule.metric!r} is not a metric of the specs (metrics: {', '.join(sorted(known))})")
+    try:
+        for path in plot or []:
+            plot_curve(curves, path)
+    except EvalsiError as exc:
+        fail(str(exc))
+    if as_json:
+        stdout.out(orjson.dumps([c.to_dict() for c in curves]).decode(), highlight=False)
+    else:
+        for curve in curves:
+            stdout.print(curve_table(curve))
+        if any(p.changes for c in curves for p in c.points):
+            stdout.print("* marks a significant change, ! a regression.", highlight=False)
+    if any(c.failed for c in curves):
+        raise typer.Exit(EXIT_GATE)
+
+
+def curve_table(curve: Curve) -> Table:
+    """The seed-style table: step, each metric with its change from the base, status."""
+    title = f"{curve.spec} · {curve.training_run}" + ("" if curve.base is not None else " (no base results)")
+    table = Table(title=title, title_justify="left", box=None, pad_edge=False)
+    table.add_column("step", no_wrap=True)
+    for metric in curve.metrics:
+        table.add_column(metric, no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    for point in curve.points:
+        status = Text(point.status, style="" if point.status == "ok" else "bold red")
+        table.add_row(point.label, *(cell_text(point, m) for m in curve.metrics), status)
+    return table

@@ -1,0 +1,116 @@
+"""Evaluating training checkpoints: find them, serve each one, run the run specs on it, compare with the base.
+
+Built on :mod:`evalsi.runs` (which never imports this package). A checkpoint is a directory ``checkpoint-N``,
+``global_step_N`` or ``step-N`` (or a ``step-N.pt`` state dictionary); it is evaluated once it holds a model and
+has settled. A serving strategy makes it an OpenAI-compatible endpoint for the length of its evaluation.
+
+Example:
+    >>> from evalsi.training import parse_step
+    >>> parse_step("checkpoint-500")
+    500
+
+"""
+
+from evalsi.training._checkpoints import (
+    STATE_DICT_SUFFIXES,
+    Checkpoint,
+    ModelFiles,
+    ModelKind,
+    SettleTracker,
+    Signature,
+    discover,
+    find_model,
+    parse_step,
+    signature,
+)
+from evalsi.training._curve import Curve, CurvePoint, build_curve
+from evalsi.training._evaluator import (
+    DEFAULT_LOG_DIR,
+    CheckpointEvaluator,
+    SpecStep,
+    StepResult,
+    compare_with_base,
+    describe_result,
+)
+from evalsi.training._plot import PlotError, curve_html, plot_curve
+from evalsi.training._pytorch import PyTorchCheckpointHook
+from evalsi.training._results import checkpoint_metadata, is_complete, run_dir, step_file, step_files
+from evalsi.training._runner import CheckpointRunner, Evaluator, Submitted
+from evalsi.training._serving import (
+    Endpoint,
+    LoRA,
+    ModelRef,
+    Served,
+    ServingError,
+    ServingStrategy,
+    api_root,
+    model_ref,
+)
+from evalsi.training._sources import (
+    CheckpointSource,
+    LocalDirectory,
+    RemoteDirectory,
+    SourceError,
+    is_remote,
+    open_source,
+)
+from evalsi.training._transformers import OpenAICompatibleServer, Transformers
+from evalsi.training._vllm import VLLM, free_port, stop_process
+from evalsi.training._watch import WatchDisplay, Watcher, WatchReport, write_stop_file
+
+__all__ = [
+    "DEFAULT_LOG_DIR",
+    "STATE_DICT_SUFFIXES",
+    "VLLM",
+    "Checkpoint",
+    "CheckpointEvaluator",
+    "CheckpointRunner",
+    "CheckpointSource",
+    "Curve",
+    "CurvePoint",
+    "Endpoint",
+    "Evaluator",
+    "LoRA",
+    "LocalDirectory",
+    "ModelFiles",
+    "ModelKind",
+    "ModelRef",
+    "OpenAICompatibleServer",
+    "PlotError",
+    "PyTorchCheckpointHook",
+    "RemoteDirectory",
+    "Served",
+    "ServingError",
+    "ServingStrategy",
+    "SettleTracker",
+    "Signature",
+    "SourceError",
+    "SpecStep",
+    "StepResult",
+    "Submitted",
+    "Transformers",
+    "WatchDisplay",
+    "WatchReport",
+    "Watcher",
+    "api_root",
+    "build_curve",
+    "checkpoint_metadata",
+    "compare_with_base",
+    "curve_html",
+    "describe_result",
+    "discover",
+    "find_model",
+    "free_port",
+    "is_complete",
+    "is_remote",
+    "model_ref",
+    "open_source",
+    "parse_step",
+    "plot_curve",
+    "run_dir",
+    "signature",
+    "step_file",
+    "step_files",
+    "stop_process",
+    "write_stop_file",
+]

@@ -1,0 +1,221 @@
+"""Where checkpoints come from: a local directory, or a remote one through fsspec (``s3://``, ``gs://``, ``hf://``).
+
+A source lists checkpoints, says whether one holds a model, describes its files (for settle detection) and
+gives a local path to serve it from. Remote checkpoints are downloaded (file by file, into a temporary folder
+renamed into place when whole) before serving; the download is named by the files' fingerprint, so a
+rewritten checkpoint is downloaded again and an unchanged one only once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from datetime import datetime
+from pathlib import Path, PurePosixPath
+from typing import Any, Protocol
+
+from evalsi.errors import EvalsiError
+from evalsi.training._checkpoints import (
+    STATE_DICT_SUFFIXES,
+    Checkpoint,
+    ModelFiles,
+    Signature,
+    discover,
+    find_model,
+    model_kind,
+    nested_folders,
+    parse_step,
+    signature,
+)
+
+
+class SourceError(EvalsiError, RuntimeError):
+    """A checkpoint location cannot be read (fsspec missing, an unknown protocol, a failed download)."""
+
+
+class CheckpointSource(Protocol):
+    """A place checkpoints appear in."""
+
+    description: str
+
+    def discover(self) -> list[Checkpoint]:
+        """Every checkpoint there now, by step."""
+        ...
+
+    def find_model(self, checkpoint: Checkpoint) -> ModelFiles | None:
+        """What the checkpoint holds, or None while it holds no complete model."""
+        ...
+
+    def signature(self, path: Path) -> Signature:
+        """The checkpoint's files as they are now (names, sizes, modification times)."""
+        ...
+
+    def fetch(self, checkpoint: Checkpoint) -> Path:
+        """A local path to serve the checkpoint from (downloaded first when remote)."""
+        ...
+
+
+class LocalDirectory:
+    """A training output directory on this machine."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.description = str(path)
+
+    def discover(self) -> list[Checkpoint]:
+        """Checkpoints directly in the directory."""
+        return discover(self.path)
+
+    def find_model(self, checkpoint: Checkpoint) -> ModelFiles | None:
+        """What the checkpoint holds."""
+        return find_model(checkpoint.path)
+
+    def signature(self, path: Path) -> Signature:
+        """Names, sizes and modification times."""
+        return signature(path)
+
+    def fetch(self, checkpoint: Checkpoint) -> Path:
+        """The checkpoint itself: it is local."""
+        return checkpoint.path
+
+
+def is_remote(location: str) -> bool:
+    """Whether a location is a URL for fsspec (``s3://...``) rather than a local path."""
+    return "://" in location and not location.startswith("file://")
+
+
+class RemoteDirectory:
+    """A training output directory on an fsspec filesystem; checkpoints are downloaded into ``cache_dir``.
+
+    Args:
+        url: The directory, e.g. ``s3://bucket/run/out`` (``memory://``, ``file://`` work too).
+        cache_dir: Where downloaded checkpoints are kept.
+        storage_options: Passed to the filesystem (credentials, endpoint...).
+
+    """
+
+    def __init__(self, url: str, cache_dir: Path, **storage_options: Any) -> None:
+        try:
+            from fsspec.core import url_to_fs
+        except ImportError:
+            raise SourceError(f"{url}: remote checkpoints need fsspec: pip install 'evalsi[remote]' "
+                              "(and s3fs, gcsfs or huggingface_hub for s3://, gs://, hf://)") from None
+        try:
+            self.fs, root = url_to_fs(url, **storage_options)
+        except (ImportError, ValueError) as exc:
+            raise SourceError(f"{url}: cannot open this location: {exc}") from None
+        self.root = root.rstrip("/")
+        self.url = url
+        self.description = url
+        self.cache_dir = cache_dir
+
+    def discover(self) -> list[Checkpoint]:
+        """Checkpoints directly in the remote directory, by step."""
+        try:
+            entries = self.fs.ls(self.root, detail=True)
+        except FileNotFoundError:
+            return []
+        found: dict[int, Checkpoint] = {}
+        for entry in entries:
+            name = PurePosixPath(str(entry["name"]).rstrip("/")).name
+            step = parse_step(name)
+            if step is None or name.startswith("."):
+                continue
+            is_dir = entry.get("type") == "directory"
+            if not is_dir and not name.endswith(STATE_DICT_SUFFIXES):
+                continue
+            previous = found.get(step)
+            if previous is None or (is_dir, name) > (not previous.path.suffix, previous.name):
+                found[step] = Checkpoint(Path(str(entry["name"]).rstrip("/")), step)
+        return [found[step] for step in sorted(found)]
+
+    def _files(self, path: Path) -> dict[str, dict[str, Any]]:
+        """Every file under a checkpoint, by path relative to it."""
+        remote = str(path)
+        try:
+            info = self.fs.info(remote)
+            if info.get("type") != "directory":
+                return {PurePosixPath(remote).name: info}
+            listing = self.fs.find(remote, detail=True)
+        except FileNotFoundError:
+            return {}
+        prefix = remote.rstrip("/") + "/"
+        return {name[len(prefix):] if name.startswith(prefix) else PurePosixPath(name).name: entry
+                for name, entry in listing.items()}
+
+    def find_model(self, checkpoint: Checkpoint) -> ModelFiles | None:
+        """What the remote checkpoint holds (judged from its listing, reading only a shard index)."""
+        files = self._files(checkpoint.path)
+        if len(files) == 1 and checkpoint.path.name in files:
+            return ModelFiles("state-dict", checkpoint.path) if checkpoint.path.suffix in STATE_DICT_SUFFIXES else None
+        for folder in nested_folders():
+            prefix = f"{folder}/" if folder else ""
+            names = {rel[len(prefix):] for rel in files if rel.startswith(prefix) and "/" not in rel[len(prefix):]}
+
+            def read(name: str, prefix: str = prefix) -> bytes | None:
+                try:
+                    data: bytes = self.fs.cat_file(f"{checkpoint.path}/{prefix}{name}")
+                    return data
+                except OSError:
+                    return None
+
+            kind = model_kind(names, read)
+            if kind is not None:
+                return ModelFiles(kind, checkpoint.path / folder if folder else checkpoint.path)
+        return None
+
+    def signature(self, path: Path) -> Signature:
+        """Names, sizes and modification times from the listing (0 where the store keeps no time)."""
+        return Signature(tuple(sorted((rel, int(entry.get("size") or 0), _mtime_ns(entry))
+                                      for rel, entry in self._files(path).items())))
+
+    def fetch(self, checkpoint: Checkpoint) -> Path:
+        """Download the checkpoint (once per version of its files) and return the local copy."""
+        files = self._files(checkpoint.path)
+        if not files:
+            raise SourceError(f"{self.url}: {checkpoint.name} disappeared before it could be downloaded")
+        digest = self.signature(checkpoint.path).digest
+        target = self.cache_dir / f"{checkpoint.name}-{digest}"
+        single = len(files) == 1 and checkpoint.path.name in files
+        local = target / checkpoint.name if single else target
+        if target.exists():
+            return local
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        partial = Path(tempfile.mkdtemp(prefix=f".{checkpoint.name}.", dir=self.cache_dir))
+        try:
+            for rel in files:
+                destination = partial / (checkpoint.name if single else rel)
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                source = str(checkpoint.path) if single else f"{checkpoint.path}/{rel}"
+                self.fs.get_file(source, str(destination))
+            os.replace(partial, target)
+        except BaseException as exc:
+            with contextlib.suppress(OSError):
+                shutil.rmtree(partial)
+            if isinstance(exc, OSError):
+                raise SourceError(f"{self.url}: downloading {checkpoint.name} failed: {exc}") from None
+            raise
+        return local
+
+
+def _mtime_ns(entry: dict[str, Any]) -> int:
+    """A listing entry's modification time in nanoseconds (stores name it differently), 0 when it has none."""
+    for key in ("mtime", "LastModified", "last_modified", "updated", "created"):
+        value = entry.get(key)
+        if isinstance(value, int | float):
+            return int(value * 1e9)
+        if isinstance(value, datetime):
+            return int(value.timestamp() * 1e9)
+        if isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1e9)
+    return 0
+
+
+def open_source(location: str, cache_dir: Path) -> CheckpointSource:
+    """The source a location names: a URL through fsspec, else a local directory."""
+    if location.startswith("file://"):
+        return LocalDirectory(Path(location[len("file://"):]))
+    return RemoteDirectory(location, cache_dir) if is_remote(location) else LocalDirectory(Path(location))

@@ -1,0 +1,166 @@
+"""Watching a training output directory: each new checkpoint is evaluated once, in step order, when it is ready.
+
+Which steps are done is read from the results files, so a watcher that is killed and started again skips every
+finished step and resumes a half-evaluated one from its journal. A checkpoint waits until it holds a model and
+has settled; the watcher sleeps until the next checkpoint settles (or the next look at the directory), so a
+checkpoint is picked up the moment it is ready rather than at the next poll.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import orjson
+
+from evalsi._util.atomic import atomic_writer
+from evalsi.errors import EvalsiError
+from evalsi.training._checkpoints import Checkpoint, SettleTracker
+from evalsi.training._evaluator import CheckpointEvaluator, StepResult
+from evalsi.training._sources import CheckpointSource, LocalDirectory
+
+log = logging.getLogger(__name__)
+
+
+class WatchDisplay(Protocol):
+    """What the watcher reports as it goes (a progress display implements it)."""
+
+    def waiting(self, pending: list[tuple[Checkpoint, str]]) -> None:
+        """The checkpoints not ready yet, each with why (``no model yet``, ``settles in 12 s``)."""
+
+    def evaluated(self, checkpoint: Checkpoint, result: StepResult) -> None:
+        """A checkpoint's evaluation finished."""
+
+    def failed(self, checkpoint: Checkpoint, reason: str) -> None:
+        """A checkpoint could not be evaluated (it is not tried again by this watcher)."""
+
+
+@dataclass
+class WatchReport:
+    """What one watcher run did."""
+
+    evaluated: list[tuple[Checkpoint, StepResult]] = field(default_factory=list)
+    failed: dict[int, str] = field(default_factory=dict)
+    skipped: list[Checkpoint] = field(default_factory=list)
+    """Checkpoints whose results were already complete when the watcher found them."""
+    stop_file_written: bool = False
+
+    @property
+    def regressed(self) -> bool:
+        """Whether a checkpoint evaluated by this run regressed."""
+        return any(result.regressed for _, result in self.evaluated)
+
+    @property
+    def gates_failed(self) -> bool:
+        """Whether a checkpoint evaluated by this run failed its spec's own gates."""
+        return any(not result.gates_passed for _, result in self.evaluated)
+
+
+class Watcher:
+    """Evaluates every checkpoint that appears in ``directory`` with ``evaluator``.
+
+    Args:
+        evaluator: Serves and evaluates one checkpoint.
+        directory: The training output directory (or a remote source, see ``RemoteDirectory``).
+        settle: Seconds a checkpoint must stay unchanged before it is evaluated.
+        poll: Seconds between looks at the directory for new checkpoints.
+        stop_file: Written (JSON: step, regressions) when a checkpoint regresses; a training loop that checks
+            for it stops.
+        once: Evaluate what is there (waiting for checkpoints that are settling) and return.
+        display: Where progress goes.
+
+    """
+
+    def __init__(self, evaluator: CheckpointEvaluator, directory: Path | CheckpointSource, *, settle: float = 60.0,
+                 poll: float = 2.0,
+                 stop_file: Path | None = None, once: bool = False, display: WatchDisplay | None = None,
+                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.evaluator = evaluator
+        self.source: CheckpointSource = LocalDirectory(directory) if isinstance(directory, Path) else directory
+        self.tracker = SettleTracker(settle, clock, self.source.signature)
+        self.poll = poll
+        self.stop_file = stop_file
+        self.once = once
+        self.display = display
+        self.clock = clock
+        self.sleep = sleep
+        self._done: set[int] = set()
+        self.report = WatchReport()
+        """What this watcher did so far (kept when ``run`` is interrupted)."""
+
+    def run(self, until: Callable[[], bool] | None = None) -> WatchReport:
+        """Watch until interrupted (Ctrl-C), until ``until()`` is true, or with ``once`` until nothing is left."""
+        report = self.report
+        last_waiting: list[tuple[Checkpoint, str]] | None = None
+        while until is None or not until():
+            ready, waiting, wake = self._look(report)
+            if ready is not None:
+                self._evaluate(ready, report)
+                continue  # look again at once: more may be ready
+            if waiting != last_waiting and self.display is not None:
+                self.display.waiting(waiting)
+            last_waiting = waiting
+            settling = [c for c, why in waiting if why.startswith("settles")]
+            if self.once and not settling:
+                for checkpoint, why in waiting:
+                    report.failed[checkpoint.step] = why
+                return report
+            self.sleep(max(0.0, min(wake, self.clock() + self.poll) - self.clock()))
+        return report
+
+    def _look(self, report: WatchReport) -> tuple[Checkpoint | None, list[tuple[Checkpoint, str]], float]:
+        """The first checkpoint ready to evaluate, those still waiting (and why), and when to look again."""
+        waiting: list[tuple[Checkpoint, str]] = []
+        wake = float("inf")
+        for checkpoint in self.source.discover():
+            if checkpoint.step in self._done or checkpoint.step in report.failed:
+                continue
+            if self.evaluator.is_done(checkpoint.step):
+                self._done.add(checkpoint.step)
+                report.skipped.append(checkpoint)
+                continue
+            if self.source.find_model(checkpoint) is None:
+                self.tracker.observe(checkpoint.path)  # a change seen now also restarts the settle wait
+                waiting.append((checkpoint, "no model yet"))
+                continue
+            if self.tracker.settled(checkpoint.path):
+                return checkpoint, waiting, self.clock()
+            settles_at = self.tracker.settles_at(checkpoint.path)
+            wake = min(wake, settles_at)
+            waiting.append((checkpoint, f"settles in {max(0.0, settles_at - self.clock()):.0f} s"))
+        return None, waiting, wake
+
+    def _evaluate(self, checkpoint: Checkpoint, report: WatchReport) -> None:
+        settled_at = self.tracker.settles_at(checkpoint.path)
+        try:
+            local = self.source.fetch(checkpoint)
+            result = self.evaluator.evaluate(local, checkpoint.step, settled_at=settled_at)
+        except EvalsiError as exc:  # a serving or generation failure: report it, keep watching the others
+            report.failed[checkpoint.step] = str(exc)
+            if self.display is not None:
+                self.display.failed(checkpoint, str(exc))
+            return
+        self.tracker.forget([checkpoint.path])
+        report.evaluated.append((checkpoint, result))
+        if result.complete:
+            self._done.add(checkpoint.step)
+        else:  # records failed to generate: try again after a restart, not in a loop now
+            report.failed[checkpoint.step] = "some records could not be generated (run again to resume them)"
+        if result.regressed and self.stop_file is not None:
+            write_stop_file(self.stop_file, result)
+            report.stop_file_written = True
+        if self.display is not None:
+            self.display.evaluated(checkpoint, result)
+
+
+def write_stop_file(path: Path, result: StepResult) -> None:
+    """Write the stop file (atomically): the step that regressed and the rules it failed."""
+    body = {"reason": "regression", "step": result.step,
+            "regressions": sorted({str(r) for s in result.specs for r in s.regressions}),
+            "time": time.time()}
+    with atomic_writer(path) as handle:
+        handle.write(orjson.dumps(body, option=orjson.OPT_INDENT_2))
