@@ -10,7 +10,7 @@ import nox
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = True
 
-INTEGRATIONS: list[str] = ["trl", "verl", "hf"]
+INTEGRATIONS: list[str] = ["trl", "verl", "hf", "torch", "lightning"]
 
 
 @nox.session(name="integrations", python=False)
@@ -49,3 +49,17 @@ def hf(session: nox.Session) -> None:
     session.install("-e", ".[dev,math,hf]")
     tests = ["tests/runs/test_datasets.py", "tests/runs/test_builtin.py"]
     session.run("pytest", "-q", *tests, env={"HF_HUB_OFFLINE": "1"})
+
+
+@nox.session(name="torch")
+def torch_session(session: nox.Session) -> None:
+    """PyTorchCheckpointHook with a real model on the CPU: atomic saves, background evaluation, DDP on gloo."""
+    session.install("torch==2.13.0", "-e", ".[dev]")
+    session.run("pytest", "-q", "tests/integrations/torch", env={"EVALSI_INTEGRATION": "1"})
+
+
+@nox.session(name="lightning")
+def lightning(session: nox.Session) -> None:
+    """lightning_checkpoint_callback in a real Lightning Trainer on the CPU."""
+    session.install("torch==2.13.0", "pytorch-lightning==2.6.6", "-e", ".[dev]")
+    session.run("pytest", "-q", "tests/integrations/lightning", env={"EVALSI_INTEGRATION": "1"})
