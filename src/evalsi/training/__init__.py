@@ -15,6 +15,7 @@ from evalsi.training._runner import (
     EvaluationFailure,
     StepOutcome,
 )
+from evalsi.training._separate import eval_sample_keys, exclude_eval_samples
 
 __all__ = [
     "CheckpointEvaluationError",
@@ -23,6 +24,8 @@ __all__ = [
     "EvaluationFailure",
     "PyTorchCheckpointHook",
     "StepOutcome",
+    "eval_sample_keys",
+    "exclude_eval_samples",
     "lightning_checkpoint_callback",
     "publish_with",
     "publishing",
