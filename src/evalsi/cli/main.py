@@ -10,6 +10,7 @@ import typer
 from evalsi import __version__
 from evalsi.cli import evaluators, rewards, sandbox, server
 from evalsi.cli.compare import compare_command
+from evalsi.cli.local_test import local_test_command
 from evalsi.cli.run import run_command
 
 app = typer.Typer(
@@ -27,6 +28,7 @@ app.add_typer(sandbox.app, name="sandbox")
 app.add_typer(server.app, name="server")
 app.command("run")(run_command)
 app.command("compare")(compare_command)
+app.command("local-test")(local_test_command)
 
 
 def _version(value: bool) -> None:

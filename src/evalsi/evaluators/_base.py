@@ -54,6 +54,11 @@ class Evaluator(Generic[P]):
     runs_code: ClassVar[bool] = False
     """Code-running evaluators take ``min_isolation`` and run on the sandbox pool."""
     pack: ClassVar[str] = "core"
+    ref_argument: ClassVar[str | None] = None
+    """When set, a component's ``ref`` may carry an argument after a slash (``evaluation-test/module::test``);
+    it becomes the param of this name."""
+    in_process_only: ClassVar[bool] = False
+    """Runs code or reads files the spec names (not sandboxed): usable in-process only, refused by the server."""
 
     def parse_params(self, raw: dict[str, Any] | None) -> P:
         """Validate raw params; raises pydantic's ``ValidationError`` naming each bad field."""

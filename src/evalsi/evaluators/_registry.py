@@ -32,6 +32,7 @@ BUILTIN_MODULES: dict[str, str] = {
     "code-exec-tests": "evalsi.evaluators.rl.code_exec_tests",
     "reward-model": "evalsi.evaluators.rl.reward_model",
     "llm-judge": "evalsi.evaluators.judge",
+    "evaluation-test": "evalsi.testing._evaluator",
 }
 """Where each built-in evaluator lives; a name is listed only once its module exists."""
 
