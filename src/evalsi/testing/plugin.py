@@ -25,10 +25,27 @@ def pytest_addoption(parser: Any) -> None:
         group.addoption(option, default=None, help=f"{help_text} (sets {variable})")
 
 
+_saved: list[dict[str, str | None]] = []
+
+
 def pytest_configure(config: Any) -> None:
     """Export the options given as their environment variables, and declare the marker."""
+    saved: dict[str, str | None] = {}
     for option, (variable, _) in OPTIONS.items():
         value = config.getoption(option.removeprefix("--").replace("-", "_"))
         if value is not None:
+            saved[variable] = os.environ.get(variable)
             os.environ[variable] = str(value)
+    _saved.append(saved)
     config.addinivalue_line("markers", "evaluation_test: an evalsi evaluation test (scores model rollouts)")
+
+
+def pytest_unconfigure(config: Any) -> None:
+    """Put the environment back as it was (pytest may run in-process, several times)."""
+    if not _saved:
+        return
+    for variable, value in _saved.pop().items():
+        if value is None:
+            os.environ.pop(variable, None)
+        else:
+            os.environ[variable] = value
