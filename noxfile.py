@@ -10,7 +10,7 @@ import nox
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = True
 
-INTEGRATIONS: list[str] = ["trl", "verl", "hf", "torch", "browser"]
+INTEGRATIONS: list[str] = ["trl", "verl", "hf", "torch", "lightning", "browser"]
 
 
 @nox.session(name="integrations", python=False)
@@ -66,6 +66,14 @@ def browser(session: nox.Session) -> None:
 
 @nox.session(name="torch")
 def torch(session: nox.Session) -> None:
-    """Checkpoints served in-process by transformers (CPU), and the Trainer callback that evaluates each save."""
+    """Checkpoints served in-process by transformers (CPU); the Trainer callback and the PyTorch hook that evaluate
+    each save (DDP on gloo included)."""
     session.install("torch==2.13.0", "transformers==5.24.0", "accelerate>=1.1.0", "-e", ".[dev]")
     session.run("pytest", "-q", "tests/integrations/torch", env={"EVALSI_INTEGRATION": "1", "HF_HUB_OFFLINE": "1"})
+
+
+@nox.session(name="lightning")
+def lightning(session: nox.Session) -> None:
+    """lightning_checkpoint_callback in a real Lightning Trainer on the CPU."""
+    session.install("torch==2.13.0", "pytorch-lightning==2.6.6", "-e", ".[dev]")
+    session.run("pytest", "-q", "tests/integrations/lightning", env={"EVALSI_INTEGRATION": "1"})

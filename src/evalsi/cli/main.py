@@ -11,6 +11,7 @@ import typer
 from evalsi import __version__
 from evalsi.cli import checkpoints, evaluators, rewards, sandbox, server
 from evalsi.cli.compare import compare_command
+from evalsi.cli.local_test import local_test_command
 from evalsi.cli.run import run_command
 from evalsi.cli.view import view_command
 
@@ -41,6 +42,7 @@ app.add_typer(checkpoints.app, name="checkpoints")
 app.command("run")(run_command)
 app.command("compare")(compare_command)
 app.command("view")(view_command)
+app.command("local-test")(local_test_command)
 
 
 def _version(value: bool) -> None:

@@ -65,6 +65,11 @@ class Evaluator(Generic[P]):
     server_resource: ClassVar[ServerResource | None] = None
     """On an evalsi server: the kind of operator-configured resource a component names instead of giving the
     params marked ``OPERATOR_ONLY`` (see :mod:`evalsi.evaluators._operator`)."""
+    ref_argument: ClassVar[str | None] = None
+    """When set, a component's ``ref`` may carry an argument after a slash (``evaluation-test/module::test``);
+    it becomes the param of this name."""
+    in_process_only: ClassVar[bool] = False
+    """Runs code or reads files the spec names (not sandboxed): usable in-process only, refused by the server."""
 
     def parse_params(self, raw: dict[str, Any] | None) -> P:
         """Validate raw params; raises pydantic's ``ValidationError`` naming each bad field."""

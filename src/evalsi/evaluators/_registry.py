@@ -33,6 +33,7 @@ BUILTIN_MODULES: dict[str, str] = {
     "reward-model": "evalsi.evaluators.rl.reward_model",
     "llm-judge": "evalsi.evaluators.judge",
     "task-checker": "evalsi_harness.evaluator",  # agent tasks live in the second package of the distribution
+    "evaluation-test": "evalsi.testing._evaluator",
 }
 """Where each built-in evaluator lives; a name is listed only once its module exists."""
 

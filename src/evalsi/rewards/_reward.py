@@ -237,11 +237,18 @@ def bind_component(
     resource: Resource, component: ComponentSpec, body: RewardSpecBody, where: tuple[str | int, ...]
 ) -> BoundComponent:
     """Resolve one component's evaluator and validate its params; errors point at ``where`` in the resource."""
+    name, slash, argument = component.ref.partition("/")
     try:
-        evaluator = get_evaluator(component.ref)
+        evaluator = get_evaluator(name)
     except UnknownEvaluatorError as exc:
         raise resource.error(str(exc), (*where, "ref")) from None
     raw_params = dict(component.params)
+    if slash:
+        if evaluator.ref_argument is None or not argument:
+            raise resource.error(
+                f"{name!r} takes no argument after '/' in its ref; write ref: {name}", (*where, "ref")
+            )
+        raw_params[evaluator.ref_argument] = argument
     fields = evaluator.params_model.model_fields
     if component.sandbox is not None:
         if not evaluator.runs_code:

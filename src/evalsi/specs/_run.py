@@ -185,6 +185,10 @@ class RunSpecBody(_Model):
     gates: list[GateSpec] = Field(default_factory=list)
     every: int | None = Field(default=None, ge=1)
     """During training: evaluate every N steps."""
+    separate_eval_samples: bool = False
+    """The dataset is also training data: the records this run evaluates are set aside from training
+    (``evalsi.training.exclude_eval_samples`` drops them from a training dataset), so an evaluation never
+    scores what the model trained on."""
     on_error: OnError = "zero"
     """An errored score counts as 0 (``zero``), is left out of the means (``none``), or fails the run
     (``raise``)."""

@@ -4,6 +4,10 @@ Built on :mod:`evalsi.runs` (which never imports this package). A checkpoint is 
 ``global_step_N`` or ``step-N`` (or a ``step-N.pt`` state dictionary); it is evaluated once it holds a model and
 has settled. A serving strategy makes it an OpenAI-compatible endpoint for the length of its evaluation.
 
+Inside training, :class:`CheckpointRunner` evaluates checkpoints on a background thread, one at a time and in
+order; :class:`PyTorchCheckpointHook` (plain PyTorch), :func:`lightning_checkpoint_callback` (Lightning) and
+:func:`evalsi.training.callback.evalsi_callback` (transformers and TRL trainers) save and hand checkpoints to it.
+
 Example:
     >>> from evalsi.training import parse_step
     >>> parse_step("checkpoint-500")
@@ -32,10 +36,19 @@ from evalsi.training._evaluator import (
     compare_with_base,
     describe_result,
 )
+from evalsi.training._lightning import lightning_checkpoint_callback
 from evalsi.training._plot import PlotError, curve_html, plot_curve
+from evalsi.training._publish import publish_with, publishing
 from evalsi.training._pytorch import PyTorchCheckpointHook
 from evalsi.training._results import checkpoint_metadata, is_complete, run_dir, step_file, step_files
-from evalsi.training._runner import CheckpointRunner, Evaluator, Submitted
+from evalsi.training._runner import (
+    CheckpointEvaluationError,
+    CheckpointEvaluatorLike,
+    CheckpointRunner,
+    EvaluationFailure,
+    StepOutcome,
+)
+from evalsi.training._separate import eval_sample_keys, exclude_eval_samples
 from evalsi.training._serving import (
     Endpoint,
     LoRA,
@@ -63,13 +76,15 @@ __all__ = [
     "STATE_DICT_SUFFIXES",
     "VLLM",
     "Checkpoint",
+    "CheckpointEvaluationError",
     "CheckpointEvaluator",
+    "CheckpointEvaluatorLike",
     "CheckpointRunner",
     "CheckpointSource",
     "Curve",
     "CurvePoint",
     "Endpoint",
-    "Evaluator",
+    "EvaluationFailure",
     "LoRA",
     "LocalDirectory",
     "ModelFiles",
@@ -86,8 +101,8 @@ __all__ = [
     "Signature",
     "SourceError",
     "SpecStep",
+    "StepOutcome",
     "StepResult",
-    "Submitted",
     "Transformers",
     "WatchDisplay",
     "WatchReport",
@@ -99,14 +114,19 @@ __all__ = [
     "curve_html",
     "describe_result",
     "discover",
+    "eval_sample_keys",
+    "exclude_eval_samples",
     "find_model",
     "free_port",
     "is_complete",
     "is_remote",
+    "lightning_checkpoint_callback",
     "model_ref",
     "open_source",
     "parse_step",
     "plot_curve",
+    "publish_with",
+    "publishing",
     "run_dir",
     "signature",
     "step_file",

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from evalsi.errors import SpecError
+from evalsi.errors import DataError, SpecError
 from evalsi.runs import (
     BoundRun,
     ResumeError,
@@ -86,6 +86,20 @@ class StepResult:
     def complete(self) -> bool:
         """Whether every spec finished every record."""
         return all(s.status == "complete" for s in self.specs)
+
+    def log_metrics(self) -> dict[str, float]:
+        """Every spec's metric means as a trainer logs them: ``eval/<spec>/<metric>``."""
+        out: dict[str, float] = {}
+        for spec in self.specs:
+            try:
+                summary = read_results(spec.path).get("summary") or {}
+            except DataError:
+                continue
+            for metric, estimate in (summary.get("metrics") or {}).items():
+                mean = estimate.get("mean") if isinstance(estimate, dict) else None
+                if isinstance(mean, int | float) and not isinstance(mean, bool):
+                    out[f"eval/{spec.spec}/{metric}"] = float(mean)
+        return out
 
     @property
     def status(self) -> str:

@@ -1,61 +1,98 @@
-"""Plain PyTorch loops: save a state dictionary atomically, then have it evaluated (in the background by default).
+"""``PyTorchCheckpointHook``: save a state dictionary atomically and evaluate it, from a plain PyTorch loop.
 
-``hook.save(model, "checkpoints/step-100.pt", 100, optimizer=optimizer)`` writes ``{"model", "step"[, "optimizer"]}``
-to a temporary file beside the target and renames it into place, so an evaluator (or a watcher in another pod)
-never reads half a file. The file gets the mode the umask gives any new file. Under distributed training every
-rank may call ``save``; only rank zero saves and evaluates. Use a unique path per step. torch is imported when
-``save`` is called.
+Example::
+
+    with PyTorchCheckpointHook(evaluator) as hook:
+        for step in range(1, steps + 1):
+            train_step(...)
+            if step % 100 == 0:
+                hook.save(model, f"checkpoints/step-{step}.pt", step, optimizer=optimizer)
+
+Under distributed training every rank calls ``save``; only rank zero writes and evaluates (the others return at
+once). Sharded training (FSDP) must gather the full state on rank zero before calling it. The file holds
+``{"model": ..., "step": ...}`` (and ``"optimizer"`` when given), as training loops save it;
+``Transformers(base_model=...)`` serves it (and Lightning's ``.ckpt`` layout, ``{"state_dict": ...}``).
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
+import importlib
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from evalsi.training._runner import CheckpointRunner, Evaluator, Submitted
+from evalsi.training._publish import publishing
+from evalsi.training._runner import CheckpointEvaluatorLike, CheckpointRunner, StepOutcome
+
+
+def _torch() -> Any:
+    try:
+        return importlib.import_module("torch")
+    except ModuleNotFoundError:
+        raise ModuleNotFoundError("PyTorchCheckpointHook needs torch: pip install 'evalsi[torch]'") from None
+
+
+def global_rank(torch: Any) -> int:
+    """The rank of the calling process under ``torch.distributed`` (0 when it is not initialised)."""
+    distributed = getattr(torch, "distributed", None)
+    if distributed is not None and distributed.is_available() and distributed.is_initialized():
+        return int(distributed.get_rank())
+    return 0
 
 
 class PyTorchCheckpointHook:
-    """Saves state dictionaries atomically and evaluates each one with a :class:`CheckpointRunner`.
+    """Saves state dictionaries atomically and evaluates each one, in the background unless ``wait``.
 
-    Use as a context manager: leaving it waits for pending evaluations.
+    Args:
+        evaluator: What evaluates a saved checkpoint (``evaluate(path, step)``), e.g. a
+            :class:`~evalsi.training.CheckpointEvaluator` serving state dictionaries through ``StateDict``.
+        wait: Evaluate inside ``save`` (training waits) instead of on a background thread.
+        raise_errors: Raise on exit when an evaluation failed (by default failures are logged and kept).
+
     """
 
-    def __init__(self, evaluator: Evaluator, *, wait: bool = False) -> None:
-        self.runner = CheckpointRunner(evaluator, wait=wait)
+    def __init__(self, evaluator: CheckpointEvaluatorLike, *, wait: bool = False, raise_errors: bool = False) -> None:
+        self.runner = CheckpointRunner(evaluator, wait=wait, raise_errors=raise_errors)
 
-    def save(self, model: Any, path: str | Path, step: int, *, optimizer: Any = None) -> Submitted | None:
-        """Publish ``model``'s state dictionary at ``path`` and submit it for evaluation (rank zero only)."""
-        import torch
-        import torch.distributed as dist
+    def save(self, model: Any, path: str | Path, step: int, optimizer: Any = None) -> Path | None:
+        """Publish ``model``'s state dictionary at ``path`` and submit it for evaluation (rank zero only).
 
-        if dist.is_available() and dist.is_initialized() and dist.get_rank() != 0:
+        Use a new path for every step: a path that is reused may be overwritten while it is still queued.
+
+        Returns:
+            The path written, or None on a rank other than zero.
+
+        """
+        torch = _torch()
+        if global_rank(torch) != 0:
             return None
-        target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        state: dict[str, Any] = {"model": model.state_dict(), "step": step}
+        module = getattr(model, "module", model)  # DistributedDataParallel wraps the model
+        payload: dict[str, Any] = {"model": module.state_dict(), "step": step}
         if optimizer is not None:
-            state["optimizer"] = optimizer.state_dict()
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                torch.save(state, handle)
-                handle.flush()
-                os.fsync(handle.fileno())
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return self.runner.submit(target, step)
+            payload["optimizer"] = optimizer.state_dict()
+        with publishing(path) as handle:
+            torch.save(payload, handle)
+        self.runner.submit(path, step)
+        return Path(path)
+
+    @property
+    def regressed(self) -> bool:
+        """Whether an evaluation so far found a regression (check it to stop training)."""
+        return self.runner.regressed
+
+    @property
+    def results(self) -> list[tuple[int | None, StepOutcome]]:
+        """Every finished evaluation, in step order."""
+        return list(self.runner.results)
+
+    def drain(self) -> None:
+        """Wait for every queued evaluation."""
+        self.runner.drain()
 
     def __enter__(self) -> PyTorchCheckpointHook:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        self.runner.drain()
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.runner.__exit__(kind, value, traceback)

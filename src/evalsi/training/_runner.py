@@ -1,8 +1,9 @@
-"""Evaluating checkpoints from inside a training loop: one background thread, one checkpoint at a time, in order.
+"""``CheckpointRunner``: evaluations of checkpoints on one background thread, one at a time, in submission order.
 
-The trainer hands each saved checkpoint to :meth:`CheckpointRunner.submit` and goes on training; the runner
-evaluates them in the order they were saved. With ``wait=True`` ``submit`` returns only once that checkpoint
-is evaluated. :meth:`drain` waits for every pending evaluation (call it before training returns).
+Training hands a checkpoint over and carries on; the runner evaluates it while the next steps train. A failed
+evaluation is logged and kept (``failures``), never dropped silently, and stops nothing unless the runner was made
+with ``raise_errors=True``. ``drain()`` waits for everything submitted: the trainer hooks call it before training
+returns, on an exception too, so no evaluation is lost when a script ends.
 """
 
 from __future__ import annotations
@@ -10,82 +11,219 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from types import TracebackType
+from typing import Protocol, runtime_checkable
 
-from evalsi.training._evaluator import StepResult
+from evalsi.errors import EvalsiError
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("evalsi.training")
 
-
-class Evaluator(Protocol):
-    """Anything that evaluates a checkpoint at a step (``CheckpointEvaluator`` does)."""
-
-    def evaluate(self, checkpoint: str | Path, step: int | None = None) -> StepResult:
-        """Evaluate one checkpoint."""
-        ...
+Step = int | None
+"""A training step, or None for the model before training (the base)."""
 
 
-@dataclass
-class Submitted:
-    """A checkpoint handed to the runner, and what became of it."""
-
-    checkpoint: Path
-    step: int
-    result: StepResult | None = None
-    error: str | None = None
-
-
-class CheckpointRunner:
-    """Evaluates submitted checkpoints on one background thread, in submission order."""
-
-    def __init__(self, evaluator: Evaluator, *, wait: bool = False) -> None:
-        self.evaluator = evaluator
-        self.wait = wait
-        self.done: list[Submitted] = []
-        self._queue: queue.Queue[Submitted | None] = queue.Queue()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+@runtime_checkable
+class StepOutcome(Protocol):
+    """What the hooks read of an evaluation's result."""
 
     @property
     def regressed(self) -> bool:
-        """Whether an evaluated checkpoint regressed."""
-        with self._lock:
-            return any(s.result is not None and s.result.regressed for s in self.done)
+        """Whether a regression gate failed at this step."""
+        ...
 
-    def submit(self, checkpoint: str | Path, step: int) -> Submitted:
-        """Queue a checkpoint (and, with ``wait``, evaluate it before returning)."""
-        item = Submitted(Path(checkpoint), step)
+    def log_metrics(self) -> Mapping[str, float]:
+        """The step's metrics under the names a trainer logs them (``eval/<spec>/<metric>``)."""
+        ...
+
+
+class CheckpointEvaluatorLike(Protocol):
+    """Anything that evaluates a checkpoint: :class:`evalsi.training.CheckpointEvaluator`, or your own."""
+
+    def evaluate(self, checkpoint: str | Path, step: Step) -> StepOutcome:
+        """Evaluate the checkpoint saved at ``checkpoint`` for training step ``step``."""
+        ...
+
+
+@dataclass(frozen=True)
+class EvaluationFailure:
+    """An evaluation that raised: which step, which checkpoint, and the exception."""
+
+    step: Step
+    checkpoint: str
+    error: BaseException
+
+    def __str__(self) -> str:
+        step = "base" if self.step is None else self.step
+        return f"step {step} ({self.checkpoint}): {type(self.error).__name__}: {self.error}"
+
+
+class CheckpointEvaluationError(EvalsiError, RuntimeError):
+    """One or more checkpoint evaluations failed (raised by ``drain`` only with ``raise_errors=True``)."""
+
+    def __init__(self, failures: list[EvaluationFailure]) -> None:
+        self.failures = failures
+        listed = "; ".join(str(f) for f in failures)
+        super().__init__(f"{len(failures)} checkpoint evaluation(s) failed: {listed}")
+
+
+_Job = tuple[str, Step, "Future[StepOutcome]"]
+_STOP = None
+
+
+class CheckpointRunner:
+    """Evaluates submitted checkpoints one at a time, in order: on a background thread, or inline with ``wait``.
+
+    Args:
+        evaluator: What evaluates a checkpoint (``evaluate(checkpoint, step)``).
+        wait: Evaluate inside ``submit`` (the trainer waits) instead of on the background thread.
+        raise_errors: Make ``drain`` raise :class:`CheckpointEvaluationError` when an evaluation failed. By default
+            failures are logged and kept in ``failures``, and training goes on.
+        on_result: Called (on the evaluating thread) with ``(step, outcome)`` after each evaluation.
+
+    Example:
+        >>> class Count:
+        ...     def evaluate(self, checkpoint, step):
+        ...         return Outcome(step)
+        >>> class Outcome:
+        ...     def __init__(self, step): self.step, self.regressed = step, step == 2
+        ...     def log_metrics(self): return {"eval/demo/step": float(self.step)}
+        >>> with CheckpointRunner(Count()) as runner:
+        ...     _ = [runner.submit(f"ckpt-{n}", n) for n in (1, 2, 3)]
+        >>> [r.step for _, r in runner.results], runner.regressed
+        ([1, 2, 3], True)
+
+    """
+
+    def __init__(
+        self,
+        evaluator: CheckpointEvaluatorLike,
+        *,
+        wait: bool = False,
+        raise_errors: bool = False,
+        on_result: Callable[[Step, StepOutcome], None] | None = None,
+    ) -> None:
+        self.evaluator = evaluator
+        self.wait = wait
+        self.raise_errors = raise_errors
+        self.on_result = on_result
+        self.results: list[tuple[Step, StepOutcome]] = []
+        """Every finished evaluation, in order."""
+        self.failures: list[EvaluationFailure] = []
+        """Every evaluation that raised, in order."""
+        self._queue: queue.Queue[_Job | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._reported = 0
+
+    @property
+    def regressed(self) -> bool:
+        """Whether any finished evaluation found a regression."""
+        with self._lock:
+            return any(outcome.regressed for _, outcome in self.results)
+
+    @property
+    def pending(self) -> int:
+        """Evaluations submitted and not finished yet."""
+        return self._queue.unfinished_tasks
+
+    def submit(self, checkpoint: str | Path, step: Step) -> Future[StepOutcome]:
+        """Queue an evaluation (or run it now, with ``wait``); the future holds its outcome or its exception."""
+        future: Future[StepOutcome] = Future()
         if self.wait:
-            self._evaluate(item)
-            return item
-        if self._thread is None or not self._thread.is_alive():
-            self._thread = threading.Thread(target=self._work, name="evalsi-checkpoints", daemon=True)
-            self._thread.start()
-        self._queue.put(item)
-        return item
+            self._evaluate(str(checkpoint), step, future)
+            return future
+        self._ensure_thread()
+        self._queue.put((str(checkpoint), step, future))
+        return future
 
-    def drain(self, timeout: float | None = None) -> list[Submitted]:
-        """Wait until every submitted checkpoint is evaluated; returns them all, in order."""
-        if self._thread is not None and self._thread.is_alive():
-            self._queue.put(None)
-            self._thread.join(timeout)
+    def drain(self) -> None:
+        """Wait until every submitted evaluation has finished.
+
+        Raises:
+            CheckpointEvaluationError: With ``raise_errors``, when an evaluation failed since the last drain.
+
+        """
+        if self._thread is not None:
+            self._queue.join()
         with self._lock:
-            return list(self.done)
+            new = self.failures[self._reported:]
+            self._reported = len(self.failures)
+        if new and self.raise_errors:
+            raise CheckpointEvaluationError(new)
+
+    def close(self) -> None:
+        """Drain, then stop the background thread."""
+        try:
+            self.drain()
+        finally:
+            thread = self._thread
+            if thread is not None:
+                self._queue.put(_STOP)
+                thread.join()
+                self._thread = None
+
+    def new_results(self, seen: int) -> list[tuple[Step, StepOutcome]]:
+        """The results finished after the first ``seen`` (for hooks that log each result once)."""
+        with self._lock:
+            return self.results[seen:]
+
+    def __enter__(self) -> CheckpointRunner:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        if kind is None:
+            self.close()
+            return
+        # Training failed: still finish what was submitted, but let the training error be the one raised.
+        try:
+            self.close()
+        except CheckpointEvaluationError as exc:
+            log.error("%s", exc)
+
+    def _ensure_thread(self) -> None:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._work, name="evalsi-checkpoints", daemon=True)
+                self._thread.start()
 
     def _work(self) -> None:
         while True:
             item = self._queue.get()
-            if item is None:
-                return
-            self._evaluate(item)
+            try:
+                if item is _STOP:
+                    return
+                self._evaluate(*item)
+            finally:
+                self._queue.task_done()
 
-    def _evaluate(self, item: Submitted) -> None:
+    def _evaluate(self, checkpoint: str, step: Step, future: Future[StepOutcome]) -> None:
         try:
-            item.result = self.evaluator.evaluate(item.checkpoint, item.step)
-        except Exception as exc:  # an evaluation failure must not kill the training run
-            item.error = f"{type(exc).__name__}: {exc}"
-            log.error("evaluating %s (step %s) failed: %s", item.checkpoint, item.step, item.error)
+            outcome = self.evaluator.evaluate(checkpoint, step)
+        except Exception as exc:  # reported and kept: a failed evaluation must not kill training unasked
+            log.error("evaluating checkpoint %s (step %s) failed: %s", checkpoint, _label(step), exc, exc_info=exc)
+            with self._lock:
+                self.failures.append(EvaluationFailure(step, checkpoint, exc))
+            future.set_exception(exc)
+            if self.wait and self.raise_errors:
+                self.drain()
+            return
         with self._lock:
-            self.done.append(item)
+            self.results.append((step, outcome))
+        if outcome.regressed:
+            log.warning("checkpoint %s (step %s) regressed", checkpoint, _label(step))
+        if self.on_result is not None:
+            try:
+                self.on_result(step, outcome)
+            except Exception as exc:
+                log.error("the on_result hook failed for step %s: %s", _label(step), exc, exc_info=exc)
+        future.set_result(outcome)
+
+
+def _label(step: Step) -> str:
+    return "base" if step is None else str(step)

@@ -68,8 +68,10 @@ class Transformers:
             model = AutoModelForCausalLM.from_pretrained(self.base_model)
             source = ref.files.path if ref.files is not None else Path(ref.location)
             state = torch.load(str(source), map_location="cpu", weights_only=True)
-            if isinstance(state, dict) and isinstance(state.get("model"), dict):
-                state = state["model"]  # {"model": ..., "optimizer": ...} as training loops save it
+            for key in ("model", "state_dict"):  # {"model": ..., "optimizer": ...}; Lightning's {"state_dict": ...}
+                if isinstance(state, dict) and isinstance(state.get(key), dict):
+                    state = state[key]
+                    break
             model.load_state_dict(state)
             tokenizer = AutoTokenizer.from_pretrained(self.base_model)
         else:

@@ -1,5 +1,5 @@
-"""In-process serving tests need torch and transformers: they run in the `torch` nox session, which sets
-``EVALSI_INTEGRATION``; the core suite (no torch) does not collect them."""
+"""Integration tests that need torch run in their own nox session, which sets ``EVALSI_INTEGRATION``; the core
+suite (no torch) does not collect them."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ def test_saves_are_evaluated_and_a_regression_stops_training(tmp_path: Path) -> 
             callback.on_step_end(args, state, control)
             assert control.should_training_stop is (step == 10)
         callback.on_train_end(args, state, control)
-    assert [d.step for d in callback.runner.done] == [5, 10]
+    assert [step for step, _ in callback.runner.results] == [5, 10]
     assert (tmp_path / "logs" / "hf" / "forgetting" / "step-10.json").exists()
 
 
@@ -62,8 +62,8 @@ def test_a_real_trainer_run_evaluates_each_save_served_in_process(tmp_path: Path
                              use_cpu=True, report_to=[], logging_steps=100, save_strategy="steps")
     callback = evalsi_callback(evaluator)
     Trainer(model=model, args=args, train_dataset=rows, processing_class=tokenizer, callbacks=[callback]).train()
-    assert [d.step for d in callback.runner.done] == [2, 4]  # drained before train() returned
-    assert all(d.result is not None and d.result.complete for d in callback.runner.done)
+    assert [step for step, _ in callback.runner.results] == [2, 4]  # drained before train() returned
+    assert all(outcome.complete for _, outcome in callback.runner.results)  # type: ignore[attr-defined]
     assert sorted(p.name for p in (tmp_path / "logs" / "trainer" / "forgetting").iterdir()) == ["step-2.json",
                                                                                                "step-4.json"]
 
@@ -93,5 +93,5 @@ def test_pytorch_hook_publishes_state_dicts_atomically_and_evaluates_them(tmp_pa
     assert saved.stat().st_mode & 0o777 == 0o640
     assert set(torch.load(saved, weights_only=True)) == {"model", "step", "optimizer"}
     assert find_model(saved).kind == "state-dict"  # type: ignore[union-attr]
-    assert [d.step for d in hook.runner.done] == [100, 200]
-    assert all(d.result is not None and d.result.complete for d in hook.runner.done), hook.runner.done
+    assert [step for step, _ in hook.runner.results] == [100, 200]
+    assert all(outcome.complete for _, outcome in hook.runner.results), hook.runner.failures  # type: ignore[attr-defined]

@@ -13,8 +13,6 @@ from typing import Any, ClassVar
 
 import datasets
 import pytest
-import torch
-import transformers
 import trl
 import yaml
 
@@ -23,8 +21,7 @@ from evalsi.evaluators import Evaluator, NoParams, Score, ScoreContext
 from evalsi.records import Record
 from evalsi.rewards import load
 from evalsi.rewards.trl import reward_funcs
-
-WORDS = ["the", "answer", "is", "4", "5", "what", "2+2", "?", "yes", "no"]
+from tests.integrations.trl.tiny import tiny_model, tiny_tokenizer
 
 
 @evalsi.evaluators.register
@@ -39,30 +36,6 @@ class CountingTokens(Evaluator[NoParams]):
     def score_batch(self, records: Sequence[Record], params: NoParams, ctx: ScoreContext) -> list[Score]:
         type(self).batches.append(len(records))
         return [Score.ok(float(r.completion_tokens or 0)) for r in records]
-
-
-def tiny_tokenizer(directory: Path) -> Any:
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    vocab = {"<pad>": 0, "<eos>": 1, "<unk>": 2, **{w: i + 3 for i, w in enumerate(WORDS)}}
-    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tokenizer = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=core, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>"
-    )
-    tokenizer.save_pretrained(directory)
-    return tokenizer
-
-
-def tiny_model(directory: Path, vocab_size: int) -> Any:
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(
-        vocab_size=vocab_size, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
-        num_key_value_heads=1, max_position_embeddings=64, pad_token_id=0, eos_token_id=1, bos_token_id=None,
-    )
-    model = transformers.LlamaForCausalLM(config)
-    model.save_pretrained(directory)
-    return model
 
 
 SPEC: dict[str, Any] = {

@@ -1,0 +1,58 @@
+"""``evalsi local-test FILE::TEST``: run one evaluation test the way CI does, with evalsi's exit codes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from evalsi.cli._console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_GATE, fail
+
+
+def local_test_command(
+    entry: str = typer.Argument(..., help="The evaluation test: path/to/test_file.py::test_name."),
+    max_rows: str | None = typer.Option(None, "--max-rows", help="Use only the first N rows (sets EVALSI_MAX_ROWS)."),
+    num_runs: int | None = typer.Option(None, "--num-runs", help="Repetitions of every rollout (EVALSI_NUM_RUNS)."),
+    threshold: str | None = typer.Option(
+        None, "--passed-threshold", help="A number or JSON {success, standard_error} (EVALSI_PASSED_THRESHOLD)."
+    ),
+) -> None:
+    """Run one evaluation test with pytest; exit 0 when it passes, 3 below its threshold, 1 on another failure.
+
+    The results are stored locally (EVALSI_RESULTS_DB, default .evalsi/results.sqlite).
+    """
+    try:
+        import pytest
+    except ModuleNotFoundError:
+        fail("local-test runs pytest: pip install pytest")
+    arguments = [entry, "-q", "-s", "-p", "no:cacheprovider"]
+    for option, value in (("--evalsi-max-rows", max_rows), ("--evalsi-num-runs", num_runs),
+                          ("--evalsi-passed-threshold", threshold)):
+        if value is not None:
+            arguments += [option, str(value)]
+    recorder = _FailureKinds()
+    code = int(pytest.main(arguments, plugins=[recorder]))
+    if code == 0:
+        return
+    if code in (2, 3, 4, 5):  # interrupted, internal error, usage error, nothing collected
+        fail(f"pytest could not run {entry} (exit {code})", EXIT_BAD_INPUT)
+    raise typer.Exit(EXIT_GATE if recorder.threshold_only else EXIT_FAILED)
+
+
+class _FailureKinds:
+    """Records whether every failure was an evaluation below its threshold."""
+
+    def __init__(self) -> None:
+        self.failures = 0
+        self.threshold_failures = 0
+
+    @property
+    def threshold_only(self) -> bool:
+        return self.failures > 0 and self.failures == self.threshold_failures
+
+    def pytest_runtest_logreport(self, report: Any) -> None:
+        if report.failed:
+            self.failures += 1
+            crash = getattr(report.longrepr, "reprcrash", None)
+            if crash is not None and "EvaluationFailed" in str(crash.message):
+                self.threshold_failures += 1

@@ -1,0 +1,37 @@
+"""Evaluation tests: scoring functions over model rollouts, run by pytest, with a pass threshold.
+
+``@evaluation_test`` turns a function that scores an :class:`EvaluationRow` into a pytest test (see
+:mod:`evalsi.testing._decorator`); ``evaluation_test.from_spec("reward.yaml", ...)`` makes the RL reward spec
+itself the check. Rollouts come from a :class:`SingleTurn` endpoint, are pre-generated (:class:`NoOp`), or are
+run by a service of yours (:class:`Remote`). Results are stored locally in the run results form.
+"""
+
+from evalsi.testing._config import EvaluationSetupError, Threshold
+from evalsi.testing._decorator import (
+    EvaluationFailed,
+    EvaluationOutcome,
+    EvaluationTest,
+    evaluation_test,
+    find_evaluation_test,
+)
+from evalsi.testing._rollout import NoOp, Remote, RolloutProcessor, SingleTurn
+from evalsi.testing._row import EvaluationRow, Message
+from evalsi.testing._store import results_db, stored_results
+
+__all__ = [
+    "EvaluationFailed",
+    "EvaluationOutcome",
+    "EvaluationRow",
+    "EvaluationSetupError",
+    "EvaluationTest",
+    "Message",
+    "NoOp",
+    "Remote",
+    "RolloutProcessor",
+    "SingleTurn",
+    "Threshold",
+    "evaluation_test",
+    "find_evaluation_test",
+    "results_db",
+    "stored_results",
+]

@@ -1,0 +1,304 @@
+"""``@evaluation_test``: a scoring function over model rollouts, run by pytest, that fails below a threshold.
+
+Example::
+
+    from evalsi.testing import EvaluationRow, SingleTurn, evaluation_test
+
+    @evaluation_test(
+        input_dataset=["capitals.jsonl"],           # rows: {"messages": [...], "ground_truth": "Paris"}
+        completion_params=[{"model": "qwen3-8b", "base_url": "http://localhost:8000/v1", "temperature": 0}],
+        rollout_processor=SingleTurn(),
+        passed_threshold=0.8,                       # or {"success": 0.8, "standard_error": 0.05}
+    )
+    def test_capitals(row: EvaluationRow) -> EvaluationRow:
+        row.score = 1.0 if row.ground_truth.lower() in row.last_text.lower() else 0.0
+        return row
+
+The decorated function becomes a pytest test: it loads the rows, rolls each out with every set of completion
+params ``num_runs`` times, scores the rollouts with the function, aggregates, stores the results
+(:mod:`evalsi.testing._store`) and fails with a table of the worst rows when the pass rule is not met.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import importlib
+import importlib.util
+import inspect
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalsi.errors import EvalsiError
+from evalsi.testing._config import (
+    Aggregation,
+    EvaluationSetupError,
+    Mode,
+    Threshold,
+    env_completion_params,
+    env_positive,
+    env_threshold,
+)
+from evalsi.testing._inputs import row_from_mapping, rows_from_dataset, rows_from_messages
+from evalsi.testing._report import Verdict, results_document, verdict, worst_rows_table
+from evalsi.testing._rollout import NoOp, RolloutProcessor, SingleTurn
+from evalsi.testing._row import EvaluationRow
+from evalsi.testing._scoring import ScoringFunction, check_signature, score_rollouts
+from evalsi.testing._store import store_result
+
+_MODES = ("pointwise", "groupwise", "all")
+_AGGREGATIONS = ("mean", "max", "min")
+
+
+class EvaluationFailed(EvalsiError, AssertionError):
+    """An evaluation test's aggregate score did not meet its pass rule (a pytest failure)."""
+
+
+@dataclass
+class EvaluationOutcome:
+    """What one run of an evaluation test produced."""
+
+    rows: list[EvaluationRow]
+    verdict: Verdict
+    threshold: Threshold | None
+    document: dict[str, Any]
+
+
+@dataclass
+class EvaluationTest:
+    """An evaluation test's declaration: its inputs, rollouts, scoring function and pass rule."""
+
+    function: ScoringFunction
+    input_dataset: list[str] = field(default_factory=list)
+    input_messages: list[list[dict[str, Any]]] = field(default_factory=list)
+    input_rows: list[EvaluationRow] = field(default_factory=list)
+    completion_params: list[dict[str, Any]] = field(default_factory=list)
+    rollout_processor: RolloutProcessor | None = None
+    passed_threshold: Threshold | None = None
+    mode: Mode = "pointwise"
+    num_runs: int = 1
+    aggregation_method: Aggregation = "mean"
+    max_concurrent_rollouts: int = 8
+    max_dataset_rows: int | None = None
+    base_dir: Path | None = None
+
+    @property
+    def test_id(self) -> str:
+        """``module::function``."""
+        return f"{self.function.__module__}::{self.function.__qualname__}"
+
+    def inputs(self, max_rows: int | None) -> list[EvaluationRow]:
+        """The input rows, cut to ``max_rows``."""
+        rows = rows_from_dataset(self.input_dataset, self.base_dir) if self.input_dataset else []
+        rows += rows_from_messages(self.input_messages)
+        rows += [EvaluationRow(list(r.messages), r.ground_truth, r.row_id or f"row-{i}", metadata=dict(r.metadata))
+                 for i, r in enumerate(self.input_rows)]
+        return rows if max_rows is None else rows[:max_rows]
+
+    def run(self, *, store: bool = True) -> EvaluationOutcome:
+        """Roll out, score, aggregate and store, with the environment's overrides applied (no pass check).
+
+        Raises:
+            EvaluationSetupError: The declaration or an override is invalid, or the function misbehaves.
+
+        """
+        threshold = env_threshold(self.passed_threshold)
+        num_runs = env_positive("EVALSI_NUM_RUNS", self.num_runs) or 1
+        max_rows = env_positive("EVALSI_MAX_ROWS", self.max_dataset_rows, allow_all=True)
+        params = env_completion_params(self.completion_params)
+        if self.mode == "groupwise" and len(params) < 2:
+            raise EvaluationSetupError(f"{self.test_id}: mode='groupwise' compares two or more completion_params")
+        rows = self.inputs(max_rows)
+        if not rows:
+            raise EvaluationSetupError(f"{self.test_id}: no input rows (give input_dataset, input_messages or "
+                                       "input_rows)")
+        processor = self.rollout_processor or (SingleTurn() if params else NoOp())
+        rollouts = [row.copy_for(p, run) for row in rows for p in (params or [{}]) for run in range(num_runs)]
+        rolled = asyncio.run(processor.process(rollouts, self.max_concurrent_rollouts))
+        scored = score_rollouts(self.function, self.mode, rolled)
+        result = verdict(scored, self.aggregation_method, threshold)
+        settings = {"mode": self.mode, "numRuns": num_runs, "aggregationMethod": self.aggregation_method,
+                    "completionParams": [_public(p) for p in params], "maxRows": max_rows,
+                    "inputDataset": self.input_dataset}
+        document = results_document(self.test_id, scored, result, threshold, settings)
+        if store:
+            store_result(document)
+        return EvaluationOutcome(scored, result, threshold, document)
+
+    def check(self) -> EvaluationOutcome:
+        """:meth:`run`, then fail when the pass rule is not met.
+
+        Raises:
+            EvaluationFailed: The aggregate score (or its standard error) misses the threshold.
+
+        """
+        __tracebackhide__ = True  # pytest shows the message, not evalsi's frames
+        outcome = self.run()
+        result, threshold = outcome.verdict, outcome.threshold
+        summary = (f"{self.test_id}: score {result.score:.4f} ± {result.standard_error:.4f} (standard error) over "
+                   f"{result.rollouts} rollouts")
+        print(summary)  # pytest shows it with -s, and with the failure
+        if threshold is not None and not result.passed:
+            raise EvaluationFailed(
+                f"{summary}; the pass rule is {threshold.describe()}\nworst rows:\n{worst_rows_table(outcome.rows)}"
+            )
+        return outcome
+
+
+def _public(params: Mapping[str, Any]) -> dict[str, Any]:
+    """Completion params as recorded: no headers (they may carry credentials)."""
+    return {k: v for k, v in params.items() if k != "headers"}
+
+
+class _EvaluationTestDecorator:
+    """``evaluation_test(...)`` makes a pytest test; ``evaluation_test.from_spec(...)`` makes one from a spec."""
+
+    def __call__(
+        self,
+        *,
+        input_dataset: Sequence[str | Path] | None = None,
+        input_messages: Sequence[Sequence[Mapping[str, Any]]] | None = None,
+        input_rows: Sequence[EvaluationRow | Mapping[str, Any]] | None = None,
+        completion_params: Sequence[Mapping[str, Any]] | None = None,
+        rollout_processor: RolloutProcessor | None = None,
+        passed_threshold: float | Mapping[str, Any] | Threshold | None = None,
+        mode: Mode = "pointwise",
+        num_runs: int = 1,
+        aggregation_method: Aggregation = "mean",
+        max_concurrent_rollouts: int = 8,
+        max_dataset_rows: int | None = None,
+    ) -> Callable[[ScoringFunction], Callable[[], None]]:
+        """Declare an evaluation test (see the module doc); every argument is checked here, at import time.
+
+        Raises:
+            EvaluationSetupError: An argument is invalid (names it and what would be valid).
+
+        """
+        if mode not in _MODES:
+            raise EvaluationSetupError(f"mode must be one of {', '.join(_MODES)}, got {mode!r}")
+        if aggregation_method not in _AGGREGATIONS:
+            raise EvaluationSetupError(f"aggregation_method must be one of {', '.join(_AGGREGATIONS)}")
+        if num_runs < 1 or max_concurrent_rollouts < 1:
+            raise EvaluationSetupError("num_runs and max_concurrent_rollouts must be at least 1")
+        threshold = Threshold.parse(passed_threshold, "passed_threshold")
+        rows = [r if isinstance(r, EvaluationRow) else row_from_mapping(r, f"input_rows[{i}]")
+                for i, r in enumerate(input_rows or [])]
+
+        def decorate(function: ScoringFunction) -> Callable[[], None]:
+            check_signature(function, mode)
+            declared = EvaluationTest(
+                function, [str(p) for p in input_dataset or []], [[dict(m) for m in c] for c in input_messages or []],
+                rows, [dict(p) for p in completion_params or []], rollout_processor, threshold, mode, num_runs,
+                aggregation_method, max_concurrent_rollouts, max_dataset_rows, _caller_dir(function),
+            )
+            return as_pytest_test(declared)
+
+        return decorate
+
+    def from_spec(
+        self,
+        spec: str | Path,
+        *,
+        name: str | None = None,
+        input_dataset: Sequence[str | Path] | None = None,
+        completion_params: Sequence[Mapping[str, Any]] | None = None,
+        passed_threshold: float | Mapping[str, Any] | Threshold | None = None,
+        **options: Any,
+    ) -> Callable[[], None]:
+        """An evaluation test that scores each rollout with a RewardSpec's total (or a RunSpec's evaluators).
+
+        A RunSpec also brings its dataset (``input_dataset`` when not given) and its target (``completion_params``
+        when not given). Scores are clipped to [0, 1]. Assign the result to a ``test_...`` name in a test module.
+        """
+        from evalsi.testing._from_spec import spec_scorer
+
+        scorer, defaults = spec_scorer(Path(spec), name)
+        scorer.__module__ = _caller_module()
+        inputs: dict[str, Any] = {"input_dataset": input_dataset}
+        if input_dataset is None and "input_rows" in defaults and "input_rows" not in options:
+            inputs = {"input_rows": defaults["input_rows"]}
+        options.setdefault("mode", "all")  # the spec scores a whole batch in one engine call
+        return self(
+            **inputs,
+            completion_params=completion_params if completion_params is not None else defaults.get(
+                "completion_params"),
+            passed_threshold=passed_threshold, **options,
+        )(scorer)
+
+
+def _caller_dir(function: ScoringFunction) -> Path | None:
+    """The directory of the module that defines ``function``: relative dataset paths are resolved against it."""
+    try:
+        source = inspect.getsourcefile(function)
+    except TypeError:
+        source = None
+    return Path(source).resolve().parent if source else None
+
+
+def _caller_module() -> str:
+    frame = sys._getframe(2)
+    return str(frame.f_globals.get("__name__", "__main__"))
+
+
+def as_pytest_test(declared: EvaluationTest) -> Callable[[], None]:
+    """A no-argument function pytest collects and runs (it must not look like it wants a ``row`` fixture)."""
+
+    def run_evaluation_test() -> None:
+        __tracebackhide__ = True
+        declared.check()
+
+    for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
+        setattr(run_evaluation_test, attribute, getattr(declared.function, attribute, None))
+    run_evaluation_test.evaluation = declared  # type: ignore[attr-defined]
+    return run_evaluation_test
+
+
+evaluation_test = _EvaluationTestDecorator()
+
+
+def find_evaluation_test(reference: str, base_dir: Path | None = None) -> EvaluationTest:
+    """The evaluation test named ``module::function`` or ``path/to/test_file.py::function``.
+
+    Raises:
+        EvaluationSetupError: The module or file cannot be imported, or holds no such evaluation test.
+
+    """
+    location, sep, name = reference.partition("::")
+    if not sep or not name:
+        raise EvaluationSetupError(f"{reference!r}: name an evaluation test as module::function or file.py::function")
+    module = _load_module(location, base_dir)
+    candidate = getattr(module, name, None)
+    declared = getattr(candidate, "evaluation", None)
+    if not isinstance(declared, EvaluationTest):
+        found = sorted(n for n, v in vars(module).items() if isinstance(getattr(v, "evaluation", None),
+                                                                       EvaluationTest))
+        raise EvaluationSetupError(
+            f"{reference!r}: {location} has no evaluation test {name!r} (evaluation tests there: "
+            f"{', '.join(found) or 'none'})"
+        )
+    return declared
+
+
+@functools.cache
+def _load_module(location: str, base_dir: Path | None) -> Any:
+    if location.endswith(".py"):
+        path = Path(location)
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        if not path.exists():
+            raise EvaluationSetupError(f"no such file: {path}")
+        module_name = f"evalsi_evaluation_test_{abs(hash(str(path.resolve())))}"
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        if spec is None or spec.loader is None:
+            raise EvaluationSetupError(f"cannot import {path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        spec.loader.exec_module(module)
+        return module
+    try:
+        return importlib.import_module(location)
+    except ModuleNotFoundError as exc:
+        raise EvaluationSetupError(f"cannot import {location!r}: {exc}") from None

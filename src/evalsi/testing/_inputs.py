@@ -1,0 +1,73 @@
+"""The inputs of an evaluation test: JSONL datasets of ``messages`` rows, message lists, or ready rows."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from evalsi.errors import DataError
+from evalsi.records import canonical_json
+from evalsi.testing._row import EvaluationRow, Message
+
+
+def rows_from_dataset(paths: Sequence[str | Path], base_dir: Path | None = None) -> list[EvaluationRow]:
+    """Rows of JSONL files, one object a line: ``messages`` (or ``prompt`` text), optional ``ground_truth``.
+
+    Raises:
+        DataError: A file is missing, a line is not JSON, or a row has no messages (names the file and line).
+
+    """
+    rows: list[EvaluationRow] = []
+    for raw in paths:
+        path = Path(raw)
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        try:
+            text = path.read_bytes()
+        except FileNotFoundError:
+            raise DataError("no such file", file=str(path)) from None
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                data = orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                raise DataError(f"not valid JSON: {exc}", file=str(path), line=number) from None
+            if not isinstance(data, dict):
+                raise DataError("a row must be a JSON object", file=str(path), line=number)
+            rows.append(row_from_mapping(data, f"{path}:{number}"))
+    return rows
+
+
+def row_from_mapping(data: Mapping[str, Any], where: str) -> EvaluationRow:
+    """A row from ``{"messages": [...], "ground_truth": ..., "id": ..., ...}`` (``prompt`` text also works).
+
+    Raises:
+        DataError: There are no messages and no prompt (``where`` names the source).
+
+    """
+    messages = data.get("messages")
+    if messages is None and isinstance(data.get("prompt"), str):
+        messages = [{"role": "user", "content": data["prompt"]}]
+    if not isinstance(messages, list) or not messages or not all(isinstance(m, Mapping) for m in messages):
+        raise DataError(f"{where}: a row needs `messages` (a non-empty list of chat messages) or a `prompt` text")
+    ground_truth = data.get("ground_truth")
+    row_id = data.get("id", data.get("row_id"))
+    metadata = {k: v for k, v in data.items() if k not in ("messages", "prompt", "ground_truth", "id", "row_id")}
+    message_list: list[Message] = [dict(m) for m in messages]
+    identity = str(row_id) if row_id is not None else _content_id(message_list, ground_truth)
+    return EvaluationRow(message_list, ground_truth, identity, metadata=metadata)
+
+
+def rows_from_messages(conversations: Sequence[Sequence[Mapping[str, Any]]]) -> list[EvaluationRow]:
+    """Rows from message lists (no reference)."""
+    return [row_from_mapping({"messages": list(c)}, f"input_messages[{i}]") for i, c in enumerate(conversations)]
+
+
+def _content_id(messages: list[Message], ground_truth: Any) -> str:
+    """A row id from its content, stable across runs, for rows that carry none."""
+    return hashlib.sha256(canonical_json([messages, ground_truth])).hexdigest()[:16]
