@@ -65,3 +65,29 @@ def test_python_agent_task_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     snippet = next(b for b in blocks("python") if "TaskEnv(" in b)
     monkeypatch.chdir(ROOT)
     exec(compile(snippet, "README.md", "exec"), {})
+
+
+def test_the_evaluation_test_example_runs_and_passes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    snippet = next(b for b in blocks("python") if "@evaluation_test(" in b)
+    monkeypatch.setenv("EVALSI_RESULTS_DB", str(tmp_path / "results.sqlite"))
+    namespace: dict[str, object] = {"__name__": "readme_example"}
+    exec(compile(snippet, "README.md", "exec"), namespace)
+    test = namespace["test_capitals"]
+    assert callable(test)
+    test()  # both rows name the capital: score 1.0, standard error 0 -> passes
+    from evalsi.testing import stored_results
+
+    [stored] = stored_results()
+    assert stored["evaluationTest"]["passed"] is True and stored["evaluationTest"]["score"] == 1.0
+
+
+def test_the_training_example_names_only_what_exists() -> None:
+    import evalsi.training
+    import evalsi.training.callback
+
+    snippet = next(b for b in blocks("python") if "lightning_checkpoint_callback" in b and "evalsi_callback(" in b)
+    imported = re.findall(r"from (evalsi[\w.]*) import ([\w, ]+)", snippet)
+    for module, names in imported:
+        target = evalsi.training.callback if module.endswith("callback") else evalsi.training
+        for name in names.split(","):
+            assert hasattr(target, name.strip()), name

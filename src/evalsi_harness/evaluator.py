@@ -103,6 +103,7 @@ class TaskChecker(Evaluator[TaskCheckerParams]):
     reads = ("completion",)
     runs_code = True
     pack = "agent"
+    in_process_only = True  # the task file (and a Python checker in it) is read from the host: never for a tenant
 
     def __init__(self) -> None:
         self._pools = _Pools()

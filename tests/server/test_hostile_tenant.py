@@ -183,6 +183,26 @@ def test_item1_a_request_never_sets_where_credentials_go(hostile: Hostile) -> No
     assert unnamed.status_code == 400 and "valid: dead, rm" in unnamed.json()["error"]["message"]
 
 
+HOST_CODE = [
+    ({"ref": "evaluation-test/os::system"}, "spec.components[0].ref"),
+    ({"ref": "evaluation-test/tests/conftest.py::anything"}, "spec.components[0].ref"),
+    ({"ref": "evaluation-test", "params": {"test": "subprocess::run"}}, "spec.components[0].ref"),
+    ({"ref": "task-checker", "params": {"task": "/etc/passwd"}}, "spec.components[0].ref"),
+]
+"""Evaluators that import or read what the spec names on the scoring machine: in-process only, never a tenant's."""
+
+
+def test_item1_a_request_never_runs_or_reads_host_code_it_names(hostile: Hostile) -> None:
+    rollouts = [{"prompt": "p", "completion": "c", "answer": "a"}]
+    for component, path in HOST_CODE:
+        spec = {"components": [component], "onError": "zero"}
+        answer = post_http(hostile.server, hostile.run, spec, rollouts)
+        assert answer.status_code == 403, (component, answer.text)
+        error = answer.json()["error"]
+        assert error["status"] == "permission_denied" and error["path"] == path, error
+        assert call_grpc(hostile.server, hostile.run, spec, rollouts)[0] == "permission_denied"
+
+
 # --- item 7: the operator's isolation floor -------------------------------------------------------------------
 
 LOWERED_FLOORS = [

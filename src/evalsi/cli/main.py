@@ -21,6 +21,9 @@ ENVIRONMENT = (
     "EVALSI_SERVER: the OpenRLHF reward file scores through this evalsi server;\n\n"
     "EVALSI_TOKEN: the bearer token sent to an evalsi server;\n\n"
     "the variable a target's apiKeyEnv or a judge's api_key_env names: that API key;\n\n"
+    "EVALSI_PASSED_THRESHOLD, EVALSI_NUM_RUNS, EVALSI_MAX_ROWS, EVALSI_COMPLETION_PARAMS: override an evaluation "
+    "test's threshold, runs, rows and completion params (CI);\n\n"
+    "EVALSI_RESULTS_DB: where evaluation test results are stored (default .evalsi/results.sqlite);\n\n"
     "HF_HOME, HF_HUB_CACHE, HUGGINGFACE_HUB_CACHE: where built-in datasets are looked up in the Hugging Face cache."
 )
 """The documented environment variables (shown by ``evalsi --help``)."""

@@ -111,6 +111,13 @@ def _component(component: dict[str, Any], where: str, config: ServerSpec) -> dic
     evaluator = _evaluator(component.get("ref"))
     if evaluator is None:
         return component  # binding reports the unknown ref
+    if evaluator.in_process_only:
+        raise ServiceError(
+            "permission_denied",
+            f"{where}.ref: {evaluator.name!r} runs code or reads files the spec names on the machine that scores "
+            "it; it is for in-process scoring and is not available on a server",
+            path=f"{where}.ref",
+        )
     params = component.get("params")
     params = dict(params) if isinstance(params, Mapping) else params
     if isinstance(params, dict):
@@ -131,7 +138,7 @@ def _evaluator(ref: Any) -> type[Evaluator[Any]] | None:
     if not isinstance(ref, str):
         return None
     try:
-        return evaluator_class(ref)
+        return evaluator_class(ref.partition("/")[0])  # `name/argument` refs name the evaluator before the slash
     except EvalsiError:
         return None
 
