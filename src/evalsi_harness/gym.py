@@ -12,9 +12,11 @@ With gymnasium installed, ``TaskEnv`` is a ``gymnasium.Env`` with text spaces, r
 ``evalsi/TaskEnv-v0`` (``gymnasium.make("evalsi/TaskEnv-v0", task="task.yaml")``).
 
 Example:
-    >>> with TaskEnv("examples/agent-tasks/write-file/task.yaml") as env:  # doctest: +SKIP
+    >>> with TaskEnv("examples/agent-tasks/write-file/task.yaml") as env:
     ...     obs, info = env.reset()
     ...     obs, reward, terminated, truncated, info = env.step({"tool": "submit"})
+    >>> reward, terminated  # submitted without writing the file: the checker fails it
+    (0.0, True)
 
 """
 

@@ -64,7 +64,7 @@ def test_metrics_pass_k_and_the_results_file(server: OpenAIServer, qa_file: Path
     assert m["pass@1/exact-match"].mean == pytest.approx(0.625)
     assert m["pass@2/exact-match"].mean == pytest.approx(0.75)
     assert m["pass^2/exact-match"].mean == pytest.approx(0.5)
-    assert outcome.exit_code == 0 and outcome.generated == 4 and outcome.resumed == 0
+    assert outcome.verdict == "ok" and outcome.generated == 4 and outcome.resumed == 0
     data = read_results(out)
     assert data["status"] == "complete" and data["name"] == "run"
     assert data["target"] == {"kind": "openai", "baseUrl": server.base_url, "model": "test-model", "api": "chat",
@@ -81,7 +81,7 @@ def test_metrics_pass_k_and_the_results_file(server: OpenAIServer, qa_file: Path
 def test_gates_fail_with_exit_3(server: OpenAIServer, qa_file: Path, tmp_path: Path) -> None:
     gates = [{"metric": "exact-match", "min": 0.9}, {"metric": "exact-match", "max": 1.0}]
     outcome = start(run_spec(server, qa_file, tmp_path / "r.json", gates=gates))
-    assert outcome.exit_code == 3
+    assert outcome.verdict == "gate failed"
     assert [g.passed for g in outcome.summary.gates] == [False, True]
     assert outcome.summary.gates[0].reason == "0.7500 < min 0.9"
 
@@ -90,7 +90,7 @@ def test_transient_errors_are_retried_within_the_run(server: OpenAIServer, qa_fi
     server.inject(status=429, times=3)
     server.inject(status=502, times=2)
     outcome = start(run_spec(server, qa_file, tmp_path / "r.json"))
-    assert outcome.exit_code == 0 and len(outcome.records) == 4
+    assert outcome.verdict == "ok" and len(outcome.records) == 4
     assert server.statuses.count(429) == 3 and server.statuses.count(502) == 2
 
 
@@ -99,12 +99,12 @@ def test_a_failed_record_is_retried_on_the_next_run_only(server: OpenAIServer, q
     spec = run_spec(server, qa_file, out)
     server.inject(status=400, prompt="capital of France?")
     first = start(spec)
-    assert first.exit_code == 1 and list(first.failed) == ["c"] and "HTTP 400" in first.failed["c"]
+    assert first.verdict == "failed" and list(first.failed) == ["c"] and "HTTP 400" in first.failed["c"]
     data = read_results(out)
     assert data["status"] == "partial" and [r["id"] for r in data["records"]] == ["a", "b", "d"]
     before = {p: server.request_count(p) for p in ("2+2?", "3+3?", "capital of France?", "largest planet?")}
     second = start(spec)
-    assert second.exit_code == 0 and second.resumed == 3 and second.generated == 1
+    assert second.verdict == "ok" and second.resumed == 3 and second.generated == 1
     after = {p: server.request_count(p) for p in before}
     assert after == {**before, "capital of France?": before["capital of France?"] + 1}
     assert read_results(out)["status"] == "complete"
@@ -132,13 +132,15 @@ def test_other_generation_settings_refuse_to_resume(server: OpenAIServer, qa_fil
     assert server.request_count() == requests + 4
 
 
-@pytest.mark.parametrize(("on_error", "mean", "exit_code"), [("zero", 0.75, 0), ("none", 1.0, 0), ("raise", None, 1)])
+@pytest.mark.parametrize(
+    ("on_error", "mean", "verdict"), [("zero", 0.75, "ok"), ("none", 1.0, "ok"), ("raise", None, "failed")]
+)
 def test_on_error_policy(server: OpenAIServer, qa_file: Path, tmp_path: Path, on_error: str, mean: float | None,
-                         exit_code: int) -> None:
+                         verdict: str) -> None:
     spec = run_spec(server, qa_file, tmp_path / "r.json", evaluators=[{"ref": "test-picky"}], onError=on_error,
                     target={"maxConcurrency": 1}, batchSize=1)
     outcome = start(spec)
-    assert outcome.exit_code == exit_code
+    assert outcome.verdict == verdict
     if mean is not None:
         assert outcome.summary.metrics["test-picky"].mean == pytest.approx(mean)
         assert outcome.summary.counts["test-picky"]["error"] == 1
@@ -168,10 +170,10 @@ def test_raise_keeps_the_errored_record_unfinished(server: OpenAIServer, qa_file
     spec = run_spec(server, qa_file, tmp_path / "r.json", evaluators=[{"ref": "test-picky"}], onError="raise",
                     target={"maxConcurrency": 1}, batchSize=1)
     first = start(spec)
-    assert first.exit_code == 1 and "d" not in {r.id for r in first.records}
+    assert first.verdict == "failed" and "d" not in {r.id for r in first.records}
     spec["onError"] = "zero"  # the policy is not a generation setting: the run resumes
     second = start(spec)
-    assert second.exit_code == 0 and second.resumed == len(first.records)
+    assert second.verdict == "ok" and second.resumed == len(first.records)
     assert [r.id for r in second.records] == ["a", "b", "c", "d"]
 
 

@@ -16,11 +16,14 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from evalsi.cli._console import EXIT_FAILED, EXIT_GATE, fail, stderr
+from evalsi.cli._console import EXIT_FAILED, EXIT_GATE, EXIT_OK, fail, stderr
 from evalsi.cli._tables import number_table
 from evalsi.errors import DataError, SpecError
-from evalsi.runs import GenerationError, Runner, RunOutcome, load_run
+from evalsi.runs import GenerationError, Runner, RunOutcome, RunVerdict, load_run
 from evalsi.stats import Estimate
+
+EXIT_CODES: dict[RunVerdict, int] = {"ok": EXIT_OK, "failed": EXIT_FAILED, "gate failed": EXIT_GATE}
+"""The process exit code of each way a run ends."""
 
 
 def run_command(
@@ -58,7 +61,7 @@ def run_command(
         fail("interrupted: every scored record is saved; run the same command again to resume", EXIT_FAILED)
     stderr.print(run_summary(outcome))
     if not outcome.summary.gates_passed:  # the exit code is said once: here only when the gate decides it
-        code = f" (exit {EXIT_GATE})" if outcome.exit_code == EXIT_GATE else ""
+        code = f" (exit {EXIT_GATE})" if outcome.verdict == "gate failed" else ""
         stderr.print(f"[bold red]a gate failed[/]{code}", highlight=False)
     if outcome.aborted:
         fail(f"the run stopped (onError: raise): {outcome.aborted} (exit {EXIT_FAILED})", EXIT_FAILED)
@@ -66,7 +69,7 @@ def run_command(
         first = next(iter(outcome.failed.items()))
         fail(f"{len(outcome.failed)} records could not be generated (first: {first[0]}: {first[1]}); "
              f"run again to resume them (exit {EXIT_FAILED})", EXIT_FAILED)
-    raise typer.Exit(outcome.exit_code)
+    raise typer.Exit(EXIT_CODES[outcome.verdict])
 
 
 def fmt(value: float, digits: int = 4) -> str:

@@ -3,14 +3,19 @@
 The results file holds every record's samples, for statistics, gates and paired comparisons.
 
 Example:
+    >>> import json, pathlib, tempfile
     >>> from evalsi.runs import Runner, run_from_mapping
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (folder / "data.jsonl").write_text(json.dumps({"prompt": "echo", "answer": "echo"}))
     >>> run = run_from_mapping({
-    ...     "target": {"callable": "builtins:str"},
-    ...     "dataset": {"path": "data.jsonl"},
+    ...     "target": {"callable": "os.path:basename"},
+    ...     "dataset": {"path": str(folder / "data.jsonl")},
     ...     "evaluators": [{"ref": "exact-match"}],
-    ...     "output": "run.results.json",
+    ...     "output": str(folder / "run.results.json"),
     ... })
-    >>> outcome = Runner(run).run()  # doctest: +SKIP
+    >>> outcome = Runner(run).run()
+    >>> outcome.verdict, outcome.summary.metrics["exact-match"].mean
+    ('ok', 1.0)
 
 """
 
@@ -26,7 +31,7 @@ from evalsi.runs._compare import (
     record_overlap,
 )
 from evalsi.runs._datasets import Item, load_items, read_rows
-from evalsi.runs._driver import EXIT_FAILED, EXIT_GATE, EXIT_OK, Runner, RunOutcome, load_run_items
+from evalsi.runs._driver import Runner, RunOutcome, RunVerdict, load_run_items
 from evalsi.runs._overrides import apply_overrides
 from evalsi.runs._results import (
     RecordResult,
@@ -41,9 +46,6 @@ from evalsi.runs._targets import CallableTarget, Generation, GenerationError, Op
 
 __all__ = [
     "BUILTINS",
-    "EXIT_FAILED",
-    "EXIT_GATE",
-    "EXIT_OK",
     "BoundRun",
     "BuiltinEval",
     "CallableTarget",
@@ -61,6 +63,7 @@ __all__ = [
     "ResumeError",
     "RunOutcome",
     "RunSummary",
+    "RunVerdict",
     "Runner",
     "SampleResult",
     "Target",

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from evalsi._util.retry import RetryNotice
 from evalsi.records import Record, canonical_json
@@ -31,13 +31,15 @@ from evalsi.runs._results import RecordResult, ResultsWriter, SampleResult, fing
 from evalsi.runs._summary import RunSummary, summarize
 from evalsi.runs._targets import Generation, GenerationError, ModelFn, Target, make_target
 
-EXIT_OK, EXIT_FAILED, EXIT_GATE = 0, 1, 3
-
 Scored = tuple[Item, list[Generation]]
 """A record's item and its generated samples, waiting to be scored."""
 
 SCORE_LINGER_SECONDS = 0.02
 """How long the scorer waits to fill a batch before scoring what it has."""
+
+
+RunVerdict = Literal["ok", "failed", "gate failed"]
+"""How a run ended, for the caller to act on (the CLI maps it to an exit code)."""
 
 
 @dataclass
@@ -56,11 +58,11 @@ class RunOutcome:
     timings: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def exit_code(self) -> int:
-        """0 ok, 1 records failed or the run was aborted, 3 a gate failed."""
+    def verdict(self) -> RunVerdict:
+        """``failed`` (records failed to generate, or the run stopped), ``gate failed``, or ``ok``."""
         if self.failed or self.aborted:
-            return EXIT_FAILED
-        return EXIT_OK if self.summary.gates_passed else EXIT_GATE
+            return "failed"
+        return "ok" if self.summary.gates_passed else "gate failed"
 
 
 def load_run_items(run: BoundRun) -> list[Item]:

@@ -7,7 +7,7 @@ files), and on the ``namespaced`` rung the system can come from a root filesyste
 Workspaces run on every rung: ``process``, ``namespaced`` and ``gvisor``.
 
 Example:
-    >>> with Workspace("namespaced") as ws:  # doctest: +SKIP
+    >>> with Workspace("namespaced") as ws:
     ...     ws.exec(["/bin/sh", "-c", "echo hi > a.txt"]).ok and ws.exec(["/bin/cat", "a.txt"]).stdout
     'hi\n'
 
