@@ -24,8 +24,9 @@ def integrations(session: nox.Session) -> None:
 def trl(session: nox.Session) -> None:
     """GRPOTrainer with evalsi rewards on a tiny local model; OpenRLHF's own SingleTurnAgentExecutor (CPU)."""
     # Versions pinned to the ones these tests were written against, so a new release cannot break CI unseen.
-    session.install("torch==2.13.0", "trl==1.16.0", "transformers==5.24.0", "aiohttp", "pylatexenc",
-                    "-e", ".[dev,trl,serve]")
+    session.install(
+        "torch==2.13.0", "trl==1.16.0", "transformers==5.24.0", "aiohttp", "pylatexenc", "-e", ".[dev,trl,serve]"
+    )
     # OpenRLHF pins deepspeed/flash-attn, which need a GPU; the executor we drive does not.
     session.install("--no-deps", "openrlhf==0.11.2")
     tests = ["tests/integrations/trl", "tests/integrations/openrlhf"]

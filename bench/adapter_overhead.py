@@ -67,20 +67,23 @@ def make_batches(batches: int, size: int) -> list[dict[str, list[Any]]]:
         completions = [
             f"<think>{'reasoning ' * 40}{b}-{i}</think><answer>{(b * size + i) % 7}</answer>" for i in range(size)
         ]
-        out.append({
-            "prompts": [PROMPT] * size,
-            "completions": completions,
-            "completion_ids": [list(range(300 + i % 50)) for i in range(size)],
-            "answer": [str(i % 7) for i in range(size)],
-        })
+        out.append(
+            {
+                "prompts": [PROMPT] * size,
+                "completions": completions,
+                "completion_ids": [list(range(300 + i % 50)) for i in range(size)],
+                "answer": [str(i % 7) for i in range(size)],
+            }
+        )
     return out
 
 
 def as_rollouts(batch: dict[str, list[Any]]) -> list[dict[str, Any]]:
     return [
         {"prompt": p, "completion": c, "completion_ids": ids, "answer": a}
-        for p, c, ids, a in zip(batch["prompts"], batch["completions"], batch["completion_ids"], batch["answer"],
-                                strict=True)
+        for p, c, ids, a in zip(
+            batch["prompts"], batch["completions"], batch["completion_ids"], batch["answer"], strict=True
+        )
     ]
 
 
@@ -91,13 +94,18 @@ def timed(fn: Callable[[], None], rollouts: int) -> float:
     return (time.perf_counter() - start) * 1e6 / rollouts
 
 
-BASELINES = {"TRL reward_funcs (4 funcs)": "direct, batch", "TRL Reward as function": "direct, batch",
-             "verl compute_score_batch": "direct, batch", "verl compute_score": "direct, one per call",
-             "OpenRLHF reward_func": "direct, one per call"}
+BASELINES = {
+    "TRL reward_funcs (4 funcs)": "direct, batch",
+    "TRL Reward as function": "direct, batch",
+    "verl compute_score_batch": "direct, batch",
+    "verl compute_score": "direct, one per call",
+    "OpenRLHF reward_func": "direct, one per call",
+}
 
 
-def build_runs(reward: Reward, spec_path: Path, batches: list[dict[str, list[Any]]],
-               singles: list[dict[str, Any]]) -> dict[str, Callable[[int], float]]:
+def build_runs(
+    reward: Reward, spec_path: Path, batches: list[dict[str, list[Any]]], singles: list[dict[str, Any]]
+) -> dict[str, Callable[[int], float]]:
     """Each path as ``run(batch index) -> µs per rollout``."""
     funcs, _ = reward_funcs(reward)
     rollout_batches = [as_rollouts(b) for b in batches]
@@ -112,8 +120,9 @@ def build_runs(reward: Reward, spec_path: Path, batches: list[dict[str, list[Any
 
     def verl_batch(i: int) -> None:
         batch = batches[i]
-        compute_score_batch(["gsm8k"] * size, batch["completions"], batch["answer"], [{} for _ in range(size)],
-                            spec=spec)
+        compute_score_batch(
+            ["gsm8k"] * size, batch["completions"], batch["answer"], [{} for _ in range(size)], spec=spec
+        )
 
     return {
         "direct, batch": lambda i: timed(lambda: reward.score(rollout_batches[i]), size),
@@ -122,15 +131,17 @@ def build_runs(reward: Reward, spec_path: Path, batches: list[dict[str, list[Any
         "verl compute_score_batch": lambda i: timed(lambda: verl_batch(i), size),
         "direct, one per call": lambda i: timed(lambda: [reward.score([r]) for r in singles], len(singles)),
         "verl compute_score": lambda i: timed(
-            lambda: [compute_score("gsm8k", r["completion"], r["answer"], {}, spec=spec) for r in singles],
-            len(singles)),
-        "OpenRLHF reward_func": lambda i: timed(lambda: [reward_func([q], [p], [a]) for q, p, a in queries],
-                                                len(singles)),
+            lambda: [compute_score("gsm8k", r["completion"], r["answer"], {}, spec=spec) for r in singles], len(singles)
+        ),
+        "OpenRLHF reward_func": lambda i: timed(
+            lambda: [reward_func([q], [p], [a]) for q, p, a in queries], len(singles)
+        ),
     }
 
 
-def measure(runs: dict[str, Callable[[int], float]], batches: int, rounds: int
-            ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+def measure(
+    runs: dict[str, Callable[[int], float]], batches: int, rounds: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """Samples of every path, and each adapter's ratios paired with its baseline (same batch, same round)."""
     for i in range(batches):  # warm the cache and every code path
         for run in runs.values():
@@ -150,14 +161,14 @@ def measure(runs: dict[str, Callable[[int], float]], batches: int, rounds: int
 
 def http_one_sample(spec_path: Path, singles: list[dict[str, Any]]) -> float:
     """Median µs per one-sample request to ``evalsi rewards serve``'s app on loopback."""
-    body = [{"query": [r["prompt"] + r["completion"]], "prompts": [r["prompt"]], "labels": [r["answer"]]}
-            for r in singles]
+    body = [
+        {"query": [r["prompt"] + r["completion"]], "prompts": [r["prompt"]], "labels": [r["answer"]]} for r in singles
+    ]
     with ServerThread(create_app(load(spec_path))) as server, httpx.Client() as client:
         for payload in body:
             client.post(server.url + "/get_reward", json=payload)
         return statistics.median(
-            timed(lambda: [client.post(server.url + "/get_reward", json=b) for b in body], len(body))
-            for _ in range(3)
+            timed(lambda: [client.post(server.url + "/get_reward", json=b) for b in body], len(body)) for _ in range(3)
         )
 
 
@@ -172,8 +183,10 @@ def report(samples: dict[str, list[float]], ratios: dict[str, list[float]], http
         else:
             paired, best = f"{'(base)':>9}", ""
         print(f"{name:32} {median:11.1f} {paired} {best}")
-    print(f"{'serve, HTTP one-sample request':32} {http:11.1f} "
-          f"{http / medians['direct, one per call']:8.1f}x  (loopback HTTP round trip, informational)")
+    print(
+        f"{'serve, HTTP one-sample request':32} {http:11.1f} "
+        f"{http / medians['direct, one per call']:8.1f}x  (loopback HTTP round trip, informational)"
+    )
 
 
 def main() -> None:

@@ -49,9 +49,23 @@ def start_standin(folder: Path, answers: dict[str, str]) -> tuple[subprocess.Pop
     (base / "answers.json").write_text(json.dumps(answers))
     port = free_port()
     env = {**os.environ, "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}
-    process = subprocess.Popen([str(standin_executable(folder / "bin")), "serve", str(base), "--host", "127.0.0.1",
-                                "--port", str(port), "--served-model-name", "base", "--enable-lora"],
-                               env=env, stdout=subprocess.DEVNULL, start_new_session=True)
+    process = subprocess.Popen(
+        [
+            str(standin_executable(folder / "bin")),
+            "serve",
+            str(base),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--served-model-name",
+            "base",
+            "--enable-lora",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     for _ in range(400):
         try:
@@ -66,9 +80,16 @@ def start_standin(folder: Path, answers: dict[str, str]) -> tuple[subprocess.Pop
 def write_spec(folder: Path, records: int) -> tuple[Path, dict[str, str]]:
     rows = [{"id": f"r{i}", "prompt": f"question {i}", "answer": f"answer {i}"} for i in range(records)]
     (folder / "data.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
-    spec = {"apiVersion": "evals.si/v1alpha1", "kind": "RunSpec", "metadata": {"name": "bench"},
-            "spec": {"target": {"baseUrl": "http://127.0.0.1:9/v1", "model": "base", "maxConcurrency": 8},
-                     "dataset": {"path": "data.jsonl"}, "evaluators": [{"ref": "exact-match"}]}}
+    spec = {
+        "apiVersion": "evals.si/v1alpha1",
+        "kind": "RunSpec",
+        "metadata": {"name": "bench"},
+        "spec": {
+            "target": {"baseUrl": "http://127.0.0.1:9/v1", "model": "base", "maxConcurrency": 8},
+            "dataset": {"path": "data.jsonl"},
+            "evaluators": [{"ref": "exact-match"}],
+        },
+    }
     path = folder / "bench.yaml"
     path.write_text(json.dumps(spec))
     return path, {r["prompt"]: r["answer"] for r in rows}
@@ -83,8 +104,16 @@ def write_checkpoint(folder: Path, answers: dict[str, str]) -> float:
     return signature(folder).newest
 
 
-def measure(name: str, serving: ServingStrategy, spec: Path, work: Path, answers: dict[str, str],
-            checkpoints: int, settle: float, poll: float) -> list[tuple[float, float]]:
+def measure(
+    name: str,
+    serving: ServingStrategy,
+    spec: Path,
+    work: Path,
+    answers: dict[str, str],
+    checkpoints: int,
+    settle: float,
+    poll: float,
+) -> list[tuple[float, float]]:
     out_dir, log_dir = work / f"out-{name}", work / f"logs-{name}"
     evaluator = CheckpointEvaluator([spec], f"bench-{name}", serving, regression=["exact-match"], log_dir=log_dir)
     evaluator.evaluate("base", None)  # the base first, so each step is also compared (as with --regression)
@@ -124,18 +153,24 @@ def main() -> None:
         spec, answers = write_spec(work, args.records)
         process, base_url = start_standin(work / "vllm", answers)
         try:
-            strategies: list[tuple[str, ServingStrategy]] = [("endpoint", Endpoint(base_url, "base")),
-                                                             ("lora", LoRA(base_url))]
-            print(f"{args.checkpoints} checkpoints x {args.records} records, settle {args.settle:g} s, "
-                  f"poll {args.poll:g} s; vLLM stand-in, answers at once")
+            strategies: list[tuple[str, ServingStrategy]] = [
+                ("endpoint", Endpoint(base_url, "base")),
+                ("lora", LoRA(base_url)),
+            ]
+            print(
+                f"{args.checkpoints} checkpoints x {args.records} records, settle {args.settle:g} s, "
+                f"poll {args.poll:g} s; vLLM stand-in, answers at once"
+            )
             print(f"{'serving':<10}{'overhead median':>17}{'max':>9}{'evaluation median':>19}{'overhead/eval':>15}")
             for name, serving in strategies:
                 rows = measure(name, serving, spec, work, answers, args.checkpoints, args.settle, args.poll)
                 overheads = [o for o, _ in rows]
                 evaluation = statistics.median(e for _, e in rows)
                 overhead = statistics.median(overheads)
-                print(f"{name:<10}{overhead:>15.3f} s{max(overheads):>7.3f} s{evaluation:>17.3f} s"
-                      f"{overhead / evaluation:>15.2f}")
+                print(
+                    f"{name:<10}{overhead:>15.3f} s{max(overheads):>7.3f} s{evaluation:>17.3f} s"
+                    f"{overhead / evaluation:>15.2f}"
+                )
         finally:
             process.terminate()
             process.wait(10)

@@ -52,8 +52,9 @@ def run_math_verify(rows: list[dict[str, Any]]) -> tuple[list[bool], float]:
 
 def run_evalsi(rows: list[dict[str, Any]], params: dict[str, Any]) -> tuple[list[bool], float, list[str]]:
     """evalsi's verdicts, seconds, and reasons, from a fresh evaluator."""
-    MathEquiv().score_batch([Record(completion="\\boxed{1}", reference="1")], MathEquiv().parse_params({}),
-                            ScoreContext())  # start the worker pool, as math-verify is imported above
+    MathEquiv().score_batch(
+        [Record(completion="\\boxed{1}", reference="1")], MathEquiv().parse_params({}), ScoreContext()
+    )  # start the worker pool, as math-verify is imported above
     evaluator = MathEquiv()
     parsed = evaluator.parse_params(params)
     records = [Record(completion=row["completion"], reference=row["gold"]) for row in rows]
@@ -110,9 +111,11 @@ def main() -> None:
         theirs, their_time = run_math_verify(rows)
     print(f"corpus: {len(rows)} pairs ({sum(not r['ambiguous'] for r in rows)} unambiguous), {args.corpus}")
     print("\n".join(table(rows, ours, theirs)))
-    print(f"throughput on the corpus: evalsi {len(rows) / our_time:,.0f} pairs/s ({our_time:.2f} s), "
-          f"math-verify {len(rows) / their_time:,.0f} pairs/s ({their_time:.2f} s), "
-          f"ratio {their_time / our_time:.1f}x")
+    print(
+        f"throughput on the corpus: evalsi {len(rows) / our_time:,.0f} pairs/s ({our_time:.2f} s), "
+        f"math-verify {len(rows) / their_time:,.0f} pairs/s ({their_time:.2f} s), "
+        f"ratio {their_time / our_time:.1f}x"
+    )
     if args.show_misses:
         for row, verdict, reason in zip(rows, ours, reasons, strict=True):
             if verdict != row["label"] and not row["ambiguous"]:

@@ -28,10 +28,12 @@ from evalsi.evaluators import ScoreContext, get_evaluator
 from evalsi.evaluators.rl.math_equiv import MathEquiv
 from evalsi.records import from_rollout
 
-FILLER = ("First, let's understand what the problem asks. We are told that {a} items are split into groups of {b}, "
-          "so there are {a} / {b} = {c} groups. Next we account for the remaining part of the question. "
-          "Adding the two contributions gives {d} + {e} = {f}. Let me double check this computation: "
-          "{d} plus {e} is indeed {f}. ")
+FILLER = (
+    "First, let's understand what the problem asks. We are told that {a} items are split into groups of {b}, "
+    "so there are {a} / {b} = {c} groups. Next we account for the remaining part of the question. "
+    "Adding the two contributions gives {d} + {e} = {f}. Let me double check this computation: "
+    "{d} plus {e} is indeed {f}. "
+)
 
 
 def _reasoning(rng: random.Random) -> str:
@@ -43,8 +45,12 @@ def _reasoning(rng: random.Random) -> str:
 def _wrap(rng: random.Random, answer: str, gsm: bool) -> str:
     """A completion ending in ``answer``: LaTeX styles get it as written, plain-text styles as plain text."""
     body = _reasoning(rng)
-    latex = ["Therefore, the final answer is $\\boxed{%s}$.", "So the answer is $\\boxed{%s}$.",
-             "\\[\\boxed{%s}\\]", "The answer is $%s$."]
+    latex = [
+        "Therefore, the final answer is $\\boxed{%s}$.",
+        "So the answer is $\\boxed{%s}$.",
+        "\\[\\boxed{%s}\\]",
+        "The answer is $%s$.",
+    ]
     plain = ["So in total it is %s.\n#### %s", "#### %s", "The answer is %s."] if gsm else []
     style = rng.choice(latex + plain)
     if style in plain:
@@ -56,8 +62,7 @@ def _wrap(rng: random.Random, answer: str, gsm: bool) -> str:
 
 def _gsm(rng: random.Random) -> tuple[str, list[str], list[str]]:
     gold = rng.choice([rng.randint(2, 999), rng.randint(1000, 99999)])
-    right = [str(gold), f"{gold:,}", f"{gold}.00" if rng.random() < 0.5 else f"\\${gold}",
-             f"{gold}\\text{{ dollars}}"]
+    right = [str(gold), f"{gold:,}", f"{gold}.00" if rng.random() < 0.5 else f"\\${gold}", f"{gold}\\text{{ dollars}}"]
     wrong = [str(gold + rng.choice([-10, -1, 1, 2, 100])), str(gold * 2), f"{gold / 3:.2f}"]
     return str(gold), right, wrong
 
@@ -117,8 +122,14 @@ def make_rollouts(prompts: int, per_prompt: int, seed: int) -> list[dict[str, An
         weights = [0.5, 0.2, 0.3]
         for _ in range(per_prompt):
             answer = rng.choices(candidates, weights[: len(candidates)])[0]
-            rollouts.append({"prompt": f"problem {index} ({kind})", "completion": _wrap(rng, answer, kind == "gsm"),
-                             "answer": gold, "kind": kind})
+            rollouts.append(
+                {
+                    "prompt": f"problem {index} ({kind})",
+                    "completion": _wrap(rng, answer, kind == "gsm"),
+                    "answer": gold,
+                    "kind": kind,
+                }
+            )
     return rollouts
 
 
@@ -177,16 +188,19 @@ def main() -> int:
 
     start = time.perf_counter()
     warm_up = get_evaluator("math-equiv")
-    warm_up.score_batch([from_rollout({"completion": "\\boxed{\\sqrt{4}}", "answer": "2"})],
-                        warm_up.parse_params({}), ScoreContext())
+    warm_up.score_batch(
+        [from_rollout({"completion": "\\boxed{\\sqrt{4}}", "answer": "2"})], warm_up.parse_params({}), ScoreContext()
+    )
     print(f"worker pool start (once per process, not counted below): {time.perf_counter() - start:.2f} s")
 
     sample = sorted(random.Random(args.seed + 1).sample(range(n), min(args.mv_sample, n)))
     mv_time, mv_verdicts, mv_times = bench_math_verify(rollouts, sample)
     mv_rate = len(sample) / mv_time
-    print(f"math-verify parse+verify: {mv_rate:,.0f} rollouts/s (timed on a random sample of {len(sample)} of "
-          f"{n}, extrapolated: {n / mv_rate:.1f} s for all); per rollout median "
-          f"{statistics.median(mv_times) * 1e3:.2f} ms, p99 {sorted(mv_times)[int(len(mv_times) * 0.99)] * 1e3:.1f} ms")
+    print(
+        f"math-verify parse+verify: {mv_rate:,.0f} rollouts/s (timed on a random sample of {len(sample)} of "
+        f"{n}, extrapolated: {n / mv_rate:.1f} s for all); per rollout median "
+        f"{statistics.median(mv_times) * 1e3:.2f} ms, p99 {sorted(mv_times)[int(len(mv_times) * 0.99)] * 1e3:.1f} ms"
+    )
 
     cold_time, scores = bench_cold(rollouts, args.batch)
     cold_rate = n / cold_time
@@ -195,23 +209,33 @@ def main() -> int:
         method = (s.details or {}).get("method", "no answer")
         key = "symbolic" if method.startswith(("math-verify", "symbolic", "sympy")) else method
         methods[key] = methods.get(key, 0) + 1
-    print(f"evalsi cold (fresh evaluator, no cache): {cold_rate:,.0f} rollouts/s ({cold_time:.2f} s), "
-          f"{cold_rate / mv_rate:.1f}x math-verify; decided by: {methods}")
+    print(
+        f"evalsi cold (fresh evaluator, no cache): {cold_rate:,.0f} rollouts/s ({cold_time:.2f} s), "
+        f"{cold_rate / mv_rate:.1f}x math-verify; decided by: {methods}"
+    )
 
     agree = [mv_verdicts[i] == bool(scores[i].value) for i in sample]
-    print(f"agreement with math-verify on the sample: {sum(agree)}/{len(agree)} = {sum(agree) / len(agree):.2%}; "
-          f"pass rate evalsi {sum(bool(scores[i].value) for i in sample) / len(sample):.1%}, "
-          f"math-verify {sum(mv_verdicts.values()) / len(sample):.1%}")
+    print(
+        f"agreement with math-verify on the sample: {sum(agree)}/{len(agree)} = {sum(agree) / len(agree):.2%}; "
+        f"pass rate evalsi {sum(bool(scores[i].value) for i in sample) / len(sample):.1%}, "
+        f"math-verify {sum(mv_verdicts.values()) / len(sample):.1%}"
+    )
     for i in [i for i, ok in zip(sample, agree, strict=True) if not ok][:8]:
-        print(f"  differs: gold {rollouts[i]['answer']!r} evalsi={scores[i].value} math-verify={mv_verdicts[i]}: "
-              f"{scores[i].reason}")
+        print(
+            f"  differs: gold {rollouts[i]['answer']!r} evalsi={scores[i].value} math-verify={mv_verdicts[i]}: "
+            f"{scores[i].reason}"
+        )
 
     first, second = bench_warm(rollouts)
     warm_rate = n / second
-    print(f"evalsi reward path: first pass {n / first:,.0f} rollouts/s; warm cache {warm_rate:,.0f} rollouts/s "
-          f"({second * 1e6 / n:.1f} us/rollout), {warm_rate / mv_rate:.0f}x math-verify")
-    print(f"targets: cold >= 5x math-verify: {'met' if cold_rate >= 5 * mv_rate else 'MISSED'}; "
-          f"warm >= 50,000/s: {'met' if warm_rate >= 50_000 else 'MISSED'}")
+    print(
+        f"evalsi reward path: first pass {n / first:,.0f} rollouts/s; warm cache {warm_rate:,.0f} rollouts/s "
+        f"({second * 1e6 / n:.1f} us/rollout), {warm_rate / mv_rate:.0f}x math-verify"
+    )
+    print(
+        f"targets: cold >= 5x math-verify: {'met' if cold_rate >= 5 * mv_rate else 'MISSED'}; "
+        f"warm >= 50,000/s: {'met' if warm_rate >= 50_000 else 'MISSED'}"
+    )
     if args.profile_warm:
         _profile_warm(rollouts)
     warm_up.close()

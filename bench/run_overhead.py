@@ -41,7 +41,9 @@ ANSWER = "Let me compute. 6 times 7 is 42, so the answer is \\boxed{42}."
 def start_server() -> tuple[subprocess.Popen[str], str]:
     process = subprocess.Popen(
         [sys.executable, "-m", "tests.helpers.openai_server", "--default", ANSWER],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert process.stdout is not None
     base_url = process.stdout.readline().strip()
@@ -52,8 +54,10 @@ def start_server() -> tuple[subprocess.Popen[str], str]:
 
 
 def write_dataset(path: Path, records: int) -> list[dict[str, Any]]:
-    rows = [{"id": f"r{i}", "prompt": f"What is 6 times 7? (variant {i})", "answer": "42" if i % 4 else "41"}
-            for i in range(records)]
+    rows = [
+        {"id": f"r{i}", "prompt": f"What is 6 times 7? (variant {i})", "answer": "42" if i % 4 else "41"}
+        for i in range(records)
+    ]
     path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
     return rows
 
@@ -90,9 +94,13 @@ async def raw_round(base_url: str, rows: list[dict[str, Any]], concurrency: int)
 def evalsi_round(base_url: str, data: Path, output: Path, evaluator: str, concurrency: int) -> Timing:
     output.unlink(missing_ok=True)
     cpu = time.process_time()
-    spec = {"target": {"baseUrl": base_url, "model": "m", "maxConcurrency": concurrency},
-            "sampling": {"maxTokens": 64}, "dataset": {"path": str(data)},
-            "evaluators": [{"ref": evaluator}], "output": str(output)}
+    spec = {
+        "target": {"baseUrl": base_url, "model": "m", "maxConcurrency": concurrency},
+        "sampling": {"maxTokens": 64},
+        "dataset": {"path": str(data)},
+        "evaluators": [{"ref": evaluator}],
+        "output": str(output),
+    }
     started = time.perf_counter()
     run = run_from_mapping(spec)  # loading and binding the spec is part of the run's cost
     outcome = Runner(run).run()
@@ -136,8 +144,11 @@ def main() -> None:
         r = statistics.median(t[index] for t in raw)
         o = statistics.median(t[index] for t in ours)
         paired = statistics.median(b[index] / a[index] - 1 for a, b in zip(raw, ours, strict=True))
-        print(f"{label:>10}: raw httpx {n / r:7.0f} records/s ({r:.3f} s) | evalsi run {n / o:7.0f} records/s "
-              f"({o:.3f} s) | overhead {o / r - 1:+.1%} of medians, {paired:+.1%} median paired (target < +25%)")
+        print(
+            f"{label:>10}: raw httpx {n / r:7.0f} records/s ({r:.3f} s) | evalsi run {n / o:7.0f} records/s "
+            f"({o:.3f} s) | overhead {o / r - 1:+.1%} of medians, {paired:+.1%} median paired (target < +25%)"
+        )
+
 
 if __name__ == "__main__":
     main()

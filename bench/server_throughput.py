@@ -45,8 +45,12 @@ from evalsi.server._tokens import TokenStore  # noqa: E402
 
 def math_spec() -> dict[str, Any]:
     ref = "math-equiv" if "math-equiv" in available_names() else "exact-match"
-    return {"apiVersion": "evals.si/v1alpha1", "kind": "RewardSpec", "metadata": {"name": "bench-math"},
-            "spec": {"components": [{"ref": ref, "name": "math"}]}}
+    return {
+        "apiVersion": "evals.si/v1alpha1",
+        "kind": "RewardSpec",
+        "metadata": {"name": "bench-math"},
+        "spec": {"components": [{"ref": ref, "name": "math"}]},
+    }
 
 
 def make_batch(size: int, salt: str) -> list[dict[str, Any]]:
@@ -56,11 +60,13 @@ def make_batch(size: int, salt: str) -> list[dict[str, Any]]:
     for i in range(size):
         prompt = i // 8
         answer = (prompt * 7 + (i % 3)) % 1000
-        batch.append({
-            "prompt": f"[{salt}] Question {prompt}: what is {prompt} * 7?",
-            "completion": f"{reasoning} [{salt}-{i}] so the final answer is #### {answer}",
-            "answer": str(prompt * 7 % 1000),
-        })
+        batch.append(
+            {
+                "prompt": f"[{salt}] Question {prompt}: what is {prompt} * 7?",
+                "completion": f"{reasoning} [{salt}-{i}] so the final answer is #### {answer}",
+                "answer": str(prompt * 7 % 1000),
+            }
+        )
     return batch
 
 
@@ -82,9 +88,13 @@ class Server:
             f"  listen: {{host: 127.0.0.1, port: 0, grpc_port: null}}\n  database: {{url: '{url}'}}\n"
             "  rewards: {cpu_workers: 4}\n"
         )
-        self.process = subprocess.Popen([sys.executable, "-m", "evalsi.cli.server", "--config", str(config)],
-                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=str(directory),
-                                        env={**os.environ, "PYTHONPATH": str(ROOT)})
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "evalsi.cli.server", "--config", str(config)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            cwd=str(directory),
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
         line = self.process.stdout.readline() if self.process.stdout else b""
         self.url = orjson.loads(line)["http"]
 
@@ -169,8 +179,10 @@ def report(name: str, batch: int, rounds: list[tuple[list[float], list[float], f
     remote = [x for _, lat, _ in rounds for x in lat]
     print(f"\n== {name}: {len(rounds)} rounds x {len(rounds[0][0])} batches of {batch} rollouts, each side")
     for label, rates, latencies in (("in-process ", local_rates, local), ("server HTTP", remote_rates, remote)):
-        print(f"  {label} {statistics.median(rates):>10,.0f} rollouts/s   p50 {percentile(latencies, .5) * 1e3:7.2f} ms"
-              f"   p99 {percentile(latencies, .99) * 1e3:7.2f} ms")
+        print(
+            f"  {label} {statistics.median(rates):>10,.0f} rollouts/s   p50 {percentile(latencies, 0.5) * 1e3:7.2f} ms"
+            f"   p99 {percentile(latencies, 0.99) * 1e3:7.2f} ms"
+        )
     ratio = statistics.median(ratios)
     print(f"  ratio server/in-process throughput: median {ratio:.2f} (rounds: {', '.join(f'{r:.2f}' for r in ratios)})")
     return ratio
@@ -180,15 +192,22 @@ def where_time_goes(load: HttpLoad, before: dict[str, float], after: dict[str, f
     def delta(key: str) -> float:
         return after.get(key, 0.0) - before.get(key, 0.0)
 
-    handler = delta("evalsi_reward_call_seconds_sum{protocol=\"http\"}") / calls
+    handler = delta('evalsi_reward_call_seconds_sum{protocol="http"}') / calls
     scoring = sum(delta(k) for k in after if k.startswith("evalsi_reward_component_seconds_sum")) / calls
-    print(f"  per call: client encode {load.encode / calls * 1e3:.2f} ms, client decode {load.decode / calls * 1e3:.2f}"
-          f" ms, server handler {handler * 1e3:.2f} ms (of which components incl. cache {scoring * 1e3:.2f} ms;"
-          f" the rest is JSON, records, composition, thread hop)")
+    print(
+        f"  per call: client encode {load.encode / calls * 1e3:.2f} ms, client decode {load.decode / calls * 1e3:.2f}"
+        f" ms, server handler {handler * 1e3:.2f} ms (of which components incl. cache {scoring * 1e3:.2f} ms;"
+        f" the rest is JSON, records, composition, thread hop)"
+    )
 
 
 def measure(
-    name: str, reward: Any, load: HttpLoad, server: Server, batch: int, rounds: int,
+    name: str,
+    reward: Any,
+    load: HttpLoad,
+    server: Server,
+    batch: int,
+    rounds: int,
     make: Callable[[str, int, int], list[dict[str, Any]]],
 ) -> float:
     per_round = max(2, load.requests // rounds)
@@ -211,10 +230,12 @@ def measure(
     calls = per_round * rounds
     where_time_goes(load, before, server.metrics(), calls)
     per_rollout = {k: v / (calls * batch) * 1e6 for k, v in cpu.items()}
-    print(f"  CPU per rollout: in-process {per_rollout['local']:.1f} us; server process {per_rollout['server']:.1f} us"
-          f" + HTTP client {per_rollout['client']:.1f} us  -> CPU-bound ratio (idle machine estimate) "
-          f"{per_rollout['local'] / per_rollout['server']:.2f} server-only, "
-          f"{per_rollout['local'] / (per_rollout['server'] + per_rollout['client']):.2f} with the client")
+    print(
+        f"  CPU per rollout: in-process {per_rollout['local']:.1f} us; server process {per_rollout['server']:.1f} us"
+        f" + HTTP client {per_rollout['client']:.1f} us  -> CPU-bound ratio (idle machine estimate) "
+        f"{per_rollout['local'] / per_rollout['server']:.2f} server-only, "
+        f"{per_rollout['local'] / (per_rollout['server'] + per_rollout['client']):.2f} with the client"
+    )
     return ratio
 
 
@@ -248,8 +269,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="alternations of in-process and server runs")
     args = parser.parse_args()
     spec = math_spec()
-    print(f"spec component: {spec['spec']['components'][0]['ref']}; batch {args.batch}; {args.requests} requests; "
-          f"{args.clients} concurrent HTTP clients; cores: {os.cpu_count()}")
+    print(
+        f"spec component: {spec['spec']['components'][0]['ref']}; batch {args.batch}; {args.requests} requests; "
+        f"{args.clients} concurrent HTTP clients; cores: {os.cpu_count()}"
+    )
     reward = from_mapping(spec)
     with tempfile.TemporaryDirectory(prefix="evalsi-bench-") as tmp:
         server = Server(Path(tmp))
@@ -260,12 +283,22 @@ def main() -> None:
             reward.score(warm)
             load.post(warm)
             breakdown(reward, spec, warm)
-            cached_ratio = measure("cached math spec (warm cache)", reward, load, server, args.batch, args.rounds,
-                                   lambda side, r, i: warm)
-            measure("uncached math spec (fresh rollouts)", reward, load, server, args.batch, args.rounds,
-                    lambda side, r, i: make_batch(args.batch, f"{side}{r}-{i}"))
-            print(f"\ntarget: cached server throughput >= 0.5 x in-process: "
-                  f"{'met' if cached_ratio >= 0.5 else 'NOT met'} ({cached_ratio:.2f})")
+            cached_ratio = measure(
+                "cached math spec (warm cache)", reward, load, server, args.batch, args.rounds, lambda side, r, i: warm
+            )
+            measure(
+                "uncached math spec (fresh rollouts)",
+                reward,
+                load,
+                server,
+                args.batch,
+                args.rounds,
+                lambda side, r, i: make_batch(args.batch, f"{side}{r}-{i}"),
+            )
+            print(
+                f"\ntarget: cached server throughput >= 0.5 x in-process: "
+                f"{'met' if cached_ratio >= 0.5 else 'NOT met'} ({cached_ratio:.2f})"
+            )
         finally:
             server.stop()
             reward.close()

@@ -41,8 +41,25 @@ from evalsi.runs import MetricInfo, RecordResult, ResultsWriter, SampleResult, l
 from evalsi.specs import GateSpec, PassKSpec
 from evalsi.view import create_app
 
-WORDS = ["the", "of", "a", "number", "answer", "total", "each", "sum", "step", "so", "we", "find", "then", "value",
-         "equals", "result", "check"]
+WORDS = [
+    "the",
+    "of",
+    "a",
+    "number",
+    "answer",
+    "total",
+    "each",
+    "sum",
+    "step",
+    "so",
+    "we",
+    "find",
+    "then",
+    "value",
+    "equals",
+    "result",
+    "check",
+]
 
 
 def text(rng: random.Random, words: int) -> str:
@@ -56,17 +73,25 @@ def generate(path: Path, records: int, samples: int) -> None:
         sample_list = []
         for s in range(samples):
             correct = rng.random() < 0.6
-            scores = {"acc": Score(correct, "ok", "matches" if correct else "differs"),
-                      "len": Score(rng.random(), "ok" if rng.random() > 0.01 else "error", None)}
-            sample_list.append(SampleResult(f"{text(rng, 40)} \\boxed{{{i + s}}}", "stop", rng.randint(20, 400),
-                                            rng.random(), scores))
+            scores = {
+                "acc": Score(correct, "ok", "matches" if correct else "differs"),
+                "len": Score(rng.random(), "ok" if rng.random() > 0.01 else "error", None),
+            }
+            sample_list.append(
+                SampleResult(f"{text(rng, 40)} \\boxed{{{i + s}}}", "stop", rng.randint(20, 400), rng.random(), scores)
+            )
         out.append(RecordResult(f"k{i}", i, f"Problem {i}: {text(rng, 30)}", str(i), f"q{i}", sample_list))
     metrics = [MetricInfo("acc"), MetricInfo("len", 0.5)]
     pass_k = PassKSpec.model_validate({"atK": {"metrics": ["acc"], "k": [1]}})
     gates = [GateSpec.model_validate({"metric": "acc", "min": 0.5})]
-    header = {"name": "large", "spec": {"target": {"model": "bench"}}, "target": {"model": "bench"},
-              "fingerprints": {"generation": "g", "scoring": "s"},
-              "metrics": [{"name": "acc", "threshold": 1.0}, {"name": "len", "threshold": 0.5}], "onError": "zero"}
+    header = {
+        "name": "large",
+        "spec": {"target": {"model": "bench"}},
+        "target": {"model": "bench"},
+        "fingerprints": {"generation": "g", "scoring": "s"},
+        "metrics": [{"name": "acc", "threshold": 1.0}, {"name": "len", "threshold": 0.5}],
+        "onError": "zero",
+    }
     summary = summarize(out, metrics, pass_k, gates, "zero").to_dict()
     ResultsWriter(path, header).write(out, status="complete", extra={"summary": summary, "timings": {}})
 
@@ -79,6 +104,7 @@ def timed(fn: Callable[[], Any]) -> float:
 
 def measure(http: httpx.Client, url: str) -> list[tuple[str, float]]:
     """Time the table's operations on an opened run whose row index is built."""
+
     def get(path: str, **params: str) -> None:
         http.get(path, params=params).raise_for_status()
 
@@ -125,10 +151,12 @@ def main() -> None:
                 if round_ == args.rounds - 1:
                     rows.append(("run list (header only)", listed))
                     rows += measure(http, url)
-        rows[2:2] = [(f"open run page, cold (best of {len(cold)})", min(cold)),
-                     (f"open run page, cold (worst of {len(cold)})", max(cold)),
-                     (f"first sort after opening (best of {len(cold)})", min(first_sort)),
-                     (f"first sort after opening (worst of {len(cold)})", max(first_sort))]
+        rows[2:2] = [
+            (f"open run page, cold (best of {len(cold)})", min(cold)),
+            (f"open run page, cold (worst of {len(cold)})", max(cold)),
+            (f"first sort after opening (best of {len(cold)})", min(first_sort)),
+            (f"first sort after opening (worst of {len(cold)})", max(first_sort)),
+        ]
         print(f"{'':56} {'seconds':>9} {'x baseline':>11}")
         for label, seconds in rows:
             print(f"{label:56} {seconds:9.3f} {seconds / base:10.1f}x")

@@ -34,11 +34,22 @@ def server() -> Iterator[OpenAIServer]:
 
 @pytest.fixture
 def spec_file(tmp_path: Path, server: OpenAIServer) -> Path:
-    (tmp_path / "d.jsonl").write_bytes(b"".join(
-        orjson.dumps({"id": f"r{i}", "prompt": p, "answer": a}) + b"\n" for i, (p, a) in enumerate(QUESTIONS.items())))
-    spec = {"apiVersion": "evals.si/v1alpha1", "kind": "RunSpec", "metadata": {"name": "cli"},
-            "spec": {"target": {"baseUrl": server.base_url, "model": "base", "retryBackoff": 0.01},
-                     "dataset": {"path": "d.jsonl"}, "evaluators": [{"ref": "exact-match"}]}}
+    (tmp_path / "d.jsonl").write_bytes(
+        b"".join(
+            orjson.dumps({"id": f"r{i}", "prompt": p, "answer": a}) + b"\n"
+            for i, (p, a) in enumerate(QUESTIONS.items())
+        )
+    )
+    spec = {
+        "apiVersion": "evals.si/v1alpha1",
+        "kind": "RunSpec",
+        "metadata": {"name": "cli"},
+        "spec": {
+            "target": {"baseUrl": server.base_url, "model": "base", "retryBackoff": 0.01},
+            "dataset": {"path": "d.jsonl"},
+            "evaluators": [{"ref": "exact-match"}],
+        },
+    }
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path

@@ -33,13 +33,21 @@ def server() -> Iterator[OpenAIServer]:
 @pytest.fixture
 def spec_file(tmp_path: Path, server: OpenAIServer) -> Path:
     (tmp_path / "d.jsonl").write_bytes(
-        b"".join(orjson.dumps({"id": f"r{i}", "prompt": p, "answer": a}) + b"\n"
-                 for i, (p, a) in enumerate(QUESTIONS.items())))
+        b"".join(
+            orjson.dumps({"id": f"r{i}", "prompt": p, "answer": a}) + b"\n"
+            for i, (p, a) in enumerate(QUESTIONS.items())
+        )
+    )
     spec: dict[str, Any] = {
-        "apiVersion": "evals.si/v1alpha1", "kind": "RunSpec", "metadata": {"name": "cli"},
-        "spec": {"target": {"baseUrl": server.base_url, "model": "base", "retryBackoff": 0.01},
-                 "dataset": {"path": "d.jsonl"}, "evaluators": [{"ref": "exact-match"}],
-                 "gates": [{"metric": "exact-match", "min": 0.5}]},
+        "apiVersion": "evals.si/v1alpha1",
+        "kind": "RunSpec",
+        "metadata": {"name": "cli"},
+        "spec": {
+            "target": {"baseUrl": server.base_url, "model": "base", "retryBackoff": 0.01},
+            "dataset": {"path": "d.jsonl"},
+            "evaluators": [{"ref": "exact-match"}],
+            "gates": [{"metric": "exact-match", "min": 0.5}],
+        },
     }
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
@@ -72,8 +80,20 @@ def test_run_gate_failure_exits_3_with_a_table(spec_file: Path, server: OpenAISe
 
 
 def test_run_overrides_reach_the_requests(spec_file: Path, server: OpenAIServer, tmp_path: Path) -> None:
-    result = invoke("run", "-f", str(spec_file), "-o", str(tmp_path / "c.json"), "-q",
-                    "--set", "target.model=step-100", "--set", "sampling.temperature=0.6", "--set", "numSamples=5")
+    result = invoke(
+        "run",
+        "-f",
+        str(spec_file),
+        "-o",
+        str(tmp_path / "c.json"),
+        "-q",
+        "--set",
+        "target.model=step-100",
+        "--set",
+        "sampling.temperature=0.6",
+        "--set",
+        "numSamples=5",
+    )
     assert result.exit_code == 0, result.output
     assert len(server.requests) == 5
     assert {(r["model"], r["temperature"]) for r in server.requests} == {("step-100", 0.6)}
@@ -81,9 +101,11 @@ def test_run_overrides_reach_the_requests(spec_file: Path, server: OpenAIServer,
 
 @pytest.mark.parametrize(
     ("args", "message"),
-    [(["--set", "sampling.temperature=hot"], "spec.sampling.temperature"),
-     (["--set", "dataset.path=missing.jsonl"], "no such file"),
-     (["--set", "evaluators[0].ref=nope"], "unknown evaluator 'nope'")],
+    [
+        (["--set", "sampling.temperature=hot"], "spec.sampling.temperature"),
+        (["--set", "dataset.path=missing.jsonl"], "no such file"),
+        (["--set", "evaluators[0].ref=nope"], "unknown evaluator 'nope'"),
+    ],
 )
 def test_run_bad_input_exits_2(spec_file: Path, tmp_path: Path, args: list[str], message: str) -> None:
     result = invoke("run", "-f", str(spec_file), "-o", str(tmp_path / "x.json"), "-q", *args)
@@ -116,8 +138,7 @@ def test_compare_marks_significant_changes_and_lists_flips(
     assert orjson.loads(same.output)[0]["significant"] is False
 
 
-def test_compare_names_files_and_marks_only_what_it_uses(spec_file: Path, server: OpenAIServer,
-                                                         tmp_path: Path) -> None:
+def test_compare_names_files_and_marks_only_what_it_uses(spec_file: Path, server: OpenAIServer, tmp_path: Path) -> None:
     a = tmp_path / "a.json"
     assert invoke("run", "-f", str(spec_file), "-o", str(a), "-q").exit_code == 0
     result = runner.invoke(app, ["compare", str(a), str(a)], terminal_width=200)
@@ -127,8 +148,9 @@ def test_compare_names_files_and_marks_only_what_it_uses(spec_file: Path, server
     assert "warning" not in result.stderr
 
 
-def test_compare_warns_on_few_shared_records_and_partial_runs(spec_file: Path, server: OpenAIServer,
-                                                              tmp_path: Path) -> None:
+def test_compare_warns_on_few_shared_records_and_partial_runs(
+    spec_file: Path, server: OpenAIServer, tmp_path: Path
+) -> None:
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     assert invoke("run", "-f", str(spec_file), "-o", str(a), "-q").exit_code == 0
     server.inject(status=401, prompt="q3")
@@ -154,8 +176,9 @@ def test_compare_bad_input_exits_2(tmp_path: Path, spec_file: Path) -> None:
 
 
 def test_an_all_skipped_metric_shows_its_reason_in_the_summary(spec_file: Path, tmp_path: Path) -> None:
-    (tmp_path / "d.jsonl").write_bytes(b"".join(orjson.dumps({"id": f"r{i}", "prompt": p}) + b"\n"
-                                                for i, p in enumerate(QUESTIONS)))
+    (tmp_path / "d.jsonl").write_bytes(
+        b"".join(orjson.dumps({"id": f"r{i}", "prompt": p}) + b"\n" for i, p in enumerate(QUESTIONS))
+    )
     result = invoke("run", "-f", str(spec_file), "-o", str(tmp_path / "a.json"), "-q")
     assert result.exit_code == 3
     assert "exact-match: nothing was scored; skipped: " in result.output and "reference" in result.output

@@ -31,13 +31,21 @@ def server() -> Iterator[OpenAIServer]:
 
 def spec_args(tmp_path: Path, server: OpenAIServer, **target: Any) -> list[str]:
     (tmp_path / "d.jsonl").write_bytes(
-        b"".join(orjson.dumps({"id": f"r{i}", "prompt": p, "answer": a}) + b"\n"
-                 for i, (p, a) in enumerate(QUESTIONS.items())))
+        b"".join(
+            orjson.dumps({"id": f"r{i}", "prompt": p, "answer": a}) + b"\n"
+            for i, (p, a) in enumerate(QUESTIONS.items())
+        )
+    )
     spec: dict[str, Any] = {
-        "apiVersion": "evals.si/v1alpha1", "kind": "RunSpec", "metadata": {"name": "msg"},
-        "spec": {"target": {"baseUrl": server.base_url, "model": "base", "retryBackoff": 0.01, **target},
-                 "dataset": {"path": "d.jsonl"}, "evaluators": [{"ref": "exact-match"}],
-                 "gates": [{"metric": "exact-match", "min": 0.9}]},
+        "apiVersion": "evals.si/v1alpha1",
+        "kind": "RunSpec",
+        "metadata": {"name": "msg"},
+        "spec": {
+            "target": {"baseUrl": server.base_url, "model": "base", "retryBackoff": 0.01, **target},
+            "dataset": {"path": "d.jsonl"},
+            "evaluators": [{"ref": "exact-match"}],
+            "gates": [{"metric": "exact-match", "min": 0.9}],
+        },
     }
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))

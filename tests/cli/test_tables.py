@@ -47,12 +47,14 @@ def test_run_summary_keeps_numbers_whole_at_80_columns() -> None:
 
 
 def test_reward_summary_keeps_numbers_whole_at_80_columns() -> None:
-    reward = evalsi.rewards.from_mapping({
-        "components": [
-            {"ref": "contains", "name": "a-component-with-a-very-long-descriptive-name", "weight": 0.3333},
-            {"ref": "exact-match", "name": "exact", "weight": 0.6667, "gate": True, "threshold": 0.5},
-        ],
-    })
+    reward = evalsi.rewards.from_mapping(
+        {
+            "components": [
+                {"ref": "contains", "name": "a-component-with-a-very-long-descriptive-name", "weight": 0.3333},
+                {"ref": "exact-match", "name": "exact", "weight": 0.6667, "gate": True, "threshold": 0.5},
+            ],
+        }
+    )
     rollouts = [{"completion": f"answer {i}", "answer": str(i % 3)} for i in range(300)]
     text = render(reward_summary(reward, reward.score(rollouts)))
     assert "…" not in text and all(len(line) <= 80 for line in text.splitlines())
@@ -69,7 +71,12 @@ def test_comparison_keeps_numbers_whole_at_80_columns() -> None:
     text = render(comparison_table(run_a, run_b, compared, flips=0))
     assert "…" not in text and all(len(line) <= 80 for line in text.splitlines())
     c = compared[0].comparison
-    for whole in (f"{c.mean_a:.4f}", f"{c.mean_b:.4f}", f"{c.difference.mean:+.4f}*",
-                  f"[{c.difference.ci_low:+.4f}, {c.difference.ci_high:+.4f}]", "400"):
+    for whole in (
+        f"{c.mean_a:.4f}",
+        f"{c.mean_b:.4f}",
+        f"{c.difference.mean:+.4f}*",
+        f"[{c.difference.ci_low:+.4f}, {c.difference.ci_high:+.4f}]",
+        "400",
+    ):
         assert whole in text, whole
     assert "runs/baseline-checkpoint.results.json" in text and "excludes 0" in text

@@ -74,8 +74,14 @@ def test_a_judge_verdict_pattern_runs_on_re2() -> None:
 
 @pytest.mark.parametrize(
     ("pattern", "feature"),
-    [(r"(a)\1", "backreference"), (r"(?P<x>a)(?P=x)", "backreference"), (r"foo(?=bar)", "lookahead"),
-     (r"(?<!x)y", "lookbehind"), (r"(?>a+)b", "atomic group"), (r"a++", "possessive")],
+    [
+        (r"(a)\1", "backreference"),
+        (r"(?P<x>a)(?P=x)", "backreference"),
+        (r"foo(?=bar)", "lookahead"),
+        (r"(?<!x)y", "lookbehind"),
+        (r"(?>a+)b", "atomic group"),
+        (r"a++", "possessive"),
+    ],
 )
 def test_unsupported_features_are_spec_errors_naming_the_field(pattern: str, feature: str) -> None:
     for ref in ("regex", "format-check"):

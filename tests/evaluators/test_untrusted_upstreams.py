@@ -42,8 +42,13 @@ def json_schema(schema: Any, completion: str) -> Score:
 def test_refs_outside_the_schema_are_refused_without_reading_or_fetching(tmp_path: Path, listener: Listener) -> None:
     secret = tmp_path / "credentials"
     secret.write_text(f'{{"type": "string", "description": "{SECRET}"}}')
-    for ref in (secret.as_uri(), f"http://127.0.0.1:{listener.port}/schema.json", "https://example.com/s.json",
-                "other.json#/x", f"file://{secret}#/description"):
+    for ref in (
+        secret.as_uri(),
+        f"http://127.0.0.1:{listener.port}/schema.json",
+        "https://example.com/s.json",
+        "other.json#/x",
+        f"file://{secret}#/description",
+    ):
         for schema in ({"$ref": ref}, {"properties": {"a": {"items": [{"$dynamicRef": ref}]}}}):
             with pytest.raises(SpecError) as caught:
                 from_mapping({"components": [{"ref": "json-schema", "params": {"schema": schema}}]})

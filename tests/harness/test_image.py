@@ -47,7 +47,7 @@ def test_an_image_in_a_task_file_is_relative_to_it(rootfs: Path) -> None:
     spec.write_text(
         "apiVersion: evals.si/v1alpha1\nkind: Task\nmetadata: {name: on-image}\nspec:\n"
         "  description: d\n  image: rootfs\n"
-        "  checker: {command: '[ \"$(cat /etc/image-release)\" = \"evalsi test image 1\" ]'}\n"
+        '  checker: {command: \'[ "$(cat /etc/image-release)" = "evalsi test image 1" ]\'}\n'
     )
     task = load_task(spec)
     assert task.image_dir == str(rootfs)

@@ -58,10 +58,10 @@ def test_no_network_in_an_episode() -> None:
         with TaskEnv(small_task()) as env:
             env.reset()
             probe = (
-                "python3 -c \"import socket, errno\n"
+                'python3 -c "import socket, errno\n'
                 f"for a in (('127.0.0.1', {port}), ('10.255.255.1', 80)):\n"
                 "    try: socket.create_connection(a, timeout=20); print('connected')\n"
-                "    except OSError as e: print(errno.errorcode.get(e.errno))\""
+                '    except OSError as e: print(errno.errorcode.get(e.errno))"'
             )
             started = time.monotonic()
             out = bash(env, probe)

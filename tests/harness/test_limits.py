@@ -27,7 +27,7 @@ def test_a_step_past_its_wall_time_is_killed_and_the_episode_goes_on() -> None:
 def test_a_step_past_its_cpu_time_is_killed() -> None:
     with TaskEnv(small_task(step_limits=Limits(wall_time=10, cpu_time=1))) as env:
         env.reset()
-        obs, *_ , info = env.step({"tool": "bash", "command": "python3 -c 'while True: pass'"})
+        obs, *_, info = env.step({"tool": "bash", "command": "python3 -c 'while True: pass'"})
         assert info["result"]["reason"] == "cpu" and "CPU time" in json.loads(obs)["stopped"]
 
 

@@ -92,6 +92,7 @@ def test_image_directory_resolves_against_the_task_file(tmp_path: Path) -> None:
 
 def test_a_file_with_several_tasks_is_chosen_by_name(tmp_path: Path) -> None:
     path = tmp_path / "tasks.yaml"
+
     def doc(name: str, description: str) -> str:
         return HEADER.replace("demo", name) + f"  description: {description}\n  checker: {{command: 'true'}}\n"
 

@@ -141,12 +141,32 @@ class Handler(BaseHTTPRequestHandler):
 
     def _models(self) -> dict[str, Any]:
         created = int(time.time())
-        data = [{"id": name, "object": "model", "created": created, "owned_by": "vllm", "root": self.state.model,
-                 "parent": None, "max_model_len": 4096} for name in self.state.served]
+        data = [
+            {
+                "id": name,
+                "object": "model",
+                "created": created,
+                "owned_by": "vllm",
+                "root": self.state.model,
+                "parent": None,
+                "max_model_len": 4096,
+            }
+            for name in self.state.served
+        ]
         with self.state.lock:
             adapters = dict(self.state.adapters)
-        data += [{"id": name, "object": "model", "created": created, "owned_by": "vllm", "root": path,
-                  "parent": self.state.served[0], "max_model_len": 4096} for name, (path, _) in adapters.items()]
+        data += [
+            {
+                "id": name,
+                "object": "model",
+                "created": created,
+                "owned_by": "vllm",
+                "root": path,
+                "parent": self.state.served[0],
+                "max_model_len": 4096,
+            }
+            for name, (path, _) in adapters.items()
+        ]
         return {"object": "list", "data": data}
 
     def _complete(self, body: dict[str, Any], *, chat: bool) -> tuple[int, Any]:
@@ -169,14 +189,26 @@ class Handler(BaseHTTPRequestHandler):
         text = answers.get(prompt, answers.get("*", ""))
         n = int(body.get("n") or 1)
         if chat:
-            choices: list[dict[str, Any]] = [{"index": i, "message": {"role": "assistant", "content": text},
-                                              "finish_reason": "stop", "logprobs": None} for i in range(n)]
+            choices: list[dict[str, Any]] = [
+                {
+                    "index": i,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": "stop",
+                    "logprobs": None,
+                }
+                for i in range(n)
+            ]
         else:
             choices = [{"index": i, "text": text, "finish_reason": "stop", "logprobs": None} for i in range(n)]
         tokens = n * max(1, len(text.split()))
-        return 200, {"id": f"cmpl-{time.monotonic_ns()}", "object": "chat.completion" if chat else "text_completion",
-                     "created": int(time.time()), "model": model, "choices": choices,
-                     "usage": {"prompt_tokens": 1, "completion_tokens": tokens, "total_tokens": tokens + 1}}
+        return 200, {
+            "id": f"cmpl-{time.monotonic_ns()}",
+            "object": "chat.completion" if chat else "text_completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": choices,
+            "usage": {"prompt_tokens": 1, "completion_tokens": tokens, "total_tokens": tokens + 1},
+        }
 
     def _load(self, body: dict[str, Any]) -> tuple[int, Any]:
         name, path = body.get("lora_name"), body.get("lora_path")

@@ -44,9 +44,7 @@ class ServerThread:
             time.sleep(0.01)
         return self
 
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=20)
         self.sock.close()

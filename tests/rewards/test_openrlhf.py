@@ -87,15 +87,25 @@ def test_batch_with_labels_and_without(spec_env: Path) -> None:
         [PROMPT + "<answer>42</answer>", PROMPT + "no tags</s>"], [PROMPT, PROMPT], None
     )
     # without labels the reference check is skipped: it reads 0.0 in extra_logs, adds nothing, and is counted
-    assert out == {"rewards": [0.2, 0.0], "scores": [0.2, 0.0],
-                   "extra_logs": {"format": [1.0, 0.0], "answer": [0.0, 0.0],
-                                  "format_skipped": [0.0, 0.0], "answer_skipped": [1.0, 1.0]}}
+    assert out == {
+        "rewards": [0.2, 0.0],
+        "scores": [0.2, 0.0],
+        "extra_logs": {
+            "format": [1.0, 0.0],
+            "answer": [0.0, 0.0],
+            "format_skipped": [0.0, 0.0],
+            "answer_skipped": [1.0, 1.0],
+        },
+    }
 
 
 def test_empty_lists_answer_empty_lists(spec_env: Path) -> None:
     out = evalsi.rewards.openrlhf.reward_func([], [], [])
-    assert out == {"rewards": [], "scores": [],
-                   "extra_logs": {"format": [], "answer": [], "format_skipped": [], "answer_skipped": []}}
+    assert out == {
+        "rewards": [],
+        "scores": [],
+        "extra_logs": {"format": [], "answer": [], "format_skipped": [], "answer_skipped": []},
+    }
 
 
 def test_misaligned_lists_name_the_problem(spec_env: Path) -> None:

@@ -60,28 +60,39 @@ def test_batched_form(server: ServerThread) -> None:
     payload = {"query": [PROMPT + "hi<|im_end|>", PROMPT + "hello"], "prompts": [PROMPT, PROMPT], "labels": ["hi", "x"]}
     response = post(server.url + "/get_reward", payload)
     assert response.status_code == 200
-    assert response.json() == {"rewards": [1.0, 0.0], "scores": [1.0, 0.0],
-                               "extra_logs": {"exact": [1.0, 0.0], "hi": [1.0, 0.0],
-                                              "exact_skipped": [0.0, 0.0], "hi_skipped": [0.0, 0.0]}}
+    assert response.json() == {
+        "rewards": [1.0, 0.0],
+        "scores": [1.0, 0.0],
+        "extra_logs": {"exact": [1.0, 0.0], "hi": [1.0, 0.0], "exact_skipped": [0.0, 0.0], "hi_skipped": [0.0, 0.0]},
+    }
 
 
 def test_one_sample_form_as_openrlhf_sends_it(server: ServerThread) -> None:
     response = post(server.url + "/", {"query": [PROMPT + "oh hi"], "prompts": [PROMPT], "labels": ["nope"]})
-    assert response.json() == {"rewards": [0.25], "scores": [0.25], "extra_logs": {
-        "exact": [0.0], "hi": [1.0], "exact_skipped": [0.0], "hi_skipped": [0.0]}}
+    assert response.json() == {
+        "rewards": [0.25],
+        "scores": [0.25],
+        "extra_logs": {"exact": [0.0], "hi": [1.0], "exact_skipped": [0.0], "hi_skipped": [0.0]},
+    }
 
 
 def test_one_sample_form_with_bare_strings(server: ServerThread) -> None:
     response = post(server.url + "/get_reward", {"query": PROMPT + "hi", "prompts": PROMPT, "labels": "hi"})
-    assert response.json() == {"rewards": 1.0, "scores": 1.0, "extra_logs": {
-        "exact": 1.0, "hi": 1.0, "exact_skipped": 0.0, "hi_skipped": 0.0}}
+    assert response.json() == {
+        "rewards": 1.0,
+        "scores": 1.0,
+        "extra_logs": {"exact": 1.0, "hi": 1.0, "exact_skipped": 0.0, "hi_skipped": 0.0},
+    }
 
 
 def test_empty_lists_answer_empty_lists(server: ServerThread) -> None:
     response = post(server.url + "/get_reward", {"query": [], "prompts": [], "labels": []})
     assert response.status_code == 200
-    assert response.json() == {"rewards": [], "scores": [],
-                               "extra_logs": {"exact": [], "hi": [], "exact_skipped": [], "hi_skipped": []}}
+    assert response.json() == {
+        "rewards": [],
+        "scores": [],
+        "extra_logs": {"exact": [], "hi": [], "exact_skipped": [], "hi_skipped": []},
+    }
 
 
 def test_labels_may_be_missing(server: ServerThread) -> None:
@@ -121,9 +132,13 @@ def wait_for(condition: Any, what: str, timeout: float = 20.0) -> None:
 
 def test_scoring_is_off_the_event_loop_and_queued_requests_merge() -> None:
     Gate.reset()
-    spec = {"cache": {"enabled": False},
-            "components": [{"ref": "test-adapters-gate", "name": "gate"},
-                           {"ref": "test-adapters-flaky", "name": "flaky", "onError": "raise"}]}
+    spec = {
+        "cache": {"enabled": False},
+        "components": [
+            {"ref": "test-adapters-gate", "name": "gate"},
+            {"ref": "test-adapters-flaky", "name": "flaky", "onError": "raise"},
+        ],
+    }
     with ServerThread(create_app(from_mapping(spec))) as running:
         url = running.url + "/get_reward"
         answers: dict[str, httpx.Response] = {}
@@ -223,7 +238,10 @@ def test_sigterm_finishes_requests_in_flight_and_exits_0(tmp_path: Path) -> None
     env = {**os.environ, "MARKER": str(marker)}
     proc = subprocess.Popen(
         [sys.executable, str(script), "--spec", str(spec), "--port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     try:
         line = read_line(proc, 60)

@@ -23,10 +23,12 @@ SPEC: dict[str, Any] = {
     "apiVersion": "evals.si/v1alpha1",
     "kind": "RewardSpec",
     "metadata": {"name": "skips"},
-    "spec": {"components": [
-        {"ref": "contains", "name": "has-hi", "weight": 0.2, "params": {"text": "hi"}},
-        {"ref": "exact-match", "name": "correct", "weight": 0.8},  # skipped without a reference
-    ]},
+    "spec": {
+        "components": [
+            {"ref": "contains", "name": "has-hi", "weight": 0.2, "params": {"text": "hi"}},
+            {"ref": "exact-match", "name": "correct", "weight": 0.8},  # skipped without a reference
+        ]
+    },
 }
 
 

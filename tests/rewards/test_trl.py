@@ -152,8 +152,12 @@ def test_async_variant_runs_concurrently_and_scores_once(spec_file: Path) -> Non
 
 
 def test_on_error_none_leaves_the_whole_row_unscored(tmp_path: Path) -> None:
-    spec = {"components": [{"ref": "test-adapters-flaky", "name": "flaky", "onError": "none"},
-                           {"ref": "exact-match", "name": "exact"}]}
+    spec = {
+        "components": [
+            {"ref": "test-adapters-flaky", "name": "flaky", "onError": "none"},
+            {"ref": "exact-match", "name": "exact"},
+        ]
+    }
     funcs, _ = reward_funcs(spec)
     total, flaky, exact = call_all(funcs, trl_kwargs(["ok", "boom"], answer=["ok", "boom"]))
     assert total == [2.0, None]
@@ -164,8 +168,13 @@ def test_on_error_none_leaves_the_whole_row_unscored(tmp_path: Path) -> None:
 
 
 def test_on_error_raise_fails_every_function_and_is_retried() -> None:
-    spec = {"cache": {"enabled": False}, "components": [{"ref": "test-adapters-flaky", "name": "flaky"},
-                                                         {"ref": "test-adapters-length", "name": "length"}]}
+    spec = {
+        "cache": {"enabled": False},
+        "components": [
+            {"ref": "test-adapters-flaky", "name": "flaky"},
+            {"ref": "test-adapters-length", "name": "length"},
+        ],
+    }
     funcs, _ = reward_funcs(spec)
     kwargs = trl_kwargs(["fine", "boom"])
     for func in funcs:

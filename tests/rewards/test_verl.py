@@ -89,11 +89,25 @@ def naive_call(fn: Callable[..., Any], solution: str, truth: Any, extra: dict[st
 def test_compute_score_returns_score_and_components(spec_file: Path) -> None:
     fn = load_like_verl("compute_score", {"spec": str(spec_file)})
     out = naive_call(fn, "42", "42", {"tests": ArrayLike(["42", "7"]), "index": 3})
-    assert out == {"score": 1.0, "exact": 1.0, "tests": 1.0, "length": 2.0,
-                   "exact_skipped": 0.0, "tests_skipped": 0.0, "length_skipped": 0.0}
+    assert out == {
+        "score": 1.0,
+        "exact": 1.0,
+        "tests": 1.0,
+        "length": 2.0,
+        "exact_skipped": 0.0,
+        "tests_skipped": 0.0,
+        "length_skipped": 0.0,
+    }
     # a skipped component (no tests) reads 0.0: verl averages these keys with a plain mean; the flag counts it
-    assert naive_call(fn, "7", "42", None) == {"score": 0.0, "exact": 0.0, "tests": 0.0, "length": 1.0,
-                                               "exact_skipped": 0.0, "tests_skipped": 1.0, "length_skipped": 0.0}
+    assert naive_call(fn, "7", "42", None) == {
+        "score": 0.0,
+        "exact": 0.0,
+        "tests": 0.0,
+        "length": 1.0,
+        "exact_skipped": 0.0,
+        "tests_skipped": 1.0,
+        "length_skipped": 0.0,
+    }
 
 
 def test_test_cases_in_extra_info_reach_the_component(spec_file: Path) -> None:
@@ -114,8 +128,13 @@ def test_spec_is_loaded_once_per_process(spec_file: Path) -> None:
 def test_compute_score_batch_scores_in_one_call(spec_file: Path) -> None:
     fn = load_like_verl("compute_score_batch", {})  # BatchRewardManager passes reward_kwargs itself
     extras = [{"tests": ["1"], "rollout_reward_scores": {}}, {"rollout_reward_scores": {}}, {"tests": ["zz"]}]
-    out = fn(data_sources=ArrayLike(["a", "b", "c"]).values, solution_strs=["1", "2", "333"],
-             ground_truths=["1", None, "3"], extra_infos=extras, spec=str(spec_file))
+    out = fn(
+        data_sources=ArrayLike(["a", "b", "c"]).values,
+        solution_strs=["1", "2", "333"],
+        ground_truths=["1", None, "3"],
+        extra_infos=extras,
+        spec=str(spec_file),
+    )
     assert CountingLength.batches == [3]
     assert [{k: v for k, v in o.items() if not k.endswith("_skipped")} for o in out] == [
         {"score": 1.0, "exact": 1.0, "tests": 1.0, "length": 1.0},
@@ -158,11 +177,16 @@ def test_remote_scoring_batches_into_one_request(spec_file: Path) -> None:
     log = ServiceLog()
     with ServerThread(reward_service_app(log)) as server:
         fn = load_like_verl("compute_score_batch", {"spec": str(spec_file), "server": server.url})
-        out = fn(data_sources=["a", "b"], solution_strs=["42", "x"], ground_truths=["42", "y"],
-                 extra_infos=[{"tests": ArrayLike(["42"])}, {}])
+        out = fn(
+            data_sources=["a", "b"],
+            solution_strs=["42", "x"],
+            ground_truths=["42", "y"],
+            extra_infos=[{"tests": ArrayLike(["42"])}, {}],
+        )
     assert len(log.requests) == 1
     assert log.requests[0]["rollouts"][0]["tests"] == ["42"]
-    local = evalsi.rewards.verl.compute_score_batch(["a", "b"], ["42", "x"], ["42", "y"],
-                                                    [{"tests": ["42"]}, {}], spec=str(spec_file))
+    local = evalsi.rewards.verl.compute_score_batch(
+        ["a", "b"], ["42", "x"], ["42", "y"], [{"tests": ["42"]}, {}], spec=str(spec_file)
+    )
     assert out == local
     assert not any(math.isnan(v) for item in out for v in item.values())

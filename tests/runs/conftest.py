@@ -33,12 +33,15 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
 
 @pytest.fixture
 def qa_file(tmp_path: Path) -> Path:
-    return write_jsonl(tmp_path / "qa.jsonl", [
-        {"id": "a", "question": "2+2?", "answer": "4"},
-        {"id": "b", "question": "3+3?", "answer": "6"},
-        {"id": "c", "question": "capital of France?", "answer": "Paris"},
-        {"id": "d", "question": "largest planet?", "answer": "Jupiter"},
-    ])
+    return write_jsonl(
+        tmp_path / "qa.jsonl",
+        [
+            {"id": "a", "question": "2+2?", "answer": "4"},
+            {"id": "b", "question": "3+3?", "answer": "6"},
+            {"id": "c", "question": "capital of France?", "answer": "Paris"},
+            {"id": "d", "question": "largest planet?", "answer": "Jupiter"},
+        ],
+    )
 
 
 def run_spec(server: OpenAIServer, data: Path, output: Path, **spec: Any) -> dict[str, Any]:

@@ -37,10 +37,24 @@ def test_math500_from_a_local_copy() -> None:
 def test_aime_2024_from_the_hugging_face_hub_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     snapshot = tmp_path / "hub" / "datasets--HuggingFaceH4--aime_2024" / "snapshots" / "0123abcd" / "data"
     snapshot.mkdir(parents=True)
-    rows = [{"id": 60, "problem": "Every morning Aya goes for a 9-kilometer-long walk...", "solution": "...",
-             "answer": "204", "url": "https://artofproblemsolving.com/...", "year": "2024"},
-            {"id": 61, "problem": "Let $ABC$ be a triangle inscribed in circle $\\omega$.", "solution": "...",
-             "answer": "113", "url": "https://...", "year": "2024"}]
+    rows = [
+        {
+            "id": 60,
+            "problem": "Every morning Aya goes for a 9-kilometer-long walk...",
+            "solution": "...",
+            "answer": "204",
+            "url": "https://artofproblemsolving.com/...",
+            "year": "2024",
+        },
+        {
+            "id": 61,
+            "problem": "Let $ABC$ be a triangle inscribed in circle $\\omega$.",
+            "solution": "...",
+            "answer": "113",
+            "url": "https://...",
+            "year": "2024",
+        },
+    ]
     pq.write_table(pa.Table.from_pylist(rows), snapshot / "train-00000-of-00001.parquet")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     items = load_builtin(builtin("aime_2024"))
@@ -52,7 +66,10 @@ def test_aime_2024_from_the_hugging_face_hub_cache(tmp_path: Path, monkeypatch: 
 def test_aime_2025_joins_both_parts() -> None:
     items = load_builtin(builtin("aime_2025", FIXTURES / "aime_2025"))
     assert [(i.id, i.reference) for i in items] == [
-        ("AIME2025-I-1", "70"), ("AIME2025-I-2", "588"), ("AIME2025-II-1", "468")]
+        ("AIME2025-I-1", "70"),
+        ("AIME2025-I-2", "588"),
+        ("AIME2025-II-1", "468"),
+    ]
     assert items[2].metadata["part"] == "AIME2025-II"
 
 
@@ -80,9 +97,15 @@ def test_missing_data_says_where_it_looked(tmp_path: Path, monkeypatch: pytest.M
 
 @pytest.mark.parametrize(
     ("text", "letter"),
-    [("Reasoning...\nAnswer: C", "C"), ("so \\boxed{B}", "B"), ("The answer is (D).", "D"),
-     ("Answer: **A**", "A"), ("Answer: A\nwait, no. Answer: B", "B"), ("the answer is a guess", None),
-     ("no letter at all", None)],
+    [
+        ("Reasoning...\nAnswer: C", "C"),
+        ("so \\boxed{B}", "B"),
+        ("The answer is (D).", "D"),
+        ("Answer: **A**", "A"),
+        ("Answer: A\nwait, no. Answer: B", "B"),
+        ("the answer is a guess", None),
+        ("no letter at all", None),
+    ],
 )
 def test_answer_letter_extraction(text: str, letter: str | None) -> None:
     assert extract_letter(text, "ABCD") == letter
@@ -106,9 +129,13 @@ def test_gpqa_runs_end_to_end_with_its_own_evaluator(tmp_path: Path) -> None:
     def model(prompt: str) -> str:
         return f"Let me think.\nAnswer: {right.get(prompt, 'Z')}"
 
-    run = run_from_mapping({"target": {"callable": "builtins:print"},
-                            "dataset": {"builtin": "gpqa_diamond", "path": str(FIXTURES / "gpqa")},
-                            "output": str(tmp_path / "gpqa.json")})
+    run = run_from_mapping(
+        {
+            "target": {"callable": "builtins:print"},
+            "dataset": {"builtin": "gpqa_diamond", "path": str(FIXTURES / "gpqa")},
+            "output": str(tmp_path / "gpqa.json"),
+        }
+    )
     assert [m.name for m in run.metrics] == ["multiple-choice"]
     outcome = Runner(run, fn=model).run()
     assert outcome.summary.metrics["multiple-choice"].mean == 0.5

@@ -39,7 +39,9 @@ def test_every_format_maps_fields_the_same_way(tmp_path: Path) -> None:
     for path in write_all_formats(tmp_path):
         items = load_items(spec(path, fields={"prompt": "question", "reference": "gold", "id": "qid"}))
         assert [(i.prompt, i.reference, i.id, i.index) for i in items] == [
-            ("2+2?", "4", "7", 0), ("3+3?", "6", "8", 1)], path.suffix
+            ("2+2?", "4", "7", 0),
+            ("3+3?", "6", "8", 1),
+        ], path.suffix
         assert items[0].key == "7"  # an id pairs records across runs
         assert items[0].metadata == {"topic": "arith"}
 
@@ -85,8 +87,9 @@ def test_errors_name_the_file_line_and_columns(tmp_path: Path) -> None:
 
 
 def test_hugging_face_datasets_by_name(tmp_path: Path) -> None:
-    hf = DatasetSpec.model_validate({"hf": str(tmp_path / "local-hf"), "split": "test",
-                                     "fields": {"prompt": "problem"}})
+    hf = DatasetSpec.model_validate(
+        {"hf": str(tmp_path / "local-hf"), "split": "test", "fields": {"prompt": "problem"}}
+    )
     (tmp_path / "local-hf").mkdir()
     write_jsonl(tmp_path / "local-hf" / "test.jsonl", [{"problem": "1+1?", "answer": "2"}])
     try:

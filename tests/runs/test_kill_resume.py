@@ -37,12 +37,22 @@ def test_killed_run_resumes_without_recomputing(tmp_path: Path) -> None:
     data = write_jsonl(tmp_path / "d.jsonl", rows)
     with OpenAIServer(answers={f"q{i}": f"a{i}" for i in range(40)}, delay=0.1) as server:
         spec = tmp_path / "run.yaml"
-        spec.write_text(yaml.safe_dump({
-            "apiVersion": "evals.si/v1alpha1", "kind": "RunSpec", "metadata": {"name": "killme"},
-            "spec": {"target": {"baseUrl": server.base_url, "model": "m", "maxConcurrency": 2},
-                     "dataset": {"path": str(data)}, "evaluators": [{"ref": "exact-match"}],
-                     "output": str(tmp_path / "out.json"), "batchSize": 1},
-        }))
+        spec.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "evals.si/v1alpha1",
+                    "kind": "RunSpec",
+                    "metadata": {"name": "killme"},
+                    "spec": {
+                        "target": {"baseUrl": server.base_url, "model": "m", "maxConcurrency": 2},
+                        "dataset": {"path": str(data)},
+                        "evaluators": [{"ref": "exact-match"}],
+                        "output": str(tmp_path / "out.json"),
+                        "batchSize": 1,
+                    },
+                }
+            )
+        )
         out = tmp_path / "out.json"
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         child = subprocess.Popen([sys.executable, "-c", CHILD, str(spec)], env=env)
@@ -88,15 +98,26 @@ def test_interrupted_cli_run_saves_a_partial_results_file(tmp_path: Path, concur
     with OpenAIServer(answers={f"q{i}": f"a{i}" for i in range(30)}, delay=0.1) as server:
         spec = tmp_path / "run.yaml"
         out = tmp_path / "out.json"
-        spec.write_text(yaml.safe_dump({
-            "apiVersion": "evals.si/v1alpha1", "kind": "RunSpec", "metadata": {"name": "ctrl-c"},
-            "spec": {"target": {"baseUrl": server.base_url, "model": "m", "maxConcurrency": concurrency},
-                     "dataset": {"path": str(data)}, "evaluators": [{"ref": "exact-match"}],
-                     "output": str(out), "batchSize": 1},
-        }))
+        spec.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "evals.si/v1alpha1",
+                    "kind": "RunSpec",
+                    "metadata": {"name": "ctrl-c"},
+                    "spec": {
+                        "target": {"baseUrl": server.base_url, "model": "m", "maxConcurrency": concurrency},
+                        "dataset": {"path": str(data)},
+                        "evaluators": [{"ref": "exact-match"}],
+                        "output": str(out),
+                        "batchSize": 1,
+                    },
+                }
+            )
+        )
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        child = subprocess.Popen([sys.executable, "-c", CLI, "run", "-f", str(spec), "-q"], env=env,
-                                 stderr=subprocess.PIPE, text=True)
+        child = subprocess.Popen(
+            [sys.executable, "-c", CLI, "run", "-f", str(spec), "-q"], env=env, stderr=subprocess.PIPE, text=True
+        )
         try:
             deadline = time.monotonic() + 60
             while len(journaled(journal_path(out))) < 3 and time.monotonic() < deadline:

@@ -53,9 +53,13 @@ def start(spec: dict[str, Any], **kwargs: Any) -> Any:
 
 def test_metrics_pass_k_and_the_results_file(server: OpenAIServer, qa_file: Path, tmp_path: Path) -> None:
     out = tmp_path / "r.json"
-    spec = run_spec(server, qa_file, out, samples=2,
-                    passK={"atK": {"metrics": ["exact-match"], "k": [1, 2]},
-                           "powK": {"metrics": ["exact-match"], "k": [2]}})
+    spec = run_spec(
+        server,
+        qa_file,
+        out,
+        samples=2,
+        passK={"atK": {"metrics": ["exact-match"], "k": [1, 2]}, "powK": {"metrics": ["exact-match"], "k": [2]}},
+    )
     outcome = start(spec)
     m = outcome.summary.metrics
     # a: 4,4 -> 1,1   b: 6,7 -> 1,0   c: Paris -> 1,1   d: no idea -> 0,0
@@ -67,8 +71,13 @@ def test_metrics_pass_k_and_the_results_file(server: OpenAIServer, qa_file: Path
     assert outcome.verdict == "ok" and outcome.generated == 4 and outcome.resumed == 0
     data = read_results(out)
     assert data["status"] == "complete" and data["name"] == "run"
-    assert data["target"] == {"kind": "openai", "baseUrl": server.base_url, "model": "test-model", "api": "chat",
-                              "apiKeyEnv": None}
+    assert data["target"] == {
+        "kind": "openai",
+        "baseUrl": server.base_url,
+        "model": "test-model",
+        "api": "chat",
+        "apiKeyEnv": None,
+    }
     assert data["spec"]["samples"] == 2 and data["timings"]["wallSeconds"] >= 0
     assert [r["id"] for r in data["records"]] == ["a", "b", "c", "d"]
     b = data["records"][1]
@@ -135,10 +144,18 @@ def test_other_generation_settings_refuse_to_resume(server: OpenAIServer, qa_fil
 @pytest.mark.parametrize(
     ("on_error", "mean", "verdict"), [("zero", 0.75, "ok"), ("none", 1.0, "ok"), ("raise", None, "failed")]
 )
-def test_on_error_policy(server: OpenAIServer, qa_file: Path, tmp_path: Path, on_error: str, mean: float | None,
-                         verdict: str) -> None:
-    spec = run_spec(server, qa_file, tmp_path / "r.json", evaluators=[{"ref": "test-picky"}], onError=on_error,
-                    target={"maxConcurrency": 1}, batchSize=1)
+def test_on_error_policy(
+    server: OpenAIServer, qa_file: Path, tmp_path: Path, on_error: str, mean: float | None, verdict: str
+) -> None:
+    spec = run_spec(
+        server,
+        qa_file,
+        tmp_path / "r.json",
+        evaluators=[{"ref": "test-picky"}],
+        onError=on_error,
+        target={"maxConcurrency": 1},
+        batchSize=1,
+    )
     outcome = start(spec)
     assert outcome.verdict == verdict
     if mean is not None:
@@ -167,8 +184,15 @@ def test_errored_scores_are_rescored_on_resume_not_regenerated(
 
 
 def test_raise_keeps_the_errored_record_unfinished(server: OpenAIServer, qa_file: Path, tmp_path: Path) -> None:
-    spec = run_spec(server, qa_file, tmp_path / "r.json", evaluators=[{"ref": "test-picky"}], onError="raise",
-                    target={"maxConcurrency": 1}, batchSize=1)
+    spec = run_spec(
+        server,
+        qa_file,
+        tmp_path / "r.json",
+        evaluators=[{"ref": "test-picky"}],
+        onError="raise",
+        target={"maxConcurrency": 1},
+        batchSize=1,
+    )
     first = start(spec)
     assert first.verdict == "failed" and "d" not in {r.id for r in first.records}
     spec["onError"] = "zero"  # the policy is not a generation setting: the run resumes
@@ -183,14 +207,20 @@ def echo_model(prompt: str) -> str:
 
 
 def test_callable_target_from_the_spec_and_a_record_limit(qa_file: Path, tmp_path: Path) -> None:
-    spec = {"target": {"callable": "tests.runs.test_run:echo_model"},
-            "dataset": {"path": str(qa_file), "fields": {"prompt": "question"}},
-            "evaluators": [{"ref": "exact-match"}], "numSamples": 3, "output": str(tmp_path / "r.json")}
+    spec = {
+        "target": {"callable": "tests.runs.test_run:echo_model"},
+        "dataset": {"path": str(qa_file), "fields": {"prompt": "question"}},
+        "evaluators": [{"ref": "exact-match"}],
+        "numSamples": 3,
+        "output": str(tmp_path / "r.json"),
+    }
     outcome = start(spec)
     assert [r.id for r in outcome.records] == ["a", "b", "c"]
     assert outcome.summary.metrics["exact-match"].mean == 1.0
-    assert read_results(tmp_path / "r.json")["target"] == {"kind": "callable",
-                                                          "callable": "tests.runs.test_run:echo_model"}
+    assert read_results(tmp_path / "r.json")["target"] == {
+        "kind": "callable",
+        "callable": "tests.runs.test_run:echo_model",
+    }
 
 
 def test_a_truncated_journal_line_is_redone(server: OpenAIServer, qa_file: Path, tmp_path: Path) -> None:
@@ -215,8 +245,11 @@ def test_a_missing_reference_column_fails_before_generating(
 ) -> None:
     fields = {"prompt": "question", "reference": "gold"}
     spec = run_spec(server, qa_file, tmp_path / "r.json", dataset={"fields": fields})
-    with pytest.raises(DataError, match=r"qa\.jsonl: dataset\.fields\.reference names column 'gold', which no row "
-                                        r"has \(columns: answer, id, question\)"):
+    with pytest.raises(
+        DataError,
+        match=r"qa\.jsonl: dataset\.fields\.reference names column 'gold', which no row "
+        r"has \(columns: answer, id, question\)",
+    ):
         start(spec)
     assert server.request_count() == 0
 
@@ -231,12 +264,16 @@ def test_an_all_skipped_metric_says_why(server: OpenAIServer, tmp_path: Path) ->
 
 
 @pytest.mark.parametrize("with_ids", [True, False])
-def test_a_new_reference_column_rescores_without_generating(server: OpenAIServer, tmp_path: Path,
-                                                            with_ids: bool) -> None:
-    rows = [{"id": "a", "question": "2+2?", "answer": "5", "gold": "4"},
-            {"id": "c", "question": "capital of France?", "answer": "Lyon", "gold": "Paris"}]
-    data = write_jsonl(tmp_path / "q.jsonl", [r if with_ids else {k: v for k, v in r.items() if k != "id"}
-                                              for r in rows])
+def test_a_new_reference_column_rescores_without_generating(
+    server: OpenAIServer, tmp_path: Path, with_ids: bool
+) -> None:
+    rows = [
+        {"id": "a", "question": "2+2?", "answer": "5", "gold": "4"},
+        {"id": "c", "question": "capital of France?", "answer": "Lyon", "gold": "Paris"},
+    ]
+    data = write_jsonl(
+        tmp_path / "q.jsonl", [r if with_ids else {k: v for k, v in r.items() if k != "id"} for r in rows]
+    )
     out = tmp_path / "r.json"
     first = start(run_spec(server, data, out))
     assert first.summary.metrics["exact-match"].mean == 0.0
@@ -245,7 +282,11 @@ def test_a_new_reference_column_rescores_without_generating(server: OpenAIServer
     assert server.request_count() == requests and again.generated == 0
     assert again.summary.metrics["exact-match"].mean == 1.0
     assert [r["reference"] for r in read_results(out)["records"]] == ["4", "Paris"]
-    templated = run_spec(server, data, out, dataset={"fields": {"prompt": "question", "reference": "gold"},
-                                                     "promptTemplate": "{question} ({gold}?)"})
+    templated = run_spec(
+        server,
+        data,
+        out,
+        dataset={"fields": {"prompt": "question", "reference": "gold"}, "promptTemplate": "{question} ({gold}?)"},
+    )
     with pytest.raises(ResumeError, match="different generation settings"):
         start(templated)  # the prompts changed: the completions no longer answer them

@@ -50,11 +50,22 @@ def test_loads_with_defaults(tmp_path: Path) -> None:
 
 
 def test_every_field_can_be_overridden(tmp_path: Path) -> None:
-    run = load_run(write(tmp_path), overrides=[
-        "sampling.temperature=0", "sampling.top_p=0.9", "target.model=step-100", "numSamples=2",
-        "evaluators[0].params.ignore_case=false", "spec.samples=8", "output=out/x.json", "metadata.name=qa-100",
-        "dataset.fields.reference=gold", "passK.atK.k=[1, 4, 8]", "target.headers.X-Run=abc",
-    ])
+    run = load_run(
+        write(tmp_path),
+        overrides=[
+            "sampling.temperature=0",
+            "sampling.top_p=0.9",
+            "target.model=step-100",
+            "numSamples=2",
+            "evaluators[0].params.ignore_case=false",
+            "spec.samples=8",
+            "output=out/x.json",
+            "metadata.name=qa-100",
+            "dataset.fields.reference=gold",
+            "passK.atK.k=[1, 4, 8]",
+            "target.headers.X-Run=abc",
+        ],
+    )
     body = run.body
     assert body.sampling.temperature == 0 and body.sampling.top_p == 0.9
     assert body.target.model == "step-100" and body.num_samples == 2 and body.samples == 8
@@ -84,10 +95,16 @@ def test_bad_overrides_are_named(tmp_path: Path, override: str, message: str) ->
 
 
 def test_set_values_are_text_where_the_field_takes_text(tmp_path: Path) -> None:
-    run = load_run(write(tmp_path), overrides=[
-        "dataset.promptTemplate={question}", "target.model=1.5", "dataset.fields.prompt=[q]", "samples=4",
-        "dataset.systemPrompt=yes",
-    ])
+    run = load_run(
+        write(tmp_path),
+        overrides=[
+            "dataset.promptTemplate={question}",
+            "target.model=1.5",
+            "dataset.fields.prompt=[q]",
+            "samples=4",
+            "dataset.systemPrompt=yes",
+        ],
+    )
     body = run.body
     assert body.dataset.prompt_template == "{question}" and body.target.model == "1.5"
     assert body.dataset.fields.prompt == "[q]" and body.samples == 4 and body.dataset.system_prompt == "yes"
@@ -115,10 +132,12 @@ def test_run_help_suggests_overrides_that_work(tmp_path: Path) -> None:
     ("old", "new", "message"),
     [
         ("ref: exact-match", "ref: exact-mach", r"run\.yaml:13: spec\.evaluators\[0\]\.ref: unknown evaluator"),
-        ("{ignore_case: true}", "{ignore_cases: true}",
-         r"run\.yaml:14: spec\.evaluators\[0\]\.params\.ignore_cases"),
-        ("metric: pass@4/exact-match", "metric: pass@5/exact-match",
-         r"run\.yaml:18: spec\.gates\[0\]\.metric: unknown"),
+        ("{ignore_case: true}", "{ignore_cases: true}", r"run\.yaml:14: spec\.evaluators\[0\]\.params\.ignore_cases"),
+        (
+            "metric: pass@4/exact-match",
+            "metric: pass@5/exact-match",
+            r"run\.yaml:18: spec\.gates\[0\]\.metric: unknown",
+        ),
         ("metrics: [exact-match]", "metrics: [math-eq]", r"run\.yaml:16: spec\.passK\.atK\.metrics\[0\]: 'math-eq'"),
         ("    baseUrl: http://127.0.0.1:9/v1\n", "", r"spec\.target: Value error, a target needs baseUrl and model"),
         ("    path: qa.jsonl\n", "", r"spec\.dataset: Value error, give one of builtin, path"),

@@ -52,7 +52,10 @@ class ServerProcess:
         env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
         self.process = subprocess.Popen(
             [sys.executable, "-m", "evalsi.cli.server", "--config", str(config)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=str(config.parent),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=str(config.parent),
         )
         self.stderr_lines: list[str] = []
         self._drain_stderr = threading.Thread(target=self._read_stderr, daemon=True)
@@ -114,7 +117,9 @@ def post_http(
     """``POST /v1alpha1/rewards:score`` with a JSON body."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     return httpx.post(
-        server.http + "/v1alpha1/rewards:score", json={"spec": spec, "rollouts": rollouts}, headers=headers,
+        server.http + "/v1alpha1/rewards:score",
+        json={"spec": spec, "rollouts": rollouts},
+        headers=headers,
         timeout=timeout,
     )
 

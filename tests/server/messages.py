@@ -31,10 +31,12 @@ def message_to_json(response: pb.ScoreRewardsResponse) -> dict[str, Any]:
                 "status": c.status,
                 "reason": c.reason if c.HasField("reason") else None,
             }
-        out.append({
-            "index": item.index,
-            "total": item.total if item.HasField("total") else None,
-            "status": item.status,
-            "components": components,
-        })
+        out.append(
+            {
+                "index": item.index,
+                "total": item.total if item.HasField("total") else None,
+                "status": item.status,
+                "components": components,
+            }
+        )
     return {"results": out}

@@ -23,11 +23,12 @@ import sqlalchemy
 
 
 def _binary(name: str) -> str:
-    found = shutil.which(name) or next(iter(sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), reverse=True)),
-                                       None)
+    found = shutil.which(name) or next(iter(sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), reverse=True)), None)
     if found is None:
-        pytest.fail(f"PostgreSQL's `{name}` is not installed; install it (Debian/Ubuntu: apt-get install -y "
-                    "postgresql) to run the replica tests")
+        pytest.fail(
+            f"PostgreSQL's `{name}` is not installed; install it (Debian/Ubuntu: apt-get install -y "
+            "postgresql) to run the replica tests"
+        )
     return found
 
 
@@ -72,8 +73,12 @@ def running_postgres() -> Iterator[str]:
     try:
         yield f"postgresql+psycopg://evalsi@127.0.0.1:{port}/postgres"
     finally:
-        subprocess.run([*prefix, pg_ctl, "-D", str(data), "-m", "fast", "-w", "-t", "60", "stop"],
-                       capture_output=True, timeout=120, cwd=str(base))
+        subprocess.run(
+            [*prefix, pg_ctl, "-D", str(data), "-m", "fast", "-w", "-t", "60", "stop"],
+            capture_output=True,
+            timeout=120,
+            cwd=str(base),
+        )
         shutil.rmtree(base, ignore_errors=True)
 
 

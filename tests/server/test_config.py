@@ -59,15 +59,35 @@ def test_errors_name_file_line_and_field(tmp_path: Path, body: str, where: str) 
 
 def test_durations() -> None:
     assert [parse_duration(v) for v in (30, "90s", "30m", "2h", "7d", "1w", "1.5h")] == [
-        30, 90, 1800, 7200, 604800, 604800, 5400]
+        30,
+        90,
+        1800,
+        7200,
+        604800,
+        604800,
+        5400,
+    ]
     with pytest.raises(ValueError, match="7d"):
         parse_duration("a week")
 
 
 def test_token_cli_stores_only_a_hash(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 't.db'}"
-    command = [sys.executable, "-m", "evalsi.cli.server", "token", "create", "--project", "team",
-               "--permission", "evaluations.run", "--permission", "resource.runs_code", "--database", url]
+    command = [
+        sys.executable,
+        "-m",
+        "evalsi.cli.server",
+        "token",
+        "create",
+        "--project",
+        "team",
+        "--permission",
+        "evaluations.run",
+        "--permission",
+        "resource.runs_code",
+        "--database",
+        url,
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=os.environ.copy())
     assert done.returncode == 0, done.stderr
     secret = done.stdout.strip()
@@ -82,8 +102,9 @@ def test_token_cli_stores_only_a_hash(tmp_path: Path) -> None:
     [info] = store.list()
     assert store.revoke(info.id) and TokenStore(engine).verify(secret) is None
     engine.dispose()
-    bad = subprocess.run([*command[:7], "--permission", "admin", "--database", url], capture_output=True, text=True,
-                         timeout=60)
+    bad = subprocess.run(
+        [*command[:7], "--permission", "admin", "--database", url], capture_output=True, text=True, timeout=60
+    )
     assert bad.returncode == 2 and "valid: evaluations.run, resource.runs_code" in bad.stderr
 
 

@@ -35,9 +35,15 @@ def test_results_are_the_same_as_message_and_as_json() -> None:
     ]
     as_json = results_json(results)
     assert message_to_json(results_message(results)) == as_json
-    assert as_json["results"][1] == {"index": 1, "total": None, "status": "no_total", "components": {
-        "a": {"value": True, "status": "ok", "reason": None},
-        "b": {"value": None, "status": "error", "reason": "down"}}}
+    assert as_json["results"][1] == {
+        "index": 1,
+        "total": None,
+        "status": "no_total",
+        "components": {
+            "a": {"value": True, "status": "ok", "reason": None},
+            "b": {"value": None, "status": "error", "reason": "down"},
+        },
+    }
 
 
 def test_named_judges_in_a_resource_and_in_a_bare_body() -> None:
@@ -74,18 +80,26 @@ def test_a_request_spec_made_the_servers() -> None:
     from evalsi.server._errors import ServiceError
     from evalsi.server._trust import server_spec
 
-    config = ServerSpec.model_validate({
-        "reward_models": {"rm": {"url": "http://rm/get_reward", "api_key_env": "RM_KEY", "normalise": "sigmoid"}},
-        "sandbox": {"min_isolation": "gvisor"},
-    })
-    body: Any = {"components": [
-        {"ref": "reward-model", "params": {"model": "rm", "wait_ms": 1, "normalise": "none"}},
-        {"ref": "code-exec-tests", "sandbox": {"minIsolation": "process"}},
-        {"ref": "code-exec-tests", "name": "b"},
-    ]}
+    config = ServerSpec.model_validate(
+        {
+            "reward_models": {"rm": {"url": "http://rm/get_reward", "api_key_env": "RM_KEY", "normalise": "sigmoid"}},
+            "sandbox": {"min_isolation": "gvisor"},
+        }
+    )
+    body: Any = {
+        "components": [
+            {"ref": "reward-model", "params": {"model": "rm", "wait_ms": 1, "normalise": "none"}},
+            {"ref": "code-exec-tests", "sandbox": {"minIsolation": "process"}},
+            {"ref": "code-exec-tests", "name": "b"},
+        ]
+    }
     made = server_spec(body, config)["components"]
-    assert made[0]["params"] == {"wait_ms": 1, "url": "http://rm/get_reward", "api_key_env": "RM_KEY",
-                                 "normalise": "sigmoid"}  # the operator's fields win
+    assert made[0]["params"] == {
+        "wait_ms": 1,
+        "url": "http://rm/get_reward",
+        "api_key_env": "RM_KEY",
+        "normalise": "sigmoid",
+    }  # the operator's fields win
     assert made[1]["sandbox"] == {"minIsolation": "gvisor"} and made[2]["params"] == {"min_isolation": "gvisor"}
     assert body["components"][0]["params"]["model"] == "rm"  # the caller's mapping is not changed
     with pytest.raises(ServiceError, match=r"spec.components\[0\].params.url: a request may not set this") as caught:

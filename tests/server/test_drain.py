@@ -21,8 +21,10 @@ def test_sigterm_answers_inflight_and_waiting_calls_then_exits(tmp_path: Path) -
     server = ServerProcess(config)
     try:
         with ThreadPoolExecutor(2) as pool:
-            calls = [pool.submit(post_http, server, token, spec, [{"completion": f"{n}a"}, {"completion": f"{n}b"}],
-                                 120) for n in range(2)]
+            calls = [
+                pool.submit(post_http, server, token, spec, [{"completion": f"{n}a"}, {"completion": f"{n}b"}], 120)
+                for n in range(2)
+            ]
             deadline = time.monotonic() + 60
             while True:  # one call in flight, the other waiting behind max_inflight
                 text = httpx.get(server.http + "/metrics", headers=headers).text

@@ -41,11 +41,15 @@ def test_share_is_at_least_one_worker() -> None:
 
 def test_upstream_timeout_retries_and_backoff_are_clamped_to_the_caps() -> None:
     judge = {"model": "m", "base_url": "http://127.0.0.1:9/v1", "timeout": 900, "retries": 9, "backoff": 500}
-    reward = from_mapping({"components": [
-        {"ref": "llm-judge", "judge": judge},
-        {"ref": "llm-judge", "name": "modest", "judge": {**judge, "timeout": 2, "retries": 1, "backoff": 0.5}},
-        {"ref": "exact-match"},
-    ]})
+    reward = from_mapping(
+        {
+            "components": [
+                {"ref": "llm-judge", "judge": judge},
+                {"ref": "llm-judge", "name": "modest", "judge": {**judge, "timeout": 2, "retries": 1, "backoff": 0.5}},
+                {"ref": "exact-match"},
+            ]
+        }
+    )
     bounded = capped(reward, timeout=10, retries=2)
     first, modest, exact = (c.params for c in bounded.components)
     assert (first.judge.timeout, first.judge.retries, first.judge.backoff) == (10, 2, 10)  # type: ignore[attr-defined]

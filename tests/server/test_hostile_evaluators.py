@@ -60,17 +60,32 @@ def ref_payloads(secret_uri: str, fetch_url: str) -> list[Payload]:
     outside = "points outside the schema"
     return [
         Payload("ref-file", schema_component({"$ref": secret_uri}), status=400, needle=outside),
-        Payload("ref-file-fragment", schema_component({"$ref": secret_uri + "#/description"}), status=400,
-                needle=outside),
-        Payload("ref-file-nested", schema_component({"properties": {"a": {"$ref": secret_uri}}}),
-                completion='{"a": 1}', status=400, needle=outside),
+        Payload(
+            "ref-file-fragment", schema_component({"$ref": secret_uri + "#/description"}), status=400, needle=outside
+        ),
+        Payload(
+            "ref-file-nested",
+            schema_component({"properties": {"a": {"$ref": secret_uri}}}),
+            completion='{"a": 1}',
+            status=400,
+            needle=outside,
+        ),
         Payload("ref-http", schema_component({"$ref": fetch_url}), status=400, needle=outside),
         Payload("ref-dynamic-http", schema_component({"$dynamicRef": fetch_url}), status=400, needle=outside),
-        Payload("ref-http-base-id",
-                schema_component({"$id": fetch_url, "$defs": {"n": {"type": "integer"}}, "$ref": "#/$defs/n"}),
-                completion="7", component_status="ok", value=True),
-        Payload("ref-local-missing", schema_component({"$id": fetch_url, "$ref": "#/$defs/nowhere"}),
-                completion="7", status=422, needle="does not resolve within the schema"),
+        Payload(
+            "ref-http-base-id",
+            schema_component({"$id": fetch_url, "$defs": {"n": {"type": "integer"}}, "$ref": "#/$defs/n"}),
+            completion="7",
+            component_status="ok",
+            value=True,
+        ),
+        Payload(
+            "ref-local-missing",
+            schema_component({"$id": fetch_url, "$ref": "#/$defs/nowhere"}),
+            completion="7",
+            status=422,
+            needle="does not resolve within the schema",
+        ),
     ]
 
 
@@ -78,33 +93,75 @@ def pattern_payloads() -> list[Payload]:
     """Item: one regex freezes every tenant."""
     return [
         Payload("regex-evil", pattern_component("regex", EVIL), EVIL_TEXT, component_status="ok", value=False),
-        Payload("regex-evil-fullmatch", pattern_component("regex", "(x+x+)+y", mode="fullmatch"), "x" * 40,
-                component_status="ok", value=False),
-        Payload("format-check-evil", pattern_component("format-check", EVIL), EVIL_TEXT, component_status="ok",
-                value=False),
-        Payload("json-schema-pattern", schema_component({"type": "string", "pattern": EVIL}), f'"{EVIL_TEXT}"',
-                component_status="ok", value=False),
-        Payload("json-schema-pattern-properties",
-                schema_component({"patternProperties": {EVIL: {"type": "integer"}}, "additionalProperties": False}),
-                f'{{"{EVIL_TEXT}": 1}}', component_status="ok", value=False),
-        Payload("multiple-choice-whitespace", {"ref": "multiple-choice", "name": "c"}, "answer" + " " * 200_000 + "x",
-                component_status="ok", value=False, reference="A"),
-        Payload("regex-backreference", pattern_component("regex", r"(a+)\1+$"), EVIL_TEXT, status=400,
-                needle="backreference"),
-        Payload("regex-lookahead", pattern_component("format-check", r"(?=(a+)+$)a*"), EVIL_TEXT, status=400,
-                needle="lookahead"),
+        Payload(
+            "regex-evil-fullmatch",
+            pattern_component("regex", "(x+x+)+y", mode="fullmatch"),
+            "x" * 40,
+            component_status="ok",
+            value=False,
+        ),
+        Payload(
+            "format-check-evil", pattern_component("format-check", EVIL), EVIL_TEXT, component_status="ok", value=False
+        ),
+        Payload(
+            "json-schema-pattern",
+            schema_component({"type": "string", "pattern": EVIL}),
+            f'"{EVIL_TEXT}"',
+            component_status="ok",
+            value=False,
+        ),
+        Payload(
+            "json-schema-pattern-properties",
+            schema_component({"patternProperties": {EVIL: {"type": "integer"}}, "additionalProperties": False}),
+            f'{{"{EVIL_TEXT}": 1}}',
+            component_status="ok",
+            value=False,
+        ),
+        Payload(
+            "multiple-choice-whitespace",
+            {"ref": "multiple-choice", "name": "c"},
+            "answer" + " " * 200_000 + "x",
+            component_status="ok",
+            value=False,
+            reference="A",
+        ),
+        Payload(
+            "regex-backreference",
+            pattern_component("regex", r"(a+)\1+$"),
+            EVIL_TEXT,
+            status=400,
+            needle="backreference",
+        ),
+        Payload(
+            "regex-lookahead",
+            pattern_component("format-check", r"(?=(a+)+$)a*"),
+            EVIL_TEXT,
+            status=400,
+            needle="lookahead",
+        ),
     ]
 
 
 def size_payloads() -> list[Payload]:
     """Item: memory. A pattern past the cap is refused before it is compiled."""
     return [
-        Payload("regex-huge", pattern_component("regex", "(?:a|b)" * 150_000), "ab", status=400,
-                needle="at most 4,096"),
-        Payload("json-schema-huge-pattern", schema_component({"type": "string", "pattern": "x" * 100_000}), '"x"',
-                status=400, needle="at most 4,096"),
-        Payload("regex-counted", pattern_component("regex", "((a{1000}){1000}){1000}"), "a", status=400,
-                needle="regex engine"),
+        Payload(
+            "regex-huge", pattern_component("regex", "(?:a|b)" * 150_000), "ab", status=400, needle="at most 4,096"
+        ),
+        Payload(
+            "json-schema-huge-pattern",
+            schema_component({"type": "string", "pattern": "x" * 100_000}),
+            '"x"',
+            status=400,
+            needle="at most 4,096",
+        ),
+        Payload(
+            "regex-counted",
+            pattern_component("regex", "((a{1000}){1000}){1000}"),
+            "a",
+            status=400,
+            needle="regex engine",
+        ),
     ]
 
 
@@ -161,9 +218,13 @@ def test_a_hostile_payload_is_answered_safely_and_at_once(hostile: Hostile, name
     poller.start()
     started = time.perf_counter()
     try:
-        response = post_http(hostile.process, hostile.token, {"components": [payload.component]},
-                             [{"prompt": "p", "completion": payload.completion, "answer": payload.reference}],
-                             timeout=20)
+        response = post_http(
+            hostile.process,
+            hostile.token,
+            {"components": [payload.component]},
+            [{"prompt": "p", "completion": payload.completion, "answer": payload.reference}],
+            timeout=20,
+        )
     finally:
         elapsed = time.perf_counter() - started
         stop.set()
@@ -197,13 +258,15 @@ def test_many_large_distinct_patterns_keep_the_server_small(hostile: Hostile) ->
     before = rss_bytes(process.process.pid)
     for i in range(12):  # distinct 1 MiB patterns: a compiled backtracking pattern of that size is ~19 MB
         pattern = f"(?:n{i})" + "(?:[a-z]x)" * 105_000
-        response = post_http(process, hostile.token, {"components": [pattern_component("regex", pattern)]},
-                             [{"completion": "a"}])
+        response = post_http(
+            process, hostile.token, {"components": [pattern_component("regex", pattern)]}, [{"completion": "a"}]
+        )
         assert response.status_code == 400 and "at most 4,096" in response.text
     for i in range(70):  # distinct patterns within the cap are compiled; the cache drops the oldest by bytes
         pattern = f"(?:n{i})" + "[a-z]" * 800
-        response = post_http(process, hostile.token, {"components": [pattern_component("regex", pattern)]},
-                             [{"completion": "a" * 900}])
+        response = post_http(
+            process, hostile.token, {"components": [pattern_component("regex", pattern)]}, [{"completion": "a" * 900}]
+        )
         assert response.status_code == 200, response.text
     growth = rss_bytes(process.process.pid) - before
     print(f"server RSS growth: {growth / 2**20:.1f} MiB")

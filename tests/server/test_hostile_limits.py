@@ -81,8 +81,14 @@ def _status_of(sock: socket.socket, wait: float) -> tuple[int, bytes]:
     while True:
         head, found, rest = data.partition(b"\r\n\r\n")
         if found:
-            length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                           if line.lower().startswith(b"content-length:")), None)
+            length = next(
+                (
+                    int(line.split(b":", 1)[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:")
+                ),
+                None,
+            )
             if length is not None and len(rest) >= length:
                 break
         chunk = sock.recv(65536)
@@ -91,8 +97,10 @@ def _status_of(sock: socket.socket, wait: float) -> tuple[int, bytes]:
         data += chunk
     head, _, rest = data.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 "), data[:200]
-    length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                   if line.lower().startswith(b"content-length:")), None)
+    length = next(
+        (int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")),
+        None,
+    )
     while length is not None and len(rest) < length:  # the body may follow the head in another segment
         chunk = sock.recv(65536)
         if not chunk:
@@ -109,10 +117,14 @@ def test_a_never_answering_judge_does_not_delay_another_project(tmp_path: Path, 
     url = f"sqlite:///{tmp_path / 's.db'}"
     cap = 12.0
     judge = {"model": "m", "base_url": black_hole, "timeout": 1000, "retries": 20, "api_key_env": None}
-    config = write_config(tmp_path, {
-        "database": {"url": url}, "judges": {"hole": judge},
-        "rewards": {"cpu_workers": 4, "upstream_timeout": cap, "upstream_retries": 0},
-    })
+    config = write_config(
+        tmp_path,
+        {
+            "database": {"url": url},
+            "judges": {"hole": judge},
+            "rewards": {"cpu_workers": 4, "upstream_timeout": cap, "upstream_retries": 0},
+        },
+    )
     slow = make_token(url, "slow", ["evaluations.run", "metrics.read"])
     fast = make_token(url, "fast", ["evaluations.run"])
     hanging = {"components": [{"ref": "llm-judge", "judge": "hole", "onError": "zero"}]}
@@ -120,8 +132,10 @@ def test_a_never_answering_judge_does_not_delay_another_project(tmp_path: Path, 
     with ServerProcess(config) as server, ThreadPoolExecutor(4) as pool:
         # as many hanging calls as there are cpu workers: without shares they would hold every one
         stuck = [pool.submit(post_http, server, slow, hanging, [{"completion": f"x{n}"}], 120) for n in range(4)]
-        _until(lambda: metric(_metrics(server, slow), "evalsi_reward_inflight_rollouts", project="slow") >= 2,
-               "the hanging calls reached the judge")
+        _until(
+            lambda: metric(_metrics(server, slow), "evalsi_reward_inflight_rollouts", project="slow") >= 2,
+            "the hanging calls reached the judge",
+        )
         started = time.monotonic()
         for _ in range(3):
             began = time.monotonic()
@@ -157,8 +171,9 @@ def _disconnect_grpc(server: ServerProcess, token: str, spec: Any, rollouts: Any
     with grpc.insecure_channel(server.grpc) as channel:
         stub = pb_grpc.RewardServiceStub(channel)  # type: ignore[no-untyped-call]
         with pytest.raises(grpc.RpcError) as caught:
-            stub.ScoreRewards(request_message(spec, rollouts), metadata=(("authorization", f"Bearer {token}"),),
-                              timeout=1.0)
+            stub.ScoreRewards(
+                request_message(spec, rollouts), metadata=(("authorization", f"Bearer {token}"),), timeout=1.0
+            )
     assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
 
 
@@ -182,12 +197,16 @@ def test_a_disconnected_callers_queued_work_never_runs(tmp_path: Path, protocol:
         warm = post_http(server, token, counting, [{"completion": "warm", "reference": "x"}])  # the spec is bound
         assert warm.status_code == 200, warm.text
         held = pool.submit(post_http, server, token, blocking, [{"completion": "held"}], 120)
-        _until(lambda: metric(_metrics(server, token), "evalsi_reward_inflight_rollouts", project="p") == 1,
-               "the project's one worker is busy")
+        _until(
+            lambda: metric(_metrics(server, token), "evalsi_reward_inflight_rollouts", project="p") == 1,
+            "the project's one worker is busy",
+        )
         # the project's share (one worker) is taken: this call queues, then its caller goes away
         CANCELLERS[protocol](server, token, counting, [{"completion": "abandoned", "reference": "x"}])
-        _until(lambda: metric(_metrics(server, token), "evalsi_reward_cancelled_calls_total") == 1,
-               "the server saw the caller go away")
+        _until(
+            lambda: metric(_metrics(server, token), "evalsi_reward_cancelled_calls_total") == 1,
+            "the server saw the caller go away",
+        )
         gate.touch()
         assert held.result(timeout=60).status_code == 200
         after = post_http(server, token, counting, [{"completion": "later", "reference": "x"}])
@@ -206,8 +225,10 @@ def test_sigterm_exits_within_the_drain_bound_with_work_hanging(tmp_path: Path) 
     try:
         with ThreadPoolExecutor(2) as pool:
             calls = [pool.submit(post_http, server, token, never, [{"completion": f"{n}"}], 120) for n in range(2)]
-            _until(lambda: metric(_metrics(server, token), "evalsi_reward_inflight_rollouts", project="p") >= 1,
-                   "a call is in flight")
+            _until(
+                lambda: metric(_metrics(server, token), "evalsi_reward_inflight_rollouts", project="p") >= 1,
+                "a call is in flight",
+            )
             started = time.monotonic()
             server.process.send_signal(15)
             code = server.process.wait(30)
@@ -277,8 +298,18 @@ def body_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Serv
     """A server with a 1 MiB request maximum, a 2 MiB byte gate, a 2 s body timeout, and two projects."""
     tmp = tmp_path_factory.mktemp("bodies")
     url = f"sqlite:///{tmp / 's.db'}"
-    config = write_config(tmp, {"database": {"url": url}, "rewards": {
-        "max_request_bytes": LIMIT, "max_inflight_bytes": 2 * MIB, "body_timeout": 2, "project_share": 0.5}})
+    config = write_config(
+        tmp,
+        {
+            "database": {"url": url},
+            "rewards": {
+                "max_request_bytes": LIMIT,
+                "max_inflight_bytes": 2 * MIB,
+                "body_timeout": 2,
+                "project_share": 0.5,
+            },
+        },
+    )
     tokens = {project: make_token(url, project, ["evaluations.run"]) for project in ("a", "b")}
     with ServerProcess(config) as server:
         yield server, tokens
@@ -303,8 +334,11 @@ def test_refused_bodies_are_answered_without_being_read(
 
 def test_a_chunked_body_past_the_maximum_is_cut_off(body_server: tuple[ServerProcess, dict[str, str]]) -> None:
     server, tokens = body_server
-    headers = {"Content-Type": "application/json", "Transfer-Encoding": "chunked",
-               "Authorization": f"Bearer {tokens['a']}"}
+    headers = {
+        "Content-Type": "application/json",
+        "Transfer-Encoding": "chunked",
+        "Authorization": f"Bearer {tokens['a']}",
+    }
     sock = _raw_request(server, SCORE_PATH, headers)
     before = _rss_kib(server)
     chunk = b"x" * (256 * 1024)

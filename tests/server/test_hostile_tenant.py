@@ -97,16 +97,25 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hostile]:
     upstream = Upstream()
     threading.Thread(target=upstream.serve_forever, daemon=True).start()
     url = f"sqlite:///{directory / 'server.db'}"
-    config = write_config(directory, {
-        "database": {"url": url},
-        "judges": {"strict": {"model": "m", "base_url": upstream.url + "/v1", "api_key_env": "EVALSI_JUDGE_KEY",
-                              "retries": 0}},
-        "reward_models": {
-            "rm": {"url": upstream.url + "/get_reward", "retries": 0, "wait_ms": 0},
-            "dead": {"url": "http://127.0.0.1:9/get_reward", "retries": 0, "timeout": 5},
+    config = write_config(
+        directory,
+        {
+            "database": {"url": url},
+            "judges": {
+                "strict": {
+                    "model": "m",
+                    "base_url": upstream.url + "/v1",
+                    "api_key_env": "EVALSI_JUDGE_KEY",
+                    "retries": 0,
+                }
+            },
+            "reward_models": {
+                "rm": {"url": upstream.url + "/get_reward", "retries": 0, "wait_ms": 0},
+                "dead": {"url": "http://127.0.0.1:9/get_reward", "retries": 0, "timeout": 5},
+            },
+            "metrics": {"port": 0},
         },
-        "metrics": {"port": 0},
-    })
+    )
     tokens = {
         "run": make_token(url, "alpha", ["evaluations.run"]),
         "other": make_token(url, "beta", ["evaluations.run"]),
@@ -137,21 +146,36 @@ def _fill(value: Any, listener: str) -> Any:
 # --- item 1: credentials and URLs are the operator's -------------------------------------------------------------
 
 SECRET_GRABS = [
-    ({"ref": "llm-judge", "judge": {"model": "m", "base_url": LISTENER + "/v1", "api_key_env": "EVALSI_TENANT_SECRET"}},
-     "spec.components[0].judge.base_url"),
+    (
+        {
+            "ref": "llm-judge",
+            "judge": {"model": "m", "base_url": LISTENER + "/v1", "api_key_env": "EVALSI_TENANT_SECRET"},
+        },
+        "spec.components[0].judge.base_url",
+    ),
     ({"ref": "llm-judge", "judge": {"model": "m", "baseUrl": LISTENER + "/v1"}}, "spec.components[0].judge.baseUrl"),
-    ({"ref": "llm-judge", "params": {"judge": {"model": "m", "base_url": LISTENER + "/v1"}}},
-     "spec.components[0].params.judge.base_url"),
+    (
+        {"ref": "llm-judge", "params": {"judge": {"model": "m", "base_url": LISTENER + "/v1"}}},
+        "spec.components[0].params.judge.base_url",
+    ),
     ({"ref": "llm-judge", "judge": {"model": "m", "extra_body": {"n": 50}}}, "spec.components[0].judge.extra_body"),
-    ({"ref": "llm-judge", "judge": {"model": "m", "api_key_env": "EVALSI_TENANT_SECRET"}},
-     "spec.components[0].judge.api_key_env"),
+    (
+        {"ref": "llm-judge", "judge": {"model": "m", "api_key_env": "EVALSI_TENANT_SECRET"}},
+        "spec.components[0].judge.api_key_env",
+    ),
     ({"ref": "llm-judge", "judge": {"model": "gpt-4o"}}, "spec.components[0].judge"),  # the default key, inline
-    ({"ref": "reward-model", "params": {"url": LISTENER + "/get_reward", "api_key_env": "EVALSI_TENANT_SECRET"}},
-     "spec.components[0].params.url"),
-    ({"ref": "reward-model", "params": {"model": "rm", "api_key_env": "OPENAI_API_KEY"}},
-     "spec.components[0].params.api_key_env"),
-    ({"ref": "reward-model", "params": {"model": "rm", "extra_body": {"x": 1}}},
-     "spec.components[0].params.extra_body"),
+    (
+        {"ref": "reward-model", "params": {"url": LISTENER + "/get_reward", "api_key_env": "EVALSI_TENANT_SECRET"}},
+        "spec.components[0].params.url",
+    ),
+    (
+        {"ref": "reward-model", "params": {"model": "rm", "api_key_env": "OPENAI_API_KEY"}},
+        "spec.components[0].params.api_key_env",
+    ),
+    (
+        {"ref": "reward-model", "params": {"model": "rm", "extra_body": {"x": 1}}},
+        "spec.components[0].params.extra_body",
+    ),
 ]
 
 
@@ -168,10 +192,12 @@ def test_item1_a_request_never_sets_where_credentials_go(hostile: Hostile) -> No
     with hostile.upstream.lock:
         assert not any(SECRET in auth or SECRET.encode() in body for _, auth, body in hostile.upstream.seen)
     # the operator's named judge and reward model still work, with the operator's credential, at its URL
-    named = {"components": [
-        {"ref": "llm-judge", "name": "judged", "judge": "strict"},
-        {"ref": "reward-model", "name": "rm", "params": {"model": "rm", "normalise": "affine", "scale": 2.0}},
-    ]}
+    named = {
+        "components": [
+            {"ref": "llm-judge", "name": "judged", "judge": "strict"},
+            {"ref": "reward-model", "name": "rm", "params": {"model": "rm", "normalise": "affine", "scale": 2.0}},
+        ]
+    }
     answer = post_http(hostile.server, hostile.run, named, rollouts)
     assert answer.status_code == 200, answer.text
     components = answer.json()["results"][0]["components"]
@@ -232,11 +258,13 @@ def test_item7_code_runs_at_the_operators_floor_and_sees_nothing_of_the_server(
 ) -> None:
     # HTTP only: this server starts sandboxes from a process without gRPC threads, so only the floor is tested
     url = f"sqlite:///{tmp_path / 'code.db'}"
-    config = write_config(tmp_path, {"listen": {"host": "127.0.0.1", "port": 0, "grpc_port": None},
-                                     "database": {"url": url}})
+    config = write_config(
+        tmp_path, {"listen": {"host": "127.0.0.1", "port": 0, "grpc_port": None}, "database": {"url": url}}
+    )
     token = make_token(url, "alpha", ["evaluations.run", "resource.runs_code"])
-    program = PROBE_PROGRAM.format(port=hostile.upstream.server_address[1], database=tmp_path / "code.db",
-                                   secret=SECRET)
+    program = PROBE_PROGRAM.format(
+        port=hostile.upstream.server_address[1], database=tmp_path / "code.db", secret=SECRET
+    )
     rollout = {"completion": f"```python\n{program}\n```", "tests": [{"input": "", "output": "isolated"}]}
     with pytest.MonkeyPatch.context() as env:
         env.setenv("EVALSI_TENANT_SECRET", SECRET)
@@ -252,13 +280,15 @@ def test_item7_code_runs_at_the_operators_floor_and_sees_nothing_of_the_server(
 
 
 def test_item7_a_server_refuses_the_process_rung_as_its_floor(tmp_path: Path) -> None:
-    config = write_config(tmp_path, {"database": {"url": f"sqlite:///{tmp_path / 's.db'}"},
-                                     "sandbox": {"min_isolation": "process"}})
+    config = write_config(
+        tmp_path, {"database": {"url": f"sqlite:///{tmp_path / 's.db'}"}, "sandbox": {"min_isolation": "process"}}
+    )
     with pytest.raises(RuntimeError, match=r"sandbox\.min_isolation.*'process' is not allowed on a server"):
         ServerProcess(config)
 
 
 # --- item 9: metrics are the operator's ---------------------------------------------------------------------
+
 
 def test_item9_metrics_are_an_operator_endpoint_with_bounded_labels(hostile: Hostile) -> None:
     label = "tenant-chosen-label-8f3a"
@@ -275,6 +305,7 @@ def test_item9_metrics_are_an_operator_endpoint_with_bounded_labels(hostile: Hos
 
 
 # --- item 10: one project's cache is not another's oracle -----------------------------------------------------
+
 
 def test_item10_cached_scores_are_kept_per_project(hostile: Hostile) -> None:
     log = hostile.directory / "scored.log"
@@ -299,29 +330,37 @@ MALFORMED_JSON = [
 MALFORMED_CONNECT = [b"{not json", b'{"spec": 3}', b'{"rollouts": "x"}', b"[1, 2]", b'{"spec": DEEP, "rollouts": []}']
 OVERFLOWS = [
     {"components": [{"ref": "exact-match", "weight": 1e308}, {"ref": "contains", "weight": 1e308}]},
-    {"components": [{"ref": "exact-match", "weight": 1.7e308, "name": "a"}, {"ref": "exact-match", "weight": 1.7e308,
-                                                                               "name": "b"}]},
+    {
+        "components": [
+            {"ref": "exact-match", "weight": 1.7e308, "name": "a"},
+            {"ref": "exact-match", "weight": 1.7e308, "name": "b"},
+        ]
+    },
 ]
 
 
 def test_item11_errors_are_classified_and_reveal_nothing(hostile: Hostile) -> None:
     headers = {"Authorization": f"Bearer {hostile.run}", "Content-Type": "application/json"}
     for body in MALFORMED_JSON:
-        answer = httpx.post(hostile.server.http + "/v1alpha1/rewards:score", content=body.replace("DEEP", DEEP),
-                            headers=headers)
+        answer = httpx.post(
+            hostile.server.http + "/v1alpha1/rewards:score", content=body.replace("DEEP", DEEP), headers=headers
+        )
         assert answer.status_code == 400, answer.text[:300]
         assert "nested more than" in answer.json()["error"]["message"]
     connect = {**headers, "Connect-Protocol-Version": "1"}
     for body in MALFORMED_CONNECT:
-        answer = httpx.post(hostile.server.http + CONNECT_PATH, content=body.replace(b"DEEP", DEEP.encode()),
-                            headers=connect)
+        answer = httpx.post(
+            hostile.server.http + CONNECT_PATH, content=body.replace(b"DEEP", DEEP.encode()), headers=connect
+        )
         assert answer.json()["code"] == "invalid_argument", (body[:40], answer.text[:300])
     for depth in (70, 150):  # below and past protobuf's own nesting limit
         nested: dict[str, Any] = {}
         for _ in range(depth):
             nested = {"a": nested}
-        for spec, rollout in (({"components": [{"ref": "exact-match", "params": nested}]}, {"completion": "a"}),
-                              ({"components": [{"ref": "exact-match"}]}, {"completion": "a", "m": nested})):
+        for spec, rollout in (
+            ({"components": [{"ref": "exact-match", "params": nested}]}, {"completion": "a"}),
+            ({"components": [{"ref": "exact-match"}]}, {"completion": "a", "m": nested}),
+        ):
             code, message = call_grpc(hostile.server, hostile.run, spec, [rollout])
             assert code == "invalid_argument" and not CLASS_NAME.search(message), (depth, message)
     for spec in OVERFLOWS:
@@ -341,6 +380,7 @@ def test_item11_errors_are_classified_and_reveal_nothing(hostile: Hostile) -> No
 
 
 # --- item 12: files and shutdown ---------------------------------------------------------------------------
+
 
 def test_item12_database_files_are_private(hostile: Hostile) -> None:
     files = [p for p in hostile.directory.iterdir() if p.name.startswith("server.db")]

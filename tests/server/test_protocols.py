@@ -39,8 +39,13 @@ SPEC = {
     "metadata": {"name": "mixed"},
     "spec": {
         "components": [
-            {"ref": "format-check", "name": "format", "gate": True, "weight": 0.25,
-             "params": {"pattern": "(?s).*ANSWER:.*"}},
+            {
+                "ref": "format-check",
+                "name": "format",
+                "gate": True,
+                "weight": 0.25,
+                "params": {"pattern": "(?s).*ANSWER:.*"},
+            },
             {"ref": "exact-match", "name": "exact", "weight": 0.75, "params": {"ignore_case": True}},
             {"ref": "overlong-penalty", "name": "long", "weight": 1.0, "params": {"max_length": 20, "buffer": 5}},
         ],
@@ -58,11 +63,14 @@ ROLLOUTS: list[dict[str, Any]] = [
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, dict[str, str]]]:
     directory = tmp_path_factory.mktemp("protocols")
-    config = write_config(directory, {
-        "database": {"url": "sqlite:///server.db"},
-        "rewards": {"max_rollouts": 50},
-        "judges": {"strict": {"model": "m"}},
-    })
+    config = write_config(
+        directory,
+        {
+            "database": {"url": "sqlite:///server.db"},
+            "rewards": {"max_rollouts": 50},
+            "judges": {"strict": {"model": "m"}},
+        },
+    )
     url = f"sqlite:///{directory / 'server.db'}"
     tokens = {
         "run": make_token(url, "alpha", ["evaluations.run"]),
@@ -87,8 +95,11 @@ def _connect_binary(process: ServerProcess, token: str, spec: Any, rollouts: Any
 
 def _all_protocols(process: ServerProcess, token: str, spec: Any, rollouts: Any) -> dict[str, tuple[str, Any]]:
     http = post_http(process, token, spec, rollouts)
-    http_answer = ("ok", http.json()) if http.status_code == 200 else (
-        http.json()["error"]["status"], http.json()["error"]["message"])
+    http_answer = (
+        ("ok", http.json())
+        if http.status_code == 200
+        else (http.json()["error"]["status"], http.json()["error"]["message"])
+    )
     connect = post_connect_json(process, token, spec, rollouts)
     connect_answer = ("ok", None) if connect.status_code == 200 else (connect.json()["code"], connect.json()["message"])
     if connect.status_code == 200:
@@ -119,18 +130,42 @@ def test_three_protocols_answer_identically(server: tuple[ServerProcess, dict[st
 @pytest.mark.parametrize(
     ("spec", "rollouts", "status", "needle"),
     [
-        ({"components": [{"ref": "exact-match", "weight": "heavy"}]}, [{"completion": "a"}], "invalid_argument",
-         "spec.components[0].weight"),
+        (
+            {"components": [{"ref": "exact-match", "weight": "heavy"}]},
+            [{"completion": "a"}],
+            "invalid_argument",
+            "spec.components[0].weight",
+        ),
         ({"components": [{"ref": "exact-matsh"}]}, [{"completion": "a"}], "invalid_argument", "exact-match"),
-        ({"components": [{"ref": "exact-match"}]}, [{"completion": "a"}, {"prompt": "no completion"}],
-         "invalid_argument", "rollout 1"),
-        ({"components": [{"ref": "exact-match"}]}, [{"completion": "a"}] * 51, "invalid_argument",
-         "rewards.max_rollouts=50"),
-        ({"components": [{"ref": "json-schema", "params": {"schema": {"type": "object"}}, "name": "js"},
-                         {"ref": "exact-match", "judge": "lenient"}]},
-         [{"completion": "{}"}], "invalid_argument", "no judge named 'lenient'"),
-        ({"components": [{"ref": "test-server-code"}]}, [{"completion": "a"}], "permission_denied",
-         "resource.runs_code"),
+        (
+            {"components": [{"ref": "exact-match"}]},
+            [{"completion": "a"}, {"prompt": "no completion"}],
+            "invalid_argument",
+            "rollout 1",
+        ),
+        (
+            {"components": [{"ref": "exact-match"}]},
+            [{"completion": "a"}] * 51,
+            "invalid_argument",
+            "rewards.max_rollouts=50",
+        ),
+        (
+            {
+                "components": [
+                    {"ref": "json-schema", "params": {"schema": {"type": "object"}}, "name": "js"},
+                    {"ref": "exact-match", "judge": "lenient"},
+                ]
+            },
+            [{"completion": "{}"}],
+            "invalid_argument",
+            "no judge named 'lenient'",
+        ),
+        (
+            {"components": [{"ref": "test-server-code"}]},
+            [{"completion": "a"}],
+            "permission_denied",
+            "resource.runs_code",
+        ),
     ],
 )
 def test_errors_are_identical_on_every_protocol(
@@ -147,13 +182,19 @@ def test_errors_are_identical_on_every_protocol(
 def test_a_failed_batch_names_rollout_and_component(server: tuple[ServerProcess, dict[str, str]]) -> None:
     process, tokens = server
     spec = {"components": [{"ref": "field-score", "name": "judge", "params": {"field": "s"}}]}
-    rollouts = [{"completion": "", "s": {"status": "ok", "value": 1}}, {"completion": "", "s": {"status": "error",
-                                                                                                  "reason": "down"}}]
+    rollouts = [
+        {"completion": "", "s": {"status": "ok", "value": 1}},
+        {"completion": "", "s": {"status": "error", "reason": "down"}},
+    ]
     response = post_http(process, tokens["run"], spec, rollouts)
     assert response.status_code == 422
     error = response.json()["error"]
     assert (error["code"], error["status"], error["index"], error["component"]) == (
-        "reward_batch_failed", "failed_precondition", 1, "judge")
+        "reward_batch_failed",
+        "failed_precondition",
+        1,
+        "judge",
+    )
     assert "rollout 1" in error["message"] and "'judge'" in error["message"]
     assert call_grpc(process, tokens["run"], spec, rollouts)[0] == "failed_precondition"
 
@@ -188,8 +229,11 @@ def test_the_librarys_server_client_scores_through_the_real_server(
         assert [(r.total, r.status) for r in got] == [(r.total, r.status) for r in local.score(ROLLOUTS)]
         assert got[1].components["format"].status == "ok"
         failing = RemoteReward.from_spec(
-            "f", from_mapping({"components": [{"ref": "field-score", "params": {"field": "s"}}]}).spec.spec,
-            process.http, token=tokens["run"], retries=0,
+            "f",
+            from_mapping({"components": [{"ref": "field-score", "params": {"field": "s"}}]}).spec.spec,
+            process.http,
+            token=tokens["run"],
+            retries=0,
         )
         with pytest.raises(RewardBatchError) as raised:
             failing.score([{"completion": "", "s": {"status": "error", "reason": "x"}}])
@@ -230,8 +274,12 @@ def test_every_endpoint_but_health_refuses_a_missing_token(server: tuple[ServerP
     assert httpx.get(process.http + "/metrics", headers={"Authorization": f"Bearer {tokens['run']}"}).status_code == 403
     metrics = httpx.get(process.http + "/metrics", headers={"Authorization": f"Bearer {tokens['metrics']}"})
     assert metrics.status_code == 200
-    assert httpx.post(process.http + CONNECT_PATH, content=b"{}", headers={"Content-Type": "application/json"}).json()[
-        "code"] == "unauthenticated"
+    assert (
+        httpx.post(process.http + CONNECT_PATH, content=b"{}", headers={"Content-Type": "application/json"}).json()[
+            "code"
+        ]
+        == "unauthenticated"
+    )
 
 
 def test_permissions_are_checked_and_named(server: tuple[ServerProcess, dict[str, str]]) -> None:
@@ -256,10 +304,12 @@ def test_metrics_count_calls_rollouts_and_cache_tiers(server: tuple[ServerProces
     assert post_http(process, tokens["run"], spec, rollouts).status_code == 200
     after = httpx.get(process.http + "/metrics", headers=headers).text
     hits = metric(after, "evalsi_reward_cache_hits_total", tier="memory") - metric(
-        before, "evalsi_reward_cache_hits_total", tier="memory")
+        before, "evalsi_reward_cache_hits_total", tier="memory"
+    )
     assert hits >= 5  # the repeated batch came from memory
     scored = metric(after, "evalsi_reward_rollouts_total", project="alpha", status="ok") - metric(
-        before, "evalsi_reward_rollouts_total", project="alpha", status="ok")
+        before, "evalsi_reward_rollouts_total", project="alpha", status="ok"
+    )
     assert scored == 10
     assert metric(after, "evalsi_reward_component_seconds_count", evaluator="exact-match") >= 2
     assert metric(after, "evalsi_reward_inflight_rollouts", project="alpha") == 0
@@ -271,7 +321,10 @@ def test_a_judge_name_is_resolved_from_the_server_config(server: tuple[ServerPro
     response = post_http(process, tokens["run"], spec, [{"completion": "a"}])
     assert response.status_code == 200, response.text
     assert response.json()["results"][0]["components"]["test-server-judge"] == {
-        "value": 1.0, "status": "ok", "reason": "m"}
+        "value": 1.0,
+        "status": "ok",
+        "reason": "m",
+    }
 
 
 def test_code_exec_tests_needs_runs_code_and_runs_on_the_sandbox_pool(

@@ -30,9 +30,17 @@ pytestmark = [
 
 
 def _spec() -> dict[str, Any]:
-    return {"components": [{
-        "ref": "code-exec-tests", "name": "tests", "sandbox": {"minIsolation": "namespaced"},
-        "params": {"fresh_interpreter": True}}], "cache": {"enabled": False}}
+    return {
+        "components": [
+            {
+                "ref": "code-exec-tests",
+                "name": "tests",
+                "sandbox": {"minIsolation": "namespaced"},
+                "params": {"fresh_interpreter": True},
+            }
+        ],
+        "cache": {"enabled": False},
+    }
 
 
 def _rollouts(call: int) -> list[dict[str, Any]]:
@@ -48,8 +56,7 @@ def test_code_through_grpc_and_http_at_once_always_runs(tmp_path: Path, monkeypa
     assert os.environ["GRPC_ENABLE_FORK_SUPPORT"] == "1"
     with ServerProcess(config) as server, ThreadPoolExecutor(8) as pool:
         grpc_calls = [pool.submit(call_grpc, server, token, _spec(), _rollouts(n)) for n in range(ROUNDS)]
-        http_calls = [pool.submit(post_http, server, token, _spec(), _rollouts(ROUNDS + n), 120)
-                      for n in range(ROUNDS)]
+        http_calls = [pool.submit(post_http, server, token, _spec(), _rollouts(ROUNDS + n), 120) for n in range(ROUNDS)]
         grpc_results = [call.result(timeout=120) for call in grpc_calls]
         http_results = [call.result(timeout=120) for call in http_calls]
         stderr = "".join(server.stderr_lines)

@@ -111,8 +111,10 @@ def test_a_running_server_prunes_entries_older_than_the_ttl(tmp_path: Path) -> N
         deadline = time.monotonic() + 60
         headers = {"Authorization": f"Bearer {token}"}
         # the server prunes when it starts, then every ttl/10 (at most hourly), and counts what it pruned
-        while metric(httpx.get(server.http + "/metrics", headers=headers).text,
-                     "evalsi_reward_shared_cache_pruned_total") != 1:
+        while (
+            metric(httpx.get(server.http + "/metrics", headers=headers).text, "evalsi_reward_shared_cache_pruned_total")
+            != 1
+        ):
             assert time.monotonic() < deadline, "the server never pruned"
             time.sleep(0.05)
         assert shared.count() == 1

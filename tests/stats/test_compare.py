@@ -97,9 +97,7 @@ def test_a_run_against_itself_shows_no_change(a: dict[str, list[float]]) -> None
 
 
 @given(runs, runs)
-def test_difference_error_is_the_paired_standard_error(
-    a: dict[str, list[float]], b: dict[str, list[float]]
-) -> None:
+def test_difference_error_is_the_paired_standard_error(a: dict[str, list[float]], b: dict[str, list[float]]) -> None:
     cmp = paired_comparison(a, b)
     ma, mb = record_means(a), record_means(b)
     diffs = [mb[k] - ma[k] for k in sorted(ma.keys() & mb.keys())]

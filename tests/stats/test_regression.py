@@ -11,13 +11,16 @@ from hypothesis import strategies as st
 from evalsi.stats import EMPTY, RegressionRule, estimate, is_regression, paired_comparison, regressed
 
 
-@pytest.mark.parametrize(("text", "rule"), [
-    ("math-equiv:0.02", RegressionRule("math-equiv", 0.02)),
-    ("exact-match", RegressionRule("exact-match", 0.0)),
-    ("pass@4/code:0.1", RegressionRule("pass@4/code", 0.1)),
-    ("ns:metric", RegressionRule("ns:metric", 0.0)),
-    (" acc:0 ", RegressionRule("acc", 0.0)),
-])
+@pytest.mark.parametrize(
+    ("text", "rule"),
+    [
+        ("math-equiv:0.02", RegressionRule("math-equiv", 0.02)),
+        ("exact-match", RegressionRule("exact-match", 0.0)),
+        ("pass@4/code:0.1", RegressionRule("pass@4/code", 0.1)),
+        ("ns:metric", RegressionRule("ns:metric", 0.0)),
+        (" acc:0 ", RegressionRule("acc", 0.0)),
+    ],
+)
 def test_parse(text: str, rule: RegressionRule) -> None:
     assert RegressionRule.parse(text) == rule
 

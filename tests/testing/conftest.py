@@ -36,11 +36,19 @@ def capitals(tmp_path: Path) -> Path:
     import json
 
     path = tmp_path / "capitals.jsonl"
-    path.write_text("\n".join(
-        json.dumps({"id": country.lower(), "messages": [{"role": "user", "content": f"Capital of {country}?"}],
-                    "ground_truth": capital})
-        for country, capital in CAPITALS.items()
-    ) + "\n")
+    path.write_text(
+        "\n".join(
+            json.dumps(
+                {
+                    "id": country.lower(),
+                    "messages": [{"role": "user", "content": f"Capital of {country}?"}],
+                    "ground_truth": capital,
+                }
+            )
+            for country, capital in CAPITALS.items()
+        )
+        + "\n"
+    )
     return path
 
 

@@ -12,14 +12,23 @@ from evalsi.testing import stored_results
 from tests.helpers.openai_server import OpenAIServer
 
 
-def write_test(pytester: pytest.Pytester, server: OpenAIServer, capitals: Path, decorator_args: str,
-               body: str | None = None, name: str = "test_capitals") -> None:
-    body = body or """
+def write_test(
+    pytester: pytest.Pytester,
+    server: OpenAIServer,
+    capitals: Path,
+    decorator_args: str,
+    body: str | None = None,
+    name: str = "test_capitals",
+) -> None:
+    body = (
+        body
+        or """
         def {name}(row: EvaluationRow) -> EvaluationRow:
             row.score = 1.0 if row.ground_truth.lower() in row.last_text.lower() else 0.0
             row.reason = "names the capital" if row.score else "does not name " + row.ground_truth
             return row
     """
+    )
     source = textwrap.dedent(f"""
         from evalsi.testing import EvaluationRow, SingleTurn, evaluation_test
 
@@ -55,8 +64,13 @@ def test_below_the_threshold_fails_with_a_table_of_the_worst_rows(
     write_test(pytester, server, capitals, "passed_threshold=0.9,")
     result = pytester.runpytest_inprocess()
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*EvaluationFailed*score 0.8000*the pass rule is score >= 0.9*",
-                                 "*worst rows:*", "*chad*strong*0.000*does not name N'Djamena*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*EvaluationFailed*score 0.8000*the pass rule is score >= 0.9*",
+            "*worst rows:*",
+            "*chad*strong*0.000*does not name N'Djamena*",
+        ]
+    )
     assert stored_results()[0]["evaluationTest"]["passed"] is False
 
 
@@ -131,7 +145,8 @@ def test_groupwise_compares_two_completion_params(
 
 
 def test_pre_generated_rows_are_scored_as_they_are(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_pregenerated="""
+    pytester.makepyfile(
+        test_pregenerated="""
         from evalsi.testing import EvaluationRow, evaluation_test
 
         ROWS = [{"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}],
@@ -143,7 +158,8 @@ def test_pre_generated_rows_are_scored_as_they_are(pytester: pytest.Pytester) ->
         def test_exact(row: EvaluationRow) -> EvaluationRow:
             row.score = float(row.last_text == row.ground_truth)
             return row
-    """)
+    """
+    )
     pytester.runpytest_inprocess().assert_outcomes(passed=1)
     assert stored_results()[0]["evaluationTest"]["score"] == 0.5
 
@@ -160,26 +176,30 @@ def test_pre_generated_rows_are_scored_as_they_are(pytester: pytest.Pytester) ->
 def test_bad_declarations_fail_at_import_naming_the_argument(
     pytester: pytest.Pytester, declaration: str, message: str
 ) -> None:
-    pytester.makepyfile(test_bad=f"""
+    pytester.makepyfile(
+        test_bad=f"""
         from evalsi.testing import evaluation_test
 
         @evaluation_test(input_rows=[{{"prompt": "x"}}], {declaration})
         def test_x(row):
             return row
-    """)
+    """
+    )
     result = pytester.runpytest_inprocess()
     result.assert_outcomes(errors=1)
     assert message in result.stdout.str()
 
 
 def test_a_function_that_sets_no_score_is_named(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_noscore="""
+    pytester.makepyfile(
+        test_noscore="""
         from evalsi.testing import evaluation_test
 
         @evaluation_test(input_rows=[{"messages": [{"role": "user", "content": "x"}], "id": "r1"}])
         def test_forgets(row):
             return row
-    """)
+    """
+    )
     result = pytester.runpytest_inprocess()
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*test_forgets did not set `score` on row 'r1'*"])

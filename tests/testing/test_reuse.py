@@ -25,7 +25,9 @@ from tests.helpers.openai_server import OpenAIServer
 from tests.rewards._servers import ServerThread
 
 REWARD = {
-    "apiVersion": "evals.si/v1alpha1", "kind": "RewardSpec", "metadata": {"name": "names-capital"},
+    "apiVersion": "evals.si/v1alpha1",
+    "kind": "RewardSpec",
+    "metadata": {"name": "names-capital"},
     "spec": {"components": [{"ref": "contains", "name": "capital"}]},
 }
 
@@ -35,14 +37,16 @@ def test_from_spec_scores_rollouts_with_the_reward_total(
 ) -> None:
     spec = tmp_path / "reward.yaml"
     spec.write_text(yaml.safe_dump(REWARD))
-    pytester.makepyfile(test_from_spec=f"""
+    pytester.makepyfile(
+        test_from_spec=f"""
         from evalsi.testing import evaluation_test
 
         test_reward_spec = evaluation_test.from_spec(
             {str(spec)!r}, input_dataset=[{str(capitals)!r}],
             completion_params=[{{"model": "strong", "base_url": {server.base_url!r}}}], passed_threshold=0.8,
         )
-    """)
+    """
+    )
     pytester.runpytest_inprocess().assert_outcomes(passed=1)
     document = stored_results()[0]
     assert document["evaluationTest"]["score"] == pytest.approx(0.8)
@@ -54,19 +58,31 @@ def test_from_spec_takes_a_run_specs_dataset_and_target(
     pytester: pytest.Pytester, server: OpenAIServer, tmp_path: Path
 ) -> None:
     data = tmp_path / "qa.jsonl"
-    data.write_text("\n".join(json.dumps({"id": c.lower(), "question": f"Capital of {c}?", "answer": a})
-                              for c, a in {"France": "Paris", "Peru": "Lima"}.items()))
-    run = {"apiVersion": "evals.si/v1alpha1", "kind": "RunSpec", "metadata": {"name": "capitals-run"},
-           "spec": {"target": {"baseUrl": server.base_url, "model": "strong"},
-                    "dataset": {"path": str(data), "fields": {"prompt": "question"}},
-                    "evaluators": [{"ref": "contains"}]}}
+    data.write_text(
+        "\n".join(
+            json.dumps({"id": c.lower(), "question": f"Capital of {c}?", "answer": a})
+            for c, a in {"France": "Paris", "Peru": "Lima"}.items()
+        )
+    )
+    run = {
+        "apiVersion": "evals.si/v1alpha1",
+        "kind": "RunSpec",
+        "metadata": {"name": "capitals-run"},
+        "spec": {
+            "target": {"baseUrl": server.base_url, "model": "strong"},
+            "dataset": {"path": str(data), "fields": {"prompt": "question"}},
+            "evaluators": [{"ref": "contains"}],
+        },
+    }
     spec = tmp_path / "run.yaml"
     spec.write_text(yaml.safe_dump(run))
-    pytester.makepyfile(test_run_spec=f"""
+    pytester.makepyfile(
+        test_run_spec=f"""
         from evalsi.testing import evaluation_test
 
         test_run_spec = evaluation_test.from_spec({str(spec)!r}, passed_threshold=1.0)
-    """)
+    """
+    )
     pytester.runpytest_inprocess().assert_outcomes(passed=1)
     assert server.request_count() == 2 and server.requests[0]["model"] == "strong"
 
@@ -75,8 +91,11 @@ def test_from_spec_refuses_a_file_without_a_reward_or_run_spec(tmp_path: Path) -
     from evalsi.testing import evaluation_test
 
     spec = tmp_path / "server.yaml"
-    spec.write_text(yaml.safe_dump({"apiVersion": "evals.si/v1alpha1", "kind": "ServerConfig",
-                                    "metadata": {"name": "s"}, "spec": {}}))
+    spec.write_text(
+        yaml.safe_dump(
+            {"apiVersion": "evals.si/v1alpha1", "kind": "ServerConfig", "metadata": {"name": "s"}, "spec": {}}
+        )
+    )
     with pytest.raises(SpecError, match="holds no RewardSpec or RunSpec"):
         evaluation_test.from_spec(spec)
 
@@ -95,12 +114,19 @@ def test_mentions_reference(row: EvaluationRow) -> EvaluationRow:
 def test_an_evaluation_test_is_a_reward_component(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "test_checks.py").write_text(textwrap.dedent(TEST_MODULE))
     monkeypatch.chdir(tmp_path)
-    reward = evalsi.rewards.from_mapping({"components": [
-        {"ref": "evaluation-test/test_checks.py::test_mentions_reference", "name": "check", "weight": 2.0}]})
-    results = reward.score([
-        {"prompt": "Capital of Peru?", "completion": "It is Lima.", "answer": "Lima"},
-        {"prompt": "Capital of Chad?", "completion": "No idea.", "answer": "N'Djamena"},
-    ])
+    reward = evalsi.rewards.from_mapping(
+        {
+            "components": [
+                {"ref": "evaluation-test/test_checks.py::test_mentions_reference", "name": "check", "weight": 2.0}
+            ]
+        }
+    )
+    results = reward.score(
+        [
+            {"prompt": "Capital of Peru?", "completion": "It is Lima.", "answer": "Lima"},
+            {"prompt": "Capital of Chad?", "completion": "No idea.", "answer": "N'Djamena"},
+        ]
+    )
     assert [r.total for r in results] == [2.0, 0.0]
     assert results[0].components["check"].reason == "looked for 'Lima' after 'Capital of Peru?'"
 
@@ -151,8 +177,12 @@ class RolloutService:
             reply = {"role": "assistant", "content": "done: " + body["messages"][0]["content"]}
             return JSONResponse({"status": "done", "messages": [*body["messages"], reply]})
 
-        return Starlette(routes=[Route("/rollouts", start, methods=["POST"]),
-                                 Route("/rollouts/{rollout_id}", status, methods=["GET"])])
+        return Starlette(
+            routes=[
+                Route("/rollouts", start, methods=["POST"]),
+                Route("/rollouts/{rollout_id}", status, methods=["GET"]),
+            ]
+        )
 
 
 def test_remote_rollouts_are_polled_until_done_and_failures_are_kept() -> None:
@@ -166,7 +196,8 @@ def test_remote_rollouts_are_polled_until_done_and_failures_are_kept() -> None:
 
 
 def test_local_test_exits_0_on_pass_and_3_below_the_threshold(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "test_local.py").write_text(textwrap.dedent("""
+    (tmp_path / "test_local.py").write_text(
+        textwrap.dedent("""
         from evalsi.testing import EvaluationRow, evaluation_test
 
         ROWS = [{"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": a}],
@@ -176,7 +207,8 @@ def test_local_test_exits_0_on_pass_and_3_below_the_threshold(tmp_path: Path, mo
         def test_says_yes(row: EvaluationRow) -> EvaluationRow:
             row.score = float(row.last_text == row.ground_truth)
             return row
-    """))
+    """)
+    )
     monkeypatch.chdir(tmp_path)
     runner = CliRunner()
     passed = runner.invoke(app, ["local-test", "test_local.py::test_says_yes"])

@@ -59,8 +59,19 @@ def start_standin(vllm_bin: Path, model: Path, log: Path, *extra: str, lora: boo
     env = {**os.environ, "VLLM_STANDIN_LOG": str(log)}
     if lora:
         env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
-    args = [str(vllm_bin), "serve", str(model), "--host", "127.0.0.1", "--port", str(port),
-            "--served-model-name", "base", *(["--enable-lora"] if lora else []), *extra]
+    args = [
+        str(vllm_bin),
+        "serve",
+        str(model),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--served-model-name",
+        "base",
+        *(["--enable-lora"] if lora else []),
+        *extra,
+    ]
     process = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, start_new_session=True)
     with httpx.Client() as client:
         for _ in range(400):
@@ -86,7 +97,6 @@ def lora_vllm(tmp_path: Path, vllm_bin: Path) -> Iterator[RunningVLLM]:
         stop_process(running.process, 5)
 
 
-
 QUESTIONS = {f"q{i}": f"a{i}" for i in range(30)}
 """The dataset of the checkpoint tests: 30 questions, each with one right answer."""
 
@@ -99,12 +109,21 @@ def answers(wrong: int = 0) -> dict[str, str]:
 def write_spec(folder: Path, name: str = "forgetting", gate_min: float | None = None) -> Path:
     """A RunSpec over the 30 questions, exact-match scored; the target is filled in by the serving strategy."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{name}.jsonl").write_text("".join(
-        json.dumps({"id": f"r{i}", "prompt": q, "answer": a}) + "\n" for i, (q, a) in enumerate(QUESTIONS.items())))
+    (folder / f"{name}.jsonl").write_text(
+        "".join(
+            json.dumps({"id": f"r{i}", "prompt": q, "answer": a}) + "\n" for i, (q, a) in enumerate(QUESTIONS.items())
+        )
+    )
     spec: dict[str, object] = {
-        "target": {"baseUrl": "http://127.0.0.1:9/v1", "model": "placeholder", "retryBackoff": 0.01,
-                   "maxRetries": 1, "timeout": 10},
-        "dataset": {"path": f"{name}.jsonl"}, "evaluators": [{"ref": "exact-match"}],
+        "target": {
+            "baseUrl": "http://127.0.0.1:9/v1",
+            "model": "placeholder",
+            "retryBackoff": 0.01,
+            "maxRetries": 1,
+            "timeout": 10,
+        },
+        "dataset": {"path": f"{name}.jsonl"},
+        "evaluators": [{"ref": "exact-match"}],
     }
     if gate_min is not None:
         spec["gates"] = [{"metric": "exact-match", "min": gate_min}]

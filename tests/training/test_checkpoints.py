@@ -13,12 +13,24 @@ from evalsi.training import SettleTracker, discover, find_model, parse_step, sig
 from tests.training.conftest import write_adapter, write_model
 
 
-@pytest.mark.parametrize(("name", "step"), [
-    ("checkpoint-500", 500), ("global_step_20", 20), ("step-7", 7), ("step-100.pt", 100),
-    ("checkpoint-3.ckpt", 3), ("step-0", 0),
-    ("checkpoint-", None), ("checkpoint-abc", None), ("runs", None), ("step_100", None),
-    ("global-step-5", None), ("step-100.txt", None), ("xcheckpoint-5", None),
-])
+@pytest.mark.parametrize(
+    ("name", "step"),
+    [
+        ("checkpoint-500", 500),
+        ("global_step_20", 20),
+        ("step-7", 7),
+        ("step-100.pt", 100),
+        ("checkpoint-3.ckpt", 3),
+        ("step-0", 0),
+        ("checkpoint-", None),
+        ("checkpoint-abc", None),
+        ("runs", None),
+        ("step_100", None),
+        ("global-step-5", None),
+        ("step-100.txt", None),
+        ("xcheckpoint-5", None),
+    ],
+)
 def test_parse_step(name: str, step: int | None) -> None:
     assert parse_step(name) == step
 

@@ -21,8 +21,19 @@ def invoke(*args: str) -> Any:
 
 
 def common(spec: Path, logs: Path, vllm: RunningVLLM) -> list[str]:
-    return ["-f", str(spec), "--training-run", "grpo-1", "--serve", "lora", "--base-url", vllm.base_url,
-            "--log-dir", str(logs), "-q"]
+    return [
+        "-f",
+        str(spec),
+        "--training-run",
+        "grpo-1",
+        "--serve",
+        "lora",
+        "--base-url",
+        vllm.base_url,
+        "--log-dir",
+        str(logs),
+        "-q",
+    ]
 
 
 @pytest.fixture
@@ -32,16 +43,18 @@ def evaluated(tmp_path: Path, lora_vllm: RunningVLLM) -> tuple[Path, Path, Runni
     assert invoke("eval", "base", "--step", "base", *common(spec, logs, lora_vllm)).exit_code == 0
     for step, wrong in ((100, 1), (200, 5), (300, 12)):
         adapter = write_adapter(tmp_path / "out" / f"checkpoint-{step}", answers(wrong))
-        result = invoke("eval", str(adapter), "--step", str(step), *common(spec, logs, lora_vllm),
-                        "--regression", "exact-match:0.2")
+        result = invoke(
+            "eval", str(adapter), "--step", str(step), *common(spec, logs, lora_vllm), "--regression", "exact-match:0.2"
+        )
         assert result.exit_code == (3 if step == 300 else 0), result.output
     return spec, logs, lora_vllm
 
 
 def test_curve_table_marks_changes_and_exits_3_on_a_latest_regression(evaluated: tuple[Path, Path, Any]) -> None:
     spec, logs, _ = evaluated
-    result = invoke("curve", "-f", str(spec), "--training-run", "grpo-1", "--log-dir", str(logs),
-                    "--regression", "exact-match:0.2")
+    result = invoke(
+        "curve", "-f", str(spec), "--training-run", "grpo-1", "--log-dir", str(logs), "--regression", "exact-match:0.2"
+    )
     assert result.exit_code == 3, result.output
     rows = [line.split() for line in result.stdout.splitlines()]
     assert ["step", "exact-match", "status"] in rows
@@ -50,16 +63,31 @@ def test_curve_table_marks_changes_and_exits_3_on_a_latest_regression(evaluated:
     assert ["200", "0.833", "(-0.167*)", "ok"] in rows  # significant, but within MAX_DROP
     assert ["300", "0.600", "(-0.400!)", "regressed"] in rows
     assert "* marks a significant change, ! a regression." in result.stdout
-    lenient = invoke("curve", "-f", str(spec), "--training-run", "grpo-1", "--log-dir", str(logs),
-                     "--regression", "exact-match:0.5")
+    lenient = invoke(
+        "curve", "-f", str(spec), "--training-run", "grpo-1", "--log-dir", str(logs), "--regression", "exact-match:0.5"
+    )
     assert lenient.exit_code == 0 and "regressed" not in lenient.stdout
 
 
 def test_curve_json_and_plots(evaluated: tuple[Path, Path, Any], tmp_path: Path) -> None:
     spec, logs, _ = evaluated
     html, png = tmp_path / "curve.html", tmp_path / "curve.png"
-    result = invoke("curve", "-f", str(spec), "--training-run", "grpo-1", "--log-dir", str(logs), "--json",
-                    "--regression", "exact-match:0.2", "--plot", str(html), "--plot", str(png))
+    result = invoke(
+        "curve",
+        "-f",
+        str(spec),
+        "--training-run",
+        "grpo-1",
+        "--log-dir",
+        str(logs),
+        "--json",
+        "--regression",
+        "exact-match:0.2",
+        "--plot",
+        str(html),
+        "--plot",
+        str(png),
+    )
     assert result.exit_code == 3, result.output
     data = orjson.loads(result.stdout)[0]
     assert [p["label"] for p in data["points"]] == ["base", "100", "200", "300"]
@@ -74,8 +102,9 @@ def test_curve_json_and_plots(evaluated: tuple[Path, Path, Any], tmp_path: Path)
 
 def test_eval_json_reuses_complete_results(evaluated: tuple[Path, Path, RunningVLLM], tmp_path: Path) -> None:
     spec, logs, vllm = evaluated
-    result = invoke("eval", str(tmp_path / "out" / "checkpoint-100"), "--step", "100", *common(spec, logs, vllm),
-                    "--json")
+    result = invoke(
+        "eval", str(tmp_path / "out" / "checkpoint-100"), "--step", "100", *common(spec, logs, vllm), "--json"
+    )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["specs"][0]["reused"] is True and data["status"] == "ok"
@@ -99,8 +128,23 @@ def test_eval_serving_failure_exits_1(tmp_path: Path, vllm_bin: Path) -> None:
     spec = write_spec(tmp_path / "specs")
     broken = tmp_path / "checkpoint-1"
     broken.mkdir()
-    result = invoke("eval", str(broken), "--step", "1", "-f", str(spec), "--training-run", "r", "--serve", "vllm",
-                    "--vllm-bin", str(vllm_bin), "--log-dir", str(tmp_path / "logs"), "-q")
+    result = invoke(
+        "eval",
+        str(broken),
+        "--step",
+        "1",
+        "-f",
+        str(spec),
+        "--training-run",
+        "r",
+        "--serve",
+        "vllm",
+        "--vllm-bin",
+        str(vllm_bin),
+        "--log-dir",
+        str(tmp_path / "logs"),
+        "-q",
+    )
     assert result.exit_code == 1 and "exited with code 1 before it was healthy" in result.output
 
 
@@ -116,8 +160,24 @@ def test_watch_once_exits_3_when_a_checkpoint_fails_its_spec_gate(tmp_path: Path
     for path in (tmp_path / "out" / "checkpoint-1").iterdir():
         os.utime(path, (1, 1))
     with OpenAIServer(answers=answers(wrong=10), default="?") as server:
-        result = invoke("watch", str(tmp_path / "out"), "-f", str(spec), "--training-run", "g", "--serve",
-                        "endpoint", "--base-url", server.base_url, "--model", "m", "--log-dir",
-                        str(tmp_path / "logs"), "--once", "--settle", "1")
+        result = invoke(
+            "watch",
+            str(tmp_path / "out"),
+            "-f",
+            str(spec),
+            "--training-run",
+            "g",
+            "--serve",
+            "endpoint",
+            "--base-url",
+            server.base_url,
+            "--model",
+            "m",
+            "--log-dir",
+            str(tmp_path / "logs"),
+            "--once",
+            "--settle",
+            "1",
+        )
     assert result.exit_code == 3, result.output
     assert "checkpoint-1: gate failed" in result.output

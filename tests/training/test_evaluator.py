@@ -17,8 +17,9 @@ from tests.training.conftest import RunningVLLM, answers, write_adapter, write_m
 def test_endpoint_steps_write_results_with_checkpoint_metadata(tmp_path: Path) -> None:
     spec = write_spec(tmp_path / "specs")
     with OpenAIServer(answers=answers(), default="?") as server:
-        evaluator = CheckpointEvaluator([spec], "grpo-1", Endpoint(server.base_url, "served"),
-                                        log_dir=tmp_path / "logs")
+        evaluator = CheckpointEvaluator(
+            [spec], "grpo-1", Endpoint(server.base_url, "served"), log_dir=tmp_path / "logs"
+        )
         base = evaluator.evaluate("org/base", None)
         assert base.status == "ok" and base.label == "base"
         assert {r["model"] for r in server.requests} == {"served"}
@@ -45,8 +46,9 @@ def test_lora_steps_regress_against_the_base(tmp_path: Path, lora_vllm: RunningV
     out = tmp_path / "out"
     good = write_adapter(out / "checkpoint-100", answers(wrong=1))
     bad = write_adapter(out / "checkpoint-200", answers(wrong=12))
-    evaluator = CheckpointEvaluator([spec], "grpo-1", LoRA(lora_vllm.base_url), regression=["exact-match:0.1"],
-                                    log_dir=tmp_path / "logs")
+    evaluator = CheckpointEvaluator(
+        [spec], "grpo-1", LoRA(lora_vllm.base_url), regression=["exact-match:0.1"], log_dir=tmp_path / "logs"
+    )
     first = evaluator.evaluate(good, 100)  # no base yet: nothing to compare with
     assert first.status == "ok" and not first.specs[0].comparisons
     assert evaluator.evaluate("base", None).status == "ok"  # the base model, as the server serves it

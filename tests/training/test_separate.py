@@ -19,11 +19,14 @@ ROWS = [{"question": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range
 def write_spec(tmp_path: Path, **body: Any) -> Path:
     (tmp_path / "train.jsonl").write_text("\n".join(json.dumps(r) for r in ROWS))
     spec = {
-        "apiVersion": "evals.si/v1alpha1", "kind": "RunSpec", "metadata": {"name": "held-out"},
+        "apiVersion": "evals.si/v1alpha1",
+        "kind": "RunSpec",
+        "metadata": {"name": "held-out"},
         "spec": {
             "target": {"callable": "builtins:str"},
             "dataset": {"path": "train.jsonl", "fields": {"prompt": "question"}},
-            "evaluators": [{"ref": "exact-match"}], **body,
+            "evaluators": [{"ref": "exact-match"}],
+            **body,
         },
     }
     path = tmp_path / "run.yaml"

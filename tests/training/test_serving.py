@@ -25,8 +25,11 @@ from tests.training.conftest import RunningVLLM, start_standin, write_adapter, w
 
 
 def chat(base_url: str, model: str, prompt: str) -> httpx.Response:
-    return httpx.post(f"{base_url}/chat/completions", timeout=10,
-                      json={"model": model, "messages": [{"role": "user", "content": prompt}]})
+    return httpx.post(
+        f"{base_url}/chat/completions",
+        timeout=10,
+        json={"model": model, "messages": [{"role": "user", "content": prompt}]},
+    )
 
 
 def alive(pid: int) -> bool:
@@ -111,11 +114,15 @@ def test_lora_errors_name_the_server_and_the_cause(tmp_path: Path, lora_vllm: Ru
     adapter = write_adapter(tmp_path / "checkpoint-3")
     ref = model_ref(adapter, 3, "r")
     (adapter / "adapter_config.json").unlink()  # deleted between discovery and loading
-    with pytest.raises(ServingError, match=r"HTTP 400: Loading lora .* failed: No adapter found"), \
-            LoRA(lora_vllm.base_url).serve(ref):
+    with (
+        pytest.raises(ServingError, match=r"HTTP 400: Loading lora .* failed: No adapter found"),
+        LoRA(lora_vllm.base_url).serve(ref),
+    ):
         pass
-    with pytest.raises(ServingError, match="cannot reach vLLM"), LoRA("http://127.0.0.1:9/v1").serve(
-            model_ref(write_adapter(tmp_path / "checkpoint-4"), 4, "r")):
+    with (
+        pytest.raises(ServingError, match="cannot reach vLLM"),
+        LoRA("http://127.0.0.1:9/v1").serve(model_ref(write_adapter(tmp_path / "checkpoint-4"), 4, "r")),
+    ):
         pass
 
 
@@ -123,15 +130,18 @@ def test_lora_without_runtime_updates_says_how_to_start_vllm(tmp_path: Path, vll
     running = start_standin(vllm_bin, write_model(tmp_path / "base"), tmp_path / "log", lora=False)
     try:
         ref = model_ref(write_adapter(tmp_path / "checkpoint-1"), 1, "r")
-        with pytest.raises(ServingError, match=r"HTTP 404.*VLLM_ALLOW_RUNTIME_LORA_UPDATING=True"), \
-                LoRA(running.base_url).serve(ref):
+        with (
+            pytest.raises(ServingError, match=r"HTTP 404.*VLLM_ALLOW_RUNTIME_LORA_UPDATING=True"),
+            LoRA(running.base_url).serve(ref),
+        ):
             pass
     finally:
         stop_process(running.process, 5)
 
 
-def test_vllm_starts_serves_and_stops_the_checkpoint(tmp_path: Path, vllm_bin: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_vllm_starts_serves_and_stops_the_checkpoint(
+    tmp_path: Path, vllm_bin: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     log = tmp_path / "standin.log"
     monkeypatch.setenv("VLLM_STANDIN_LOG", str(log))
     monkeypatch.setenv("VLLM_STANDIN_STARTUP", "0.3")  # health must be waited for
@@ -152,8 +162,9 @@ def test_vllm_starts_serves_and_stops_the_checkpoint(tmp_path: Path, vllm_bin: P
 
 
 @pytest.mark.parametrize("interrupt", [RuntimeError("evaluation failed"), KeyboardInterrupt()])
-def test_vllm_is_stopped_on_error_and_ctrl_c(tmp_path: Path, vllm_bin: Path, monkeypatch: pytest.MonkeyPatch,
-                                             interrupt: BaseException) -> None:
+def test_vllm_is_stopped_on_error_and_ctrl_c(
+    tmp_path: Path, vllm_bin: Path, monkeypatch: pytest.MonkeyPatch, interrupt: BaseException
+) -> None:
     log = tmp_path / "standin.log"
     monkeypatch.setenv("VLLM_STANDIN_LOG", str(log))
     ref = model_ref(write_model(tmp_path / "checkpoint-1"), 1, "r")
@@ -168,28 +179,37 @@ def test_vllm_start_failures_show_the_log(tmp_path: Path, vllm_bin: Path) -> Non
     broken.mkdir()
     (broken / "model.safetensors").write_bytes(b"x")
     ref = ModelRef(str(broken), 1, "r", None, "f")  # served as named, though it lacks config.json
-    with pytest.raises(ServingError, match=r"exited with code 1 before it was healthy(.|\n)*config\.json"), \
-            VLLM(str(vllm_bin), log_dir=tmp_path).serve(ref):
+    with (
+        pytest.raises(ServingError, match=r"exited with code 1 before it was healthy(.|\n)*config\.json"),
+        VLLM(str(vllm_bin), log_dir=tmp_path).serve(ref),
+    ):
         pass
-    with pytest.raises(ServingError, match=r"exited with code 2(.|\n)*unrecognized arguments: --no-such-flag"), \
-            VLLM(str(vllm_bin), ["--no-such-flag"], log_dir=tmp_path).serve(model_ref(write_model(broken), 1, "r")):
+    with (
+        pytest.raises(ServingError, match=r"exited with code 2(.|\n)*unrecognized arguments: --no-such-flag"),
+        VLLM(str(vllm_bin), ["--no-such-flag"], log_dir=tmp_path).serve(model_ref(write_model(broken), 1, "r")),
+    ):
         pass
-    with pytest.raises(ServingError, match=r"cannot start.*is vLLM installed"), \
-            VLLM(str(tmp_path / "no-vllm")).serve(model_ref(broken, 1, "r")):
+    with (
+        pytest.raises(ServingError, match=r"cannot start.*is vLLM installed"),
+        VLLM(str(tmp_path / "no-vllm")).serve(model_ref(broken, 1, "r")),
+    ):
         pass
     adapter = model_ref(write_adapter(tmp_path / "checkpoint-2"), 2, "r")
     with pytest.raises(ServingError, match="use --serve lora"), VLLM(str(vllm_bin)).serve(adapter):
         pass
 
 
-def test_vllm_startup_timeout_stops_the_process(tmp_path: Path, vllm_bin: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_vllm_startup_timeout_stops_the_process(
+    tmp_path: Path, vllm_bin: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     log = tmp_path / "standin.log"
     monkeypatch.setenv("VLLM_STANDIN_LOG", str(log))
     monkeypatch.setenv("VLLM_STANDIN_STARTUP", "30")
     ref = model_ref(write_model(tmp_path / "checkpoint-1"), 1, "r")
-    with pytest.raises(ServingError, match=r"not healthy within 3 s"), \
-            VLLM(str(vllm_bin), startup_timeout=3.0).serve(ref):
+    with (
+        pytest.raises(ServingError, match=r"not healthy within 3 s"),
+        VLLM(str(vllm_bin), startup_timeout=3.0).serve(ref),
+    ):
         pass
     pid = next(e["pid"] for e in read_log(log) if e["event"] == "start")
     assert not alive(pid)

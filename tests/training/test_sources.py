@@ -37,15 +37,25 @@ def put(url: str, files: dict[str, bytes]) -> None:
 
 
 def adapter_files(step: int, wrong: int = 0) -> dict[str, bytes]:
-    return {f"checkpoint-{step}/adapter_config.json": b"{}",
-            f"checkpoint-{step}/adapter_model.safetensors": b"\0" * 32,
-            f"checkpoint-{step}/answers.json": json.dumps(answers(wrong)).encode()}
+    return {
+        f"checkpoint-{step}/adapter_config.json": b"{}",
+        f"checkpoint-{step}/adapter_model.safetensors": b"\0" * 32,
+        f"checkpoint-{step}/answers.json": json.dumps(answers(wrong)).encode(),
+    }
 
 
 def test_remote_discovery_models_and_download(bucket: str, tmp_path: Path) -> None:
-    put(bucket, {**adapter_files(100), "checkpoint-200/adapter_config.json": b"{}", "step-300.pt": b"torch",
-                 "notes.txt": b"x", "global_step_400/actor/huggingface/config.json": b"{}",
-                 "global_step_400/actor/huggingface/model.safetensors": b"w"})
+    put(
+        bucket,
+        {
+            **adapter_files(100),
+            "checkpoint-200/adapter_config.json": b"{}",
+            "step-300.pt": b"torch",
+            "notes.txt": b"x",
+            "global_step_400/actor/huggingface/config.json": b"{}",
+            "global_step_400/actor/huggingface/model.safetensors": b"w",
+        },
+    )
     source = RemoteDirectory(bucket, tmp_path / "cache")
     found = source.discover()
     assert [c.step for c in found] == [100, 200, 300, 400]
@@ -56,8 +66,11 @@ def test_remote_discovery_models_and_download(bucket: str, tmp_path: Path) -> No
     assert [name for name, _, _ in sig.files] == ["adapter_config.json", "adapter_model.safetensors", "answers.json"]
     assert sig.newest > 0
     local = source.fetch(found[0])
-    assert sorted(p.name for p in local.iterdir()) == ["adapter_config.json", "adapter_model.safetensors",
-                                                      "answers.json"]
+    assert sorted(p.name for p in local.iterdir()) == [
+        "adapter_config.json",
+        "adapter_model.safetensors",
+        "answers.json",
+    ]
     assert source.fetch(found[0]) == local  # downloaded once per version of its files
     single = source.fetch(found[2])
     assert single.name == "step-300.pt" and single.read_bytes() == b"torch"
@@ -92,8 +105,14 @@ def test_watch_evaluates_remote_checkpoints(bucket: str, tmp_path: Path) -> None
     with OpenAIServer(answers=answers(), default="?") as server:
         evaluator = CheckpointEvaluator(spec, "remote", Endpoint(server.base_url, "m"), log_dir=tmp_path / "logs")
         clock = [1e12]  # far in the future: everything has settled
-        watcher = Watcher(evaluator, RemoteDirectory(bucket, tmp_path / "cache"), settle=1.0, once=True,
-                          clock=lambda: clock[0], sleep=lambda s: None)
+        watcher = Watcher(
+            evaluator,
+            RemoteDirectory(bucket, tmp_path / "cache"),
+            settle=1.0,
+            once=True,
+            clock=lambda: clock[0],
+            sleep=lambda s: None,
+        )
         report = watcher.run()
     assert [c.step for c, _ in report.evaluated] == [100, 200] and not report.failed
     meta = json.loads((tmp_path / "logs" / "remote" / "forgetting" / "step-200.json").read_text())["checkpoint"]
@@ -104,14 +123,51 @@ def test_cli_eval_downloads_a_remote_checkpoint(bucket: str, tmp_path: Path) -> 
     put(bucket, adapter_files(100))
     spec = write_spec(tmp_path / "specs")
     with OpenAIServer(answers=answers(), default="?") as server:
-        result = CliRunner().invoke(app, [
-            "checkpoints", "eval", f"{bucket}/checkpoint-100", "--step", "100", "-f", str(spec), "--training-run",
-            "r", "--serve", "endpoint", "--base-url", server.base_url, "--model", "m", "--log-dir",
-            str(tmp_path / "logs"), "-q"])
+        result = CliRunner().invoke(
+            app,
+            [
+                "checkpoints",
+                "eval",
+                f"{bucket}/checkpoint-100",
+                "--step",
+                "100",
+                "-f",
+                str(spec),
+                "--training-run",
+                "r",
+                "--serve",
+                "endpoint",
+                "--base-url",
+                server.base_url,
+                "--model",
+                "m",
+                "--log-dir",
+                str(tmp_path / "logs"),
+                "-q",
+            ],
+        )
         assert result.exit_code == 0, result.output
-        missing = CliRunner().invoke(app, [
-            "checkpoints", "eval", f"{bucket}/checkpoint-900", "--step", "900", "-f", str(spec), "--training-run",
-            "r", "--serve", "endpoint", "--base-url", server.base_url, "--log-dir", str(tmp_path / "logs"), "-q"])
+        missing = CliRunner().invoke(
+            app,
+            [
+                "checkpoints",
+                "eval",
+                f"{bucket}/checkpoint-900",
+                "--step",
+                "900",
+                "-f",
+                str(spec),
+                "--training-run",
+                "r",
+                "--serve",
+                "endpoint",
+                "--base-url",
+                server.base_url,
+                "--log-dir",
+                str(tmp_path / "logs"),
+                "-q",
+            ],
+        )
     assert missing.exit_code == 2 and "no checkpoint named 'checkpoint-900'" in missing.output
     assert [p.name[:15] for p in (tmp_path / "logs" / "downloads" / "r").iterdir()] == ["checkpoint-100-"]
 

@@ -54,11 +54,34 @@ def slow_vllm(tmp_path: Path, vllm_bin: Path, monkeypatch: pytest.MonkeyPatch) -
 
 
 def watcher(tmp_path: Path, vllm: RunningVLLM, spec: Path) -> subprocess.Popen[bytes]:
-    args = [sys.executable, "-m", "evalsi", "checkpoints", "watch", str(tmp_path / "out"), "-f", str(spec),
-            "--training-run", "grpo-1", "--serve", "lora", "--base-url", vllm.base_url,
-            "--log-dir", str(tmp_path / "logs"), "--settle", str(SETTLE), "--poll", "0.2",
-            "--regression", "exact-match:0.2", "--stop-file", str(tmp_path / "STOP"),
-            "--set", "target.maxConcurrency=1"]
+    args = [
+        sys.executable,
+        "-m",
+        "evalsi",
+        "checkpoints",
+        "watch",
+        str(tmp_path / "out"),
+        "-f",
+        str(spec),
+        "--training-run",
+        "grpo-1",
+        "--serve",
+        "lora",
+        "--base-url",
+        vllm.base_url,
+        "--log-dir",
+        str(tmp_path / "logs"),
+        "--settle",
+        str(SETTLE),
+        "--poll",
+        "0.2",
+        "--regression",
+        "exact-match:0.2",
+        "--stop-file",
+        str(tmp_path / "STOP"),
+        "--set",
+        "target.maxConcurrency=1",
+    ]
     log = (tmp_path / "watcher.log").open("ab")
     return subprocess.Popen(args, cwd=tmp_path, stdout=log, stderr=log, start_new_session=True)
 
@@ -74,22 +97,40 @@ def completions(vllm: RunningVLLM, since: float = 0.0) -> list[tuple[str, str, f
 
 
 def loads(vllm: RunningVLLM) -> list[tuple[str, float]]:
-    return [(e["body"]["lora_name"], e["time"]) for e in read_log(vllm.log)
-            if e.get("path") == "/v1/load_lora_adapter"]
+    return [(e["body"]["lora_name"], e["time"]) for e in read_log(vllm.log) if e.get("path") == "/v1/load_lora_adapter"]
 
 
 def complete(path: Path) -> bool:
     return path.exists() and orjson.loads(path.read_bytes()).get("status") == "complete"
 
 
-def test_watch_evaluates_each_checkpoint_once_through_kill_and_restart(tmp_path: Path,
-                                                                       slow_vllm: RunningVLLM) -> None:
+def test_watch_evaluates_each_checkpoint_once_through_kill_and_restart(tmp_path: Path, slow_vllm: RunningVLLM) -> None:
     spec = write_spec(tmp_path / "specs")
     results = tmp_path / "logs" / "grpo-1" / "forgetting"
     cli = CliRunner()
-    base = cli.invoke(app, ["checkpoints", "eval", "base", "--step", "base", "-f", str(spec), "--training-run",
-                            "grpo-1", "--serve", "lora", "--base-url", slow_vllm.base_url, "--log-dir",
-                            str(tmp_path / "logs"), "-q", "--set", "target.maxConcurrency=4"])
+    base = cli.invoke(
+        app,
+        [
+            "checkpoints",
+            "eval",
+            "base",
+            "--step",
+            "base",
+            "-f",
+            str(spec),
+            "--training-run",
+            "grpo-1",
+            "--serve",
+            "lora",
+            "--base-url",
+            slow_vllm.base_url,
+            "--log-dir",
+            str(tmp_path / "logs"),
+            "-q",
+            "--set",
+            "target.maxConcurrency=4",
+        ],
+    )
     assert base.exit_code == 0, base.output
     out = tmp_path / "out"
     write_adapter(out / "checkpoint-100", answers(wrong=1))
@@ -120,8 +161,9 @@ def test_watch_evaluates_each_checkpoint_once_through_kill_and_restart(tmp_path:
     finally:
         if first.poll() is None:
             first.kill()
-    scored_before_kill = {json.loads(line)["key"] for line in journal.read_bytes().splitlines()[1:]
-                          if line.strip().endswith(b"}")}
+    scored_before_kill = {
+        json.loads(line)["key"] for line in journal.read_bytes().splitlines()[1:] if line.strip().endswith(b"}")
+    }
     assert 5 <= len(scored_before_kill) < 30
     assert not (tmp_path / "STOP").exists()
 
@@ -146,8 +188,23 @@ def test_watch_evaluates_each_checkpoint_once_through_kill_and_restart(tmp_path:
     assert not any(name.startswith("grpo-1") for name in _served_models(slow_vllm))  # every adapter unloaded
 
     html = tmp_path / "curve.html"
-    curve = cli.invoke(app, ["checkpoints", "curve", "-f", str(spec), "--training-run", "grpo-1", "--log-dir",
-                             str(tmp_path / "logs"), "--regression", "exact-match:0.2", "--plot", str(html)])
+    curve = cli.invoke(
+        app,
+        [
+            "checkpoints",
+            "curve",
+            "-f",
+            str(spec),
+            "--training-run",
+            "grpo-1",
+            "--log-dir",
+            str(tmp_path / "logs"),
+            "--regression",
+            "exact-match:0.2",
+            "--plot",
+            str(html),
+        ],
+    )
     assert curve.exit_code == 3, curve.output
     rows = [line.split() for line in curve.stdout.splitlines()]
     assert ["300", "0.600", "(-0.400!)", "regressed"] in rows and ["200", "0.833", "(-0.167*)", "ok"] in rows
@@ -161,7 +218,8 @@ def _served_models(vllm: RunningVLLM) -> list[str]:
 
 
 def test_watch_once_with_vllm_serve_starts_and_stops_a_server_per_checkpoint(
-        tmp_path: Path, vllm_bin: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, vllm_bin: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     log = tmp_path / "standin.log"
     monkeypatch.setenv("VLLM_STANDIN_LOG", str(log))
     spec = write_spec(tmp_path / "specs")
@@ -172,9 +230,28 @@ def test_watch_once_with_vllm_serve_starts_and_stops_a_server_per_checkpoint(
     old = time.time() - 60
     for path in out.rglob("*"):
         os.utime(path, (old, old))
-    result = CliRunner().invoke(app, [
-        "checkpoints", "watch", str(out), "-f", str(spec), "--training-run", "v", "--serve", "vllm",
-        "--vllm-bin", str(vllm_bin), "--log-dir", str(tmp_path / "logs"), "--settle", "5", "--once", "-q"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "checkpoints",
+            "watch",
+            str(out),
+            "-f",
+            str(spec),
+            "--training-run",
+            "v",
+            "--serve",
+            "vllm",
+            "--vllm-bin",
+            str(vllm_bin),
+            "--log-dir",
+            str(tmp_path / "logs"),
+            "--settle",
+            "5",
+            "--once",
+            "-q",
+        ],
+    )
     assert result.exit_code == 1, result.output  # step 30 holds no model
     starts = [e for e in read_log(log) if e["event"] == "start"]
     assert [e["argv"][1] for e in starts] == [str(out / "global_step_10"), str(out / "global_step_20")]

@@ -97,7 +97,9 @@ def test_retry_after_seconds_is_honoured_and_the_body_resent(server: ScriptedSer
     assert transport.attempts == 3 and server.bodies == [b'{"x": 1}'] * 3
     assert server.times[1] - server.times[0] >= 0.9  # the server's 1 s, not the 0.01 s backoff
     assert [(n.attempt, n.attempts, n.reason, n.delay) for n in notices] == [
-        (1, 4, "HTTP 429", 1.0), (2, 4, "HTTP 503", 0.0)]
+        (1, 4, "HTTP 429", 1.0),
+        (2, 4, "HTTP 503", 0.0),
+    ]
 
 
 def test_retry_after_as_an_http_date_async(server: ScriptedServer) -> None:
@@ -121,6 +123,7 @@ def test_a_dropped_connection_is_retried(server: ScriptedServer, use_async: bool
     notices: list[RetryNotice] = []
     policy = RetryPolicy(retries=2, backoff=0.01, on_retry=notices.append)
     if use_async:
+
         async def go() -> int:
             async with httpx.AsyncClient(transport=AsyncRetryTransport(policy), timeout=5.0) as client:
                 return (await client.post(server.url, content=b"{}")).status_code

@@ -41,7 +41,7 @@ def test_run_page_shows_metrics_interval_pass_k_gates_and_counts(client: TestCli
     acc = summary["metrics"]["acc"]
     assert f"{acc['mean']:.4f}" in html and f"[{acc['ci_low']:.4f}, {acc['ci_high']:.4f}]" in html
     assert "pass@1/acc" in html
-    metrics = html[html.index('id="metrics"'):html.index('id="counts"')]
+    metrics = html[html.index('id="metrics"') : html.index('id="counts"')]
     assert "passed" in metrics  # the gate min 0.5 holds at 0.5
     counts = client.get(f"/api/runs/{rid}").json()["summary"]["counts"]
     assert counts == {"acc": {"ok": 24}}
@@ -91,10 +91,19 @@ def test_hostile_completion_is_escaped_and_scripts_are_forbidden(client: TestCli
     assert "<script>document" not in client.get(f"/runs/{rid}", params={"q": "script"}).text
 
 
-@pytest.mark.parametrize("path", [
-    "/runs/../../../etc/passwd", "/runs/..%2F..%2Fetc%2Fpasswd", "/static/../_app.py", "/static/..%2f_app.py",
-    "/static/%2e%2e/_app.py", "/static/../../../../etc/passwd", "/runs/%2Fetc%2Fpasswd", "/rewards/..%2fscores.jsonl",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/runs/../../../etc/passwd",
+        "/runs/..%2F..%2Fetc%2Fpasswd",
+        "/static/../_app.py",
+        "/static/..%2f_app.py",
+        "/static/%2e%2e/_app.py",
+        "/static/../../../../etc/passwd",
+        "/runs/%2Fetc%2Fpasswd",
+        "/rewards/..%2fscores.jsonl",
+    ],
+)
 def test_paths_outside_the_roots_are_not_readable(client: TestClient, path: str) -> None:
     answer = client.get(path)
     assert answer.status_code == 404
@@ -112,6 +121,7 @@ def test_a_link_out_of_the_root_is_not_followed(tmp_path: Path) -> None:
     client = TestClient(create_app([root]))
     assert client.get("/api/sources").json()["runs"] == []
     from evalsi.view._catalog import source_id
+
     secret = source_id((outside / "secret.results.json").resolve(), "run")
     assert client.get(f"/runs/{secret}").status_code == 404
     assert client.get(f"/api/runs/{secret}/records/0").status_code == 404
@@ -132,8 +142,12 @@ def test_read_only(client: TestClient, method: str) -> None:
 
 def test_compare_matches_evalsi_compare(client: TestClient, results_dir: Path) -> None:
     a, b = run_id(client, "run-a"), run_id(client, "run-b")
-    expected = [comparison_to_dict(c) for c in compare_runs(load_results(results_dir / "a.results.json"),
-                                                            load_results(results_dir / "b.results.json"))]
+    expected = [
+        comparison_to_dict(c)
+        for c in compare_runs(
+            load_results(results_dir / "a.results.json"), load_results(results_dir / "b.results.json")
+        )
+    ]
     assert client.get("/api/compare", params={"a": a, "b": b}).json() == orjson.loads(orjson.dumps(expected))
     html = client.get("/compare", params={"a": a, "b": b}).text
     acc = expected[0]
@@ -236,8 +250,12 @@ def test_a_curve_follows_a_watcher_adding_steps(client: TestClient, results_dir:
     before = client.get(f"/api/curves/{cid}/stamp").json()["stamp"]
     assert f'data-stamp="{before}"' in client.get(f"/curves/{cid}").text
     folder = results_dir / "logs" / "grpo-1" / "forgetting"
-    simple_run(folder / "step-300.json", "grpo-1 300", [True] * 29 + [False] * 11,
-               checkpoint={"trainingRun": "grpo-1", "step": 300, "label": "300"})
+    simple_run(
+        folder / "step-300.json",
+        "grpo-1 300",
+        [True] * 29 + [False] * 11,
+        checkpoint={"trainingRun": "grpo-1", "step": 300, "label": "300"},
+    )
     assert client.get(f"/api/curves/{cid}/stamp").json()["stamp"] != before
     fragment = client.get(f"/curves/{cid}", params={"fragment": "live"}).text
     assert 'data-step="300"' in fragment and "<html" not in fragment

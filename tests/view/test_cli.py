@@ -15,8 +15,12 @@ from evalsi.cli.main import app
 @pytest.fixture
 def served(results_dir: Path) -> Iterator[str]:
     """``evalsi view DIR --port 0`` as a real process; yields its URL."""
-    process = subprocess.Popen([sys.executable, "-m", "evalsi", "view", str(results_dir), "--port", "0"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "evalsi", "view", str(results_dir), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert process.stdout is not None
         url = process.stdout.readline().strip()

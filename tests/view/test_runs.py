@@ -20,8 +20,10 @@ def test_count_in_windows_matches_bytes_count(window: int) -> None:
 
 def test_records_found_lazily_equal_the_parsed_file_in_any_order(tmp_path: Path) -> None:
     tricky = ['a "quoted" {brace}\n    {\n not a record', HOSTILE, "ünïcode ✓", "}\n    },\n    {\n"]
-    records = [record(i, [i % 2 == 0, None], completion=tricky[i % len(tricky)],
-                      prompt=[{"role": "user", "content": f"q{i}"}]) for i in range(9)]
+    records = [
+        record(i, [i % 2 == 0, None], completion=tricky[i % len(tricky)], prompt=[{"role": "user", "content": f"q{i}"}])
+        for i in range(9)
+    ]
     path = write_run(tmp_path / "r.results.json", "r", records)
     expected = read_results(path)["records"]
     run = load_run(path)
@@ -43,8 +45,13 @@ def test_an_empty_run_opens(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("on_error", ["zero", "none"])
 def test_the_row_index_agrees_with_each_records_own_columns(tmp_path: Path, on_error: str) -> None:
-    records = [record(0, [True, None]), record(1, [0.25, 0.75]), record(2, [None]),
-               record(3, [True], status="skipped"), record(4, [])]
+    records = [
+        record(0, [True, None]),
+        record(1, [0.25, 0.75]),
+        record(2, [None]),
+        record(3, [True], status="skipped"),
+        record(4, []),
+    ]
     path = write_run(tmp_path / "r.results.json", "r", records)
     run = load_run(path)
     index = build_index(run.records, ["acc"], on_error)  # type: ignore[arg-type]
@@ -52,8 +59,11 @@ def test_the_row_index_agrees_with_each_records_own_columns(tmp_path: Path, on_e
     for i in range(len(records)):
         own = record_stats(whole[i], ["acc"], on_error)  # type: ignore[arg-type]
         assert index.statuses[i] == own.statuses
-        for got, want in ((index.values["acc"][i], own.values[0]), (index.tokens[i], own.tokens),
-                          (index.latency[i], own.latency)):
+        for got, want in (
+            (index.values["acc"][i], own.values[0]),
+            (index.tokens[i], own.tokens),
+            (index.latency[i], own.latency),
+        ):
             assert got == pytest.approx(want, nan_ok=True)
     assert index.values["acc"][0] == (0.5 if on_error == "zero" else 1.0)
     assert index.values["acc"][1] == 0.5

@@ -29,8 +29,9 @@ def reward_summary(reward: Reward, results: Sequence[RewardResult]) -> Group:
     else:
         head_row = ["-", "-", "-", "-", "-", "", status_text]
     head_columns = ("mean", "std", "min", "median", "max", "distribution", "statuses")
-    head = number_table(f"reward {escape(repr(reward.name))}: {len(results)} rollouts", head_columns,
-                        head_columns[:5], [head_row])
+    head = number_table(
+        f"reward {escape(repr(reward.name))}: {len(results)} rollouts", head_columns, head_columns[:5], [head_row]
+    )
 
     rows = []
     for component in reward.components:
@@ -39,16 +40,18 @@ def reward_summary(reward: Reward, results: Sequence[RewardResult]) -> Group:
         errors = [s for s in scores if s.status == "error"]
         counts = Counter(s.status for s in scores)
         rule = component.rule
-        rows.append([
-            escape(component.name),
-            f"{rule.weight:g}",
-            f">= {rule.threshold:g}" if rule.gate else "",
-            f"{statistics.fmean(values):.4f}" if values else "-",
-            str(counts["ok"]),
-            str(counts["skipped"]),
-            str(counts["error"]),
-            escape((errors[0].reason or "")[:80]) if errors else "",
-        ])
+        rows.append(
+            [
+                escape(component.name),
+                f"{rule.weight:g}",
+                f">= {rule.threshold:g}" if rule.gate else "",
+                f"{statistics.fmean(values):.4f}" if values else "-",
+                str(counts["ok"]),
+                str(counts["skipped"]),
+                str(counts["error"]),
+                escape((errors[0].reason or "")[:80]) if errors else "",
+            ]
+        )
     columns = ("component", "weight", "gate", "mean", "ok", "skipped", "errored", "first error")
     table = number_table("components", columns, columns[1:7], rows)
     parts: list[Table | Text] = [head, table]
@@ -56,8 +59,12 @@ def reward_summary(reward: Reward, results: Sequence[RewardResult]) -> Group:
         stats = reward.cache.stats
         looked_up = stats.hits + stats.misses + stats.deduplicated
         rate = f"; {(looked_up - stats.misses) / looked_up:.0%} not computed" if looked_up else ""
-        parts.append(Text(f"cache: {stats.hits} hits, {stats.deduplicated} repeats in a batch (computed once), "
-                          f"{stats.misses} misses{rate}"))
+        parts.append(
+            Text(
+                f"cache: {stats.hits} hits, {stats.deduplicated} repeats in a batch (computed once), "
+                f"{stats.misses} misses{rate}"
+            )
+        )
     return Group(*parts)
 
 

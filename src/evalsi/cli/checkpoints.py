@@ -40,37 +40,66 @@ from evalsi.training._plot import cell_text, plot_curve
 from evalsi.training._sources import RemoteDirectory, is_remote, open_source
 from evalsi.training._watch import Watcher
 
-app = typer.Typer(help="Evaluate training checkpoints against run specs, and draw the learning curve.",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="Evaluate training checkpoints against run specs, and draw the learning curve.", no_args_is_help=True
+)
 
 SERVE_CHOICES = ("transformers", "vllm", "lora", "endpoint")
 
 Files = Annotated[list[Path], typer.Option("--file", "-f", help="A RunSpec YAML file (repeatable).")]
 TrainingRun = Annotated[str, typer.Option("--training-run", help="The training run's name (groups its results).")]
-Serve = Annotated[str, typer.Option(
-    "--serve", help="How checkpoints are served: transformers (in-process), vllm (starts vllm serve), "
-    "lora (loads adapters into a running vLLM at --base-url), endpoint (already served).")]
-BaseUrl = Annotated[str | None, typer.Option(
-    "--base-url", help="The running server's OpenAI base URL (lora; endpoint: instead of the spec's).")]
-Model = Annotated[str | None, typer.Option(
-    "--model", help="endpoint: the model name to request (default: the spec's target.model).")]
+Serve = Annotated[
+    str,
+    typer.Option(
+        "--serve",
+        help="How checkpoints are served: transformers (in-process), vllm (starts vllm serve), "
+        "lora (loads adapters into a running vLLM at --base-url), endpoint (already served).",
+    ),
+]
+BaseUrl = Annotated[
+    str | None,
+    typer.Option("--base-url", help="The running server's OpenAI base URL (lora; endpoint: instead of the spec's)."),
+]
+Model = Annotated[
+    str | None, typer.Option("--model", help="endpoint: the model name to request (default: the spec's target.model).")
+]
 LogDir = Annotated[Path, typer.Option("--log-dir", help="Where step results are kept: LOG_DIR/TRAINING_RUN/SPEC/.")]
-Regression = Annotated[list[str] | None, typer.Option(
-    "--regression", metavar="METRIC[:MAX_DROP]",
-    help="Fail a step significantly below the base on METRIC by more than MAX_DROP (repeatable).")]
-Overrides = Annotated[list[str] | None, typer.Option(
-    "--set", help="Override a field of every spec, e.g. --set numSamples=200 (repeatable).")]
+Regression = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--regression",
+        metavar="METRIC[:MAX_DROP]",
+        help="Fail a step significantly below the base on METRIC by more than MAX_DROP (repeatable).",
+    ),
+]
+Overrides = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Override a field of every spec, e.g. --set numSamples=200 (repeatable)."),
+]
 VllmBin = Annotated[str, typer.Option("--vllm-bin", help="vllm: the vllm executable.")]
-VllmArgs = Annotated[list[str] | None, typer.Option(
-    "--vllm-arg", help="vllm: one extra argument for vllm serve, e.g. --vllm-arg=--max-model-len=8192 (repeatable).")]
+VllmArgs = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--vllm-arg", help="vllm: one extra argument for vllm serve, e.g. --vllm-arg=--max-model-len=8192 (repeatable)."
+    ),
+]
 Device = Annotated[str, typer.Option("--device", help="transformers: cpu, cuda, cuda:1...")]
-BaseModel = Annotated[str | None, typer.Option(
-    "--base-model", help="transformers: the model a state dictionary (step-N.pt) loads into.")]
+BaseModel = Annotated[
+    str | None, typer.Option("--base-model", help="transformers: the model a state dictionary (step-N.pt) loads into.")
+]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")]
 
 
-def make_serving(serve: str, base_url: str | None, model: str | None, vllm_bin: str, vllm_args: list[str] | None,
-                 device: str, base_model: str | None, log_dir: Path) -> ServingStrategy:
+def make_serving(
+    serve: str,
+    base_url: str | None,
+    model: str | None,
+    vllm_bin: str,
+    vllm_args: list[str] | None,
+    device: str,
+    base_model: str | None,
+    log_dir: Path,
+) -> ServingStrategy:
     """The serving strategy the options name."""
     if serve == "endpoint":
         return Endpoint(base_url, model)
@@ -142,19 +171,22 @@ class Display:
         if not self.enabled:
             return
         colour = "green" if result.status == "ok" else "bold red"
-        self.console.print(f"[bold]{checkpoint.name}[/]: [{colour}]{result.status}[/] in {result.seconds:.1f} s",
-                           highlight=False)
+        self.console.print(
+            f"[bold]{checkpoint.name}[/]: [{colour}]{result.status}[/] in {result.seconds:.1f} s", highlight=False
+        )
         for spec in result.specs:
             for rule in spec.regressions:
                 d = spec.comparisons[rule.metric].difference
-                self.console.print(f"  [bold red]regression[/] {escape(spec.spec)}: {escape(rule.metric)} "
-                                   f"{d.mean:+.4f} (95% CI [{d.ci_low:+.4f}, {d.ci_high:+.4f}])", highlight=False)
+                self.console.print(
+                    f"  [bold red]regression[/] {escape(spec.spec)}: {escape(rule.metric)} "
+                    f"{d.mean:+.4f} (95% CI [{d.ci_low:+.4f}, {d.ci_high:+.4f}])",
+                    highlight=False,
+                )
 
     def failed(self, checkpoint: Checkpoint, reason: str) -> None:
         """A checkpoint could not be evaluated."""
         self._clear()
-        self.console.print(f"[bold red]{checkpoint.name}: failed:[/] {escape(reason)}", highlight=False,
-                           soft_wrap=True)
+        self.console.print(f"[bold red]{checkpoint.name}: failed:[/] {escape(reason)}", highlight=False, soft_wrap=True)
 
     def _clear(self) -> None:
         if self._status is not None:
@@ -169,6 +201,7 @@ class Display:
 @contextlib.contextmanager
 def _terminate_as_interrupt() -> Iterator[None]:
     """SIGTERM stops like Ctrl-C: whatever is being served is stopped on the way out."""
+
     def handler(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
@@ -183,19 +216,38 @@ def _terminate_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _evaluator(files: list[Path], training_run: str, serving: ServingStrategy, regression: list[str] | None,
-               log_dir: Path, overrides: list[str] | None, display: Display) -> CheckpointEvaluator:
+def _evaluator(
+    files: list[Path],
+    training_run: str,
+    serving: ServingStrategy,
+    regression: list[str] | None,
+    log_dir: Path,
+    overrides: list[str] | None,
+    display: Display,
+) -> CheckpointEvaluator:
     try:
-        return CheckpointEvaluator(files, training_run, serving, regression=regression or [], log_dir=log_dir,
-                                   overrides=overrides or [], progress=display.enabled, on_stage=display.stage)
+        return CheckpointEvaluator(
+            files,
+            training_run,
+            serving,
+            regression=regression or [],
+            log_dir=log_dir,
+            overrides=overrides or [],
+            progress=display.enabled,
+            on_stage=display.stage,
+        )
     except (SpecError, DataError) as exc:
         fail(str(exc))
 
 
 @app.command("eval")
 def eval_command(
-    model_or_path: Annotated[str, typer.Argument(
-        help="The checkpoint's directory or file (or s3://, gs://, hf:// URL), or for --step base the base model.")],
+    model_or_path: Annotated[
+        str,
+        typer.Argument(
+            help="The checkpoint's directory or file (or s3://, gs://, hf:// URL), or for --step base the base model."
+        ),
+    ],
     step: Annotated[str, typer.Option("--step", help="base, or the checkpoint's step number.")],
     files: Files,
     training_run: TrainingRun,
@@ -235,8 +287,9 @@ def eval_command(
     if as_json:
         stdout.out(orjson.dumps(describe_result(result)).decode(), highlight=False)
     elif not quiet:
-        stderr.print(f"{result.label}: {result.status} ({', '.join(str(s.path) for s in result.specs)})",
-                     highlight=False)
+        stderr.print(
+            f"{result.label}: {result.status} ({', '.join(str(s.path) for s in result.specs)})", highlight=False
+        )
     if not result.complete:
         raise typer.Exit(EXIT_FAILED)
     raise typer.Exit(EXIT_GATE if result.status in ("regressed", "gate failed") else 0)
@@ -244,8 +297,12 @@ def eval_command(
 
 @app.command("watch")
 def watch_command(
-    directory: Annotated[str, typer.Argument(
-        help="The training output directory to watch: a path, or s3://, gs://, hf:// (with evalsi\\[remote]).")],
+    directory: Annotated[
+        str,
+        typer.Argument(
+            help="The training output directory to watch: a path, or s3://, gs://, hf:// (with evalsi\\[remote])."
+        ),
+    ],
     files: Files,
     training_run: TrainingRun,
     serve: Serve = "transformers",
@@ -253,13 +310,17 @@ def watch_command(
     model: Model = None,
     log_dir: LogDir = DEFAULT_LOG_DIR,
     regression: Regression = None,
-    settle: Annotated[float, typer.Option(
-        "--settle", min=0, help="Seconds a checkpoint must stay unchanged before it is evaluated.")] = 60.0,
+    settle: Annotated[
+        float, typer.Option("--settle", min=0, help="Seconds a checkpoint must stay unchanged before it is evaluated.")
+    ] = 60.0,
     poll: Annotated[float, typer.Option("--poll", min=0.01, help="Seconds between looks for new checkpoints.")] = 2.0,
-    stop_file: Annotated[Path | None, typer.Option(
-        "--stop-file", help="Written when a checkpoint regresses (a training loop can stop on it).")] = None,
-    once: Annotated[bool, typer.Option(
-        "--once", help="Evaluate the checkpoints there now (waiting for those settling), then exit.")] = False,
+    stop_file: Annotated[
+        Path | None,
+        typer.Option("--stop-file", help="Written when a checkpoint regresses (a training loop can stop on it)."),
+    ] = None,
+    once: Annotated[
+        bool, typer.Option("--once", help="Evaluate the checkpoints there now (waiting for those settling), then exit.")
+    ] = False,
     overrides: Overrides = None,
     vllm_bin: VllmBin = "vllm",
     vllm_args: VllmArgs = None,
@@ -277,23 +338,25 @@ def watch_command(
     display = Display(not quiet)
     evaluator = _evaluator(files, training_run, serving, regression, log_dir, overrides, display)
     if evaluator.rules and not evaluator.is_done(None):
-        stderr.print("[yellow]note:[/] no base results yet, so regressions cannot be checked; evaluate the base "
-                     "with `evalsi checkpoints eval MODEL --step base` (same -f, --training-run, --log-dir)",
-                     highlight=False)
+        stderr.print(
+            "[yellow]note:[/] no base results yet, so regressions cannot be checked; evaluate the base "
+            "with `evalsi checkpoints eval MODEL --step base` (same -f, --training-run, --log-dir)",
+            highlight=False,
+        )
     try:
         source = open_source(directory, log_dir / "downloads" / training_run)
     except EvalsiError as exc:
         fail(str(exc))
-    watcher = Watcher(evaluator, source, settle=settle, poll=poll, stop_file=stop_file, once=once,
-                      display=display)
+    watcher = Watcher(evaluator, source, settle=settle, poll=poll, stop_file=stop_file, once=once, display=display)
     report = watcher.report
     try:
         with _terminate_as_interrupt():
             watcher.run()
     except KeyboardInterrupt:
         display.close()
-        stderr.print("stopped: finished steps are saved; a half-evaluated one resumes when the watcher restarts",
-                     highlight=False)
+        stderr.print(
+            "stopped: finished steps are saved; a half-evaluated one resumes when the watcher restarts", highlight=False
+        )
     finally:
         display.close()
     if report.stop_file_written and stop_file is not None:
@@ -310,8 +373,10 @@ def curve_command(
     training_run: TrainingRun,
     log_dir: LogDir = DEFAULT_LOG_DIR,
     regression: Regression = None,
-    plot: Annotated[list[Path] | None, typer.Option(
-        "--plot", help="Draw the curve: curve.html (self-contained) or curve.png (needs evalsi\\[plot]).")] = None,
+    plot: Annotated[
+        list[Path] | None,
+        typer.Option("--plot", help="Draw the curve: curve.html (self-contained) or curve.png (needs evalsi\\[plot])."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the curve as JSON.")] = False,
 ) -> None:
     """The learning curve: each step's metrics with the change from the base (* significant, ! regression).

@@ -32,13 +32,18 @@ def compare_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
     strict: Annotated[
         bool,
-        typer.Option("--strict", help="Exit 2 instead of warning when the runs share under 90% of their records "
-                                      "or one of them is partial."),
+        typer.Option(
+            "--strict",
+            help="Exit 2 instead of warning when the runs share under 90% of their records or one of them is partial.",
+        ),
     ] = False,
     regression: Annotated[
         list[str] | None,
-        typer.Option("--regression", metavar="METRIC[:MAX_DROP]",
-                     help="Exit 3 when B is significantly below A on METRIC by more than MAX_DROP (repeatable)."),
+        typer.Option(
+            "--regression",
+            metavar="METRIC[:MAX_DROP]",
+            help="Exit 3 when B is significantly below A on METRIC by more than MAX_DROP (repeatable).",
+        ),
     ] = None,
 ) -> None:
     """Paired comparison of B against A: per metric, B − A with a 95% CI (* when it excludes 0).
@@ -81,8 +86,11 @@ def compare_command(
         stderr.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
     for metric, rule in failed.items():
         d = by_metric[metric].comparison.difference
-        stderr.print(f"[bold red]regression:[/] {escape(metric)} dropped {-d.mean:.4f} (95% CI of B − A "
-                     f"[{d.ci_low:+.4f}, {d.ci_high:+.4f}]), more than {rule.max_drop:g}", highlight=False)
+        stderr.print(
+            f"[bold red]regression:[/] {escape(metric)} dropped {-d.mean:.4f} (95% CI of B − A "
+            f"[{d.ci_low:+.4f}, {d.ci_high:+.4f}]), more than {rule.max_drop:g}",
+            highlight=False,
+        )
     if warnings and strict:
         fail("--strict: the comparison raised warnings (above)")
     if failed:
@@ -94,17 +102,26 @@ def comparison_warnings(a: LoadedRun, b: LoadedRun) -> list[str]:
     out = []
     overlap = record_overlap(a, b)
     if overlap.fraction < SHARED_WARNING:
-        out.append(f"the runs share {overlap.shared} records ({overlap.fraction:.0%} of the larger run; "
-                   f"{overlap.only_a} only in A, {overlap.only_b} only in B): they may not cover the same data")
+        out.append(
+            f"the runs share {overlap.shared} records ({overlap.fraction:.0%} of the larger run; "
+            f"{overlap.only_a} only in A, {overlap.only_b} only in B): they may not cover the same data"
+        )
     for label, run in (("A", a), ("B", b)):
         if run.status != "complete":
-            out.append(f"{label} ({run.path}) is a {run.status} run ({len(run.records)} records): rerun it "
-                       "to finish, or compare knowing it is incomplete")
+            out.append(
+                f"{label} ({run.path}) is a {run.status} run ({len(run.records)} records): rerun it "
+                "to finish, or compare knowing it is incomplete"
+            )
     return out
 
 
-def comparison_table(run_a: LoadedRun, run_b: LoadedRun, compared: list[MetricComparison], flips: int,
-                     regressions: set[str] | None = None) -> Group:
+def comparison_table(
+    run_a: LoadedRun,
+    run_b: LoadedRun,
+    compared: list[MetricComparison],
+    flips: int,
+    regressions: set[str] | None = None,
+) -> Group:
     """The per-metric table, headed by run names and files (``!`` marks a regression), then the flipped records."""
     regressions = regressions or set()
     rows = []
@@ -119,17 +136,27 @@ def comparison_table(run_a: LoadedRun, run_b: LoadedRun, compared: list[MetricCo
         improved = sum(1 for f in c.flips if f.direction == "improved")
         flip_text = f"+{improved}/−{len(c.flips) - improved}" if c.mcnemar is not None else "-"
         p = "-" if c.mcnemar is None else f"{c.mcnemar.p_value:.4g}"
-        rows.append([escape(item.metric), _num(c.mean_a), _num(c.mean_b), f"{_signed(d.mean)}{mark}", ci, p,
-                     flip_text, str(c.pairs)])
+        rows.append(
+            [
+                escape(item.metric),
+                _num(c.mean_a),
+                _num(c.mean_b),
+                f"{_signed(d.mean)}{mark}",
+                ci,
+                p,
+                flip_text,
+                str(c.pairs),
+            ]
+        )
         if c.only_a or c.only_b:
-            details.append(Text(f"{item.metric}: {c.pairs} pairs; {c.only_a} records only in A, {c.only_b} only "
-                                "in B are left out"))
+            details.append(
+                Text(f"{item.metric}: {c.pairs} pairs; {c.only_a} records only in A, {c.only_b} only in B are left out")
+            )
         if c.flips and flips > 0:
             shown = ", ".join(f"{f.key} ({'+' if f.direction == 'improved' else '−'})" for f in c.flips[:flips])
             more = f" … {len(c.flips) - flips} more" if len(c.flips) > flips else ""
             details.append(Text(f"{item.metric} flipped: {shown}{more}"))
-    title = (f"B = {escape(run_b.name)} ({escape(run_b.path)}) vs A = {escape(run_a.name)} "
-             f"({escape(run_a.path)})")
+    title = f"B = {escape(run_b.name)} ({escape(run_b.path)}) vs A = {escape(run_a.name)} ({escape(run_a.path)})"
     columns = ("metric", "A", "B", "B − A", "95% CI", "McNemar p", "flips", "pairs")
     notes = ["* the 95% CI of B − A excludes 0"] if marked else []
     if regressions:

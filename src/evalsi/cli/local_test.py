@@ -26,8 +26,11 @@ def local_test_command(
     except ModuleNotFoundError:
         fail("local-test runs pytest: pip install pytest")
     arguments = [entry, "-q", "-s", "-p", "no:cacheprovider"]
-    for option, value in (("--evalsi-max-rows", max_rows), ("--evalsi-num-runs", num_runs),
-                          ("--evalsi-passed-threshold", threshold)):
+    for option, value in (
+        ("--evalsi-max-rows", max_rows),
+        ("--evalsi-num-runs", num_runs),
+        ("--evalsi-passed-threshold", threshold),
+    ):
         if value is not None:
             arguments += [option, str(value)]
     recorder = _FailureKinds()

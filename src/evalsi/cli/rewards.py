@@ -58,8 +58,11 @@ def score_command(
         results = _score_in_chunks(reward, records, show_progress=not quiet and len(records) > CHUNK)
     except RewardBatchError as exc:
         where = source.error(exc.index, f"component {exc.component!r} errored: {exc.cause}")
-        fail(f"the batch failed, nothing was written: {where} (onError: raise fails the batch; "
-             "set onError to 'zero' or 'none' to score past errors)", EXIT_FAILED)
+        fail(
+            f"the batch failed, nothing was written: {where} (onError: raise fails the batch; "
+            "set onError to 'zero' or 'none' to score past errors)",
+            EXIT_FAILED,
+        )
     pairs = enumerate(zip(records, results, strict=True))
     lines = [result_json(result, i, record_id=record.id, details=details) for i, (record, result) in pairs]
     if output is None:

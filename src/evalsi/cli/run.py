@@ -35,8 +35,12 @@ def run_command(
     name: Annotated[str | None, typer.Option("--name", help="Which RunSpec, when the file holds several.")] = None,
     output: Annotated[
         Path | None,
-        typer.Option("--output", "-o", help="The results file, relative to the current directory (default: "
-                                            "spec.output, relative to the spec file)."),
+        typer.Option(
+            "--output",
+            "-o",
+            help="The results file, relative to the current directory (default: "
+            "spec.output, relative to the spec file).",
+        ),
     ] = None,
     restart: Annotated[
         bool, typer.Option("--restart", help="Discard earlier results of this run instead of resuming.")
@@ -67,8 +71,11 @@ def run_command(
         fail(f"the run stopped (onError: raise): {outcome.aborted} (exit {EXIT_FAILED})", EXIT_FAILED)
     if outcome.failed:
         first = next(iter(outcome.failed.items()))
-        fail(f"{len(outcome.failed)} records could not be generated (first: {first[0]}: {first[1]}); "
-             f"run again to resume them (exit {EXIT_FAILED})", EXIT_FAILED)
+        fail(
+            f"{len(outcome.failed)} records could not be generated (first: {first[0]}: {first[1]}); "
+            f"run again to resume them (exit {EXIT_FAILED})",
+            EXIT_FAILED,
+        )
     raise typer.Exit(EXIT_CODES[outcome.verdict])
 
 
@@ -105,8 +112,9 @@ def run_summary(outcome: RunOutcome) -> Group:
             value = "-" if gate.value is None else f"{gate.value:.4f}"
             bounds = ["-" if b is None else f"{b:g}" for b in (gate.min, gate.max)]
             gate_rows.append([escape(gate.metric), value, *bounds, status])
-        parts.append(number_table("gates", ("metric", "value", "min", "max", "status"), ("value", "min", "max"),
-                                  gate_rows))
+        parts.append(
+            number_table("gates", ("metric", "value", "min", "max", "status"), ("value", "min", "max"), gate_rows)
+        )
     notes = f"resumed {outcome.resumed} records, generated {outcome.generated}"
     wall = outcome.timings.get("wallSeconds")
     parts.append(Text(f"{notes}; {wall} s" if wall is not None else notes, style="dim"))

@@ -92,7 +92,8 @@ def token_create(
     ctx: typer.Context,
     project: str = typer.Option(..., "--project", "-p", help="The project the token acts for (quotas apply to it)."),
     permission: list[str] = typer.Option(
-        ["evaluations.run"], "--permission",
+        ["evaluations.run"],
+        "--permission",
         help="A permission: evaluations.run, resource.runs_code, metrics.read (repeatable).",
     ),
     name: str = typer.Option("", "--name", help="A label for listings (default: the project)."),
@@ -106,8 +107,10 @@ def token_create(
     except ValueError as exc:
         fail(str(exc))
     typer.echo(secret)
-    stderr.print(f"token for project {project!r} with {', '.join(dict.fromkeys(permission))}; "
-                 "pass it as `Authorization: Bearer <token>` (EVALSI_TOKEN for the library's server= option)")
+    stderr.print(
+        f"token for project {project!r} with {', '.join(dict.fromkeys(permission))}; "
+        "pass it as `Authorization: Bearer <token>` (EVALSI_TOKEN for the library's server= option)"
+    )
 
 
 @token_app.command("list")

@@ -67,8 +67,9 @@ def view_command(
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{bound}/"
     if not loopback:
-        stderr.print(f"[yellow]warning:[/] listening on {host}: anyone who can reach it can read these results",
-                     highlight=False)
+        stderr.print(
+            f"[yellow]warning:[/] listening on {host}: anyone who can reach it can read these results", highlight=False
+        )
     stderr.print(f"evalsi view: {url} (Ctrl-C stops)", highlight=False)
     print(url, flush=True)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))

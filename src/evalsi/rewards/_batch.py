@@ -12,13 +12,26 @@ from typing import Any
 
 from evalsi.rewards._compose import RewardResult
 
-TRL_RESERVED = frozenset({"prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric",
-                          "environments"})
+TRL_RESERVED = frozenset(
+    {"prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric", "environments"}
+)
 """Keywords TRL passes that are not dataset columns."""
 
 END_MARKERS: tuple[str, ...] = (
-    "<|im_end|>", "<|endoftext|>", "</s>", "<|eot_id|>", "<|end_of_text|>", "<end_of_turn>", "<eos>", "<|end|>",
-    "<|eom_id|>", "<|return|>", "<｜end▁of▁sentence｜>", "<pad>", "<|pad|>", "<|finetune_right_pad_id|>",
+    "<|im_end|>",
+    "<|endoftext|>",
+    "</s>",
+    "<|eot_id|>",
+    "<|end_of_text|>",
+    "<end_of_turn>",
+    "<eos>",
+    "<|end|>",
+    "<|eom_id|>",
+    "<|return|>",
+    "<｜end▁of▁sentence｜>",
+    "<pad>",
+    "<|pad|>",
+    "<|finetune_right_pad_id|>",
 )
 """End-of-sequence and padding tokens a decoded OpenRLHF query may end with (it is decoded with
 ``skip_special_tokens=False``); they are not part of what the model wrote."""
@@ -99,11 +112,11 @@ def completion_after_prompt(query: str, prompt: str | None) -> str:
     text = query
     if prompt:
         if text.startswith(prompt):
-            text = text[len(prompt):]
+            text = text[len(prompt) :]
         else:
             at = text.find(prompt)
             if at >= 0:
-                text = text[at + len(prompt):]
+                text = text[at + len(prompt) :]
     return strip_end_markers(text)
 
 

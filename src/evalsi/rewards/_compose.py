@@ -118,6 +118,7 @@ def compose_batch(
         if result.total is not None and not math.isfinite(result.total):
             raise DataError(
                 f"the total is {result.total!r}: weight × value went past the range of a float; "
-                "use smaller weights or values (or bound the total with clip)", index=index,
+                "use smaller weights or values (or bound the total with clip)",
+                index=index,
             )
     return results

@@ -86,7 +86,8 @@ class RemoteReward:
             headers["Authorization"] = f"Bearer {token}"
         # Calls past the server's max_inflight wait there (back-pressure), so the read timeout is long.
         self._client = httpx.Client(
-            headers=headers, timeout=httpx.Timeout(timeout, connect=10.0),
+            headers=headers,
+            timeout=httpx.Timeout(timeout, connect=10.0),
             transport=RetryTransport(RetryPolicy(retries, BACKOFF)),
         )
 
@@ -161,8 +162,7 @@ class RemoteReward:
         for index, result in enumerate(results):
             if set(result.components) != names:
                 raise RewardServiceError(
-                    f"{self.url}: rollout {index} has components {sorted(result.components)}, "
-                    f"expected {sorted(names)}"
+                    f"{self.url}: rollout {index} has components {sorted(result.components)}, expected {sorted(names)}"
                 )
         return results
 

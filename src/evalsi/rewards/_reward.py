@@ -245,9 +245,7 @@ def bind_component(
     raw_params = dict(component.params)
     if slash:
         if evaluator.ref_argument is None or not argument:
-            raise resource.error(
-                f"{name!r} takes no argument after '/' in its ref; write ref: {name}", (*where, "ref")
-            )
+            raise resource.error(f"{name!r} takes no argument after '/' in its ref; write ref: {name}", (*where, "ref"))
         raw_params[evaluator.ref_argument] = argument
     fields = evaluator.params_model.model_fields
     if component.sandbox is not None:

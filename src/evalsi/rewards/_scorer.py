@@ -132,4 +132,3 @@ def require_totals(scorer: Scorer, trainer: str) -> None:
                 f"{trainer} cannot skip one; use onError: zero or raise (TRL takes none: it maps to NaN)",
                 file=source,
             )
-

@@ -61,7 +61,10 @@ def watch_skips(components: Sequence[str], results: Sequence[RewardResult], trai
         log.warning(
             "%s: component %r was skipped for %s (%s); it adds nothing to the reward. If every rollout should "
             "have it, check the label or reference column the trainer sends (warned once per process).",
-            trainer, name, count, scores[0].reason or "no reason given",
+            trainer,
+            name,
+            count,
+            scores[0].reason or "no reason given",
         )
 
 

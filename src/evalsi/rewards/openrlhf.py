@@ -35,7 +35,9 @@ __all__ = ["records", "reward_func", "reward_response", "rollouts"]
 
 
 def reward_func(
-    queries: Sequence[str], prompts: Sequence[str] | None = None, labels: Sequence[Any] | None = None,
+    queries: Sequence[str],
+    prompts: Sequence[str] | None = None,
+    labels: Sequence[Any] | None = None,
     **kwargs: Any,
 ) -> dict[str, Any]:
     """OpenRLHF's file-form reward function.
@@ -112,9 +114,7 @@ def _check_aligned(queries: Sequence[str], prompts: Sequence[str] | None, labels
         raise DataError(f"labels has {len(labels)} items for {count} queries; OpenRLHF sends aligned lists")
 
 
-def reward_response(
-    components: Sequence[str], results: Sequence[RewardResult], tensor: Any = None
-) -> dict[str, Any]:
+def reward_response(components: Sequence[str], results: Sequence[RewardResult], tensor: Any = None) -> dict[str, Any]:
     """The OpenRLHF answer for ``results``; ``tensor`` (e.g. ``torch.tensor``) wraps each list when given."""
     rewards = [_NAN if r.total is None else r.total for r in results]
     logs: dict[str, list[float]] = {name: [] for name in components}

@@ -148,8 +148,11 @@ def create_app(reward: Reward, *, max_batch: int = 4096, on_ready: Callable[[], 
         watch_skips(names, results, "OpenRLHF (rewards serve)")
         answer = reward_response(names, results)
         if single:
-            answer = {"rewards": answer["rewards"][0], "scores": answer["scores"][0],
-                      "extra_logs": {k: v[0] for k, v in answer["extra_logs"].items()}}
+            answer = {
+                "rewards": answer["rewards"][0],
+                "scores": answer["scores"][0],
+                "extra_logs": {k: v[0] for k, v in answer["extra_logs"].items()},
+            }
         return _json(answer)
 
     async def health(request: Request) -> Response:

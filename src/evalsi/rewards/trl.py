@@ -176,4 +176,3 @@ def _async(function: RewardFunction) -> RewardFunc:
     score_async.__name__ = score_async.__qualname__ = function.__name__
     score_async.__doc__ = f"evalsi reward {function.__name__!r}: one float | None per completion."
     return score_async
-

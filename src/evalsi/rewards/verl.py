@@ -33,7 +33,10 @@ __all__ = ["compute_score", "compute_score_batch", "rollout"]
 
 
 def compute_score(
-    data_source: Any, solution_str: str, ground_truth: Any, extra_info: Mapping[str, Any] | None = None,
+    data_source: Any,
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: Mapping[str, Any] | None = None,
     **reward_kwargs: Any,
 ) -> dict[str, float]:
     """The per-sample reward function of verl (``NaiveRewardManager``, the reward loop).
@@ -61,8 +64,11 @@ def compute_score(
 
 
 def compute_score_batch(
-    data_sources: Sequence[Any], solution_strs: Sequence[str], ground_truths: Sequence[Any],
-    extra_infos: Sequence[Mapping[str, Any] | None] | None = None, **reward_kwargs: Any,
+    data_sources: Sequence[Any],
+    solution_strs: Sequence[str],
+    ground_truths: Sequence[Any],
+    extra_infos: Sequence[Mapping[str, Any] | None] | None = None,
+    **reward_kwargs: Any,
 ) -> list[dict[str, float]]:
     """The batch reward function of verl (``reward_manager.name=batch``): the whole batch in one scoring call.
 

@@ -139,8 +139,9 @@ def error_for(exc: BaseException) -> tuple[int, ErrorBody]:
     """The HTTP status and body answering a library exception raised while binding or scoring."""
     if isinstance(exc, RewardBatchError):
         status = "failed_precondition"
-        body = error_json("reward_batch_failed", status, str(exc), index=exc.index, component=exc.component,
-                          cause=exc.cause)
+        body = error_json(
+            "reward_batch_failed", status, str(exc), index=exc.index, component=exc.component, cause=exc.cause
+        )
     elif isinstance(exc, DataError):
         status = "invalid_argument"
         body = error_json("invalid_rollout", status, str(exc), index=exc.index, detail=exc.detail)
@@ -164,8 +165,9 @@ def error_from(status: int, body: Any, fallback: str, url: str) -> EvalsiError:
     code = error.get("code", "")
     message = str(error.get("message") or fallback)
     if code == "reward_batch_failed":
-        return RewardBatchError(int(error.get("index", -1)), str(error.get("component", "?")),
-                                str(error.get("cause") or message))
+        return RewardBatchError(
+            int(error.get("index", -1)), str(error.get("component", "?")), str(error.get("cause") or message)
+        )
     if code == "invalid_rollout":
         index = None if error.get("index") is None else int(error["index"])
         detail = str(error.get("detail") or message).removeprefix(f"rollout {index}: ")

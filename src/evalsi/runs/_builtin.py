@@ -87,20 +87,40 @@ def _text(row: Row, column: str) -> str:
 
 BUILTINS: dict[str, BuiltinEval] = {
     "math500": BuiltinEval(
-        "math500", "HuggingFaceH4/MATH-500", ((None, "test.jsonl"),), "test", 500,
-        _math_row("problem", "unique_id"), ({"ref": "math-equiv"},),
+        "math500",
+        "HuggingFaceH4/MATH-500",
+        ((None, "test.jsonl"),),
+        "test",
+        500,
+        _math_row("problem", "unique_id"),
+        ({"ref": "math-equiv"},),
     ),
     "aime_2024": BuiltinEval(
-        "aime_2024", "HuggingFaceH4/aime_2024", ((None, "train-00000-of-00001.parquet"),), "train", 30,
-        _math_row("problem", "id"), ({"ref": "math-equiv"},),
+        "aime_2024",
+        "HuggingFaceH4/aime_2024",
+        ((None, "train-00000-of-00001.parquet"),),
+        "train",
+        30,
+        _math_row("problem", "id"),
+        ({"ref": "math-equiv"},),
     ),
     "aime_2025": BuiltinEval(
-        "aime_2025", "opencompass/AIME2025", (("AIME2025-I", "aime2025-I.jsonl"), ("AIME2025-II", "aime2025-II.jsonl")),
-        "test", 30, _aime_2025_row, ({"ref": "math-equiv"},),
+        "aime_2025",
+        "opencompass/AIME2025",
+        (("AIME2025-I", "aime2025-I.jsonl"), ("AIME2025-II", "aime2025-II.jsonl")),
+        "test",
+        30,
+        _aime_2025_row,
+        ({"ref": "math-equiv"},),
     ),
     "gpqa_diamond": BuiltinEval(
-        "gpqa_diamond", "Idavidrein/gpqa", (("gpqa_diamond", "gpqa_diamond.csv"),), "train", 198,
-        _gpqa_row, ({"ref": "multiple-choice"},),
+        "gpqa_diamond",
+        "Idavidrein/gpqa",
+        (("gpqa_diamond", "gpqa_diamond.csv"),),
+        "train",
+        198,
+        _gpqa_row,
+        ({"ref": "multiple-choice"},),
     ),
 }
 

@@ -52,9 +52,15 @@ def load_results(path: str | Path) -> LoadedRun:
     summary_metrics = (data.get("summary") or {}).get("metrics") or {}
     pass_k = [name for name in summary_metrics if name.startswith(("pass@", "pass^"))]
     on_error = data.get("onError", "zero")
-    return LoadedRun(str(path), str(data.get("name", path)), metrics, pass_k,
-                     on_error if on_error in ("zero", "none", "raise") else "zero", records,
-                     str(data.get("status") or "complete"))
+    return LoadedRun(
+        str(path),
+        str(data.get("name", path)),
+        metrics,
+        pass_k,
+        on_error if on_error in ("zero", "none", "raise") else "zero",
+        records,
+        str(data.get("status") or "complete"),
+    )
 
 
 @dataclass(frozen=True)
@@ -118,6 +124,15 @@ def comparison_to_dict(item: MetricComparison) -> dict[str, Any]:
     test: Mapping[str, Any] | None = None
     if c.mcnemar is not None:
         test = {"aOnly": c.mcnemar.a_only, "bOnly": c.mcnemar.b_only, "pValue": c.mcnemar.p_value}
-    return {"metric": item.metric, "meanA": c.mean_a, "meanB": c.mean_b, "difference": c.difference.to_dict(),
-            "significant": c.significant, "mcnemar": test, "pairs": c.pairs, "onlyA": c.only_a, "onlyB": c.only_b,
-            "flips": [{"key": f.key, "a": f.a, "b": f.b, "direction": f.direction} for f in c.flips]}
+    return {
+        "metric": item.metric,
+        "meanA": c.mean_a,
+        "meanB": c.mean_b,
+        "difference": c.difference.to_dict(),
+        "significant": c.significant,
+        "mcnemar": test,
+        "pairs": c.pairs,
+        "onlyA": c.only_a,
+        "onlyB": c.only_b,
+        "flips": [{"key": f.key, "a": f.a, "b": f.b, "direction": f.direction} for f in c.flips],
+    }

@@ -106,9 +106,7 @@ def item_key(prompt: Content, reference: Any, record_id: str | None) -> str:
     return Record(completion="", prompt=prompt, reference=reference, id=record_id).pairing_key
 
 
-def rows_to_items(
-    rows: Iterable[Mapping[str, Any]], spec: DatasetSpec, source: str | RowSource | None
-) -> list[Item]:
+def rows_to_items(rows: Iterable[Mapping[str, Any]], spec: DatasetSpec, source: str | RowSource | None) -> list[Item]:
     """Map rows to items with the spec's field map and prompt template.
 
     Raises:
@@ -129,8 +127,9 @@ def rows_to_items(
         record_id = None if raw_id is None else str(raw_id)
         used = {fields.prompt, reference_column, id_column}
         metadata = {k: v for k, v in row.items() if k not in used}
-        items.append(_unique(Item(item_key(prompt, reference, record_id), index, prompt, reference, record_id,
-                                  metadata), seen))
+        items.append(
+            _unique(Item(item_key(prompt, reference, record_id), index, prompt, reference, record_id, metadata), seen)
+        )
         columns.update(map(str, row))
     if fields.reference is not None and items and fields.reference not in columns:
         raise DataError(
@@ -156,9 +155,7 @@ def _prompt(row: Mapping[str, Any], spec: DatasetSpec, source: RowSource, index:
             return spec.prompt_template.format(**row)
         except (KeyError, IndexError) as exc:
             columns = ", ".join(sorted(map(str, row))) or "none"
-            raise source.error(
-                index, f"dataset.promptTemplate uses {exc} but the row has columns: {columns}"
-            ) from None
+            raise source.error(index, f"dataset.promptTemplate uses {exc} but the row has columns: {columns}") from None
     value = row.get(spec.fields.prompt)
     if isinstance(value, str):
         return value

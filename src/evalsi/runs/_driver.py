@@ -79,18 +79,32 @@ def fingerprints(run: BoundRun, target: Target) -> dict[str, str]:
     dataset = body.dataset.model_dump(mode="json")
     # The reference column feeds the scores, not the prompts (a record whose prompt changed is regenerated).
     reference = dataset["fields"].pop("reference", None)
-    generation = {"target": described, "sampling": body.sampling.model_dump(mode="json"),
-                  "dataset": dataset, "samples": body.samples}
-    scoring = {"components": [c.model_dump(mode="json") for c in run.reward.spec.spec.components],
-               "reference": reference}
+    generation = {
+        "target": described,
+        "sampling": body.sampling.model_dump(mode="json"),
+        "dataset": dataset,
+        "samples": body.samples,
+    }
+    scoring = {
+        "components": [c.model_dump(mode="json") for c in run.reward.spec.spec.components],
+        "reference": reference,
+    }
     return {"generation": fingerprint(generation), "scoring": fingerprint(scoring)}
 
 
 class Runner:
     """Runs one bound RunSpec; ``await runner.run_async()`` or ``runner.run()``."""
 
-    def __init__(self, run: BoundRun, *, fn: ModelFn | None = None, target: Target | None = None,
-                 progress: bool = False, restart: bool = False, checkpoint_seconds: float = 30.0) -> None:
+    def __init__(
+        self,
+        run: BoundRun,
+        *,
+        fn: ModelFn | None = None,
+        target: Target | None = None,
+        progress: bool = False,
+        restart: bool = False,
+        checkpoint_seconds: float = 30.0,
+    ) -> None:
         self.run_spec = run
         self._fn = fn
         self._target = target
@@ -137,18 +151,26 @@ class Runner:
                 raise
         finally:
             await target.aclose()
-        timings = {"started": started.isoformat(), "finished": datetime.now(UTC).isoformat(),
-                   "wallSeconds": round(time.perf_counter() - wall, 3),
-                   "scoringSeconds": round(self._scoring_seconds, 3)}
+        timings = {
+            "started": started.isoformat(),
+            "finished": datetime.now(UTC).isoformat(),
+            "wallSeconds": round(time.perf_counter() - wall, 3),
+            "scoringSeconds": round(self._scoring_seconds, 3),
+        }
         return self._finish(writer, len(items), timings)
 
     def _resume(self, items: list[Item], target: Target) -> tuple[ResultsWriter, list[Item], list[Scored]]:
         """Open the results writer; take over an earlier run's records (or queue them for rescoring)."""
         run = self.run_spec
         prints = fingerprints(run, target)
-        header = {"name": run.spec.name, "spec": run.body.model_dump(mode="json", by_alias=True),
-                  "target": target.describe(), "fingerprints": prints,
-                  "metrics": [m.__dict__ for m in run.metrics], "onError": run.body.on_error}
+        header = {
+            "name": run.spec.name,
+            "spec": run.body.model_dump(mode="json", by_alias=True),
+            "target": target.describe(),
+            "fingerprints": prints,
+            "metrics": [m.__dict__ for m in run.metrics],
+            "onError": run.body.on_error,
+        }
         writer = ResultsWriter(run.output, header)
         if self._restart:
             writer.restart()
@@ -158,8 +180,7 @@ class Runner:
         todo = [item for item in items if item.key not in previous]
         # Errored scores are never final (an outage is not a verdict): their completions are scored again; so
         # are records matched by position and prompt after their key changed (a new reference column).
-        kept = {k: r for k, r in previous.items()
-                if resumed.scores_valid and r.key == k and not _has_error(r)}
+        kept = {k: r for k, r in previous.items() if resumed.scores_valid and r.key == k and not _has_error(r)}
         self._done.update(kept)
         self._resumed = len(kept)
         return writer, todo, [(by_key[k], _generations(r)) for k, r in previous.items() if k not in kept]
@@ -170,15 +191,26 @@ class Runner:
         records = sorted(self._done.values(), key=lambda r: r.index)
         summary = summarize(records, self.run_spec.metrics, body.pass_k, body.gates, body.on_error)
         complete = not self._failed and self._aborted is None and len(records) == total
-        writer.write(records, status="complete" if complete else "partial",
-                     extra={"timings": timings, "summary": summary.to_dict(), "failed": self._failed,
-                            "aborted": self._aborted})
+        writer.write(
+            records,
+            status="complete" if complete else "partial",
+            extra={"timings": timings, "summary": summary.to_dict(), "failed": self._failed, "aborted": self._aborted},
+        )
         writer.close(remove_journal=True)
-        return RunOutcome(writer.path, summary, records, dict(self._failed), self._aborted,
-                          resumed=self._resumed, generated=self._generated, timings=timings)
+        return RunOutcome(
+            writer.path,
+            summary,
+            records,
+            dict(self._failed),
+            self._aborted,
+            resumed=self._resumed,
+            generated=self._generated,
+            timings=timings,
+        )
 
-    async def _pipeline(self, todo: Sequence[Item], rescore: Sequence[Scored],
-                        target: Target, writer: ResultsWriter, bar: RunProgress) -> None:
+    async def _pipeline(
+        self, todo: Sequence[Item], rescore: Sequence[Scored], target: Target, writer: ResultsWriter, bar: RunProgress
+    ) -> None:
         queue: asyncio.Queue[Scored | None] = asyncio.Queue()
         for entry in rescore:  # same completions, changed evaluators: score again without generating
             queue.put_nowait(entry)
@@ -213,8 +245,7 @@ class Runner:
             if not generation.cancelled():  # it holds a worker's CancelledError: retrieve it, or asyncio logs it
                 generation.exception()
 
-    async def _score_loop(self, queue: asyncio.Queue[Scored | None],
-                          writer: ResultsWriter, bar: RunProgress) -> None:
+    async def _score_loop(self, queue: asyncio.Queue[Scored | None], writer: ResultsWriter, bar: RunProgress) -> None:
         batch_size = self.run_spec.body.batch_size
         last_checkpoint = time.monotonic()
         finished = False
@@ -306,9 +337,14 @@ def _has_error(record: RecordResult) -> bool:
 
 
 def _record(item: Item, generation: Generation) -> Record:
-    return Record(completion=generation.text, prompt=item.prompt, reference=item.reference,
-                  completion_tokens=generation.tokens, id=item.id, metadata=item.metadata)
-
+    return Record(
+        completion=generation.text,
+        prompt=item.prompt,
+        reference=item.reference,
+        completion_tokens=generation.tokens,
+        id=item.id,
+        metadata=item.metadata,
+    )
 
 
 def _generations(record: RecordResult) -> list[Generation]:

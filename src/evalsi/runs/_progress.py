@@ -37,10 +37,18 @@ class RunProgress:
 
     def __init__(self, description: str, total: int, done: int, enabled: bool) -> None:
         self._progress = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), RateColumn(),
-            TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
-            TextColumn("{task.fields[failed]}", style="red"), TextColumn("{task.fields[retries]}", style="yellow"),
-            console=Console(stderr=True), disable=not enabled, transient=False,
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            RateColumn(),
+            TimeElapsedColumn(),
+            TextColumn("eta"),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[failed]}", style="red"),
+            TextColumn("{task.fields[retries]}", style="yellow"),
+            console=Console(stderr=True),
+            disable=not enabled,
+            transient=False,
         )
         self._task = self._progress.add_task(
             description, total=total, completed=done, failed="", retries="", resumed=done
@@ -70,7 +78,5 @@ class RunProgress:
         self._progress.start()
         return self
 
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self._progress.stop()

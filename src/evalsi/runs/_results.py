@@ -52,7 +52,9 @@ class SampleResult:
     def to_json(self) -> dict[str, Any]:
         """JSON form (scores without their details, which can be large)."""
         return {
-            "completion": self.completion, "finishReason": self.finish_reason, "tokens": self.tokens,
+            "completion": self.completion,
+            "finishReason": self.finish_reason,
+            "tokens": self.tokens,
             "latency": round(self.latency, 6),
             "scores": {m: {"value": s.value, "status": s.status, "reason": s.reason} for m, s in self.scores.items()},
         }
@@ -64,8 +66,13 @@ class SampleResult:
             m: Score(s.get("value"), s.get("status", "ok"), s.get("reason"))
             for m, s in (data.get("scores") or {}).items()
         }
-        return cls(str(data.get("completion", "")), data.get("finishReason"), data.get("tokens"),
-                   float(data.get("latency") or 0.0), scores)
+        return cls(
+            str(data.get("completion", "")),
+            data.get("finishReason"),
+            data.get("tokens"),
+            float(data.get("latency") or 0.0),
+            scores,
+        )
 
 
 @dataclass
@@ -81,14 +88,26 @@ class RecordResult:
 
     def to_json(self) -> dict[str, Any]:
         """JSON form."""
-        return {"key": self.key, "index": self.index, "id": self.id, "prompt": self.prompt,
-                "reference": self.reference, "samples": [s.to_json() for s in self.samples]}
+        return {
+            "key": self.key,
+            "index": self.index,
+            "id": self.id,
+            "prompt": self.prompt,
+            "reference": self.reference,
+            "samples": [s.to_json() for s in self.samples],
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RecordResult:
         """Read the JSON form back."""
-        return cls(str(data["key"]), int(data.get("index", 0)), data.get("prompt") or "", data.get("reference"),
-                   data.get("id"), [SampleResult.from_json(s) for s in data.get("samples") or []])
+        return cls(
+            str(data["key"]),
+            int(data.get("index", 0)),
+            data.get("prompt") or "",
+            data.get("reference"),
+            data.get("id"),
+            [SampleResult.from_json(s) for s in data.get("samples") or []],
+        )
 
 
 def fingerprint(value: Any) -> str:
@@ -202,8 +221,14 @@ class ResultsWriter:
     def write(self, records: Iterable[RecordResult], *, status: str, extra: Mapping[str, Any]) -> None:
         """Write the whole results file atomically (records in dataset order)."""
         ordered = sorted(records, key=lambda r: r.index)
-        document = {"version": RESULTS_VERSION, "kind": "RunResults", **self.header, "status": status, **extra,
-                    "records": [r.to_json() for r in ordered]}
+        document = {
+            "version": RESULTS_VERSION,
+            "kind": "RunResults",
+            **self.header,
+            "status": status,
+            **extra,
+            "records": [r.to_json() for r in ordered],
+        }
         with atomic_writer(self.path) as handle:
             handle.write(orjson.dumps(document, option=orjson.OPT_INDENT_2, default=str))
 

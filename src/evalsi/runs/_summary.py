@@ -97,9 +97,7 @@ def pass_k_names(pass_k: PassKSpec) -> list[tuple[str, str, int]]:
     return out
 
 
-def per_record_pass_k(
-    record: RecordResult, name: str, metric: MetricInfo, k: int, on_error: OnError
-) -> float | None:
+def per_record_pass_k(record: RecordResult, name: str, metric: MetricInfo, k: int, on_error: OnError) -> float | None:
     """One record's pass@k or pass^k estimate, or None when it has fewer than ``k`` decided samples."""
     n, c = correct_counts(record, metric, on_error)
     if n < k:
@@ -125,8 +123,9 @@ def summarize(
         for record in records:
             scores = [s.scores[metric.name] for s in record.samples if metric.name in s.scores]
             statuses.update(score.status for score in scores)
-            reasons.update(f"{score.status}: {score.reason or 'no reason given'}" for score in scores
-                           if score.status != "ok")
+            reasons.update(
+                f"{score.status}: {score.reason or 'no reason given'}" for score in scores if score.status != "ok"
+            )
         counts[metric.name] = statuses
         if reasons and not statuses["ok"]:
             unscored[metric.name] = reasons.most_common(1)[0][0]

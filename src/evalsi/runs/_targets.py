@@ -63,8 +63,13 @@ class Target(Protocol):
 class OpenAITarget:
     """An OpenAI-compatible endpoint (vLLM, SGLang, OpenAI...) through ``/chat/completions`` or ``/completions``."""
 
-    def __init__(self, spec: TargetSpec, sampling: SamplingSpec, system_prompt: str | None = None,
-                 on_retry: RetryListener | None = None) -> None:
+    def __init__(
+        self,
+        spec: TargetSpec,
+        sampling: SamplingSpec,
+        system_prompt: str | None = None,
+        on_retry: RetryListener | None = None,
+    ) -> None:
         if spec.base_url is None or spec.model is None:
             raise ValueError("an endpoint target needs baseUrl and model")
         self.spec = spec
@@ -79,7 +84,9 @@ class OpenAITarget:
         limits = httpx.Limits(max_connections=spec.max_concurrency, max_keepalive_connections=spec.max_concurrency)
         policy = RetryPolicy(spec.max_retries, spec.retry_backoff, on_retry)
         self._client = httpx.AsyncClient(
-            base_url=spec.base_url.rstrip("/") + "/", headers=headers, timeout=spec.timeout,
+            base_url=spec.base_url.rstrip("/") + "/",
+            headers=headers,
+            timeout=spec.timeout,
             transport=AsyncRetryTransport(policy, httpx.AsyncHTTPTransport(limits=limits)),
         )
         self._path = "chat/completions" if spec.api == "chat" else "completions"
@@ -89,8 +96,13 @@ class OpenAITarget:
 
     def describe(self) -> dict[str, Any]:
         """Kind, base URL, model and API (the key's variable name, never the key)."""
-        return {"kind": "openai", "baseUrl": self.spec.base_url, "model": self.spec.model, "api": self.spec.api,
-                "apiKeyEnv": self.spec.api_key_env}
+        return {
+            "kind": "openai",
+            "baseUrl": self.spec.base_url,
+            "model": self.spec.model,
+            "api": self.spec.api,
+            "apiKeyEnv": self.spec.api_key_env,
+        }
 
     async def generate(self, prompt: Content, n: int) -> list[Generation]:
         """``n`` completions, in requests of at most ``samplesPerRequest`` each."""
@@ -169,8 +181,9 @@ class CallableTarget:
     accepts ``sampling``, it gets the sampling params as a dict.
     """
 
-    def __init__(self, fn: ModelFn, sampling: SamplingSpec | None = None, max_concurrency: int = 8,
-                 name: str | None = None) -> None:
+    def __init__(
+        self, fn: ModelFn, sampling: SamplingSpec | None = None, max_concurrency: int = 8, name: str | None = None
+    ) -> None:
         self.fn = fn
         self.name: str = name or str(getattr(fn, "__qualname__", type(fn).__name__))
         self._sampling = sampling.request_fields() if sampling is not None else {}
@@ -244,8 +257,10 @@ def load_callable(reference: str, base_dir: Path | None = None) -> ModelFn:
     """
     module_name, _, attribute = reference.partition(":")
     try:
-        target: Any = _import_file(module_name, base_dir) if module_name.endswith(".py") else (
-            importlib.import_module(module_name)
+        target: Any = (
+            _import_file(module_name, base_dir)
+            if module_name.endswith(".py")
+            else (importlib.import_module(module_name))
         )
         for part in attribute.split("."):
             target = getattr(target, part)
@@ -292,4 +307,3 @@ def make_target(
         model = fn if fn is not None else load_callable(spec.callable or "", base_dir)
         return CallableTarget(model, sampling, spec.max_concurrency, None if fn is not None else spec.callable)
     return OpenAITarget(spec, sampling, system_prompt, on_retry)
-

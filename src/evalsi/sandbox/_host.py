@@ -71,8 +71,10 @@ def _lock_slot(slot: int) -> int | None:
     return fd
 
 
-_SETUID_SHIM = "import os, sys; u = int(sys.argv[1]); os.setgroups([]); os.setgid(u); os.setuid(u); " \
+_SETUID_SHIM = (
+    "import os, sys; u = int(sys.argv[1]); os.setgroups([]); os.setgid(u); os.setuid(u); "
     "os.execvp(sys.argv[2], sys.argv[2:])"
+)
 
 
 def as_user(argv: list[str], uid: int | None) -> list[str]:

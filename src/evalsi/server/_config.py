@@ -158,8 +158,10 @@ class SandboxConfig(_Model):
     @classmethod
     def _not_process(cls, value: Any) -> Any:
         if value == "process":
-            raise ValueError("'process' is not allowed on a server: it lets code see the server's files and network; "
-                             "use 'namespaced' (bubblewrap) or 'gvisor'")
+            raise ValueError(
+                "'process' is not allowed on a server: it lets code see the server's files and network; "
+                "use 'namespaced' (bubblewrap) or 'gvisor'"
+            )
         return value
 
 
@@ -249,7 +251,7 @@ def resolve_database_url(url: str, base_dir: Path) -> str:
     """``sqlite:///relative.db`` -> ``sqlite:////abs/dir/relative.db``; other URLs unchanged."""
     prefix = "sqlite:///"
     if url.startswith(prefix) and not url.startswith(prefix + "/") and url != prefix + ":memory:":
-        return prefix + str((base_dir / url[len(prefix):]).resolve())
+        return prefix + str((base_dir / url[len(prefix) :]).resolve())
     return url
 
 

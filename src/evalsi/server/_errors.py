@@ -65,8 +65,14 @@ _CLASS_NAME = re.compile(r"\b(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|
 
 
 def _host_paths() -> re.Pattern[str]:
-    prefixes = {tempfile.gettempdir(), sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.expanduser("~"),
-                os.getcwd()}
+    prefixes = {
+        tempfile.gettempdir(),
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        os.path.expanduser("~"),
+        os.getcwd(),
+    }
     words = sorted((p.rstrip("/") for p in prefixes if len(p.rstrip("/")) > 1), key=len, reverse=True)
     return re.compile("(?:" + "|".join(re.escape(w) for w in words) + r")(?:/[^\s'\",:;()\[\]]*)?")
 

@@ -138,9 +138,12 @@ def make_grpc_server(service: RewardService, held: BodyGate) -> grpc.aio.Server:
         options=[("grpc.max_receive_message_length", cap), ("grpc.max_send_message_length", -1)],
     )
     servicer = GrpcRewardService(service, held)
-    handlers = {"ScoreRewards": grpc.unary_unary_rpc_method_handler(
-        servicer.ScoreRewards, request_deserializer=decode_request,
-        response_serializer=pb.ScoreRewardsResponse.SerializeToString,
-    )}
+    handlers = {
+        "ScoreRewards": grpc.unary_unary_rpc_method_handler(
+            servicer.ScoreRewards,
+            request_deserializer=decode_request,
+            response_serializer=pb.ScoreRewardsResponse.SerializeToString,
+        )
+    }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
     return server

@@ -33,8 +33,14 @@ PRINCIPAL_KEY = "evalsi.principal"
 """Where the guard leaves the authenticated principal in the ASGI scope."""
 
 _CONNECT_HTTP = {
-    "invalid_argument": 400, "unauthenticated": 401, "permission_denied": 403, "not_found": 404,
-    "deadline_exceeded": 408, "resource_exhausted": 429, "unavailable": 503, "internal": 500,
+    "invalid_argument": 400,
+    "unauthenticated": 401,
+    "permission_denied": 403,
+    "not_found": 404,
+    "deadline_exceeded": 408,
+    "resource_exhausted": 429,
+    "unavailable": 503,
+    "internal": 500,
 }
 """HTTP status of a Connect error (per the Connect protocol; a body timeout is 408 like on the JSON route)."""
 
@@ -49,7 +55,8 @@ def too_large(size: int | None, limit: int) -> ServiceError:
     return ServiceError(
         "resource_exhausted",
         f"the request body ({got}) exceeds rewards.max_request_bytes={limit}; split the batch",
-        "request_too_large", limit=limit,
+        "request_too_large",
+        limit=limit,
     )
 
 
@@ -78,7 +85,8 @@ async def read_body(receive: Receive, limit: int, timeout: float) -> bytes:
                     return b"".join(chunks)
     except TimeoutError:
         raise ServiceError(
-            "deadline_exceeded", f"the request body did not arrive within rewards.body_timeout={timeout:g}s",
+            "deadline_exceeded",
+            f"the request body did not arrive within rewards.body_timeout={timeout:g}s",
             "body_timeout",
         ) from None
 
@@ -89,11 +97,19 @@ async def refuse(send: Send, error: ServiceError, connect: bool) -> None:
         status = _CONNECT_HTTP.get(error.status, 500)
         body = orjson.dumps({"code": error.status, "message": error.message})
     else:
-        status = 413 if error.code == "request_too_large" else 408 if error.status == "deadline_exceeded" else (
-            error.http_status)
+        status = (
+            413
+            if error.code == "request_too_large"
+            else 408
+            if error.status == "deadline_exceeded"
+            else (error.http_status)
+        )
         body = orjson.dumps(error.payload())
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-               (b"connection", b"close")]
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),
+    ]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 

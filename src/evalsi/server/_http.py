@@ -128,8 +128,12 @@ def parse_score_body(data: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         raise ServiceError("invalid_argument", "`rollouts` must be a list of rollout objects")
     for index, rollout in enumerate(rollouts):
         if not isinstance(rollout, dict):
-            raise ServiceError("invalid_argument", f"rollout {index}: must be an object, got {type(rollout).__name__}",
-                               "invalid_rollout", index=index)
+            raise ServiceError(
+                "invalid_argument",
+                f"rollout {index}: must be an object, got {type(rollout).__name__}",
+                "invalid_rollout",
+                index=index,
+            )
     return spec, rollouts
 
 
@@ -176,11 +180,13 @@ def build_app(state: ServerState) -> ASGIApp:
             return _json({"status": "draining"}, 503)
         return _json({"status": "ok"})
 
-    http = Starlette(routes=[
-        Route(SCORE_PATH, score, methods=["POST"]),
-        Route("/metrics", metrics_route, methods=["GET"]),
-        Route("/healthz", health, methods=["GET"]),
-    ])
+    http = Starlette(
+        routes=[
+            Route(SCORE_PATH, score, methods=["POST"]),
+            Route("/metrics", metrics_route, methods=["GET"]),
+            Route("/healthz", health, methods=["GET"]),
+        ]
+    )
     rewards = service.config.spec.rewards
     connect = _ConnectApplication(ConnectRewardService(service), read_max_bytes=rewards.max_request_bytes)
     prefix = connect.path + "/"

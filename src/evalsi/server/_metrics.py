@@ -21,20 +21,30 @@ class Metrics:
             "evalsi_reward_calls", "ScoreRewards calls by protocol and result code.", ["protocol", "code"], registry=r
         )
         self.call_seconds = Histogram(
-            "evalsi_reward_call_seconds", "Wall time of a ScoreRewards call, waiting included.", ["protocol"],
-            buckets=_LATENCY_BUCKETS, registry=r,
+            "evalsi_reward_call_seconds",
+            "Wall time of a ScoreRewards call, waiting included.",
+            ["protocol"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
         )
         self.rollouts = Counter(
-            "evalsi_reward_rollouts", "Rollouts scored, by project and result status (failed: the batch failed).",
-            ["project", "status"], registry=r,
+            "evalsi_reward_rollouts",
+            "Rollouts scored, by project and result status (failed: the batch failed).",
+            ["project", "status"],
+            registry=r,
         )
         self.component_seconds = Histogram(
-            "evalsi_reward_component_seconds", "Wall time of one component over one batch (cache look-ups included).",
-            ["evaluator"], buckets=_LATENCY_BUCKETS, registry=r,
+            "evalsi_reward_component_seconds",
+            "Wall time of one component over one batch (cache look-ups included).",
+            ["evaluator"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
         )
         self.component_errors = Counter(
-            "evalsi_reward_component_errors", "Component scores with status error, by evaluator.",
-            ["evaluator"], registry=r,
+            "evalsi_reward_component_errors",
+            "Component scores with status error, by evaluator.",
+            ["evaluator"],
+            registry=r,
         )
         self.cache_hits = Counter(
             "evalsi_reward_cache_hits", "Component score cache hits by tier.", ["tier"], registry=r
@@ -46,23 +56,29 @@ class Metrics:
             "evalsi_reward_inflight_rollouts", "Rollouts being scored, by project.", ["project"], registry=r
         )
         self.waiting = Gauge(
-            "evalsi_reward_waiting_rollouts", "Rollouts waiting for capacity (back-pressure), by project.", ["project"],
+            "evalsi_reward_waiting_rollouts",
+            "Rollouts waiting for capacity (back-pressure), by project.",
+            ["project"],
             registry=r,
         )
         self.request_bytes = Gauge(
-            "evalsi_reward_request_bytes", "Bytes of JSON request bodies held (read, or admitted to be read).",
+            "evalsi_reward_request_bytes",
+            "Bytes of JSON request bodies held (read, or admitted to be read).",
             registry=r,
         )
         self.requests_waiting_to_read = Gauge(
-            "evalsi_reward_requests_waiting_to_read", "Calls waiting for rewards.max_inflight_bytes before their body "
-            "is read.", registry=r,
+            "evalsi_reward_requests_waiting_to_read",
+            "Calls waiting for rewards.max_inflight_bytes before their body is read.",
+            registry=r,
         )
         self.cancelled = Counter(
-            "evalsi_reward_cancelled_calls", "Calls whose caller went away while their batch was being scored.",
+            "evalsi_reward_cancelled_calls",
+            "Calls whose caller went away while their batch was being scored.",
             registry=r,
         )
         self.shared_cache_pruned = Counter(
-            "evalsi_reward_shared_cache_pruned", "Shared cache entries deleted after rewards.shared_cache_ttl.",
+            "evalsi_reward_shared_cache_pruned",
+            "Shared cache entries deleted after rewards.shared_cache_ttl.",
             registry=r,
         )
 

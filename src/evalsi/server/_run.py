@@ -92,17 +92,23 @@ async def serve_async(config: ServerConfig, ready: ReadyHook = default_ready) ->
     parts = build(config)
     listen = config.spec.listen
     drain = config.spec.drain_timeout
-    http = _Uvicorn(uvicorn.Config(
-        build_app(parts.state), host=listen.host, port=listen.port, lifespan="off", log_level="warning",
-        loop="asyncio", http="httptools" if importlib.util.find_spec("httptools") else "h11",
-        timeout_graceful_shutdown=max(1, int(drain)), access_log=False,
-    ))
+    http = _Uvicorn(
+        uvicorn.Config(
+            build_app(parts.state),
+            host=listen.host,
+            port=listen.port,
+            lifespan="off",
+            log_level="warning",
+            loop="asyncio",
+            http="httptools" if importlib.util.find_spec("httptools") else "h11",
+            timeout_graceful_shutdown=max(1, int(drain)),
+            access_log=False,
+        )
+    )
     grpc_server = None
     grpc_port = None
     if listen.grpc_port is not None:
-        grpc_server = make_grpc_server(
-            parts.service, lambda project, size: held_body(parts.state, project, size)
-        )
+        grpc_server = make_grpc_server(parts.service, lambda project, size: held_body(parts.state, project, size))
         grpc_port = grpc_server.add_insecure_port(f"{listen.host}:{listen.grpc_port}")
         await grpc_server.start()
     loop = asyncio.get_running_loop()
@@ -130,8 +136,10 @@ async def serve_async(config: ServerConfig, ready: ReadyHook = default_ready) ->
     pruner = asyncio.create_task(_prune_forever(parts)) if parts.shared is not None else None
     serving = asyncio.create_task(http.serve())
     scraping = asyncio.create_task(metrics_http.serve()) if metrics_http is not None else None
-    while not (http.started and (metrics_http is None or metrics_http.started)) and not serving.done() and not (
-        scraping is not None and scraping.done()
+    while (
+        not (http.started and (metrics_http is None or metrics_http.started))
+        and not serving.done()
+        and not (scraping is not None and scraping.done())
     ):
         await asyncio.sleep(0.01)
     if http.started:
@@ -158,14 +166,22 @@ def _metrics_listener(config: ServerConfig, parts: Parts) -> _Uvicorn | None:
     metrics = config.spec.metrics
     if metrics.port is None:
         return None
-    return _Uvicorn(uvicorn.Config(
-        build_metrics_app(parts.state), host=metrics.host or config.spec.listen.host, port=metrics.port,
-        lifespan="off", log_level="warning", loop="asyncio", access_log=False,
-    ))
+    return _Uvicorn(
+        uvicorn.Config(
+            build_metrics_app(parts.state),
+            host=metrics.host or config.spec.listen.host,
+            port=metrics.port,
+            lifespan="off",
+            log_level="warning",
+            loop="asyncio",
+            access_log=False,
+        )
+    )
 
 
-async def _shutdown(parts: Parts, stopping: list[asyncio.Task[None]], pruner: asyncio.Task[None] | None,
-                    deadline: float) -> bool:
+async def _shutdown(
+    parts: Parts, stopping: list[asyncio.Task[None]], pruner: asyncio.Task[None] | None, deadline: float
+) -> bool:
     """Wait (until ``deadline``) for the listeners and the calls in flight, then close; True if all drained."""
     loop = asyncio.get_running_loop()
     if pruner is not None:

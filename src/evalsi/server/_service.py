@@ -52,9 +52,7 @@ class RewardService:
         share = rewards.project_share
         self.cpu = FairPool(rewards.cpu_workers, share_of(rewards.cpu_workers, share), "evalsi-cpu")
         self.components = FairPool(rewards.cpu_workers, share_of(rewards.cpu_workers, share), "evalsi-component")
-        self.sandboxes = FairPool(
-            rewards.sandbox_workers, share_of(rewards.sandbox_workers, share), "evalsi-sandbox"
-        )
+        self.sandboxes = FairPool(rewards.sandbox_workers, share_of(rewards.sandbox_workers, share), "evalsi-sandbox")
         quotas = {name: q.max_reward_rollouts for name, q in config.spec.quotas.items()}
         self._admission: Admission | None = None
         self._quotas = quotas
@@ -81,8 +79,10 @@ class RewardService:
 
         """
         if not authorization:
-            raise ServiceError("unauthenticated", "missing token: send `Authorization: Bearer <token>` "
-                               "(create one with `evalsi server token create`)")
+            raise ServiceError(
+                "unauthenticated",
+                "missing token: send `Authorization: Bearer <token>` (create one with `evalsi server token create`)",
+            )
         scheme, _, secret = authorization.strip().partition(" ")
         secret = secret.strip()
         if scheme.lower() != "bearer" or not secret:
@@ -119,7 +119,8 @@ class RewardService:
             raise ServiceError(
                 "invalid_argument",
                 f"{len(rollouts)} rollouts in one call exceed rewards.max_rollouts={limit}; split the batch",
-                "too_many_rollouts", limit=limit,
+                "too_many_rollouts",
+                limit=limit,
             )
         check_depth(spec, "spec")
         reward = await self._bound_reward(spec, principal.project)
@@ -258,4 +259,3 @@ def require(principal: Principal, permission: str, why: str = "") -> None:
             f"the token for project {principal.project!r} lacks the {permission} permission{reason}",
             permission=permission,
         )
-

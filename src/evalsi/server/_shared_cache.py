@@ -56,7 +56,7 @@ class SharedScores:
         try:
             with self.engine.connect() as connection:
                 for start in range(0, len(keys), _CHUNK):
-                    chunk = list(keys[start:start + _CHUNK])
+                    chunk = list(keys[start : start + _CHUNK])
                     query = select(score_cache.c.key, score_cache.c.score).where(
                         score_cache.c.key.in_(chunk), score_cache.c.created_at >= oldest
                     )
@@ -77,7 +77,7 @@ class SharedScores:
         try:
             with self.engine.begin() as connection:
                 for start in range(0, len(values), _CHUNK):
-                    statement = dialect.insert(score_cache).values(values[start:start + _CHUNK])
+                    statement = dialect.insert(score_cache).values(values[start : start + _CHUNK])
                     statement = statement.on_conflict_do_update(
                         index_elements=[score_cache.c.key],
                         set_={"score": statement.excluded.score, "created_at": statement.excluded.created_at},

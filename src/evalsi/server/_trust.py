@@ -189,7 +189,9 @@ def _resolve_resource(
         valid = ", ".join(sorted(entries)) or "none are configured"
         raise SpecError(
             f"on this server {evaluator.name!r} takes `{resource.param}: NAME`, one of the server's "
-            f"{_kind(resource.section)}s (valid: {valid})", file="request", path=path,
+            f"{_kind(resource.section)}s (valid: {valid})",
+            file="request",
+            path=path,
         )
     entry = _lookup(entries, name, resource.section, path)
     client = {key: value for key, value in params.items() if key != resource.param}
@@ -200,8 +202,9 @@ def _lookup(entries: Mapping[str, Mapping[str, Any]], name: str, section: str, p
     entry = entries.get(name)
     if entry is None:
         valid = ", ".join(sorted(entries)) or "none are configured"
-        raise SpecError(f"no {_kind(section)} named {name!r} on this server (valid: {valid})", file="request",
-                        path=path)
+        raise SpecError(
+            f"no {_kind(section)} named {name!r} on this server (valid: {valid})", file="request", path=path
+        )
     return entry
 
 

@@ -117,6 +117,11 @@ def paired_comparison(a: Mapping[str, Sequence[float]], b: Mapping[str, Sequence
         b_only = len(flips) - a_only
         test = McNemar(a_only, b_only, mcnemar_exact(a_only, b_only))
     return PairedComparison(
-        mean_a=mean(pa), mean_b=mean(pb), difference=difference, mcnemar=test, flips=flips,
-        only_a=len(means_a.keys() - means_b.keys()), only_b=len(means_b.keys() - means_a.keys()),
+        mean_a=mean(pa),
+        mean_b=mean(pb),
+        difference=difference,
+        mcnemar=test,
+        flips=flips,
+        only_a=len(means_a.keys() - means_b.keys()),
+        only_b=len(means_b.keys() - means_a.keys()),
     )

@@ -15,9 +15,36 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 _T975 = (
-    12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281,
-    2.2010, 2.1788, 2.1604, 2.1448, 2.1314, 2.1199, 2.1098, 2.1009, 2.0930, 2.0860,
-    2.0796, 2.0739, 2.0687, 2.0639, 2.0595, 2.0555, 2.0518, 2.0484, 2.0452, 2.0423,
+    12.7062,
+    4.3027,
+    3.1824,
+    2.7764,
+    2.5706,
+    2.4469,
+    2.3646,
+    2.3060,
+    2.2622,
+    2.2281,
+    2.2010,
+    2.1788,
+    2.1604,
+    2.1448,
+    2.1314,
+    2.1199,
+    2.1098,
+    2.1009,
+    2.0930,
+    2.0860,
+    2.0796,
+    2.0739,
+    2.0687,
+    2.0639,
+    2.0595,
+    2.0555,
+    2.0518,
+    2.0484,
+    2.0452,
+    2.0423,
 )
 """The 97.5% quantile of Student's t for 1..30 degrees of freedom."""
 
@@ -60,11 +87,18 @@ class Estimate:
 
     def to_dict(self) -> dict[str, float | int | None]:
         """JSON form; a ``nan`` becomes ``None``."""
+
         def clean(x: float) -> float | None:
             return None if math.isnan(x) else x
 
-        return {"mean": clean(self.mean), "se": clean(self.se), "ci_low": clean(self.ci_low),
-                "ci_high": clean(self.ci_high), "n": self.n, "clusters": self.clusters}
+        return {
+            "mean": clean(self.mean),
+            "se": clean(self.se),
+            "ci_low": clean(self.ci_low),
+            "ci_high": clean(self.ci_high),
+            "n": self.n,
+            "clusters": self.clusters,
+        }
 
 
 EMPTY = Estimate(math.nan, math.nan, math.nan, math.nan, 0, 0)

@@ -61,8 +61,10 @@ class Threshold:
                     f"{where}: expected {{success, standard_error}}, got keys {sorted(map(str, value))}"
                 )
             error = value.get("standard_error")
-            return cls(_unit(float(value["success"]), f"{where}.success"),
-                       None if error is None else _unit(float(error), f"{where}.standard_error"))
+            return cls(
+                _unit(float(value["success"]), f"{where}.success"),
+                None if error is None else _unit(float(error), f"{where}.standard_error"),
+            )
         raise EvaluationSetupError(f"{where}: a threshold is a number or {{success, standard_error}}")
 
     def passes(self, score: float, standard_error: float) -> bool:

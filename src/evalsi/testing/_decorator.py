@@ -94,8 +94,10 @@ class EvaluationTest:
         """The input rows, cut to ``max_rows``."""
         rows = rows_from_dataset(self.input_dataset, self.base_dir) if self.input_dataset else []
         rows += rows_from_messages(self.input_messages)
-        rows += [EvaluationRow(list(r.messages), r.ground_truth, r.row_id or f"row-{i}", metadata=dict(r.metadata))
-                 for i, r in enumerate(self.input_rows)]
+        rows += [
+            EvaluationRow(list(r.messages), r.ground_truth, r.row_id or f"row-{i}", metadata=dict(r.metadata))
+            for i, r in enumerate(self.input_rows)
+        ]
         return rows if max_rows is None else rows[:max_rows]
 
     def run(self, *, store: bool = True) -> EvaluationOutcome:
@@ -113,16 +115,22 @@ class EvaluationTest:
             raise EvaluationSetupError(f"{self.test_id}: mode='groupwise' compares two or more completion_params")
         rows = self.inputs(max_rows)
         if not rows:
-            raise EvaluationSetupError(f"{self.test_id}: no input rows (give input_dataset, input_messages or "
-                                       "input_rows)")
+            raise EvaluationSetupError(
+                f"{self.test_id}: no input rows (give input_dataset, input_messages or input_rows)"
+            )
         processor = self.rollout_processor or (SingleTurn() if params else NoOp())
         rollouts = [row.copy_for(p, run) for row in rows for p in (params or [{}]) for run in range(num_runs)]
         rolled = asyncio.run(processor.process(rollouts, self.max_concurrent_rollouts))
         scored = score_rollouts(self.function, self.mode, rolled)
         result = verdict(scored, self.aggregation_method, threshold)
-        settings = {"mode": self.mode, "numRuns": num_runs, "aggregationMethod": self.aggregation_method,
-                    "completionParams": [_public(p) for p in params], "maxRows": max_rows,
-                    "inputDataset": self.input_dataset}
+        settings = {
+            "mode": self.mode,
+            "numRuns": num_runs,
+            "aggregationMethod": self.aggregation_method,
+            "completionParams": [_public(p) for p in params],
+            "maxRows": max_rows,
+            "inputDataset": self.input_dataset,
+        }
         document = results_document(self.test_id, scored, result, threshold, settings)
         if store:
             store_result(document)
@@ -138,8 +146,10 @@ class EvaluationTest:
         __tracebackhide__ = True  # pytest shows the message, not evalsi's frames
         outcome = self.run()
         result, threshold = outcome.verdict, outcome.threshold
-        summary = (f"{self.test_id}: score {result.score:.4f} ± {result.standard_error:.4f} (standard error) over "
-                   f"{result.rollouts} rollouts")
+        summary = (
+            f"{self.test_id}: score {result.score:.4f} ± {result.standard_error:.4f} (standard error) over "
+            f"{result.rollouts} rollouts"
+        )
         print(summary)  # pytest shows it with -s, and with the failure
         if threshold is not None and not result.passed:
             raise EvaluationFailed(
@@ -184,15 +194,27 @@ class _EvaluationTestDecorator:
         if num_runs < 1 or max_concurrent_rollouts < 1:
             raise EvaluationSetupError("num_runs and max_concurrent_rollouts must be at least 1")
         threshold = Threshold.parse(passed_threshold, "passed_threshold")
-        rows = [r if isinstance(r, EvaluationRow) else row_from_mapping(r, f"input_rows[{i}]")
-                for i, r in enumerate(input_rows or [])]
+        rows = [
+            r if isinstance(r, EvaluationRow) else row_from_mapping(r, f"input_rows[{i}]")
+            for i, r in enumerate(input_rows or [])
+        ]
 
         def decorate(function: ScoringFunction) -> Callable[[], None]:
             check_signature(function, mode)
             declared = EvaluationTest(
-                function, [str(p) for p in input_dataset or []], [[dict(m) for m in c] for c in input_messages or []],
-                rows, [dict(p) for p in completion_params or []], rollout_processor, threshold, mode, num_runs,
-                aggregation_method, max_concurrent_rollouts, max_dataset_rows, _caller_dir(function),
+                function,
+                [str(p) for p in input_dataset or []],
+                [[dict(m) for m in c] for c in input_messages or []],
+                rows,
+                [dict(p) for p in completion_params or []],
+                rollout_processor,
+                threshold,
+                mode,
+                num_runs,
+                aggregation_method,
+                max_concurrent_rollouts,
+                max_dataset_rows,
+                _caller_dir(function),
             )
             return as_pytest_test(declared)
 
@@ -223,9 +245,9 @@ class _EvaluationTestDecorator:
         options.setdefault("mode", "all")  # the spec scores a whole batch in one engine call
         return self(
             **inputs,
-            completion_params=completion_params if completion_params is not None else defaults.get(
-                "completion_params"),
-            passed_threshold=passed_threshold, **options,
+            completion_params=completion_params if completion_params is not None else defaults.get("completion_params"),
+            passed_threshold=passed_threshold,
+            **options,
         )(scorer)
 
 
@@ -273,8 +295,7 @@ def find_evaluation_test(reference: str, base_dir: Path | None = None) -> Evalua
     candidate = getattr(module, name, None)
     declared = getattr(candidate, "evaluation", None)
     if not isinstance(declared, EvaluationTest):
-        found = sorted(n for n, v in vars(module).items() if isinstance(getattr(v, "evaluation", None),
-                                                                       EvaluationTest))
+        found = sorted(n for n, v in vars(module).items() if isinstance(getattr(v, "evaluation", None), EvaluationTest))
         raise EvaluationSetupError(
             f"{reference!r}: {location} has no evaluation test {name!r} (evaluation tests there: "
             f"{', '.join(found) or 'none'})"

@@ -19,8 +19,9 @@ from evalsi.specs import load_resources
 from evalsi.testing._row import EvaluationRow
 
 
-def spec_scorer(path: Path, name: str | None) -> tuple[Callable[[list[EvaluationRow]], list[EvaluationRow]],
-                                                       dict[str, Any]]:
+def spec_scorer(
+    path: Path, name: str | None
+) -> tuple[Callable[[list[EvaluationRow]], list[EvaluationRow]], dict[str, Any]]:
     """An ``all``-mode scoring function for the spec in ``path``, and the inputs it brings (RunSpec).
 
     Raises:
@@ -34,9 +35,17 @@ def spec_scorer(path: Path, name: str | None) -> tuple[Callable[[list[Evaluation
     if "RunSpec" in kinds:
         run = load_run(path, name)
         items = load_run_items(run)
-        rows = [EvaluationRow([{"role": "user", "content": item.prompt}] if isinstance(item.prompt, str)
-                              else [dict(m) for m in item.prompt], item.reference, item.key,
-                              metadata=dict(item.metadata)) for item in items]
+        rows = [
+            EvaluationRow(
+                [{"role": "user", "content": item.prompt}]
+                if isinstance(item.prompt, str)
+                else [dict(m) for m in item.prompt],
+                item.reference,
+                item.key,
+                metadata=dict(item.metadata),
+            )
+            for item in items
+        ]
         defaults: dict[str, Any] = {"input_rows": rows}
         target = run.body.target
         if target.base_url is not None:
@@ -54,18 +63,29 @@ def _mean_of_components(result: RewardResult) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def _scorer(reward: Reward, value_of: Callable[[RewardResult], float | None], name: str
-            ) -> Callable[[list[EvaluationRow]], list[EvaluationRow]]:
+def _scorer(
+    reward: Reward, value_of: Callable[[RewardResult], float | None], name: str
+) -> Callable[[list[EvaluationRow]], list[EvaluationRow]]:
     def score(rows: list[EvaluationRow]) -> list[EvaluationRow]:
-        rollouts = [{**row.metadata, "prompt": [m for m in row.messages[:-1]] or row.messages,
-                     "completion": row.last_text, "reference": row.ground_truth} for row in rows]
+        rollouts = [
+            {
+                **row.metadata,
+                "prompt": [m for m in row.messages[:-1]] or row.messages,
+                "completion": row.last_text,
+                "reference": row.ground_truth,
+            }
+            for row in rows
+        ]
         for row, result in zip(rows, reward.score(rollouts), strict=True):
             value = value_of(result)
             row.score = 0.0 if value is None else min(max(float(value), 0.0), 1.0)
-            row.reason = "; ".join(f"{n}: {s.status} {s.value}" + (f" ({s.reason})" if s.reason else "")
-                                   for n, s in result.components.items())
-            row.metrics = {n: float(s.value) for n, s in result.components.items()
-                           if s.status == "ok" and s.value is not None}
+            row.reason = "; ".join(
+                f"{n}: {s.status} {s.value}" + (f" ({s.reason})" if s.reason else "")
+                for n, s in result.components.items()
+            )
+            row.metrics = {
+                n: float(s.value) for n, s in result.components.items() if s.status == "ok" and s.value is not None
+            }
         return rows
 
     score.__name__ = score.__qualname__ = name

@@ -54,33 +54,54 @@ def verdict(rows: Sequence[EvaluationRow], aggregation: Aggregation, threshold: 
         score = sum(run_means) / len(run_means)
     error = clustered_estimate(list(by_row.values())).se if rows else math.nan
     passed = threshold.passes(score, error) if threshold is not None else True
-    return Verdict(score, error, passed, len(rows), sum(1 for r in rows if r.rollout_error is not None),
-                   {name: sum(v) / len(v) for name, v in by_variant.items()})
+    return Verdict(
+        score,
+        error,
+        passed,
+        len(rows),
+        sum(1 for r in rows if r.rollout_error is not None),
+        {name: sum(v) / len(v) for name, v in by_variant.items()},
+    )
 
 
-def results_document(test_id: str, rows: Sequence[EvaluationRow], result: Verdict, threshold: Threshold | None,
-                     settings: dict[str, Any]) -> dict[str, Any]:
+def results_document(
+    test_id: str, rows: Sequence[EvaluationRow], result: Verdict, threshold: Threshold | None, settings: dict[str, Any]
+) -> dict[str, Any]:
     """The run in the results form of ``evalsi run``: one record per input row, one sample per rollout."""
     records: dict[str, RecordResult] = {}
     for row in rows:
         record = records.get(row.row_id)
         if record is None:
             prompt = [m for m in row.messages if m.get("role") != "assistant"] or row.messages
-            record = records[row.row_id] = RecordResult(row.row_id, len(records), prompt, row.ground_truth,
-                                                        row.row_id, [])
+            record = records[row.row_id] = RecordResult(
+                row.row_id, len(records), prompt, row.ground_truth, row.row_id, []
+            )
         score = Score(row.score, "ok", row.reason) if row.rollout_error is None else Score.error(row.reason or "")
         record.samples.append(SampleResult(row.last_text, None, row.tokens, row.latency, {METRIC: score}))
     summary = summarize(list(records.values()), [MetricInfo(METRIC)], PassKSpec(), [], "zero")
     return {
-        "version": 1, "kind": "RunResults", "name": test_id, "status": "complete", "spec": settings,
+        "version": 1,
+        "kind": "RunResults",
+        "name": test_id,
+        "status": "complete",
+        "spec": settings,
         "target": {"kind": "evaluation-test", "completionParams": settings.get("completionParams")},
-        "fingerprints": {}, "metrics": [{"name": METRIC, "threshold": 1.0}], "onError": "zero", "timings": {},
+        "fingerprints": {},
+        "metrics": [{"name": METRIC, "threshold": 1.0}],
+        "onError": "zero",
+        "timings": {},
         "summary": summary.to_dict(),
         "evaluationTest": {
-            "id": test_id, "passed": result.passed, "score": result.score, "standardError": result.standard_error,
-            "threshold": None if threshold is None else {"success": threshold.success,
-                                                         "standardError": threshold.standard_error},
-            "rollouts": result.rollouts, "failedRollouts": result.failed_rollouts, "perVariant": result.per_variant,
+            "id": test_id,
+            "passed": result.passed,
+            "score": result.score,
+            "standardError": result.standard_error,
+            "threshold": None
+            if threshold is None
+            else {"success": threshold.success, "standardError": threshold.standard_error},
+            "rollouts": result.rollouts,
+            "failedRollouts": result.failed_rollouts,
+            "perVariant": result.per_variant,
         },
         "records": [r.to_json() for r in records.values()],
     }
@@ -94,6 +115,5 @@ def worst_rows_table(rows: Sequence[EvaluationRow], limit: int = 10) -> str:
         said = row.reason or row.last_text
         said = " ".join(said.split())
         said = said if len(said) <= 70 else said[:67] + "..."
-        lines.append(f"{row.row_id[:18]:<18} {row.variant[:24]:<24} {row.run:>3} {float(row.score or 0):>6.3f}  "
-                     f"{said}")
+        lines.append(f"{row.row_id[:18]:<18} {row.variant[:24]:<24} {row.run:>3} {float(row.score or 0):>6.3f}  {said}")
     return "\n".join(lines)

@@ -128,8 +128,12 @@ class Remote:
             return list(await asyncio.gather(*(one(i, r) for i, r in enumerate(rows))))
 
     async def _roll(self, client: httpx.AsyncClient, rollout_id: str, row: EvaluationRow) -> list[dict[str, Any]]:
-        body = {"rollout_id": rollout_id, "messages": row.messages, "completion_params": row.completion_params,
-                "metadata": {"row_id": row.row_id, "run": row.run, **row.metadata}}
+        body = {
+            "rollout_id": rollout_id,
+            "messages": row.messages,
+            "completion_params": row.completion_params,
+            "metadata": {"row_id": row.row_id, "run": row.run, **row.metadata},
+        }
         response = await client.post(f"{self.base_url}/rollouts", json=body)
         response.raise_for_status()
         deadline = time.monotonic() + self.timeout

@@ -64,6 +64,10 @@ class EvaluationRow:
     def copy_for(self, completion_params: Mapping[str, Any], run: int) -> EvaluationRow:
         """A fresh copy of this input for one rollout (messages copied, no score yet)."""
         return EvaluationRow(
-            messages=[dict(m) for m in self.messages], ground_truth=self.ground_truth, row_id=self.row_id,
-            completion_params=dict(completion_params), run=run, metadata=dict(self.metadata),
+            messages=[dict(m) for m in self.messages],
+            ground_truth=self.ground_truth,
+            row_id=self.row_id,
+            completion_params=dict(completion_params),
+            run=run,
+            metadata=dict(self.metadata),
         )

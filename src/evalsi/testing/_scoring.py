@@ -22,7 +22,8 @@ def check_signature(function: ScoringFunction, mode: Mode) -> None:
 
     """
     parameters = [
-        p for p in inspect.signature(function).parameters.values()
+        p
+        for p in inspect.signature(function).parameters.values()
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
     ]
     if len(parameters) != 1:

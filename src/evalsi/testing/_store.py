@@ -56,8 +56,14 @@ def store_result(document: dict[str, Any], path: Path | None = None) -> int:
         cursor = connection.execute(
             "insert into evaluation_runs (test, created, passed, score, standard_error, document) "
             "values (?, ?, ?, ?, ?, ?)",
-            (verdict["id"], datetime.now(UTC).isoformat(timespec="seconds"), int(bool(verdict["passed"])),
-             verdict["score"], verdict["standardError"], orjson.dumps(document)),
+            (
+                verdict["id"],
+                datetime.now(UTC).isoformat(timespec="seconds"),
+                int(bool(verdict["passed"])),
+                verdict["score"],
+                verdict["standardError"],
+                orjson.dumps(document),
+            ),
         )
         return int(cursor.lastrowid or 0)
 
@@ -69,6 +75,9 @@ def stored_results(test: str | None = None, path: Path | None = None) -> list[di
         return []
     with _connect(db) as connection:
         query = "select document from evaluation_runs"
-        rows = connection.execute(query + " where test = ? order by id", (test,)) if test else connection.execute(
-            query + " order by id")
+        rows = (
+            connection.execute(query + " where test = ? order by id", (test,))
+            if test
+            else connection.execute(query + " order by id")
+        )
         return [orjson.loads(row[0]) for row in rows]

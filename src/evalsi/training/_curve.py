@@ -91,25 +91,41 @@ class Curve:
                 est = point.means.get(name, EMPTY)
                 change = point.changes.get(name)
                 metrics[name] = {
-                    "mean": _clean(est.mean), "ciLow": _clean(est.ci_low), "ciHigh": _clean(est.ci_high),
+                    "mean": _clean(est.mean),
+                    "ciLow": _clean(est.ci_low),
+                    "ciHigh": _clean(est.ci_high),
                     "change": None if change is None else change.difference.to_dict(),
                     "significant": bool(change is not None and change.significant),
                     "regressed": point.regressed_on(name),
                 }
-            points.append({"step": point.step, "label": point.label, "status": point.status,
-                           "path": str(point.path), "metrics": metrics,
-                           "regressions": [str(r) for r in point.regressions]})
+            points.append(
+                {
+                    "step": point.step,
+                    "label": point.label,
+                    "status": point.status,
+                    "path": str(point.path),
+                    "metrics": metrics,
+                    "regressions": [str(r) for r in point.regressions],
+                }
+            )
         latest = self.latest
-        return {"trainingRun": self.training_run, "spec": self.spec, "metrics": self.metrics, "points": points,
-                "latest": None if latest is None else latest.label, "failed": self.failed}
+        return {
+            "trainingRun": self.training_run,
+            "spec": self.spec,
+            "metrics": self.metrics,
+            "points": points,
+            "latest": None if latest is None else latest.label,
+            "failed": self.failed,
+        }
 
 
 def _clean(value: float) -> float | None:
     return None if math.isnan(value) else value
 
 
-def build_curve(log_dir: Path, training_run: str, spec: str, metrics: Sequence[str],
-                rules: Sequence[RegressionRule] = ()) -> Curve:
+def build_curve(
+    log_dir: Path, training_run: str, spec: str, metrics: Sequence[str], rules: Sequence[RegressionRule] = ()
+) -> Curve:
     """Read a spec's step files for a training run and compare each step with the base.
 
     Raises:
@@ -118,8 +134,10 @@ def build_curve(log_dir: Path, training_run: str, spec: str, metrics: Sequence[s
     """
     files = step_files(log_dir, training_run, spec)
     if not files:
-        raise DataError(f"no results for spec {spec!r} of training run {training_run!r} under {log_dir} "
-                        "(evaluate with `evalsi checkpoints eval` or `watch` first, with the same --log-dir)")
+        raise DataError(
+            f"no results for spec {spec!r} of training run {training_run!r} under {log_dir} "
+            "(evaluate with `evalsi checkpoints eval` or `watch` first, with the same --log-dir)"
+        )
     base_path = files.get(None)
     base_run = load_results(base_path) if base_path is not None else None
     points = []
@@ -133,8 +151,9 @@ def build_curve(log_dir: Path, training_run: str, spec: str, metrics: Sequence[s
             run = load_results(path)
             shared = [m for m in metrics if m in point.means and base_run is not None]
             point.changes = {c.metric: c.comparison for c in compare_runs(base_run, run, shared or None)}
-            point.regressions = [r for r in rules if r.metric in point.changes
-                                 and regressed(point.changes[r.metric], r)]
+            point.regressions = [
+                r for r in rules if r.metric in point.changes and regressed(point.changes[r.metric], r)
+            ]
         points.append(point)
     return Curve(training_run, spec, list(metrics), points)
 
@@ -147,5 +166,11 @@ def _estimate(value: Any) -> Estimate:
         item = value.get(key)
         return float(item) if isinstance(item, int | float) else math.nan
 
-    return Estimate(number("mean"), number("se"), number("ci_low"), number("ci_high"),
-                    int(value.get("n") or 0), int(value.get("clusters") or 0))
+    return Estimate(
+        number("mean"),
+        number("se"),
+        number("ci_low"),
+        number("ci_high"),
+        int(value.get("n") or 0),
+        int(value.get("clusters") or 0),
+    )

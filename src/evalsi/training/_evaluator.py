@@ -137,10 +137,18 @@ class CheckpointEvaluator:
 
     """
 
-    def __init__(self, specs: str | Path | Sequence[str | Path], training_run: str,
-                 serving: ServingStrategy | None = None, *,
-                 regression: Sequence[str | RegressionRule] = (), log_dir: str | Path = DEFAULT_LOG_DIR,
-                 overrides: Sequence[str] = (), progress: bool = False, on_stage: Stage | None = None) -> None:
+    def __init__(
+        self,
+        specs: str | Path | Sequence[str | Path],
+        training_run: str,
+        serving: ServingStrategy | None = None,
+        *,
+        regression: Sequence[str | RegressionRule] = (),
+        log_dir: str | Path = DEFAULT_LOG_DIR,
+        overrides: Sequence[str] = (),
+        progress: bool = False,
+        on_stage: Stage | None = None,
+    ) -> None:
         paths = [specs] if isinstance(specs, str | Path) else list(specs)
         if not paths:
             raise SpecError("give at least one run spec (-f spec.yaml)")
@@ -163,8 +171,10 @@ class CheckpointEvaluator:
         known = {m for s in self.specs for m in s.metrics}
         for rule in self.rules:
             if rule.metric not in known:
-                raise SpecError(f"{rule.metric!r} is not a metric of the run specs (metrics: "
-                                f"{', '.join(sorted(known))})", file="--regression")
+                raise SpecError(
+                    f"{rule.metric!r} is not a metric of the run specs (metrics: {', '.join(sorted(known))})",
+                    file="--regression",
+                )
 
     def _load(self, path: Path) -> _Spec:
         resource = select_resource(load_resources(path), "RunSpec", None, str(path))
@@ -186,8 +196,9 @@ class CheckpointEvaluator:
 
     # --- evaluation -------------------------------------------------------------------------------------------
 
-    def evaluate(self, checkpoint: str | Path | Checkpoint, step: int | None = None, *,
-                 settled_at: float | None = None) -> StepResult:
+    def evaluate(
+        self, checkpoint: str | Path | Checkpoint, step: int | None = None, *, settled_at: float | None = None
+    ) -> StepResult:
         """Serve and evaluate a checkpoint (``step`` None: the base model), unless its results are complete.
 
         ``checkpoint`` is a local path, a :class:`Checkpoint`, or for the base model a served model's name.
@@ -207,8 +218,9 @@ class CheckpointEvaluator:
                     self._stage(ref.label, f"evaluating {spec.name}")
                     self._run(spec, ref, served, settled_at)
         self._stage(ref.label, "comparing with base")
-        result = StepResult(step, [self._outcome(s, step, reused=s not in todo) for s in self.specs],
-                            time.perf_counter() - started)
+        result = StepResult(
+            step, [self._outcome(s, step, reused=s not in todo) for s in self.specs], time.perf_counter() - started
+        )
         self._stage(ref.label, result.status)
         return result
 
@@ -227,8 +239,11 @@ class CheckpointEvaluator:
 
     def _bind(self, spec: _Spec, ref: ModelRef, served: Served) -> BoundRun:
         name = f"{spec.name}@{'base' if ref.step is None else f'step-{ref.step}'}"
-        extra = [f"output={json.dumps(str(self.result_path(spec.name, ref.step)))}",
-                 f"metadata.name={json.dumps(name)}", *self._target_overrides(served)]
+        extra = [
+            f"output={json.dumps(str(self.result_path(spec.name, ref.step)))}",
+            f"metadata.name={json.dumps(name)}",
+            *self._target_overrides(served),
+        ]
         return bind_run(apply_overrides(spec.resource, [*self.overrides, *extra]), spec.base_dir)
 
     def _run(self, spec: _Spec, ref: ModelRef, served: Served, settled_at: float | None) -> None:
@@ -239,19 +254,29 @@ class CheckpointEvaluator:
             # The interrupted evaluation served other files under this step (the checkpoint was rewritten).
             log.warning("%s: earlier partial results are from other checkpoint files; starting over", bound.output)
             outcome = Runner(bound, progress=self.progress, restart=True).run()
-        add_checkpoint_metadata(outcome.path, {
-            "trainingRun": self.training_run, "step": ref.step, "label": ref.label, "location": ref.location,
-            "kind": ref.files.kind if ref.files is not None else None, "fingerprint": ref.fingerprint,
-            "servedAs": served.model, "serving": self.serving.name,
-            "settledAt": None if settled_at is None else _iso(settled_at), "evaluatedAt": _iso(time.time()),
-        })
+        add_checkpoint_metadata(
+            outcome.path,
+            {
+                "trainingRun": self.training_run,
+                "step": ref.step,
+                "label": ref.label,
+                "location": ref.location,
+                "kind": ref.files.kind if ref.files is not None else None,
+                "fingerprint": ref.fingerprint,
+                "servedAs": served.model,
+                "serving": self.serving.name,
+                "settledAt": None if settled_at is None else _iso(settled_at),
+                "evaluatedAt": _iso(time.time()),
+            },
+        )
 
     def _outcome(self, spec: _Spec, step: int | None, *, reused: bool) -> SpecStep:
         path = self.result_path(spec.name, step)
         data = read_results(path) if path.exists() else {}
         gates = (data.get("summary") or {}).get("gates") or []
-        out = SpecStep(spec.name, path, str(data.get("status", "missing")), all(g.get("passed") for g in gates),
-                       reused=reused)
+        out = SpecStep(
+            spec.name, path, str(data.get("status", "missing")), all(g.get("passed") for g in gates), reused=reused
+        )
         base = self.result_path(spec.name, None)
         rules = [r for r in self.rules if r.metric in spec.metrics]
         if step is not None and rules and base.exists() and path.exists():
@@ -259,8 +284,9 @@ class CheckpointEvaluator:
         return out
 
 
-def compare_with_base(base: Path, step: Path, rules: Sequence[RegressionRule]
-                      ) -> tuple[dict[str, PairedComparison], list[RegressionRule]]:
+def compare_with_base(
+    base: Path, step: Path, rules: Sequence[RegressionRule]
+) -> tuple[dict[str, PairedComparison], list[RegressionRule]]:
     """Paired comparisons of a step with the base for the rules' metrics, and the rules that failed."""
     if not rules:
         return {}, []
@@ -275,8 +301,21 @@ def _iso(seconds: float) -> str:
 
 def describe_result(result: StepResult) -> dict[str, Any]:
     """JSON form of a step's evaluation (what ``checkpoints eval --json`` prints)."""
-    return {"step": result.step, "label": result.label, "status": result.status, "seconds": round(result.seconds, 3),
-            "specs": [{"spec": s.spec, "path": str(s.path), "status": s.status, "gatesPassed": s.gates_passed,
-                       "reused": s.reused, "regressions": [str(r) for r in s.regressions],
-                       "differences": {m: c.difference.to_dict() for m, c in s.comparisons.items()}}
-                      for s in result.specs]}
+    return {
+        "step": result.step,
+        "label": result.label,
+        "status": result.status,
+        "seconds": round(result.seconds, 3),
+        "specs": [
+            {
+                "spec": s.spec,
+                "path": str(s.path),
+                "status": s.status,
+                "gatesPassed": s.gates_passed,
+                "reused": s.reused,
+                "regressions": [str(r) for r in s.regressions],
+                "differences": {m: c.difference.to_dict() for m, c in s.comparisons.items()},
+            }
+            for s in result.specs
+        ],
+    }

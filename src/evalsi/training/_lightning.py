@@ -30,8 +30,7 @@ def lightning_module() -> ModuleType:
         except ModuleNotFoundError:
             continue
     raise ModuleNotFoundError(
-        "lightning_checkpoint_callback needs PyTorch Lightning: pip install 'evalsi[lightning]' "
-        "(or pytorch-lightning)"
+        "lightning_checkpoint_callback needs PyTorch Lightning: pip install 'evalsi[lightning]' (or pytorch-lightning)"
     )
 
 

@@ -55,8 +55,10 @@ def _matplotlib(curves: list[Curve], path: Path) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise PlotError(f"--plot {path.name} needs matplotlib: pip install 'evalsi[plot]' "
-                        "(or use --plot curve.html, which needs nothing)") from None
+        raise PlotError(
+            f"--plot {path.name} needs matplotlib: pip install 'evalsi[plot]' "
+            "(or use --plot curve.html, which needs nothing)"
+        ) from None
     panels = [(curve, metric) for curve in curves for metric in curve.metrics]
     figure, axes = plt.subplots(len(panels), 1, figsize=(7, 3.2 * len(panels)), squeeze=False)
     for (curve, metric), ax in zip(panels, axes[:, 0], strict=True):
@@ -73,8 +75,9 @@ def _matplotlib(curves: list[Curve], path: Path) -> None:
                 ax.axhspan(base_est.ci_low, base_est.ci_high, color="grey", alpha=0.15)
         bad = [(p.step, m) for p, m, _, _ in series if p.regressed_on(metric)]
         if bad:
-            ax.scatter([s for s, _ in bad], [m for _, m in bad], color="red", marker="x", s=90, zorder=5,
-                       label="regression")
+            ax.scatter(
+                [s for s, _ in bad], [m for _, m in bad], color="red", marker="x", s=90, zorder=5, label="regression"
+            )
         ax.set_title(f"{curve.spec}: {metric} ({curve.training_run})")
         ax.set_xlabel("step")
         ax.set_ylabel(metric)
@@ -87,10 +90,12 @@ def _matplotlib(curves: list[Curve], path: Path) -> None:
 
 def curve_html(curves: list[Curve]) -> str:
     """A self-contained HTML page: one SVG chart per metric, then the curve's table."""
-    parts = ["<!doctype html><html><head><meta charset='utf-8'><title>learning curve</title><style>"
-             "body{font-family:system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse}"
-             "td,th{padding:2px 10px;text-align:right}th{border-bottom:1px solid #999}.bad{color:#c00}"
-             "</style></head><body>"]
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'><title>learning curve</title><style>"
+        "body{font-family:system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse}"
+        "td,th{padding:2px 10px;text-align:right}th{border-bottom:1px solid #999}.bad{color:#c00}"
+        "</style></head><body>"
+    ]
     for curve in curves:
         parts.append(f"<h1>{html.escape(curve.spec)} · {html.escape(curve.training_run)}</h1>")
         for metric in curve.metrics:
@@ -125,23 +130,28 @@ def _svg(curve: Curve, metric: str, width: int = 640, height: int = 260) -> str:
     def y(value: float) -> float:
         return bottom - (value - low) / (high - low) * (bottom - top)
 
-    out = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' role='img' "
-           f"aria-label='{html.escape(metric)} per step'>",
-           f"<line x1='{left}' y1='{bottom}' x2='{right}' y2='{bottom}' stroke='#999'/>",
-           f"<line x1='{left}' y1='{top}' x2='{left}' y2='{bottom}' stroke='#999'/>",
-           f"<text x='{left - 5}' y='{y(high - pad) + 4:.1f}' font-size='10' text-anchor='end'>{high - pad:.3f}</text>",
-           f"<text x='{left - 5}' y='{y(low + pad) + 4:.1f}' font-size='10' text-anchor='end'>{low + pad:.3f}</text>"]
+    out = [
+        f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' role='img' "
+        f"aria-label='{html.escape(metric)} per step'>",
+        f"<line x1='{left}' y1='{bottom}' x2='{right}' y2='{bottom}' stroke='#999'/>",
+        f"<line x1='{left}' y1='{top}' x2='{left}' y2='{bottom}' stroke='#999'/>",
+        f"<text x='{left - 5}' y='{y(high - pad) + 4:.1f}' font-size='10' text-anchor='end'>{high - pad:.3f}</text>",
+        f"<text x='{left - 5}' y='{y(low + pad) + 4:.1f}' font-size='10' text-anchor='end'>{low + pad:.3f}</text>",
+    ]
     if not math.isnan(base_est.mean):
         if not math.isnan(base_est.ci_low):
-            out.append(f"<rect x='{left}' y='{y(base_est.ci_high):.1f}' width='{right - left}' "
-                       f"height='{max(0.5, y(base_est.ci_low) - y(base_est.ci_high)):.1f}' fill='#888' "
-                       "fill-opacity='0.15'/>")
-        out.append(f"<line class='base' x1='{left}' x2='{right}' y1='{y(base_est.mean):.1f}' "
-                   f"y2='{y(base_est.mean):.1f}' stroke='#777' stroke-dasharray='5,4'/>"
-                   f"<text x='{right}' y='{y(base_est.mean) - 4:.1f}' font-size='10' text-anchor='end'>"
-                   f"base {base_est.mean:.3f}</text>")
-    path = " ".join(f"{'M' if i == 0 else 'L'}{x(p.step or 0):.1f},{y(m):.1f}" for i, (p, m, _, _) in
-                    enumerate(series))
+            out.append(
+                f"<rect x='{left}' y='{y(base_est.ci_high):.1f}' width='{right - left}' "
+                f"height='{max(0.5, y(base_est.ci_low) - y(base_est.ci_high)):.1f}' fill='#888' "
+                "fill-opacity='0.15'/>"
+            )
+        out.append(
+            f"<line class='base' x1='{left}' x2='{right}' y1='{y(base_est.mean):.1f}' "
+            f"y2='{y(base_est.mean):.1f}' stroke='#777' stroke-dasharray='5,4'/>"
+            f"<text x='{right}' y='{y(base_est.mean) - 4:.1f}' font-size='10' text-anchor='end'>"
+            f"base {base_est.mean:.3f}</text>"
+        )
+    path = " ".join(f"{'M' if i == 0 else 'L'}{x(p.step or 0):.1f},{y(m):.1f}" for i, (p, m, _, _) in enumerate(series))
     if path:
         out.append(f"<path d='{path}' fill='none' stroke='#1f77b4' stroke-width='2'/>")
     for point, mean, lo, hi in series:
@@ -149,9 +159,11 @@ def _svg(curve: Curve, metric: str, width: int = 640, height: int = 260) -> str:
         bad = point.regressed_on(metric)
         colour = "#c00" if bad else "#1f77b4"
         out.append(f"<line x1='{px:.1f}' x2='{px:.1f}' y1='{y(lo):.1f}' y2='{y(hi):.1f}' stroke='{colour}'/>")
-        out.append(f"<circle class='{'regression' if bad else 'step'}' cx='{px:.1f}' cy='{y(mean):.1f}' r='4' "
-                   f"fill='{colour}'><title>step {point.step}: {mean:.4f} [{lo:.4f}, {hi:.4f}]"
-                   f"{' regression' if bad else ''}</title></circle>")
+        out.append(
+            f"<circle class='{'regression' if bad else 'step'}' cx='{px:.1f}' cy='{y(mean):.1f}' r='4' "
+            f"fill='{colour}'><title>step {point.step}: {mean:.4f} [{lo:.4f}, {hi:.4f}]"
+            f"{' regression' if bad else ''}</title></circle>"
+        )
         out.append(f"<text x='{px:.1f}' y='{height - 12}' font-size='10' text-anchor='middle'>{point.step}</text>")
     out.append("</svg>")
     return "".join(out)

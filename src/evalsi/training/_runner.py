@@ -150,7 +150,7 @@ class CheckpointRunner:
         if self._thread is not None:
             self._queue.join()
         with self._lock:
-            new = self.failures[self._reported:]
+            new = self.failures[self._reported :]
             self._reported = len(self.failures)
         if new and self.raise_errors:
             raise CheckpointEvaluationError(new)

@@ -34,7 +34,8 @@ def eval_sample_keys(spec: str | Path | BoundRun) -> set[str]:
     if not run.body.separate_eval_samples:
         raise SpecError(
             "set separateEvalSamples: true in the RunSpec to set its records aside from training",
-            file=run.spec.source, path="spec.separateEvalSamples",
+            file=run.spec.source,
+            path="spec.separateEvalSamples",
         )
     return {item.key for item in load_run_items(run)}
 

@@ -130,8 +130,9 @@ class LoRA:
 
     name = "lora"
 
-    def __init__(self, base_url: str, *, base_model: str | None = None, api_key_env: str | None = None,
-                 timeout: float = 300.0) -> None:
+    def __init__(
+        self, base_url: str, *, base_model: str | None = None, api_key_env: str | None = None, timeout: float = 300.0
+    ) -> None:
         self.root = api_root(base_url)
         self.base_url = self.root + "/v1"
         self.base_model = base_model
@@ -190,8 +191,7 @@ class LoRA:
         if response.status_code in (404, 405) and "lora" not in message.lower():
             hint = " (start vLLM with --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True)"
         raise ServingError(
-            f"vLLM at {self.root} did not load adapter {name} from {path}: HTTP {response.status_code}: "
-            f"{message}{hint}"
+            f"vLLM at {self.root} did not load adapter {name} from {path}: HTTP {response.status_code}: {message}{hint}"
         )
 
     def _unload(self, client: httpx.Client, name: str) -> None:
@@ -201,8 +201,13 @@ class LoRA:
             log.warning("could not unload adapter %s from %s: %s", name, self.root, exc)
             return
         if response.status_code != 200:
-            log.warning("vLLM at %s did not unload adapter %s: HTTP %s: %s", self.root, name,
-                        response.status_code, error_message(response))
+            log.warning(
+                "vLLM at %s did not unload adapter %s: HTTP %s: %s",
+                self.root,
+                name,
+                response.status_code,
+                error_message(response),
+            )
 
 
 def error_message(response: httpx.Response) -> str:

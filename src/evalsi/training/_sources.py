@@ -100,8 +100,10 @@ class RemoteDirectory:
         try:
             from fsspec.core import url_to_fs
         except ImportError:
-            raise SourceError(f"{url}: remote checkpoints need fsspec: pip install 'evalsi[remote]' "
-                              "(and s3fs, gcsfs or huggingface_hub for s3://, gs://, hf://)") from None
+            raise SourceError(
+                f"{url}: remote checkpoints need fsspec: pip install 'evalsi[remote]' "
+                "(and s3fs, gcsfs or huggingface_hub for s3://, gs://, hf://)"
+            ) from None
         try:
             self.fs, root = url_to_fs(url, **storage_options)
         except (ImportError, ValueError) as exc:
@@ -142,8 +144,10 @@ class RemoteDirectory:
         except FileNotFoundError:
             return {}
         prefix = remote.rstrip("/") + "/"
-        return {name[len(prefix):] if name.startswith(prefix) else PurePosixPath(name).name: entry
-                for name, entry in listing.items()}
+        return {
+            name[len(prefix) :] if name.startswith(prefix) else PurePosixPath(name).name: entry
+            for name, entry in listing.items()
+        }
 
     def find_model(self, checkpoint: Checkpoint) -> ModelFiles | None:
         """What the remote checkpoint holds (judged from its listing, reading only a shard index)."""
@@ -152,7 +156,7 @@ class RemoteDirectory:
             return ModelFiles("state-dict", checkpoint.path) if checkpoint.path.suffix in STATE_DICT_SUFFIXES else None
         for folder in nested_folders():
             prefix = f"{folder}/" if folder else ""
-            names = {rel[len(prefix):] for rel in files if rel.startswith(prefix) and "/" not in rel[len(prefix):]}
+            names = {rel[len(prefix) :] for rel in files if rel.startswith(prefix) and "/" not in rel[len(prefix) :]}
 
             def read(name: str, prefix: str = prefix) -> bytes | None:
                 try:
@@ -168,8 +172,11 @@ class RemoteDirectory:
 
     def signature(self, path: Path) -> Signature:
         """Names, sizes and modification times from the listing (0 where the store keeps no time)."""
-        return Signature(tuple(sorted((rel, int(entry.get("size") or 0), _mtime_ns(entry))
-                                      for rel, entry in self._files(path).items())))
+        return Signature(
+            tuple(
+                sorted((rel, int(entry.get("size") or 0), _mtime_ns(entry)) for rel, entry in self._files(path).items())
+            )
+        )
 
     def fetch(self, checkpoint: Checkpoint) -> Path:
         """Download the checkpoint (once per version of its files) and return the local copy."""
@@ -217,5 +224,5 @@ def _mtime_ns(entry: dict[str, Any]) -> int:
 def open_source(location: str, cache_dir: Path) -> CheckpointSource:
     """The source a location names: a URL through fsspec, else a local directory."""
     if location.startswith("file://"):
-        return LocalDirectory(Path(location[len("file://"):]))
+        return LocalDirectory(Path(location[len("file://") :]))
     return RemoteDirectory(location, cache_dir) if is_remote(location) else LocalDirectory(Path(location))

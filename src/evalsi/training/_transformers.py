@@ -63,8 +63,9 @@ class Transformers:
             raise ServingError(f"{ref.location} is a LoRA adapter; serve it with --serve lora")
         if kind == "state-dict":
             if self.base_model is None:
-                raise ServingError(f"{ref.location} is a state dictionary: give the base model it fits "
-                                   "(Transformers(base_model=...))")
+                raise ServingError(
+                    f"{ref.location} is a state dictionary: give the base model it fits (Transformers(base_model=...))"
+                )
             model = AutoModelForCausalLM.from_pretrained(self.base_model)
             source = ref.files.path if ref.files is not None else Path(ref.location)
             state = torch.load(str(source), map_location="cpu", weights_only=True)
@@ -93,8 +94,11 @@ class Transformers:
             temperature = float(sampling.get("temperature") or 0.0)
             sample = temperature > 0
             # Greedy decoding gives one answer however often it is asked: generate it once, repeat it n times.
-            options: dict[str, Any] = {"max_new_tokens": int(sampling.get("max_tokens") or self.max_tokens),
-                                       "num_return_sequences": n if sample else 1, "do_sample": sample}
+            options: dict[str, Any] = {
+                "max_new_tokens": int(sampling.get("max_tokens") or self.max_tokens),
+                "num_return_sequences": n if sample else 1,
+                "do_sample": sample,
+            }
             if temperature > 0:
                 options["temperature"] = temperature
                 options["top_p"] = float(sampling.get("top_p") or 1.0)
@@ -128,8 +132,12 @@ class OpenAICompatibleServer:
 
     def start(self) -> None:
         """Serve on a daemon thread."""
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="evalsi-transformers-server", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="evalsi-transformers-server",
+            daemon=True,
+        )
         self._thread.start()
 
     def stop(self) -> None:
@@ -183,12 +191,20 @@ class _Handler(BaseHTTPRequestHandler):
         if chat:
             choices: list[dict[str, Any]] = [
                 {"index": i, "message": {"role": "assistant", "content": t}, "finish_reason": "stop"}
-                for i, t in enumerate(texts)]
+                for i, t in enumerate(texts)
+            ]
         else:
             choices = [{"index": i, "text": t, "finish_reason": "stop"} for i, t in enumerate(texts)]
-        self._json(200, {"id": f"cmpl-{time.monotonic_ns()}", "object": "chat.completion" if chat else
-                         "text_completion", "created": int(time.time()), "model": self.owner.model,
-                         "choices": choices})
+        self._json(
+            200,
+            {
+                "id": f"cmpl-{time.monotonic_ns()}",
+                "object": "chat.completion" if chat else "text_completion",
+                "created": int(time.time()),
+                "model": self.owner.model,
+                "choices": choices,
+            },
+        )
 
     def _json(self, status: int, payload: Any) -> None:
         data = json.dumps(payload).encode()
@@ -197,4 +213,3 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
-

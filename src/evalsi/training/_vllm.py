@@ -49,8 +49,15 @@ class VLLM:
 
     name = "vllm"
 
-    def __init__(self, executable: str = "vllm", args: Sequence[str] = (), *, host: str = "127.0.0.1",
-                 startup_timeout: float = 900.0, log_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        executable: str = "vllm",
+        args: Sequence[str] = (),
+        *,
+        host: str = "127.0.0.1",
+        startup_timeout: float = 900.0,
+        log_dir: Path | None = None,
+    ) -> None:
         self.executable = executable
         self.args = list(args)
         self.host = host
@@ -60,8 +67,18 @@ class VLLM:
     def command(self, ref: ModelRef, port: int) -> list[str]:
         """The ``vllm serve`` command line for a checkpoint."""
         location = str(ref.files.path) if ref.files is not None else ref.location
-        return [self.executable, "serve", location, "--host", self.host, "--port", str(port),
-                "--served-model-name", ref.served_name, *self.args]
+        return [
+            self.executable,
+            "serve",
+            location,
+            "--host",
+            self.host,
+            "--port",
+            str(port),
+            "--served-model-name",
+            ref.served_name,
+            *self.args,
+        ]
 
     @contextlib.contextmanager
     def serve(self, ref: ModelRef) -> Iterator[Served]:
@@ -87,14 +104,16 @@ class VLLM:
 
     def _start(self, command: list[str], log_file: IO[bytes]) -> subprocess.Popen[bytes]:
         try:
-            return subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    start_new_session=True)
+            return subprocess.Popen(
+                command, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            )
         except OSError as exc:
             raise ServingError(f"cannot start {shlex.join(command)}: {exc} (is vLLM installed?)") from None
 
 
-def wait_healthy(process: subprocess.Popen[bytes], base: str, timeout: float, log_path: Path,
-                 command: list[str]) -> None:
+def wait_healthy(
+    process: subprocess.Popen[bytes], base: str, timeout: float, log_path: Path, command: list[str]
+) -> None:
     """Poll ``GET /health`` until it answers 200; fail when the process exits or ``timeout`` passes."""
     deadline = time.monotonic() + timeout
     pause = 0.02
@@ -102,14 +121,18 @@ def wait_healthy(process: subprocess.Popen[bytes], base: str, timeout: float, lo
         while True:
             code = process.poll()
             if code is not None:
-                raise ServingError(f"{shlex.join(command)} exited with code {code} before it was healthy; "
-                                   f"last lines of {log_path}:\n{tail(log_path)}")
+                raise ServingError(
+                    f"{shlex.join(command)} exited with code {code} before it was healthy; "
+                    f"last lines of {log_path}:\n{tail(log_path)}"
+                )
             with contextlib.suppress(httpx.TransportError):
                 if client.get(f"{base}/health").status_code == 200:
                     return
             if time.monotonic() > deadline:
-                raise ServingError(f"{shlex.join(command)} was not healthy within {timeout:g} s; "
-                                   f"last lines of {log_path}:\n{tail(log_path)}")
+                raise ServingError(
+                    f"{shlex.join(command)} was not healthy within {timeout:g} s; "
+                    f"last lines of {log_path}:\n{tail(log_path)}"
+                )
             time.sleep(pause)
             pause = min(pause * 1.5, 1.0)
 

@@ -75,10 +75,19 @@ class Watcher:
 
     """
 
-    def __init__(self, evaluator: CheckpointEvaluator, directory: Path | CheckpointSource, *, settle: float = 60.0,
-                 poll: float = 2.0,
-                 stop_file: Path | None = None, once: bool = False, display: WatchDisplay | None = None,
-                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        evaluator: CheckpointEvaluator,
+        directory: Path | CheckpointSource,
+        *,
+        settle: float = 60.0,
+        poll: float = 2.0,
+        stop_file: Path | None = None,
+        once: bool = False,
+        display: WatchDisplay | None = None,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.evaluator = evaluator
         self.source: CheckpointSource = LocalDirectory(directory) if isinstance(directory, Path) else directory
         self.tracker = SettleTracker(settle, clock, self.source.signature)
@@ -159,8 +168,11 @@ class Watcher:
 
 def write_stop_file(path: Path, result: StepResult) -> None:
     """Write the stop file (atomically): the step that regressed and the rules it failed."""
-    body = {"reason": "regression", "step": result.step,
-            "regressions": sorted({str(r) for s in result.specs for r in s.regressions}),
-            "time": time.time()}
+    body = {
+        "reason": "regression",
+        "step": result.step,
+        "regressions": sorted({str(r) for s in result.specs for r in s.regressions}),
+        "time": time.time(),
+    }
     with atomic_writer(path) as handle:
         handle.write(orjson.dumps(body, option=orjson.OPT_INDENT_2))

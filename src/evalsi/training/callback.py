@@ -82,8 +82,9 @@ def evalsi_callback(
         raise ValueError("give an evaluator, or a stop_file to watch (evalsi_callback(None, stop_file=PATH))")
     base = _transformers().TrainerCallback
     callback_class = type("EvalsiCallback", (_EvalsiCallbackMixin, base), {"__doc__": _EvalsiCallbackMixin.__doc__})
-    return callback_class(evaluator, stop_file, stop_on_regression, wait, every, before_training, after_training,
-                          raise_errors)
+    return callback_class(
+        evaluator, stop_file, stop_on_regression, wait, every, before_training, after_training, raise_errors
+    )
 
 
 class _EvalsiCallbackMixin:
@@ -171,8 +172,9 @@ class _EvalsiCallbackMixin:
             return
         try:
             if self.after_training and state.global_step not in self._submitted:
-                self._evaluate_model(args, kwargs, state.global_step,
-                                     Path(args.output_dir) / "evalsi-eval" / f"step-{state.global_step}")
+                self._evaluate_model(
+                    args, kwargs, state.global_step, Path(args.output_dir) / "evalsi-eval" / f"step-{state.global_step}"
+                )
         finally:
             self.runner.close()
         fresh = self.runner.new_results(self._logged)

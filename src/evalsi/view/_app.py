@@ -36,9 +36,11 @@ from evalsi.view._runs import RunCache, describe_target, headline, prompt_text, 
 from evalsi.view._table import OPS, PAGE_SIZES, QueryError, parse_query, run_query
 
 SECURITY_HEADERS = [
-    (b"content-security-policy",
-     b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
-     b"base-uri 'none'; form-action 'self'; frame-ancestors 'none'"),
+    (
+        b"content-security-policy",
+        b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+        b"base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+    ),
     (b"x-content-type-options", b"nosniff"),
     (b"referrer-policy", b"no-referrer"),
     (b"x-frame-options", b"DENY"),
@@ -92,8 +94,10 @@ class Viewer:
         self.catalog = catalog
         self.runs = RunCache()
         self.rewards = RewardCache()
-        self.env = Environment(loader=PackageLoader("evalsi.view", "templates"),
-                               autoescape=select_autoescape(default=True, default_for_string=True))
+        self.env = Environment(
+            loader=PackageLoader("evalsi.view", "templates"),
+            autoescape=select_autoescape(default=True, default_for_string=True),
+        )
         self.env.filters["num"] = _num
         self.env.filters["signed"] = _signed
         self.env.globals.update(OPS=OPS, PAGE_SIZES=PAGE_SIZES, prompt_text=prompt_text)
@@ -144,9 +148,18 @@ class Viewer:
         run = self.runs.get(source.path)
         header = {k: v for k, v in run.header.items() if k != "summary"}
         target = describe_target((run.header.get("spec") or {}).get("target") or run.header.get("target"))
-        return {"id": source.id, "label": source.label, "name": run.name, "status": run.status, "target": target,
-                "records": len(run.records), "metrics": [m.__dict__ for m in run.metrics], "summary": run.summary,
-                "header": header, "stamp": "-".join(map(str, stamp(source.path)))}
+        return {
+            "id": source.id,
+            "label": source.label,
+            "name": run.name,
+            "status": run.status,
+            "target": target,
+            "records": len(run.records),
+            "metrics": [m.__dict__ for m in run.metrics],
+            "summary": run.summary,
+            "header": header,
+            "stamp": "-".join(map(str, stamp(source.path))),
+        }
 
     def record(self, source: Source, position: int) -> dict[str, Any]:
         """One record of a run, whole."""
@@ -168,9 +181,16 @@ class Viewer:
         query = parse_query(request.query_params, run)
         table = run_query(run, query)
         template = "_run_live.html" if request.query_params.get("fragment") == "live" else "run.html"
-        response = self.page(request, template, source=source, run=run, summary=self.run_summary(source),
-                             query=query, table=table, others=[s for s in self.catalog.scan()
-                                                               if s.kind == "run" and s.id != source.id])
+        response = self.page(
+            request,
+            template,
+            source=source,
+            run=run,
+            summary=self.run_summary(source),
+            query=query,
+            table=table,
+            others=[s for s in self.catalog.scan() if s.kind == "run" and s.id != source.id],
+        )
         response.background = BackgroundTask(run.ensure_index)  # after the page is sent: sorting comes next
         return response
 
@@ -187,8 +207,17 @@ class Viewer:
         a, b = self.source(request, "run", "a"), self.source(request, "run", "b")
         result = self.comparison(a, b)
         run_a, run_b = self.runs.get(a.path), self.runs.get(b.path)
-        return self.page(request, "compare.html", a=a, b=b, run_a=run_a, run_b=run_b, result=result,
-                         keys_a=run_a.by_key, keys_b=run_b.by_key)
+        return self.page(
+            request,
+            "compare.html",
+            a=a,
+            b=b,
+            run_a=run_a,
+            run_b=run_b,
+            result=result,
+            keys_a=run_a.by_key,
+            keys_b=run_b.by_key,
+        )
 
     def comparison(self, a: Source, b: Source) -> list[dict[str, Any]]:
         """evalsi.runs' comparison of run B against run A, as JSON."""
@@ -212,12 +241,22 @@ class Viewer:
         charts = {}
         for name, hist in data.histograms.items():
             if hist is not None:
+
                 def href(b: int, name: str = name) -> str:
                     return f"{base}/rewards/{source.id}/bins?{urlencode({'series': name, 'bin': b})}#rollouts"
+
                 charts[name] = _charts.histogram_svg(hist, href, name)
         members = [] if selected is None else [data.rows[i] for i in selected[1]]
-        return self.page(request, "rewards.html", source=source, data=data, charts=charts, TOTAL=TOTAL,
-                         selected=selected, members=members)
+        return self.page(
+            request,
+            "rewards.html",
+            source=source,
+            data=data,
+            charts=charts,
+            TOTAL=TOTAL,
+            selected=selected,
+            members=members,
+        )
 
     @staticmethod
     def bin_members(request: Request, data: Any) -> tuple[str, list[int], tuple[float, float]]:
@@ -236,15 +275,27 @@ class Viewer:
 
     def curve_data(self, source: Source, max_drop: float) -> dict[str, Any]:
         """A learning curve as JSON: per step, each metric's estimate and its difference from the base."""
+
         def read(path: Path) -> tuple[dict[str, Any], dict[str, Any], str]:
             run = self.runs.get(path)
             return run.header, run.summary, run.status
 
         curve = load_curve(source.path, read, max_drop)
         run_ids = {s.path: s.id for s in self.catalog.scan() if s.kind == "run"}
-        return {"name": curve.name, "metrics": curve.metrics, "points": [
-            {"step": p.step, "status": p.status, "run": run_ids.get(p.path.resolve()), "estimates": p.estimates,
-             "versusBase": p.versus_base} for p in curve.points]}
+        return {
+            "name": curve.name,
+            "metrics": curve.metrics,
+            "points": [
+                {
+                    "step": p.step,
+                    "status": p.status,
+                    "run": run_ids.get(p.path.resolve()),
+                    "estimates": p.estimates,
+                    "versusBase": p.versus_base,
+                }
+                for p in curve.points
+            ],
+        }
 
     def curve_page(self, request: Request) -> Response:
         """Each metric per step with its interval, the base as a line, regressions marked; steps link to runs."""
@@ -260,13 +311,21 @@ class Viewer:
             for p in data["points"]:
                 est = p["estimates"].get(metric) or {}
                 href = f"{base_url}/runs/{p['run']}" if p["run"] else "#"
-                points.append(_charts.CurvePoint(str(p["step"]), est.get("mean"), est.get("ci_low"),
-                                                 est.get("ci_high"), bool(p["versusBase"].get(metric, {})
-                                                                          .get("regressed")), href))
+                points.append(
+                    _charts.CurvePoint(
+                        str(p["step"]),
+                        est.get("mean"),
+                        est.get("ci_low"),
+                        est.get("ci_high"),
+                        bool(p["versusBase"].get(metric, {}).get("regressed")),
+                        href,
+                    )
+                )
             charts[metric] = _charts.curve_svg(points, base_mean, metric)
         template = "_curve_live.html" if request.query_params.get("fragment") == "live" else "curve.html"
-        return self.page(request, template, source=source, data=data, charts=charts, drop=max_drop,
-                         stamp=curve_stamp(source.path))
+        return self.page(
+            request, template, source=source, data=data, charts=charts, drop=max_drop, stamp=curve_stamp(source.path)
+        )
 
     # -- JSON ------------------------------------------------------------------------------------------------------
 
@@ -301,11 +360,18 @@ class Viewer:
     def api_rewards(self, request: Request) -> Response:
         """A score file's counts and histograms."""
         data = self.rewards.get(self.source(request, "rewards").path)
-        return self.json({
-            "rows": len(data.rows), "components": data.components, "statuses": dict(data.result_counts),
-            "componentStatuses": {k: dict(v) for k, v in data.component_counts.items()},
-            "histograms": {name: None if h is None else {"low": h.low, "high": h.high, "counts": h.counts}
-                           for name, h in data.histograms.items()}})
+        return self.json(
+            {
+                "rows": len(data.rows),
+                "components": data.components,
+                "statuses": dict(data.result_counts),
+                "componentStatuses": {k: dict(v) for k, v in data.component_counts.items()},
+                "histograms": {
+                    name: None if h is None else {"low": h.low, "high": h.high, "counts": h.counts}
+                    for name, h in data.histograms.items()
+                },
+            }
+        )
 
     def api_rewards_bin(self, request: Request) -> Response:
         """The rollouts behind one histogram bar."""
@@ -329,10 +395,10 @@ def _errors(viewer: Viewer) -> dict[Any, Any]:
             if request.url.path.startswith(f"{request.scope.get('root_path', '')}/api/"):
                 return viewer.json({"error": message}, status)
             return viewer.page(request, "error.html", status=status, message=message, code=status)
+
         return handle
 
-    return {NotFound: handler(404), QueryError: handler(400), DataError: handler(422),
-            ValueError: handler(400)}
+    return {NotFound: handler(404), QueryError: handler(400), DataError: handler(422), ValueError: handler(400)}
 
 
 def create_app(

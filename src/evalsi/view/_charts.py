@@ -26,10 +26,12 @@ def histogram_svg(hist: Histogram, href: Callable[[int], str], title: str) -> Ma
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     peak = max(hist.counts) or 1
     bar_w = plot_w / len(hist.counts)
-    parts = [f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{escape(title)}">',
-             f'<line class="axis" x1="{LEFT}" y1="{TOP + plot_h}" x2="{LEFT + plot_w}" y2="{TOP + plot_h}"/>',
-             f'<text class="tick" x="{LEFT - 4}" y="{TOP + 8}" text-anchor="end">{peak}</text>',
-             f'<text class="tick" x="{LEFT - 4}" y="{TOP + plot_h}" text-anchor="end">0</text>']
+    parts = [
+        f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{escape(title)}">',
+        f'<line class="axis" x1="{LEFT}" y1="{TOP + plot_h}" x2="{LEFT + plot_w}" y2="{TOP + plot_h}"/>',
+        f'<text class="tick" x="{LEFT - 4}" y="{TOP + 8}" text-anchor="end">{peak}</text>',
+        f'<text class="tick" x="{LEFT - 4}" y="{TOP + plot_h}" text-anchor="end">0</text>',
+    ]
     for b, count in enumerate(hist.counts):
         if count == 0:
             continue
@@ -37,12 +39,15 @@ def histogram_svg(hist: Histogram, href: Callable[[int], str], title: str) -> Ma
         h = plot_h * count / peak
         x = LEFT + b * bar_w
         tip = f"[{_fmt(low)}, {_fmt(high)}): {count}"
-        parts.append(f'<a href="{escape(href(b))}" class="bar-link" data-bin="{b}"><rect class="bar" '
-                     f'x="{x + 1:.1f}" y="{TOP + plot_h - h:.1f}" width="{max(bar_w - 2, 1):.1f}" height="{h:.1f}">'
-                     f"<title>{escape(tip)}</title></rect></a>")
+        parts.append(
+            f'<a href="{escape(href(b))}" class="bar-link" data-bin="{b}"><rect class="bar" '
+            f'x="{x + 1:.1f}" y="{TOP + plot_h - h:.1f}" width="{max(bar_w - 2, 1):.1f}" height="{h:.1f}">'
+            f"<title>{escape(tip)}</title></rect></a>"
+        )
     parts.append(f'<text class="tick" x="{LEFT}" y="{HEIGHT - 10}">{escape(_fmt(hist.low))}</text>')
-    parts.append(f'<text class="tick" x="{LEFT + plot_w}" y="{HEIGHT - 10}" text-anchor="end">'
-                 f"{escape(_fmt(hist.high))}</text>")
+    parts.append(
+        f'<text class="tick" x="{LEFT + plot_w}" y="{HEIGHT - 10}" text-anchor="end">{escape(_fmt(hist.high))}</text>'
+    )
     parts.append("</svg>")
     return Markup("".join(parts))
 
@@ -75,13 +80,17 @@ def curve_svg(points: Sequence[CurvePoint], base: float | None, title: str) -> M
         return TOP + plot_h * (1 - (v - lo) / (hi - lo))
 
     step = plot_w / max(len(points), 1)
-    parts = [f'<svg class="chart curve" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{escape(title)}">',
-             f'<line class="axis" x1="{LEFT}" y1="{TOP + plot_h}" x2="{LEFT + plot_w}" y2="{TOP + plot_h}"/>',
-             f'<text class="tick" x="{LEFT - 4}" y="{TOP + 8}" text-anchor="end">{escape(_fmt(hi))}</text>',
-             f'<text class="tick" x="{LEFT - 4}" y="{TOP + plot_h}" text-anchor="end">{escape(_fmt(lo))}</text>']
+    parts = [
+        f'<svg class="chart curve" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{escape(title)}">',
+        f'<line class="axis" x1="{LEFT}" y1="{TOP + plot_h}" x2="{LEFT + plot_w}" y2="{TOP + plot_h}"/>',
+        f'<text class="tick" x="{LEFT - 4}" y="{TOP + 8}" text-anchor="end">{escape(_fmt(hi))}</text>',
+        f'<text class="tick" x="{LEFT - 4}" y="{TOP + plot_h}" text-anchor="end">{escape(_fmt(lo))}</text>',
+    ]
     if base is not None:
-        parts.append(f'<line class="base" x1="{LEFT}" y1="{y(base):.1f}" x2="{LEFT + plot_w}" y2="{y(base):.1f}">'
-                     f"<title>base {escape(_fmt(base))}</title></line>")
+        parts.append(
+            f'<line class="base" x1="{LEFT}" y1="{y(base):.1f}" x2="{LEFT + plot_w}" y2="{y(base):.1f}">'
+            f"<title>base {escape(_fmt(base))}</title></line>"
+        )
     line = [(LEFT + step * (i + 0.5), y(p.mean)) for i, p in enumerate(points) if p.mean is not None]
     if len(line) > 1:
         parts.append('<polyline class="line" points="' + " ".join(f"{a:.1f},{b:.1f}" for a, b in line) + '"/>')
@@ -95,9 +104,11 @@ def curve_svg(points: Sequence[CurvePoint], base: float | None, title: str) -> M
         cls = "point regressed" if p.regressed else "point"
         interval = "" if p.low is None or p.high is None else f" [{_fmt(p.low)}, {_fmt(p.high)}]"
         tip = f"step {p.label}: {_fmt(p.mean)}{interval}{' regressed' if p.regressed else ''}"
-        parts.append(f'<a href="{escape(p.href)}" class="step-link" data-step="{escape(p.label)}">'
-                     f'<circle class="{cls}" cx="{x:.1f}" cy="{y(p.mean):.1f}" r="5"><title>{escape(tip)}</title>'
-                     "</circle></a>")
+        parts.append(
+            f'<a href="{escape(p.href)}" class="step-link" data-step="{escape(p.label)}">'
+            f'<circle class="{cls}" cx="{x:.1f}" cy="{y(p.mean):.1f}" r="5"><title>{escape(tip)}</title>'
+            "</circle></a>"
+        )
         if p.regressed:
             parts.append(f'<text class="mark" x="{x + 7:.1f}" y="{y(p.mean) - 6:.1f}">!</text>')
     parts.append("</svg>")

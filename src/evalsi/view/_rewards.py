@@ -95,8 +95,9 @@ def load_rewards(path: Path) -> RewardData:
         except orjson.JSONDecodeError as exc:
             raise DataError(f"not JSON: {exc}", file=str(path), line=number) from None
         if not isinstance(row, dict) or not isinstance(row.get("components"), dict):
-            raise DataError("not a reward result (expected {index, total, status, components})",
-                            file=str(path), line=number)
+            raise DataError(
+                "not a reward result (expected {index, total, status, components})", file=str(path), line=number
+            )
         rows.append(row)
     components: list[str] = []
     for row in rows:
@@ -108,8 +109,15 @@ def load_rewards(path: Path) -> RewardData:
         series[name] = [_number(s.get("value")) if s.get("status", "ok") == "ok" else None for s in scores]
         counts[name] = Counter(str(s.get("status", "absent")) for s in scores)
     result_counts = Counter(str(r.get("status", "?")) for r in rows)
-    return RewardData(path, rows, components, series, result_counts, counts,
-                      {name: histogram(values) for name, values in series.items()})
+    return RewardData(
+        path,
+        rows,
+        components,
+        series,
+        result_counts,
+        counts,
+        {name: histogram(values) for name, values in series.items()},
+    )
 
 
 class RewardCache:

@@ -110,8 +110,10 @@ def headline(header: dict[str, Any], path: Path) -> dict[str, Any]:
     if status != "complete" and journal_path(path).exists():
         status = "running"
     return {
-        "name": str(header.get("name") or path.stem), "target": describe_target(target),
-        "date": timings.get("finished") or timings.get("started"), "status": status,
+        "name": str(header.get("name") or path.stem),
+        "target": describe_target(target),
+        "date": timings.get("finished") or timings.get("started"),
+        "status": status,
         "metrics": {k: v.get("mean") for k, v in metrics.items() if isinstance(v, dict)},
         "gates": [g.get("passed") for g in (header.get("summary") or {}).get("gates") or []],
     }
@@ -164,8 +166,12 @@ def record_stats(record: dict[str, Any], metrics: list[str], on_error: OnError) 
             tok_n += 1
         lat += sample.get("latency") or 0.0
     nan = math.nan
-    return RecordStats([sums[m] / counts[m] if counts[m] else nan for m in metrics], frozenset(seen),
-                       tok / tok_n if tok_n else nan, lat / len(samples) if samples else nan)
+    return RecordStats(
+        [sums[m] / counts[m] if counts[m] else nan for m in metrics],
+        frozenset(seen),
+        tok / tok_n if tok_n else nan,
+        lat / len(samples) if samples else nan,
+    )
 
 
 class Records(Sequence[dict[str, Any]]):
@@ -176,8 +182,14 @@ class Records(Sequence[dict[str, Any]]):
     one count over the bytes, not a pass over the records.
     """
 
-    def __init__(self, buffer: bytes | mmap.mmap | None = None, count: int = 0, body: int = 0, end: int = 0,
-                 parsed: list[dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        buffer: bytes | mmap.mmap | None = None,
+        count: int = 0,
+        body: int = 0,
+        end: int = 0,
+        parsed: list[dict[str, Any]] | None = None,
+    ) -> None:
         self._buffer = buffer
         self._view = memoryview(buffer) if buffer is not None else None
         self._starts: list[int] = []
@@ -305,8 +317,12 @@ class RowIndex:
 
 
 def _record_text(record: dict[str, Any]) -> str:
-    parts = [str(record.get("id") or ""), str(record.get("key") or ""), prompt_text(record.get("prompt")),
-             _text(record.get("reference"))]
+    parts = [
+        str(record.get("id") or ""),
+        str(record.get("key") or ""),
+        prompt_text(record.get("prompt")),
+        _text(record.get("reference")),
+    ]
     parts += [_text(s.get("completion")) for s in record.get("samples") or []]
     return "\n".join(parts)
 
@@ -418,8 +434,12 @@ class RunData:
         """One record's table columns, from the index when it is built, else from the record itself."""
         if self._index.done():
             index = self._index.result()
-            return RecordStats([index.values[m][position] for m in index.metrics], index.statuses[position],
-                               index.tokens[position], index.latency[position])
+            return RecordStats(
+                [index.values[m][position] for m in index.metrics],
+                index.statuses[position],
+                index.tokens[position],
+                index.latency[position],
+            )
         return record_stats(self.records[position], self.metric_names, self.on_error)
 
 

@@ -68,8 +68,17 @@ def parse_query(params: Mapping[str, str], run: RunData) -> Query:
     size = int(_number(params, "size", int)) if params.get("size") else 50
     if size not in PAGE_SIZES:
         raise QueryError(f"size: {size} is not a page size (valid: {', '.join(map(str, PAGE_SIZES))})")
-    return Query(sort, params.get("desc") in ("1", "true"), metric, op, value,  # type: ignore[arg-type]
-                 status, params.get("q", "").strip(), max(page, 1), size)
+    return Query(
+        sort,
+        params.get("desc") in ("1", "true"),
+        metric,
+        op,  # type: ignore[arg-type]
+        value,
+        status,
+        params.get("q", "").strip(),
+        max(page, 1),
+        size,
+    )
 
 
 def _holds(value: float, op: str, threshold: float) -> bool:
@@ -146,11 +155,16 @@ def row(run: RunData, position: int) -> dict[str, Any]:
     stats = run.stats(position)
     text = prompt_text(record.get("prompt"))
     return {
-        "position": position, "index": record.get("index", position), "key": record.get("key"),
-        "id": record.get("id"), "prompt": text[:160] + ("…" if len(text) > 160 else ""),
+        "position": position,
+        "index": record.get("index", position),
+        "key": record.get("key"),
+        "id": record.get("id"),
+        "prompt": text[:160] + ("…" if len(text) > 160 else ""),
         "samples": len(record.get("samples") or []),
         "values": {m: _clean(v) for m, v in zip(run.metric_names, stats.values, strict=True)},
-        "statuses": sorted(stats.statuses), "tokens": _clean(stats.tokens), "latency": _clean(stats.latency),
+        "statuses": sorted(stats.statuses),
+        "tokens": _clean(stats.tokens),
+        "latency": _clean(stats.latency),
     }
 
 

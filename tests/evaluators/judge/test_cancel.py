@@ -28,8 +28,18 @@ def test_requests_queued_behind_max_concurrency_are_dropped_once_cancelled(
 ) -> None:
     url, accepted = hung
     judge = get_evaluator("llm-judge")
-    params = LLMJudgeParams.model_validate({"judge": {
-        "model": "m", "base_url": url, "timeout": 3, "retries": 0, "max_concurrency": 1, "api_key_env": None}})
+    params = LLMJudgeParams.model_validate(
+        {
+            "judge": {
+                "model": "m",
+                "base_url": url,
+                "timeout": 3,
+                "retries": 0,
+                "max_concurrency": 1,
+                "api_key_env": None,
+            }
+        }
+    )
     cancelled = threading.Event()
     threading.Timer(0.5, cancelled.set).start()
     records = [from_rollout({"completion": f"answer {n}"}) for n in range(4)]

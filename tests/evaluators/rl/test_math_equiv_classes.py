@@ -65,8 +65,12 @@ CASES: list[tuple[str, str, str, bool]] = [
     ("units", "15:20", "\\boxed{3:20 \\text{ AM}}", False),
     ("expressions", "784", "\\boxed{2^4 7^2}", True),
     ("expressions", "783", "\\boxed{2^4 7^2}", False),
-    ("expressions", "\\begin{pmatrix}6 & 8 \\\\ 10 & 12\\end{pmatrix}",
-     "\\boxed{\\begin{pmatrix}1 & 2 \\\\ 3 & 4\\end{pmatrix} + \\begin{pmatrix}5 & 6 \\\\ 7 & 8\\end{pmatrix}}", True),
+    (
+        "expressions",
+        "\\begin{pmatrix}6 & 8 \\\\ 10 & 12\\end{pmatrix}",
+        "\\boxed{\\begin{pmatrix}1 & 2 \\\\ 3 & 4\\end{pmatrix} + \\begin{pmatrix}5 & 6 \\\\ 7 & 8\\end{pmatrix}}",
+        True,
+    ),
     ("symbolic-slow", "\\cosh(bx)", "\\boxed{\\frac{e^{bx}+e^{-bx}}{2}}", True),
     ("symbolic-slow", "\\cosh(bx)", "\\boxed{\\frac{e^{bx}-e^{-bx}}{2}}", False),
     ("symbolic-slow", "(x+1)(x+2)(x+3)", "\\boxed{(x+3)(x+1)(x+2)}", True),
@@ -91,9 +95,12 @@ def test_every_class_positive_and_hard_negative(math_equiv: MathEquiv) -> None:
 @pytest.mark.timeout(120)
 def test_symbolic_items_are_decided_before_simplification(math_equiv: MathEquiv) -> None:
     scores = math_equiv.score_batch(
-        [Record(completion="\\boxed{\\frac{e^{bx}+e^{-bx}}{2}}", reference="\\cosh(bx)"),
-         Record(completion="\\boxed{\\frac{1}{1998!}}", reference="\\frac{1}{1999!}")],
-        math_equiv.parse_params({"timeout": 20}), ScoreContext(),
+        [
+            Record(completion="\\boxed{\\frac{e^{bx}+e^{-bx}}{2}}", reference="\\cosh(bx)"),
+            Record(completion="\\boxed{\\frac{1}{1998!}}", reference="\\frac{1}{1999!}"),
+        ],
+        math_equiv.parse_params({"timeout": 20}),
+        ScoreContext(),
     )
     assert scores[0].details is not None and scores[0].details["method"] == "equal at random points"
     assert scores[1].details is not None and scores[1].details["method"] == "exact"

@@ -25,8 +25,20 @@ pytest.importorskip("math_verify", reason="math-verify is part of evalsi[math]")
 CORPUS = Path(__file__).resolve().parents[3] / "testdata" / "math_equiv" / "corpus.jsonl"
 COLUMNS = {"id", "class", "gold", "completion", "label", "ambiguous", "note", "source"}
 FAILURE_CLASSES = {
-    "sig-digits", "exact-huge", "free-symbols", "suffix-words", "truncated", "multi-box", "answer-sentence",
-    "thousands-vs-tuple", "spellings", "equations", "intervals", "units", "expressions", "symbolic-slow",
+    "sig-digits",
+    "exact-huge",
+    "free-symbols",
+    "suffix-words",
+    "truncated",
+    "multi-box",
+    "answer-sentence",
+    "thousands-vs-tuple",
+    "spellings",
+    "equations",
+    "intervals",
+    "units",
+    "expressions",
+    "symbolic-slow",
 }
 
 

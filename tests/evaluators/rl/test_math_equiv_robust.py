@@ -36,9 +36,16 @@ def batch(evaluator: MathEquiv, pairs: list[tuple[str, str]], **params: object) 
 
 @pytest.mark.timeout(60)
 def test_huge_powers_are_refused_and_slow_answers_time_out(math_equiv: MathEquiv) -> None:
-    scores = batch(math_equiv, [("\\boxed{2^{2^{2^{30}}}}", "5"), ("\\boxed{10^{10^{10}}}", "7"),
-                                ("So the answer is 10^(10^10).", "7"), ("\\boxed{(1000000!)^{1000000!}}", "5")],
-                   timeout=1)
+    scores = batch(
+        math_equiv,
+        [
+            ("\\boxed{2^{2^{2^{30}}}}", "5"),
+            ("\\boxed{10^{10^{10}}}", "7"),
+            ("So the answer is 10^(10^10).", "7"),
+            ("\\boxed{(1000000!)^{1000000!}}", "5"),
+        ],
+        timeout=1,
+    )
     for result in scores:
         assert (result.status, result.value) == ("ok", False)
     for result in scores[:3]:

@@ -17,8 +17,16 @@ pytestmark = pytest.mark.timeout(60)
 def test_a_cancelled_batch_stops_waiting_and_drops_what_was_not_sent() -> None:
     evaluator = get_evaluator("reward-model")
     with silent_upstream() as (base, accepted):
-        params = evaluator.parse_params({"url": base + "/get_reward", "timeout": 5, "retries": 0,
-                                         "max_batch": 1, "max_concurrency": 1, "wait_ms": 0})
+        params = evaluator.parse_params(
+            {
+                "url": base + "/get_reward",
+                "timeout": 5,
+                "retries": 0,
+                "max_batch": 1,
+                "max_concurrency": 1,
+                "wait_ms": 0,
+            }
+        )
         cancelled = threading.Event()
         threading.Timer(0.5, cancelled.set).start()
         records = [from_rollout({"prompt": "q", "completion": f"answer {n}"}) for n in range(4)]

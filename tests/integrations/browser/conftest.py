@@ -20,8 +20,15 @@ else:
     from tests.view.make import build_results
 
     CHROMIUM = os.environ.get("EVALSI_CHROMIUM", "/usr/bin/chromium")
-    ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--no-first-run", "--disable-sync"]
+    ARGS = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--no-first-run",
+        "--disable-sync",
+    ]
 
     @pytest.fixture(scope="session")
     def browser() -> Iterator[Browser]:

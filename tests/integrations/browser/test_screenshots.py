@@ -26,8 +26,17 @@ def evalsi(*args: str) -> None:
 @pytest.fixture
 def showcase(results: Path) -> Iterator[str]:
     evalsi("run", "-q", "-f", str(EXAMPLES / "math-run.yaml"), "-o", str(results / "gsm-toy.results.json"))
-    evalsi("rewards", "score", "-q", "-s", str(EXAMPLES / "math-reward.yaml"), "-d",
-           str(EXAMPLES / "math-rollouts.jsonl"), "-o", str(results / "math.scores.jsonl"))
+    evalsi(
+        "rewards",
+        "score",
+        "-q",
+        "-s",
+        str(EXAMPLES / "math-reward.yaml"),
+        "-d",
+        str(EXAMPLES / "math-rollouts.jsonl"),
+        "-o",
+        str(results / "math.scores.jsonl"),
+    )
     with ServerThread(create_app([results])) as server:
         yield server.url
 

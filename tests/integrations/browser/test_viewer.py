@@ -111,8 +111,12 @@ def test_a_curve_shows_a_new_step_without_reloading(page: Page, viewer: str, res
     page.locator("#curves a").click()
     expect(page.locator('figure[data-metric="acc"] circle.point')).to_have_count(3)
     page.evaluate("window.__sameDocument = true")
-    simple_run(results / "logs" / "grpo-1" / "forgetting" / "step-300.json", "grpo-1 300",
-               [True] * 29 + [False] * 11, checkpoint={"trainingRun": "grpo-1", "step": 300, "label": "300"})
+    simple_run(
+        results / "logs" / "grpo-1" / "forgetting" / "step-300.json",
+        "grpo-1 300",
+        [True] * 29 + [False] * 11,
+        checkpoint={"trainingRun": "grpo-1", "step": 300, "label": "300"},
+    )
     expect(page.locator('figure[data-metric="acc"] circle.point')).to_have_count(4, timeout=10_000)
     expect(page.locator("#steps tbody tr")).to_have_count(4)
     assert page.evaluate("window.__sameDocument") is True

@@ -38,8 +38,10 @@ class CkptEvaluator(LossEvaluator):
 
     def evaluate(self, checkpoint: str | Path, step: int | str) -> Any:
         saved = torch.load(checkpoint, weights_only=False)
-        unwrapped = {"model": {k.removeprefix("net."): v for k, v in saved["model"].items()},
-                     "step": saved["global_step"]}
+        unwrapped = {
+            "model": {k.removeprefix("net."): v for k, v in saved["model"].items()},
+            "step": saved["global_step"],
+        }
         plain = Path(str(checkpoint) + ".plain.pt")
         torch.save(unwrapped, plain)
         outcome = super().evaluate(plain, step)
@@ -49,8 +51,13 @@ class CkptEvaluator(LossEvaluator):
 
 def trainer(tmp_path: Path, callback: Any, max_steps: int) -> pl.Trainer:
     return pl.Trainer(
-        max_steps=max_steps, callbacks=[callback], logger=False, enable_progress_bar=False,
-        enable_model_summary=False, accelerator="cpu", default_root_dir=tmp_path,
+        max_steps=max_steps,
+        callbacks=[callback],
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+        default_root_dir=tmp_path,
     )
 
 
@@ -65,7 +72,10 @@ def steps_in(journal: Path) -> list[int]:
 def test_each_saved_checkpoint_is_evaluated_after_it_is_written(tmp_path: Path) -> None:
     evaluator = CkptEvaluator(tmp_path / "journal.jsonl")
     callback = lightning_checkpoint_callback(
-        evaluator, dirpath=tmp_path / "ckpt", every_n_train_steps=2, save_on_train_epoch_end=False,
+        evaluator,
+        dirpath=tmp_path / "ckpt",
+        every_n_train_steps=2,
+        save_on_train_epoch_end=False,
     )
     trainer(tmp_path, callback, max_steps=6).fit(Regression(), data())
     assert steps_in(tmp_path / "journal.jsonl") == [2, 4, 6]
@@ -76,7 +86,10 @@ def test_each_saved_checkpoint_is_evaluated_after_it_is_written(tmp_path: Path) 
 def test_an_exception_mid_training_still_drains(tmp_path: Path) -> None:
     evaluator = CkptEvaluator(tmp_path / "journal.jsonl")
     callback = lightning_checkpoint_callback(
-        evaluator, dirpath=tmp_path / "ckpt", every_n_train_steps=1, save_on_train_epoch_end=False,
+        evaluator,
+        dirpath=tmp_path / "ckpt",
+        every_n_train_steps=1,
+        save_on_train_epoch_end=False,
     )
     with pytest.raises(RuntimeError, match="planted failure"):
         trainer(tmp_path, callback, max_steps=10).fit(Regression(fail_at=3), data())
@@ -87,7 +100,11 @@ def test_an_exception_mid_training_still_drains(tmp_path: Path) -> None:
 def test_stop_on_regression_stops_training_once_the_regression_is_known(tmp_path: Path) -> None:
     evaluator = CkptEvaluator(tmp_path / "journal.jsonl", regress_above=-1.0)  # every checkpoint regresses
     callback = lightning_checkpoint_callback(
-        evaluator, wait=True, stop_on_regression=True, dirpath=tmp_path / "ckpt", every_n_train_steps=2,
+        evaluator,
+        wait=True,
+        stop_on_regression=True,
+        dirpath=tmp_path / "ckpt",
+        every_n_train_steps=2,
         save_on_train_epoch_end=False,
     )
     fitted = trainer(tmp_path, callback, max_steps=20)

@@ -33,8 +33,12 @@ SPEC: dict[str, Any] = {
     "spec": {
         "components": [
             {"ref": "exact-match", "name": "exact", "weight": 0.75},
-            {"ref": "format-check", "name": "format", "weight": 0.25,
-             "params": {"pattern": r"\s*<answer> \S+ </answer>\s*"}},
+            {
+                "ref": "format-check",
+                "name": "format",
+                "weight": 0.25,
+                "params": {"pattern": r"\s*<answer> \S+ </answer>\s*"},
+            },
         ],
     },
 }
@@ -91,7 +95,11 @@ def test_file_form(spec_file: Path) -> None:
     assert as_float(good["reward"]) == pytest.approx(1.0)
     assert as_float(good["scores"]) == pytest.approx(1.0)
     assert {k: as_float(v) for k, v in good["extra_logs"].items()} == {
-        "exact": 1.0, "format": 1.0, "exact_skipped": 0.0, "format_skipped": 0.0}
+        "exact": 1.0,
+        "format": 1.0,
+        "exact_skipped": 0.0,
+        "format_skipped": 0.0,
+    }
     wrong = execute(evalsi.rewards.openrlhf.__file__, "<answer> 5 </answer>", "<answer> 4 </answer>")
     assert as_float(wrong["reward"]) == pytest.approx(0.25)
 

@@ -54,6 +54,8 @@ class LossEvaluator:
             loss = float(nn.functional.mse_loss(model(INPUTS), TARGETS))
         self.seen.append(step)
         with self.journal.open("a") as handle:
-            handle.write(json.dumps({"step": step, "checkpoint": str(checkpoint), "loss": loss,
-                                     "saved_step": saved["step"]}) + "\n")
+            handle.write(
+                json.dumps({"step": step, "checkpoint": str(checkpoint), "loss": loss, "saved_step": saved["step"]})
+                + "\n"
+            )
         return Outcome(step, loss, loss > self.regress_above)

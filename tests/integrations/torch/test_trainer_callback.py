@@ -16,8 +16,9 @@ def test_saves_are_evaluated_and_a_regression_stops_training(tmp_path: Path) -> 
     spec = write_spec(tmp_path / "specs")
     args = TrainingArguments(output_dir=str(tmp_path / "out"), report_to=[])
     with OpenAIServer(answers=answers(), default="?") as server:
-        evaluator = CheckpointEvaluator(spec, "hf", Endpoint(server.base_url, "m"), regression=["exact-match:0.1"],
-                                        log_dir=tmp_path / "logs")
+        evaluator = CheckpointEvaluator(
+            spec, "hf", Endpoint(server.base_url, "m"), regression=["exact-match:0.1"], log_dir=tmp_path / "logs"
+        )
         evaluator.evaluate("base", None)
         callback = evalsi_callback(evaluator, stop_on_regression=True, wait=True)
         state, control = TrainerState(), TrainerControl()
@@ -56,16 +57,27 @@ def test_a_real_trainer_run_evaluates_each_save_served_in_process(tmp_path: Path
     tokenizer.pad_token = tokenizer.eos_token
     rows = [{"input_ids": torch.tensor([2, 3, 4, 5]), "labels": torch.tensor([2, 3, 4, 5])} for _ in range(8)]
     spec = write_spec(tmp_path / "specs")
-    evaluator = CheckpointEvaluator(spec, "trainer", Transformers(), log_dir=tmp_path / "logs",
-                                    overrides=["numSamples=2", "sampling.maxTokens=2"])
-    args = TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=4, save_steps=2, per_device_train_batch_size=2,
-                             use_cpu=True, report_to=[], logging_steps=100, save_strategy="steps")
+    evaluator = CheckpointEvaluator(
+        spec, "trainer", Transformers(), log_dir=tmp_path / "logs", overrides=["numSamples=2", "sampling.maxTokens=2"]
+    )
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "out"),
+        max_steps=4,
+        save_steps=2,
+        per_device_train_batch_size=2,
+        use_cpu=True,
+        report_to=[],
+        logging_steps=100,
+        save_strategy="steps",
+    )
     callback = evalsi_callback(evaluator)
     Trainer(model=model, args=args, train_dataset=rows, processing_class=tokenizer, callbacks=[callback]).train()
     assert [step for step, _ in callback.runner.results] == [2, 4]  # drained before train() returned
     assert all(outcome.complete for _, outcome in callback.runner.results)  # type: ignore[attr-defined]
-    assert sorted(p.name for p in (tmp_path / "logs" / "trainer" / "forgetting").iterdir()) == ["step-2.json",
-                                                                                               "step-4.json"]
+    assert sorted(p.name for p in (tmp_path / "logs" / "trainer" / "forgetting").iterdir()) == [
+        "step-2.json",
+        "step-4.json",
+    ]
 
 
 def test_pytorch_hook_publishes_state_dicts_atomically_and_evaluates_them(tmp_path: Path) -> None:
@@ -79,8 +91,13 @@ def test_pytorch_hook_publishes_state_dicts_atomically_and_evaluates_them(tmp_pa
     model = tiny_model(tmp_path / "base")
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     spec = write_spec(tmp_path / "specs")
-    evaluator = CheckpointEvaluator(spec, "pt", Transformers(base_model=str(tmp_path / "base")),
-                                    log_dir=tmp_path / "logs", overrides=["numSamples=2", "sampling.maxTokens=2"])
+    evaluator = CheckpointEvaluator(
+        spec,
+        "pt",
+        Transformers(base_model=str(tmp_path / "base")),
+        log_dir=tmp_path / "logs",
+        overrides=["numSamples=2", "sampling.maxTokens=2"],
+    )
     old = os.umask(0o027)
     try:
         with PyTorchCheckpointHook(evaluator) as hook:

@@ -21,8 +21,9 @@ def tiny_model(folder: Path) -> GPT2LMHeadModel:
     core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<eos>", unk_token="<unk>")
-    config = GPT2Config(vocab_size=len(WORDS), n_positions=64, n_embd=16, n_layer=1, n_head=2,
-                        eos_token_id=0, bos_token_id=0)
+    config = GPT2Config(
+        vocab_size=len(WORDS), n_positions=64, n_embd=16, n_layer=1, n_head=2, eos_token_id=0, bos_token_id=0
+    )
     model = GPT2LMHeadModel(config)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
@@ -37,15 +38,20 @@ def test_serves_a_saved_checkpoint_behind_an_openai_endpoint(tmp_path: Path) -> 
     with Transformers().serve(ref) as served:
         assert served.base_url is not None and served.model == ref.served_name
         assert httpx.get(served.base_url.removesuffix("/v1") + "/health").status_code == 200
-        reply = httpx.post(f"{served.base_url}/completions", timeout=60,
-                           json={"model": served.model, "prompt": "what is 2+2?", "max_tokens": 3, "n": 2})
+        reply = httpx.post(
+            f"{served.base_url}/completions",
+            timeout=60,
+            json={"model": served.model, "prompt": "what is 2+2?", "max_tokens": 3, "n": 2},
+        )
         assert reply.status_code == 200, reply.text
         choices = reply.json()["choices"]
         assert reply.status_code == 200 and len(choices) == 2
         assert all(set(c["text"].split()) <= set(WORDS) for c in choices)
-        chat = httpx.post(f"{served.base_url}/chat/completions", timeout=60,
-                          json={"model": served.model, "max_tokens": 2,
-                                "messages": [{"role": "user", "content": "hello"}]})
+        chat = httpx.post(
+            f"{served.base_url}/chat/completions",
+            timeout=60,
+            json={"model": served.model, "max_tokens": 2, "messages": [{"role": "user", "content": "hello"}]},
+        )
         assert chat.status_code == 200 and isinstance(chat.json()["choices"][0]["message"]["content"], str)
     with pytest.raises(httpx.TransportError):
         httpx.get(f"{served.base_url}/models", timeout=2)  # stopped with the block
@@ -64,8 +70,11 @@ def test_state_dict_checkpoints_load_into_the_base_architecture(tmp_path: Path) 
     with pytest.raises(ServingError, match="give the base model"), Transformers().serve(ref):
         pass
     with Transformers(base_model=str(base)).serve(ref) as served:
-        reply = httpx.post(f"{served.base_url}/completions", timeout=60,
-                           json={"model": served.model, "prompt": "hello", "max_tokens": 2})
+        reply = httpx.post(
+            f"{served.base_url}/completions",
+            timeout=60,
+            json={"model": served.model, "prompt": "hello", "max_tokens": 2},
+        )
         assert reply.status_code == 200
 
 
@@ -75,8 +84,9 @@ def test_a_checkpoint_is_evaluated_through_the_run_engine(tmp_path: Path) -> Non
 
     tiny_model(tmp_path / "out" / "checkpoint-5")
     spec = write_spec(tmp_path / "specs")
-    evaluator = CheckpointEvaluator([spec], "tiny", Transformers(), log_dir=tmp_path / "logs",
-                                    overrides=["numSamples=3", "sampling.maxTokens=2"])
+    evaluator = CheckpointEvaluator(
+        [spec], "tiny", Transformers(), log_dir=tmp_path / "logs", overrides=["numSamples=3", "sampling.maxTokens=2"]
+    )
     result = evaluator.evaluate(tmp_path / "out" / "checkpoint-5", 5)
     assert result.complete and result.specs[0].path.exists()
     assert evaluator.is_done(5)

@@ -80,14 +80,25 @@ def make_trainer(tmp_path: Path, callbacks: list[Any], max_steps: int, **args: A
     tokenizer = tiny_tokenizer(tmp_path / "model")
     model = tiny_model(tmp_path / "model", len(tokenizer))
     options: dict[str, Any] = {
-        "output_dir": str(tmp_path / "out"), "per_device_train_batch_size": 2, "max_steps": max_steps,
-        "learning_rate": 1e-2, "logging_steps": 1, "report_to": "none", "use_cpu": True, "save_strategy": "steps",
-        "save_steps": 2, "seed": 0, "disable_tqdm": True,
+        "output_dir": str(tmp_path / "out"),
+        "per_device_train_batch_size": 2,
+        "max_steps": max_steps,
+        "learning_rate": 1e-2,
+        "logging_steps": 1,
+        "report_to": "none",
+        "use_cpu": True,
+        "save_strategy": "steps",
+        "save_steps": 2,
+        "seed": 0,
+        "disable_tqdm": True,
     }
     options.update(args)
     return transformers.Trainer(
-        model=model, args=transformers.TrainingArguments(**options), train_dataset=Texts(tokenizer),
-        processing_class=tokenizer, callbacks=callbacks,
+        model=model,
+        args=transformers.TrainingArguments(**options),
+        train_dataset=Texts(tokenizer),
+        processing_class=tokenizer,
+        callbacks=callbacks,
     )
 
 
@@ -140,7 +151,9 @@ def test_every_before_and_after_training(tmp_path: Path, evaluator: LMEvaluator)
 def test_a_stop_file_stops_training_without_an_evaluator(tmp_path: Path, evaluator: LMEvaluator) -> None:
     stop = tmp_path / "STOP"
     trainer = make_trainer(
-        tmp_path, [evalsi_callback(None, stop_file=stop), StepCounter(evaluator, stop, touch_at=3)], max_steps=20,
+        tmp_path,
+        [evalsi_callback(None, stop_file=stop), StepCounter(evaluator, stop, touch_at=3)],
+        max_steps=20,
     )
     trainer.train()
     assert trainer.state.global_step == 4

@@ -64,9 +64,19 @@ def test_grpo_trainer_logs_total_and_components(tmp_path: Path, asynchronous: bo
     )
     funcs, weights = reward_funcs(spec, asynchronous=asynchronous)
     args = trl.GRPOConfig(
-        output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, num_generations=4,
-        max_completion_length=6, max_steps=2, logging_steps=1, learning_rate=1e-3, report_to="none",
-        use_cpu=True, save_strategy="no", reward_weights=weights, seed=0, bf16=False,
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=6,
+        max_steps=2,
+        logging_steps=1,
+        learning_rate=1e-3,
+        report_to="none",
+        use_cpu=True,
+        save_strategy="no",
+        reward_weights=weights,
+        seed=0,
+        bf16=False,
     )
     CountingTokens.batches.clear()
     trainer = trl.GRPOTrainer(
@@ -95,9 +105,17 @@ def test_a_loaded_reward_is_a_reward_function(tmp_path: Path) -> None:
     model = tiny_model(tmp_path / "model", len(tokenizer))
     dataset = datasets.Dataset.from_dict({"prompt": ["what is 2+2 ?"] * 4, "answer": ["4"] * 4})
     args = trl.GRPOConfig(
-        output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, num_generations=4,
-        max_completion_length=6, max_steps=1, logging_steps=1, report_to="none", use_cpu=True,
-        save_strategy="no", seed=0, bf16=False,
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=6,
+        max_steps=1,
+        logging_steps=1,
+        report_to="none",
+        use_cpu=True,
+        save_strategy="no",
+        seed=0,
+        bf16=False,
     )
     trainer = trl.GRPOTrainer(
         model=model, reward_funcs=load(spec), args=args, train_dataset=dataset, processing_class=tokenizer

@@ -27,8 +27,16 @@ def tiny_tokenizer(directory: Path) -> Any:
 def tiny_model(directory: Path, vocab_size: int) -> Any:
     torch.manual_seed(0)
     config = transformers.LlamaConfig(
-        vocab_size=vocab_size, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
-        num_key_value_heads=1, max_position_embeddings=64, pad_token_id=0, eos_token_id=1, bos_token_id=None,
+        vocab_size=vocab_size,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=64,
+        pad_token_id=0,
+        eos_token_id=1,
+        bos_token_id=None,
     )
     model = transformers.LlamaForCausalLM(config)
     model.save_pretrained(directory)

@@ -65,9 +65,17 @@ def batch(tok: Any, responses: list[str], truths: list[str], extras: list[dict[s
 
 
 def config(name: str, spec: Path) -> Any:
-    return OmegaConf.create({"reward": {"custom_reward_function": {
-        "path": evalsi.rewards.verl.__file__, "name": name, "reward_kwargs": {"spec": str(spec)},
-    }}})
+    return OmegaConf.create(
+        {
+            "reward": {
+                "custom_reward_function": {
+                    "path": evalsi.rewards.verl.__file__,
+                    "name": name,
+                    "reward_kwargs": {"spec": str(spec)},
+                }
+            }
+        }
+    )
 
 
 @pytest.fixture
@@ -80,7 +88,7 @@ def spec_file(tmp_path: Path) -> Path:
 
 def check(out: dict[str, Any], data: DataProto) -> None:
     rewards = out["reward_tensor"]
-    lengths = data.batch["attention_mask"][:, data.batch["prompts"].shape[-1]:].sum(-1)
+    lengths = data.batch["attention_mask"][:, data.batch["prompts"].shape[-1] :].sum(-1)
     # the total sits on each response's last valid token, and nowhere else
     assert rewards.sum(-1).tolist() == pytest.approx([1.0, 0.0, 0.25])
     assert [rewards[i, lengths[i] - 1].item() for i in range(3)] == pytest.approx([1.0, 0.0, 0.25])

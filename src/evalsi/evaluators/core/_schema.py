@@ -78,9 +78,9 @@ _Base: Any = extend(  # type: ignore[no-untyped-call]
 )
 
 _SCHEMA_FORMATS = FormatChecker(formats=())
-_SCHEMA_FORMATS.checks("regex", raises=ValueError)(lambda value: not isinstance(value, str) or bool(
-    compile_pattern(value)
-))
+_SCHEMA_FORMATS.checks("regex", raises=ValueError)(
+    lambda value: not isinstance(value, str) or bool(compile_pattern(value))
+)
 
 
 def safe_validator(schema: Mapping[str, Any] | bool) -> Any:

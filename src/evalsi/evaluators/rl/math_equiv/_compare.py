@@ -105,7 +105,7 @@ def named(item: str) -> tuple[str | None, str]:
 def as_interval(item: str) -> str | None:
     """The interval a one-variable inequality describes, or None."""
     if _IN.match(item):
-        rest = item[_IN.match(item).end():]  # type: ignore[union-attr]
+        rest = item[_IN.match(item).end() :]  # type: ignore[union-attr]
         return rest or None
     ops = list(_RELATION.finditer(item))
     if not ops or len(ops) > 2:
@@ -150,8 +150,11 @@ def _negate(bound: str) -> str:
 
 def prepare(item: str) -> tuple[str | None, str]:
     """An item ready to compare: relations become intervals, then the name is split off."""
-    interval = as_interval(item) if ("<" in item or ">" in item or "\\le" in item or "\\ge" in item
-                                      or "\\in" in item) else None
+    interval = (
+        as_interval(item)
+        if ("<" in item or ">" in item or "\\le" in item or "\\ge" in item or "\\in" in item)
+        else None
+    )
     if interval is not None:
         return None, interval
     return named(item)
@@ -179,8 +182,11 @@ def decide(gold: str, pred: str, item_equal: ItemEqual) -> tuple[bool | None, st
         single, many, single_is_gold = (golds[0], preds, True) if len(golds) == 1 else (preds[0], golds, False)
         group = _elements(prepare(single)[1])
         if group is None or len(group[1]) != len(many):
-            return False, ("several answers against one reference" if single_is_gold
-                           else f"one answer against a reference of {len(many)}")
+            return False, (
+                "several answers against one reference"
+                if single_is_gold
+                else f"one answer against a reference of {len(many)}"
+            )
         golds, preds = (group[1], many) if single_is_gold else (many, group[1])
         if group[0] == "tuple":
             return _ordered(golds, preds, item_equal), "tuple spelled as a list"
@@ -188,8 +194,12 @@ def decide(gold: str, pred: str, item_equal: ItemEqual) -> tuple[bool | None, st
         return False, f"{len(preds)} answers against a reference of {len(golds)}"
     g_items, p_items = [prepare(g) for g in golds], [prepare(p) for p in preds]
     g_names, p_names = [n for n, _ in g_items], [n for n, _ in p_items]
-    if None not in g_names and None not in p_names and len(set(g_names)) == len(g_names) \
-            and set(g_names) == set(p_names):
+    if (
+        None not in g_names
+        and None not in p_names
+        and len(set(g_names)) == len(g_names)
+        and set(g_names) == set(p_names)
+    ):
         by_name = dict(p_items)
         return _ordered([v for _, v in g_items], [by_name[n] for n in g_names], item_equal), "named answers"
     return _matching([v for _, v in g_items], [v for _, v in p_items], item_equal), "list of answers"

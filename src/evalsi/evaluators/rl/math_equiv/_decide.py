@@ -122,8 +122,11 @@ class Judge:
             parsed = _parse(answer.text)
             self.answers.put(answer.text, parsed)
         if not parsed.canonical:
-            return Score.ok(False, f"the answer found (from {_SOURCES[answer.source]}) is empty once normalised",
-                            {"extracted": answer.text, "source": answer.source})
+            return Score.ok(
+                False,
+                f"the answer found (from {_SOURCES[answer.source]}) is empty once normalised",
+                {"extracted": answer.text, "source": answer.source},
+            )
         golds = [self._gold(reference) for reference in references]
         pending = Pending(answer, parsed.canonical, golds, truncated=truncated)
         for gold in golds:

@@ -33,8 +33,9 @@ def compare(backend: str, gold: str, pred: str, float_rounding: int, significant
         fast = item_equal(g, p, tol)
         if fast is not None:
             return fast
-        same, note = (_math_verify if backend == "math-verify" else _sympy_item)(g, p, float_rounding,
-                                                                               significant_digits)
+        same, note = (_math_verify if backend == "math-verify" else _sympy_item)(
+            g, p, float_rounding, significant_digits
+        )
         notes.append(note)
         return same
 
@@ -134,8 +135,12 @@ def decide_exactly(a: Any, b: Any, significant_digits: int) -> Verdict | None:
     if isinstance(a, sympy.Eq) and isinstance(b, sympy.Eq):
         a, b = a.lhs - a.rhs, b.lhs - b.rhs
         ratio = True
-    elif isinstance(a, sympy.Expr) and isinstance(b, sympy.Expr) and not isinstance(a, sympy.MatrixBase) \
-            and not isinstance(b, sympy.MatrixBase):
+    elif (
+        isinstance(a, sympy.Expr)
+        and isinstance(b, sympy.Expr)
+        and not isinstance(a, sympy.MatrixBase)
+        and not isinstance(b, sympy.MatrixBase)
+    ):
         ratio = False
     else:
         return None
@@ -166,8 +171,11 @@ def decide_exactly(a: Any, b: Any, significant_digits: int) -> Verdict | None:
             y = sympy.N(b.subs(other), 40)
         except Exception:
             continue
-        if not (x.is_number and y.is_number) or x.has(sympy.zoo, sympy.nan, sympy.oo) \
-                or y.has(sympy.zoo, sympy.nan, sympy.oo):
+        if (
+            not (x.is_number and y.is_number)
+            or x.has(sympy.zoo, sympy.nan, sympy.oo)
+            or y.has(sympy.zoo, sympy.nan, sympy.oo)
+        ):
             continue
         if ratio:
             if abs(y) < 1e-30:
