@@ -6,13 +6,14 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 EXAMPLES = Path(__file__).parents[1] / "examples" / "finetuning"
 
 
-def score(spec: str, data: str) -> list[dict[str, object]]:
+def score(spec: str, data: str) -> list[dict[str, Any]]:
     proc = subprocess.run(
         [
             sys.executable,

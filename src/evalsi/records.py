@@ -197,3 +197,17 @@ def _token_count(rollout: Mapping[str, Any], index: int | None) -> int | None:
             raise DataError(f"'completion_ids' must be a list of token ids, got {type(ids).__name__}", index=index)
         return len(ids)
     return None
+
+
+def reference_options(reference: Any) -> list[str]:
+    """The answers a reference accepts, as text: a list (or tuple) accepts any of its items; None accepts nothing.
+
+    Example:
+        >>> reference_options(["4", 4.0, None]), reference_options("x"), reference_options(None)
+        (['4', '4.0'], ['x'], [])
+
+    """
+    if reference is None:
+        return []
+    items = reference if isinstance(reference, list | tuple) else [reference]
+    return [str(item) for item in items if item is not None]

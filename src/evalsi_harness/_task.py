@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from evalsi.errors import SpecError
 from evalsi.sandbox import Isolation, Limits
-from evalsi.specs import TaskSpec, load_task_spec
-from evalsi.specs._task import StepLimitsSpec, check_relative_path
+from evalsi.specs import StepLimitsSpec, TaskSpec, check_relative_path, load_task_spec
 
 if TYPE_CHECKING:
     from evalsi_harness._environment import Environment

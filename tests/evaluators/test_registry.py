@@ -29,7 +29,7 @@ def test_registration_validates_the_class() -> None:
     class NoName(ev.Evaluator[ev.NoParams]):
         summary = "x"
 
-        def score(self, record, params, ctx):  # type: ignore[no-untyped-def]
+        def score(self, record, params, ctx):
             return ev.Score.ok(1.0)
 
     with pytest.raises(ev.PluginValidationError, match="must set a non-empty class attribute `name`"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Iterator
 
 import pytest
 
@@ -14,7 +15,7 @@ from .conftest import small_task
 
 
 @pytest.fixture(scope="module")
-def env() -> TaskEnv:
+def env() -> Iterator[TaskEnv]:
     with TaskEnv(small_task()) as environment:
         yield environment
 

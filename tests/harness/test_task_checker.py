@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from evalsi.evaluators import close_all, get_evaluator
+from evalsi.evaluators import Score, ScoreContext, close_all, get_evaluator
 from evalsi.records import from_rollout
 from evalsi.runs import Runner, run_from_mapping
 from evalsi_harness.evaluator import trajectory_actions
@@ -25,11 +25,11 @@ def _close_evaluators():
     close_all()
 
 
-def score(completions: list[object], **params: object) -> list[object]:
+def score(completions: list[object], **params: object) -> list[Score]:
     evaluator = get_evaluator("task-checker")
     parsed = evaluator.parse_params({"task": str(example("write-file")), **params})
     records = [from_rollout({"prompt": "p", "completion": c}) for c in completions]
-    return evaluator.score_batch(records, parsed, None)
+    return evaluator.score_batch(records, parsed, ScoreContext())
 
 
 def test_trajectories_in_every_form_are_replayed_and_graded() -> None:
@@ -44,8 +44,9 @@ def test_trajectories_in_every_form_are_replayed_and_graded() -> None:
     scores = score([json.dumps(SOLVE), json.dumps(WRONG), chat, lines, "", "[1, 2"])
     assert [s.value for s in scores[:5]] == [True, False, True, True, False]
     assert all(s.status == "ok" for s in scores[:5])
-    assert scores[0].details["steps"] == 2 and scores[1].reason == "exit status 1"
-    assert scores[5].status == "error" and "not a trajectory" in scores[5].reason
+    assert scores[0].details is not None and scores[0].details["steps"] == 2
+    assert scores[1].reason == "exit status 1"
+    assert scores[5].status == "error" and "not a trajectory" in (scores[5].reason or "")
 
 
 def test_a_checker_that_cannot_run_is_an_error_not_a_zero(tmp_path: Path) -> None:
@@ -53,15 +54,15 @@ def test_a_checker_that_cannot_run_is_an_error_not_a_zero(tmp_path: Path) -> Non
     task.write_text(example("write-file").read_text().replace("exit 1'", "exit 7'"))
     evaluator = get_evaluator("task-checker")
     record = from_rollout({"prompt": "p", "completion": json.dumps(WRONG)})
-    (result,) = evaluator.score_batch([record], evaluator.parse_params({"task": str(task)}), None)
-    assert result.status == "error" and "exited with status 7" in result.reason
+    (result,) = evaluator.score_batch([record], evaluator.parse_params({"task": str(task)}), ScoreContext())
+    assert result.status == "error" and "exited with status 7" in (result.reason or "")
 
 
 def test_a_missing_task_file_errors_every_record() -> None:
     evaluator = get_evaluator("task-checker")
     params = evaluator.parse_params({"task": "/nonexistent/task.yaml"})
-    results = evaluator.score_batch([from_rollout({"prompt": "p", "completion": "[]"})] * 2, params, None)
-    assert [r.status for r in results] == ["error", "error"] and "task.yaml" in results[0].reason
+    results = evaluator.score_batch([from_rollout({"prompt": "p", "completion": "[]"})] * 2, params, ScoreContext())
+    assert [r.status for r in results] == ["error", "error"] and "task.yaml" in (results[0].reason or "")
 
 
 def test_trajectory_actions_reads_only_the_assistant_turns() -> None:
@@ -83,5 +84,5 @@ def test_the_same_checker_scores_a_run(tmp_path: Path) -> None:
             "output": str(tmp_path / "run.results.json"),
         }
         outcome = Runner(run_from_mapping(spec)).run()
-    assert outcome.exit_code == 0
+    assert outcome.verdict == "ok"
     assert outcome.summary.metrics["task-checker"].mean == pytest.approx(0.5)

@@ -81,10 +81,10 @@ def reward_service_app(log: ServiceLog) -> Starlette:
         except Exception as exc:
             status, payload = error_for(exc)
             return _json(payload, status)
-        payload = results_json(results)
+        answer: dict[str, Any] = dict(results_json(results))
         if log.drop_last_result:
-            payload["results"].pop()
-        return _json(payload)
+            answer["results"].pop()
+        return _json(answer)
 
     return Starlette(routes=[Route(SCORE_PATH, score, methods=["POST"])])
 

@@ -70,7 +70,7 @@ def named(rule_list: list[ComponentRule]) -> list[ComponentRule]:
 def test_without_gates_or_errors_the_total_is_the_weighted_sum(pairs: list[tuple[float, Score]]) -> None:
     rule_list = [ComponentRule(f"c{i}", w) for i, (w, _) in enumerate(pairs)]
     [result] = compose_batch(rule_list, [[s] for _, s in pairs])
-    expected = sum(w * float(s.value) for w, s in pairs)  # type: ignore[arg-type]
+    expected = sum(w * float(s.value or 0) for w, s in pairs)
     assert result.status == "ok"
     assert result.total is not None and math.isclose(result.total, expected, abs_tol=1e-9)
 

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
-from evalsi.errors import DataError, RewardBatchError, SpecError
+from evalsi.errors import DataError, RewardBatchError, RewardServiceError, SpecError
 from evalsi.rewards import from_mapping, load
-from evalsi.rewards._remote import RemoteReward, RewardServiceError
+from evalsi.rewards._remote import RemoteReward
 from evalsi.rewards._scorer import open_scorer
 from tests.rewards import _adapter_evaluators  # noqa: F401  (registers the test evaluators)
 from tests.rewards._servers import ServerThread, ServiceLog, reward_service_app

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -114,7 +115,7 @@ def test_set_values_are_text_where_an_evaluator_param_takes_text(tmp_path: Path)
     spec = SPEC.replace("exact-match", "contains").replace("{ignore_case: true}", "{text: a}")
     overrides = ["evaluators[0].params.text=42", "evaluators[0].params.ignore_case=yes"]
     run = load_run(write(tmp_path, spec), overrides=overrides)
-    params = run.reward.components[0].params
+    params: Any = run.reward.components[0].params
     assert params.text == "42" and params.ignore_case is True  # text where the param takes text, YAML elsewhere
     with pytest.raises(SpecError, match=r"^--set: evaluators\[0\]\.params\.ignore_case .*valid boolean"):
         load_run(write(tmp_path, spec), overrides=["evaluators[0].params.ignore_case=maybe"])

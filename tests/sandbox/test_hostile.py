@@ -269,7 +269,7 @@ def test_host_secrets_and_environment_are_not_visible(monkeypatch):
 def test_nothing_the_sandboxes_started_survives_them(monkeypatch: pytest.MonkeyPatch):
     close_shared_pools()  # fresh sandboxes, so every uid this test's programs run as is recorded below
     used: set[int] = set()
-    real_acquire = sandbox_module.acquire_slot
+    real_acquire = sandbox_module.acquire_slot  # type: ignore[attr-defined]
 
     def acquire() -> int:
         slot = real_acquire()
@@ -279,7 +279,8 @@ def test_nothing_the_sandboxes_started_survives_them(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(sandbox_module, "acquire_slot", acquire)
     orphan = "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\nprint(3)"
     score(orphan, FAST, tests=SUM_TESTS[:1])
-    assert score(orphan, {**FAST, "min_isolation": "process"}, tests=SUM_TESTS[:1]).details["isolation"] == "process"
+    details = score(orphan, {**FAST, "min_isolation": "process"}, tests=SUM_TESTS[:1]).details
+    assert details is not None and details["isolation"] == "process"
     close_shared_pools()
     assert used
     deadline = time.monotonic() + 10

@@ -33,7 +33,7 @@ def test_results_are_the_same_as_message_and_as_json() -> None:
         RewardResult(None, "no_total", {"a": shared, "b": Score.error("down")}),
         RewardResult(0.0, "gated", {"a": Score.ok(False), "b": Score.skipped("no reference")}),
     ]
-    as_json = results_json(results)
+    as_json: dict[str, Any] = dict(results_json(results))
     assert message_to_json(results_message(results)) == as_json
     assert as_json["results"][1] == {
         "index": 1,

@@ -25,7 +25,7 @@ def test_one_project_cannot_take_every_worker_and_its_queue_is_fifo() -> None:
         queued[1].cancel()  # dropped without running
         release.set()
         for future in [*held, queued[0], queued[2]]:
-            future.result(timeout=5)
+            future.result(timeout=5)  # type: ignore[attr-defined]
         assert order == [0, 2]
         assert (pool.running("slow"), pool.queued("slow")) == (0, 0)
     finally:

@@ -348,11 +348,11 @@ def test_item11_errors_are_classified_and_reveal_nothing(hostile: Hostile) -> No
         assert answer.status_code == 400, answer.text[:300]
         assert "nested more than" in answer.json()["error"]["message"]
     connect = {**headers, "Connect-Protocol-Version": "1"}
-    for body in MALFORMED_CONNECT:
+    for raw in MALFORMED_CONNECT:
         answer = httpx.post(
-            hostile.server.http + CONNECT_PATH, content=body.replace(b"DEEP", DEEP.encode()), headers=connect
+            hostile.server.http + CONNECT_PATH, content=raw.replace(b"DEEP", DEEP.encode()), headers=connect
         )
-        assert answer.json()["code"] == "invalid_argument", (body[:40], answer.text[:300])
+        assert answer.json()["code"] == "invalid_argument", (raw[:40], answer.text[:300])
     for depth in (70, 150):  # below and past protobuf's own nesting limit
         nested: dict[str, Any] = {}
         for _ in range(depth):
@@ -363,11 +363,11 @@ def test_item11_errors_are_classified_and_reveal_nothing(hostile: Hostile) -> No
         ):
             code, message = call_grpc(hostile.server, hostile.run, spec, [rollout])
             assert code == "invalid_argument" and not CLASS_NAME.search(message), (depth, message)
-    for spec in OVERFLOWS:
+    for overflow in OVERFLOWS:
         rollouts = [{"completion": "a", "reference": "a"}]
-        answer = post_http(hostile.server, hostile.run, spec, rollouts)
+        answer = post_http(hostile.server, hostile.run, overflow, rollouts)
         assert answer.status_code == 400 and "rollout 0" in answer.json()["error"]["message"], answer.text
-        assert call_grpc(hostile.server, hostile.run, spec, rollouts)[0] == "invalid_argument"
+        assert call_grpc(hostile.server, hostile.run, overflow, rollouts)[0] == "invalid_argument"
     failing = {"components": [{"ref": "reward-model", "params": {"model": "dead"}, "onError": "zero"}]}
     answer = post_http(hostile.server, hostile.run, failing, [{"prompt": "p", "completion": "y"}])
     reason = answer.json()["results"][0]["components"]["reward-model"]["reason"]

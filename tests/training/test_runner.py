@@ -72,7 +72,7 @@ def test_background_evaluations_run_one_at_a_time_in_submission_order(tmp_path: 
     assert evaluator.most_active == 1
     assert evaluator.threads == {"evalsi-checkpoints"}
     assert submitted < 3 * 0.02  # submit returns before the evaluations run
-    assert [o.value for _, o in runner.results] == [0.3, 0.1, 0.2]
+    assert [o.value for _, o in runner.results] == [0.3, 0.1, 0.2]  # type: ignore[attr-defined]
 
 
 def test_wait_evaluates_inside_submit_on_the_callers_thread(tmp_path: Path) -> None:
@@ -80,7 +80,7 @@ def test_wait_evaluates_inside_submit_on_the_callers_thread(tmp_path: Path) -> N
     paths = checkpoints(tmp_path, {1: 0.5})
     runner = CheckpointRunner(evaluator, wait=True)
     future = runner.submit(paths[1], 1)
-    assert future.done() and future.result().value == 0.5
+    assert future.done() and future.result().value == 0.5  # type: ignore[attr-defined]
     assert evaluator.threads == {threading.current_thread().name}
 
 

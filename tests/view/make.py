@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from evalsi.evaluators import Score
+from evalsi.evaluators import Score, Status
 from evalsi.runs import MetricInfo, RecordResult, ResultsWriter, SampleResult, summarize
 from evalsi.runs._results import fingerprint
 from evalsi.specs import GateSpec, PassKSpec
@@ -21,7 +21,7 @@ def record(
     values: Sequence[float | bool | None],
     *,
     completion: str | None = None,
-    status: str = "ok",
+    status: Status = "ok",
     prompt: Any = None,
     record_id: str | None = None,
 ) -> RecordResult:

@@ -28,17 +28,21 @@ from evalsi.training import (
     VLLM,
     Checkpoint,
     CheckpointEvaluator,
+    Curve,
     Endpoint,
     LoRA,
+    RemoteDirectory,
     ServingStrategy,
     StepResult,
     Transformers,
+    Watcher,
+    build_curve,
+    cell_text,
     describe_result,
+    is_remote,
+    open_source,
+    plot_curve,
 )
-from evalsi.training._curve import Curve, build_curve
-from evalsi.training._plot import cell_text, plot_curve
-from evalsi.training._sources import RemoteDirectory, is_remote, open_source
-from evalsi.training._watch import Watcher
 
 app = typer.Typer(
     help="Evaluate training checkpoints against run specs, and draw the learning curve.", no_args_is_help=True
@@ -415,7 +419,7 @@ def curve_command(
 
 
 def curve_table(curve: Curve) -> Table:
-    """The seed-style table: step, each metric with its change from the base, status."""
+    """The learning-curve table: step, each metric with its change from the base, status."""
     title = f"{curve.spec} · {curve.training_run}" + ("" if curve.base is not None else " (no base results)")
     table = Table(title=title, title_justify="left", box=None, pad_edge=False)
     table.add_column("step", no_wrap=True)

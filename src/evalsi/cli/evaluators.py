@@ -15,8 +15,7 @@ from rich.table import Table
 
 from evalsi.cli._console import fail, stdout
 from evalsi.errors import UnknownEvaluatorError
-from evalsi.evaluators import Evaluator, all_evaluators, evaluator_class
-from evalsi.evaluators._operator import is_operator_only
+from evalsi.evaluators import Evaluator, all_evaluators, evaluator_class, is_operator_only
 
 app = typer.Typer(help="List evaluators and describe their params.", no_args_is_help=True)
 

@@ -14,8 +14,7 @@ from evalsi.cli._summary import reward_summary
 from evalsi.cli.rewards_serve import serve_command
 from evalsi.errors import DataError, RewardBatchError, SpecError
 from evalsi.records import Record
-from evalsi.rewards import Reward, RewardResult, load
-from evalsi.rewards._rollout_files import read_rollout_file, write_jsonl
+from evalsi.rewards import Reward, RewardResult, load, read_rollout_file, write_jsonl
 from evalsi.rewards.wire import result_json
 
 app = typer.Typer(help="Score rollouts with a RewardSpec, or serve one to a trainer.", no_args_is_help=True)

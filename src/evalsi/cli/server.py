@@ -9,12 +9,15 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from evalsi.cli._console import EXIT_BAD_INPUT, EXIT_FAILED, fail, stderr, stdout
 from evalsi.errors import SpecError
+
+if TYPE_CHECKING:  # the server extra is imported only when a command runs
+    from evalsi.server import ServerConfig, TokenStore
 
 app = typer.Typer(
     help="Run the evalsi server (Reward Service over gRPC, Connect and HTTP), and manage its API tokens.",
@@ -33,10 +36,10 @@ def _server() -> ModuleType:
         fail(f"the server needs the `server` extra ({exc.name} is missing): pip install 'evalsi[server]'")
 
 
-def _config(path: Path | None, overrides: dict[str, Any]) -> Any:
+def _config(path: Path | None, overrides: dict[str, Any]) -> ServerConfig:
     server = _server()
     try:
-        config = server.load_config(path)
+        config: ServerConfig = server.load_config(path)
     except SpecError as exc:
         fail(str(exc))
     listen_update = {k: v for k, v in overrides.items() if k != "database" and v is not None}
@@ -77,14 +80,12 @@ def run(
         fail(f"cannot open the database {settings.database_url!r}: {exc}", EXIT_FAILED)
 
 
-def _tokens(ctx: typer.Context, config: Path | None, database: str | None) -> Any:
+def _tokens(ctx: typer.Context, config: Path | None, database: str | None) -> TokenStore:
     parent = ctx.obj or {}
     settings = _config(config or parent.get("config"), {"database": database or parent.get("database")})
     server = _server()
-    db = importlib.import_module("evalsi.server._db")
-    engine = db.open_engine(settings.database_url)
-    db.migrate(engine)
-    return server.TokenStore(engine)
+    store: TokenStore = server.TokenStore(server.open_database(settings.database_url))
+    return store
 
 
 @token_app.command("create")

@@ -1,29 +1,17 @@
-"""The scoring engine: content keys, the score cache, and running components over batches of records."""
+"""The scoring engine: the score cache, and running components over batches of records (with their pools).
+
+Every entry point (the library, trainer adapters, ``rewards serve``, the server, runs) scores through
+:func:`score_components`, usually by way of :meth:`evalsi.rewards.Reward.component_scores`.
+"""
 
 from evalsi.engine._cache import CacheStats, ScoreCache
-from evalsi.engine._keys import params_fingerprint, record_key
-from evalsi.engine._runner import (
-    ComponentJob,
-    PendingComponent,
-    Pools,
-    ScoringCancelled,
-    complete,
-    look_up,
-    score_component,
-    score_components,
-)
+from evalsi.engine._runner import ComponentJob, Pools, ScoringCancelled, score_components
 
 __all__ = [
     "CacheStats",
     "ComponentJob",
-    "PendingComponent",
     "Pools",
     "ScoreCache",
     "ScoringCancelled",
-    "complete",
-    "look_up",
-    "params_fingerprint",
-    "record_key",
-    "score_component",
     "score_components",
 ]

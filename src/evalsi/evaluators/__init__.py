@@ -1,7 +1,13 @@
 """Evaluators: the `Evaluator` base class, `Score`, and the registry of built-in and installed packs."""
 
 from evalsi.evaluators._base import Evaluator, NoParams, Params, ScoreContext
-from evalsi.evaluators._operator import OPERATOR_ONLY, ServerResource
+from evalsi.evaluators._operator import (
+    OPERATOR_ONLY,
+    ServerResource,
+    has_operator_fields,
+    is_operator_only,
+    operator_fields_set,
+)
 from evalsi.evaluators._patterns import use_python_regex
 from evalsi.evaluators._registry import (
     ENTRY_POINT_GROUP,
@@ -32,6 +38,9 @@ __all__ = [
     "close_all",
     "evaluator_class",
     "get_evaluator",
+    "has_operator_fields",
+    "is_operator_only",
+    "operator_fields_set",
     "register",
     "use_python_regex",
 ]

@@ -2,6 +2,10 @@
 
 Built-ins are imported on first use, so ``import evalsi`` stays cheap; entry points are loaded on a registry
 miss and when listing. A broken plugin is reported with a warning, never a crash of unrelated work.
+
+A pack has one shape, built in or installed: a module whose evaluator classes carry ``@register``. A built-in is
+named here by that module; an installed pack's ``evalsi.evaluators`` entry point names the module (importing it
+registers its evaluators) or a single ``Evaluator`` subclass (registered when loaded).
 """
 
 from __future__ import annotations

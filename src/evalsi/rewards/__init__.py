@@ -10,6 +10,7 @@ Example:
 
 from evalsi.rewards._compose import ComponentRule, RewardResult, RewardStatus, compose_batch, compose_one
 from evalsi.rewards._reward import BoundComponent, Reward, bind, bind_component, from_mapping, load
+from evalsi.rewards._rollout_files import RowSource, read_rollout_file, write_jsonl
 
 __all__ = [
     "BoundComponent",
@@ -17,10 +18,13 @@ __all__ = [
     "Reward",
     "RewardResult",
     "RewardStatus",
+    "RowSource",
     "bind",
     "bind_component",
     "compose_batch",
     "compose_one",
     "from_mapping",
     "load",
+    "read_rollout_file",
+    "write_jsonl",
 ]

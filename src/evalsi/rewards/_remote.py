@@ -91,16 +91,25 @@ class RemoteReward:
             transport=RetryTransport(RetryPolicy(retries, BACKOFF)),
         )
 
+    source: str | None = None
+    """The spec file this reward was read from, if any (set by :meth:`from_file`)."""
+
     @property
     def component_names(self) -> list[str]:
         """Component names in spec order."""
         return [rule.name for rule in self.rules]
 
+    def to_resource(self) -> dict[str, Any]:
+        """The RewardSpec as the resource mapping sent to the server."""
+        return dict(self.resource)
+
     @classmethod
     def from_file(cls, path: str | Path, server: str, name: str | None = None, **options: Any) -> RemoteReward:
         """Read and validate the RewardSpec in a YAML file; it is sent as written."""
         resource = select_resource(load_resources(path), "RewardSpec", name, str(path))
-        return cls(server, resource.document.data, _validate(resource), **options)
+        remote = cls(server, resource.document.data, _validate(resource), **options)
+        remote.source = str(path)
+        return remote
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], server: str, **options: Any) -> RemoteReward:

@@ -20,16 +20,17 @@ from evalsi.records import Record, from_rollout
 from evalsi.rewards._batch import rows, totals, trl_batch
 from evalsi.rewards._compose import ComponentRule, RewardResult, compose_batch
 from evalsi.specs import (
+    API_VERSION,
     ComponentSpec,
     Resource,
     RewardSpec,
     RewardSpecBody,
+    describe_pydantic_error,
     document_from_mapping,
     load_resources,
     parse_resources,
     select_resource,
 )
-from evalsi.specs._resource import describe_pydantic_error
 
 
 class OwnCache(enum.Enum):
@@ -113,6 +114,19 @@ class Reward:
     def rules(self) -> list[ComponentRule]:
         """The composition rule of each component, in spec order (read it, do not change it)."""
         return self._rules
+
+    server: str | None = None
+    """A Reward scores in this process (a :class:`~evalsi.rewards.RemoteReward` names its server here)."""
+
+    @property
+    def source(self) -> str | None:
+        """The spec file this reward was loaded from, if any."""
+        return self.spec.source
+
+    def to_resource(self) -> dict[str, Any]:
+        """The RewardSpec as a whole resource mapping, from which it can be bound again (pickling, servers)."""
+        body = self.spec.spec.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+        return {"apiVersion": API_VERSION, "kind": "RewardSpec", "metadata": {"name": self.name}, "spec": body}
 
     def score_records(
         self,

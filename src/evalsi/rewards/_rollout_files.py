@@ -15,6 +15,7 @@ from typing import Any, Literal
 import orjson
 
 from evalsi._util.atomic import atomic_writer
+from evalsi._util.parquet import read_parquet
 from evalsi.errors import DataError
 
 SUFFIXES = (".jsonl", ".ndjson", ".json", ".parquet")
@@ -71,7 +72,7 @@ def read_rollout_file(path: str | Path) -> tuple[list[dict[str, Any]], RowSource
         raise DataError("no such file", file=file)
     suffix = source.suffix.lower()
     if suffix == ".parquet":
-        return _read_parquet(source), RowSource(file, unit="row")
+        return read_parquet(source), RowSource(file, unit="row")
     try:
         raw = source.read_bytes()
     except OSError as exc:
@@ -115,19 +116,6 @@ def _read_json_array(raw: bytes, file: str) -> list[dict[str, Any]]:
         if not isinstance(item, dict):
             raise DataError(f"item [{index}] must be a JSON object (a rollout), got {type(item).__name__}", file=file)
     return value
-
-
-def _read_parquet(source: Path) -> list[dict[str, Any]]:
-    try:
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise DataError("reading Parquet needs pyarrow: pip install 'evalsi[parquet]'", file=str(source)) from None
-    try:
-        table = pq.read_table(source)
-    except Exception as exc:  # pyarrow raises several unrelated types for a bad file
-        raise DataError(f"not a readable Parquet file: {exc}", file=str(source)) from None
-    rows: list[dict[str, Any]] = table.to_pylist()
-    return rows
 
 
 def write_jsonl(path: str | Path, rows: Iterable[Any]) -> None:

@@ -9,18 +9,56 @@ scorers live here, in a normally imported module, so every copy shares one loade
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from evalsi.errors import SpecError
-from evalsi.rewards._compose import ComponentRule
+from evalsi.rewards._compose import ComponentRule, RewardResult
 from evalsi.rewards._remote import RemoteReward
 from evalsi.rewards._reward import Reward, from_mapping, load
-from evalsi.specs import API_VERSION
 
-Scorer = Reward | RemoteReward
-"""Anything with ``name``, ``component_names`` and ``score(rollouts) -> list[RewardResult]``."""
+
+class Scorer(Protocol):
+    """What the adapters score with: a :class:`Reward` in this process, or a :class:`RemoteReward` on a server."""
+
+    @property
+    def name(self) -> str:
+        """The RewardSpec's name (TRL logs the total under it)."""
+        ...
+
+    @property
+    def server(self) -> str | None:
+        """The Reward Service it calls; None for in-process scoring."""
+        ...
+
+    @property
+    def source(self) -> str | None:
+        """The spec file it was loaded from, if any."""
+        ...
+
+    @property
+    def component_names(self) -> list[str]:
+        """Component names in spec order."""
+        ...
+
+    @property
+    def rules(self) -> list[ComponentRule]:
+        """The composition rule of each component, in spec order."""
+        ...
+
+    def score(self, rollouts: Iterable[Mapping[str, Any]]) -> list[RewardResult]:
+        """One result per rollout; the batch completes or fails whole."""
+        ...
+
+    def to_resource(self) -> dict[str, Any]:
+        """The RewardSpec as a whole resource mapping, from which ``open_scorer`` rebuilds it."""
+        ...
+
+    def close(self) -> None:
+        """Release threads and connections."""
+        ...
+
 
 SpecSource = str | Path | Reward | Mapping[str, Any]
 """A RewardSpec file, a mapping (whole resource or just its ``spec``), or a loaded ``Reward``."""
@@ -98,20 +136,12 @@ def clear_shared() -> None:
 
 def resource_of(scorer: Scorer) -> dict[str, Any]:
     """The scorer's RewardSpec as a whole resource mapping, from which ``open_scorer`` rebuilds it."""
-    if isinstance(scorer, RemoteReward):
-        return dict(scorer.resource)
-    body = scorer.spec.spec.model_dump(mode="json", by_alias=True, exclude_defaults=True)
-    return {"apiVersion": API_VERSION, "kind": "RewardSpec", "metadata": {"name": scorer.name}, "spec": body}
+    return scorer.to_resource()
 
 
 def server_of(scorer: Scorer) -> str | None:
     """The Reward Service a scorer calls, None for in-process scoring."""
-    return scorer.server if isinstance(scorer, RemoteReward) else None
-
-
-def rules_of(scorer: Scorer) -> list[ComponentRule]:
-    """The composition rule of each component, in spec order."""
-    return list(scorer.rules)
+    return scorer.server
 
 
 def require_totals(scorer: Scorer, trainer: str) -> None:
@@ -124,9 +154,9 @@ def require_totals(scorer: Scorer, trainer: str) -> None:
         SpecError: A component has ``onError: none``.
 
     """
-    for rule in rules_of(scorer):
+    for rule in scorer.rules:
         if rule.on_error == "none":
-            source = scorer.spec.source if isinstance(scorer, Reward) else None
+            source = scorer.source
             raise SpecError(
                 f"component {rule.name!r} has onError: none, which leaves a rollout without a reward, and "
                 f"{trainer} cannot skip one; use onError: zero or raise (TRL takes none: it maps to NaN)",

@@ -30,7 +30,7 @@ from evalsi.runs._compare import (
     load_results,
     record_overlap,
 )
-from evalsi.runs._datasets import Item, load_items, read_rows
+from evalsi.runs._datasets import Item, load_items, read_rows, rows_to_items
 from evalsi.runs._driver import Runner, RunOutcome, RunVerdict, load_run_items
 from evalsi.runs._overrides import apply_overrides
 from evalsi.runs._results import (
@@ -83,6 +83,7 @@ __all__ = [
     "read_rows",
     "record_overlap",
     "record_values",
+    "rows_to_items",
     "run_from_mapping",
     "summarize",
 ]

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from evalsi.errors import DataError
-from evalsi.rewards._rollout_files import RowSource
+from evalsi.rewards import RowSource
 from evalsi.runs._datasets import Item, item_key, load_hf, read_located_rows
 from evalsi.specs import DatasetSpec
 

@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalsi._util.parquet import read_parquet
 from evalsi.errors import DataError
 from evalsi.records import REFERENCE_FIELDS, Content, Record
-from evalsi.rewards._rollout_files import RowSource, read_rollout_file
+from evalsi.rewards import RowSource, read_rollout_file
 from evalsi.specs import DatasetSpec
 
 
@@ -47,7 +48,7 @@ def read_located_rows(path: Path, fmt: str | None = None) -> tuple[list[dict[str
     if kind == "csv":
         return _read_csv(path)
     if kind == "parquet" and path.suffix.lower() != ".parquet":
-        return _read_parquet(path), RowSource(str(path), unit="row")
+        return read_parquet(path), RowSource(str(path), unit="row")
     return read_rollout_file(path)
 
 
@@ -67,18 +68,6 @@ def _read_csv(path: Path) -> tuple[list[dict[str, Any]], RowSource]:
         raise DataError("no such file", file=str(path)) from None
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise DataError(f"cannot read as CSV: {exc}", file=str(path)) from None
-
-
-def _read_parquet(path: Path) -> list[dict[str, Any]]:
-    try:
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise DataError("reading Parquet needs pyarrow: pip install 'evalsi[parquet]'", file=str(path)) from None
-    try:
-        rows: list[dict[str, Any]] = pq.read_table(path).to_pylist()
-    except Exception as exc:  # pyarrow raises several unrelated types for a bad file
-        raise DataError(f"not a readable Parquet file: {exc}", file=str(path)) from None
-    return rows
 
 
 def load_hf(name: str, subset: str | None, split: str) -> list[dict[str, Any]]:

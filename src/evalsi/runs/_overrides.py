@@ -17,8 +17,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic.alias_generators import to_camel
 
 from evalsi.errors import SpecError
-from evalsi.specs import Resource, RunSpecBody, format_path
-from evalsi.specs._resource import describe_pydantic_error
+from evalsi.specs import Resource, RunSpecBody, describe_pydantic_error, format_path
 
 _FREE_FORM = frozenset({"params", "extra", "headers", "judge"})
 """Mappings whose keys are passed on as written (not spec fields, so not camelCased)."""

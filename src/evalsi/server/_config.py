@@ -27,7 +27,7 @@ Example::
       sandbox: {min_isolation: namespaced}     # the floor; a request may raise it, never lower it
       metrics: {port: 9090}                    # /metrics without a token, on its own port
 
-Field names are the seed's snake_case; camelCase spellings (``maxRollouts``) are accepted too, as in RewardSpecs.
+Field names are snake_case; camelCase spellings (``maxRollouts``) are accepted too, as in RewardSpecs.
 """
 
 from __future__ import annotations
@@ -38,19 +38,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-from pydantic.alias_generators import to_camel
 
 from evalsi.specs import API_VERSION, document_from_mapping, load_resources, parse_resources, select_resource
+from evalsi.specs import SpecModel as _Model
 
 ONE_WEEK = 7 * 24 * 3600.0
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True, use_attribute_docstrings=True
-    )
 
 
 def parse_duration(value: Any) -> float:

@@ -89,3 +89,10 @@ def current_revision(engine: Engine) -> str | None:
         except Exception:  # no alembic_version table yet
             return None
     return None if row is None else str(row[0])
+
+
+def open_database(url: str) -> Engine:
+    """The server's database at ``url``, opened and migrated to the current schema (tokens, shared cache)."""
+    engine = open_engine(url)
+    migrate(engine)
+    return engine

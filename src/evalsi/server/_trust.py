@@ -12,8 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from evalsi.errors import EvalsiError, SpecError
-from evalsi.evaluators import Evaluator, evaluator_class
-from evalsi.evaluators._operator import has_operator_fields, operator_fields_set
+from evalsi.evaluators import Evaluator, evaluator_class, has_operator_fields, operator_fields_set
 from evalsi.sandbox import ISOLATION_ORDER, isolation_level
 from evalsi.server._config import ServerSpec
 from evalsi.server._errors import ServiceError

@@ -37,7 +37,7 @@ from evalsi.training._evaluator import (
     describe_result,
 )
 from evalsi.training._lightning import lightning_checkpoint_callback
-from evalsi.training._plot import PlotError, curve_html, plot_curve
+from evalsi.training._plot import PlotError, cell_text, curve_html, plot_curve
 from evalsi.training._publish import publish_with, publishing
 from evalsi.training._pytorch import PyTorchCheckpointHook
 from evalsi.training._results import checkpoint_metadata, is_complete, run_dir, step_file, step_files
@@ -109,6 +109,7 @@ __all__ = [
     "Watcher",
     "api_root",
     "build_curve",
+    "cell_text",
     "checkpoint_metadata",
     "compare_with_base",
     "curve_html",

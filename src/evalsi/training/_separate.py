@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from evalsi.errors import SpecError
-from evalsi.runs import BoundRun, load_run, load_run_items
-from evalsi.runs._datasets import rows_to_items
+from evalsi.runs import BoundRun, load_run, load_run_items, rows_to_items
 
 Rows = TypeVar("Rows")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -82,7 +83,7 @@ def test_apps_call_based_with_fn_name():
 
 def test_mbpp_asserts_with_setup_and_imports():
     program = "def area(r):\n    return math.pi * r * r\nimport math\n"
-    meta = {
+    meta: dict[str, Any] = {
         "test_list": ["assert math.isclose(area(1), math.pi)", "assert area(0) == ZERO", "assert area(1) == 3"],
         "test_imports": ["import math"],
         "test_setup_code": "ZERO = 0.0",
@@ -166,7 +167,7 @@ def test_a_batch_runs_in_parallel_on_the_pool_and_keeps_order():
 
 
 def test_reward_spec_min_isolation_reaches_the_component():
-    spec = {
+    spec: dict[str, Any] = {
         "apiVersion": "evals.si/v1alpha1",
         "kind": "RewardSpec",
         "metadata": {"name": "code"},

@@ -82,7 +82,7 @@ DIFFERENCES: list[tuple[str, str, bool, bool, str]] = [
         "\\boxed{1.5e3}",
         True,
         False,
-        "the seed asks for scientific notation; math-verify reads 1.5e3 as 1.5 - e*3",
+        "math-equiv reads scientific notation; math-verify reads 1.5e3 as 1.5 - e*3",
     ),
     (
         "50\\%",
@@ -96,7 +96,7 @@ DIFFERENCES: list[tuple[str, str, bool, bool, str]] = [
         "The first step gives 3.\n#### 4\nCheck: 2 + 2 = 4, not 3",
         True,
         False,
-        "#### x is a final-answer marker in the seed's order; math-verify takes the last number",
+        "#### x is a final-answer marker in math-equiv's order; math-verify takes the last number",
     ),
 ]
 

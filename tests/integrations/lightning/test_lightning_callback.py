@@ -36,7 +36,7 @@ class Regression(pl.LightningModule):
 class CkptEvaluator(LossEvaluator):
     """Lightning saves ``state_dict`` with the module's own prefix (``net.``): strip it, then evaluate."""
 
-    def evaluate(self, checkpoint: str | Path, step: int | str) -> Any:
+    def evaluate(self, checkpoint: str | Path, step: int | None) -> Any:
         saved = torch.load(checkpoint, weights_only=False)
         unwrapped = {
             "model": {k.removeprefix("net."): v for k, v in saved["model"].items()},

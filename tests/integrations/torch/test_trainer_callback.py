@@ -25,7 +25,7 @@ def test_saves_are_evaluated_and_a_regression_stops_training(tmp_path: Path) -> 
         for step, wrong in ((5, 0), (10, 15)):
             state.global_step = step
             write_model(tmp_path / "out" / f"checkpoint-{step}")
-            server.answers = answers(wrong)
+            server.answers = answers(wrong)  # type: ignore[assignment]
             callback.on_save(args, state, control)
             callback.on_step_end(args, state, control)
             assert control.should_training_stop is (step == 10)
@@ -73,7 +73,7 @@ def test_a_real_trainer_run_evaluates_each_save_served_in_process(tmp_path: Path
     callback = evalsi_callback(evaluator)
     Trainer(model=model, args=args, train_dataset=rows, processing_class=tokenizer, callbacks=[callback]).train()
     assert [step for step, _ in callback.runner.results] == [2, 4]  # drained before train() returned
-    assert all(outcome.complete for _, outcome in callback.runner.results)  # type: ignore[attr-defined]
+    assert all(outcome.complete for _, outcome in callback.runner.results)
     assert sorted(p.name for p in (tmp_path / "logs" / "trainer" / "forgetting").iterdir()) == [
         "step-2.json",
         "step-4.json",

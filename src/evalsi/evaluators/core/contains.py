@@ -5,8 +5,7 @@ from __future__ import annotations
 from evalsi.evaluators._base import Evaluator, Params, ScoreContext
 from evalsi.evaluators._registry import register
 from evalsi.evaluators._score import Score
-from evalsi.evaluators.core._text import references
-from evalsi.records import Record
+from evalsi.records import Record, reference_options
 
 
 class ContainsParams(Params):
@@ -29,7 +28,7 @@ class Contains(Evaluator[ContainsParams]):
 
     def score(self, record: Record, params: ContainsParams, ctx: ScoreContext) -> Score:
         """Pass/fail; skipped when there is nothing to look for."""
-        needles = references(params.text if params.text is not None else record.reference)
+        needles = reference_options(params.text if params.text is not None else record.reference)
         if not needles:
             return Score.skipped("no `text` param and no reference")
         haystack = record.completion_text

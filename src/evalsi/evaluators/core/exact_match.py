@@ -5,8 +5,8 @@ from __future__ import annotations
 from evalsi.evaluators._base import Evaluator, Params, ScoreContext
 from evalsi.evaluators._registry import register
 from evalsi.evaluators._score import Score
-from evalsi.evaluators.core._text import normalise, references
-from evalsi.records import Record
+from evalsi.evaluators.core._text import normalise
+from evalsi.records import Record, reference_options
 
 
 class ExactMatchParams(Params):
@@ -31,7 +31,7 @@ class ExactMatch(Evaluator[ExactMatchParams]):
 
     def score(self, record: Record, params: ExactMatchParams, ctx: ScoreContext) -> Score:
         """Pass/fail; skipped without a reference."""
-        refs = references(record.reference)
+        refs = reference_options(record.reference)
         if not refs:
             return Score.skipped("no reference")
         options = {

@@ -10,21 +10,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic import Field, field_validator, model_validator
 
 from evalsi.evaluators._operator import OPERATOR_ONLY
 from evalsi.evaluators._patterns import compile_pattern
 from evalsi.evaluators.judge._template import FIXED_FIELDS, placeholders
+from evalsi.specs import SpecModel as _Model
 
 DEFAULT_NUMBER_PATTERN = r"(?im)^[\W_]*(?:final\s+)?(?:score|rating|grade)\s*[:=]\s*\**\s*(-?\d+(?:\.\d+)?)"
 """A line such as ``Score: 7`` or ``**Final score:** 7.5``; the last such line counts."""
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True, use_attribute_docstrings=True
-    )
 
 
 def _check_pattern(value: str | None) -> str | None:

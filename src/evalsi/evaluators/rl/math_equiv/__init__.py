@@ -1,6 +1,6 @@
 r"""``math-equiv``: the completion's final answer equals the reference, numerically or symbolically.
 
-The final answer is extracted in the seed's order (``\boxed{}``, ``<answer>``, ``#### x``, "the answer is x",
+The final answer is extracted in this order (``\boxed{}``, ``<answer>``, ``#### x``, "the answer is x",
 else the last number), normalised (delimiters, units, ``\text{}``, degrees, ``\dfrac``…), and compared:
 
 1. as text, then from the memo of earlier verdicts on the same (reference, answer);

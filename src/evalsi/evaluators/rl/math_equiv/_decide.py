@@ -23,7 +23,7 @@ from evalsi.evaluators.rl.math_equiv._numeric import Num, Tolerance, Value, item
 from evalsi.evaluators.rl.math_equiv._params import MathEquivParams
 from evalsi.evaluators.rl.math_equiv._pool import SymbolicPool, shared_pool
 from evalsi.evaluators.rl.math_equiv._symbolic import compare
-from evalsi.records import Record
+from evalsi.records import Record, reference_options
 
 Outcome = tuple[bool | None, str]
 """(equal, how it was decided); ``None`` when it could not be decided (an error, never memoised)."""
@@ -273,10 +273,8 @@ def resolve_backend(requested: str) -> str:
 
 
 def _references(reference: Any) -> list[str]:
-    if reference is None:
-        return []
-    items = reference if isinstance(reference, list | tuple) else [reference]
-    return [str(item).strip() for item in items if item is not None and str(item).strip()]
+    """The reference's acceptable answers, stripped, blank ones left out."""
+    return [text.strip() for text in reference_options(reference) if text.strip()]
 
 
 def _show(text: str) -> str:

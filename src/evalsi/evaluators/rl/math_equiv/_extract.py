@@ -1,4 +1,4 @@
-r"""Final-answer extraction, in the seed's order.
+r"""Final-answer extraction, in the documented order.
 
 1. the last ``\boxed{…}`` (or ``\fbox{…}``), braces matched, so ``\boxed{\frac{1}{2}}`` is whole;
 2. the last ``<answer>…</answer>``;
@@ -49,7 +49,7 @@ class Extracted:
 
 
 def extract_answer(text: str, *, last_number: bool = True) -> Extracted | None:
-    """The final answer of a completion, by the seed's rules in order; None when nothing is extractable."""
+    """The final answer of a completion, by the documented rules in order; None when nothing is extractable."""
     boxes = boxed_group(text)
     if boxes == CUT_OFF:
         return Extracted("", "cut-off")
