@@ -67,7 +67,7 @@ from evalsi.training._sources import (
     is_remote,
     open_source,
 )
-from evalsi.training._transformers import OpenAICompatibleServer, Transformers
+from evalsi.training._transformers import OpenAICompatibleServer, StateDict, Transformers, load_state_dict
 from evalsi.training._vllm import VLLM, free_port, stop_process
 from evalsi.training._watch import WatchDisplay, Watcher, WatchReport, write_stop_file
 
@@ -101,6 +101,7 @@ __all__ = [
     "Signature",
     "SourceError",
     "SpecStep",
+    "StateDict",
     "StepOutcome",
     "StepResult",
     "Transformers",
@@ -122,6 +123,7 @@ __all__ = [
     "is_complete",
     "is_remote",
     "lightning_checkpoint_callback",
+    "load_state_dict",
     "model_ref",
     "open_source",
     "parse_step",

@@ -53,32 +53,29 @@ class Transformers:
             server.stop()
 
     def _load(self, ref: ModelRef) -> Generate:
-        try:
-            import torch
-            from transformers import AutoModelForCausalLM, AutoTokenizer
-        except ImportError as exc:
-            raise ServingError(f"--serve transformers needs torch and transformers installed ({exc})") from None
+        torch = _torch()
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
         kind = ref.files.kind if ref.files is not None else "weights"
         if kind == "lora":
             raise ServingError(f"{ref.location} is a LoRA adapter; serve it with --serve lora")
         if kind == "state-dict":
             if self.base_model is None:
                 raise ServingError(
-                    f"{ref.location} is a state dictionary: give the base model it fits (Transformers(base_model=...))"
+                    f"{ref.location} is a state dictionary: give the base model it fits "
+                    "(Transformers(base_model=...)), or serve it with StateDict(model_factory)"
                 )
             model = AutoModelForCausalLM.from_pretrained(self.base_model)
-            source = ref.files.path if ref.files is not None else Path(ref.location)
-            state = torch.load(str(source), map_location="cpu", weights_only=True)
-            for key in ("model", "state_dict"):  # {"model": ..., "optimizer": ...}; Lightning's {"state_dict": ...}
-                if isinstance(state, dict) and isinstance(state.get(key), dict):
-                    state = state[key]
-                    break
-            model.load_state_dict(state)
+            model.load_state_dict(load_state_dict(_state_path(ref)))
             tokenizer = AutoTokenizer.from_pretrained(self.base_model)
         else:
             location = str(ref.files.path) if ref.files is not None else ref.location
             model = AutoModelForCausalLM.from_pretrained(location)
             tokenizer = AutoTokenizer.from_pretrained(location)
+        return self._generator(model, tokenizer, torch)
+
+    def _generator(self, model: Any, tokenizer: Any, torch: Any) -> Generate:
+        """Generation with ``model`` and ``tokenizer`` on this strategy's device, one request at a time."""
         model.to(self.device).eval()
         lock = threading.Lock()
 
@@ -111,6 +108,86 @@ class Transformers:
             return texts if sample else texts * n
 
         return generate
+
+
+def _torch() -> Any:
+    try:
+        import torch
+        import transformers  # noqa: F401  (needed to serve, checked before any work)
+    except ImportError as exc:
+        raise ServingError(f"serving in-process needs torch and transformers installed ({exc})") from None
+    return torch
+
+
+def _state_path(ref: ModelRef) -> Path:
+    return ref.files.path if ref.files is not None else Path(ref.location)
+
+
+def load_state_dict(path: Path, strip_prefix: str = "") -> dict[str, Any]:
+    """The weights in a state-dictionary file, with ``strip_prefix`` taken off every key.
+
+    The file may be the weights themselves, ``{"model": ..., "optimizer": ...}`` as training loops save it, or
+    Lightning's ``.ckpt`` (``{"state_dict": ...}``, keys prefixed with the LightningModule's attribute name).
+    """
+    import torch
+
+    state = torch.load(str(path), map_location="cpu", weights_only=True)
+    for key in ("model", "state_dict"):
+        if isinstance(state, dict) and isinstance(state.get(key), dict):
+            state = state[key]
+            break
+    if not isinstance(state, dict):
+        raise ServingError(f"{path} holds no state dictionary (found {type(state).__name__})")
+    if strip_prefix:
+        state = {k.removeprefix(strip_prefix): v for k, v in state.items()}
+    return state
+
+
+class StateDict(Transformers):
+    """Serves a state-dictionary checkpoint (``.pt``, ``.ckpt``) by loading it into a model your factory builds.
+
+    A state dictionary is weights without an architecture, so it is not a vLLM model: ``model_factory()`` returns
+    ``(model, tokenizer)`` (a transformers causal LM and its tokenizer, built fresh), the checkpoint's weights are
+    loaded into the model, and it is served in-process behind the same loopback endpoint as :class:`Transformers`.
+
+    Example::
+
+        serving = StateDict(lambda: (MyLlama(config), tokenizer), strip_prefix="model.")
+        evaluator = CheckpointEvaluator("forgetting.yaml", training_run="run-1", serving=serving)
+
+    Args:
+        model_factory: Builds ``(model, tokenizer)``; called once per checkpoint.
+        strip_prefix: Taken off every weight's name (a LightningModule that holds the model as ``self.model``).
+        device: ``cpu``, ``cuda``...
+        max_tokens: New tokens per completion when a request does not say.
+
+    """
+
+    name = "state-dict"
+
+    def __init__(
+        self,
+        model_factory: Callable[[], tuple[Any, Any]],
+        *,
+        strip_prefix: str = "",
+        device: str = "cpu",
+        max_tokens: int = 256,
+    ) -> None:
+        super().__init__(device, max_tokens=max_tokens)
+        self.model_factory = model_factory
+        self.strip_prefix = strip_prefix
+
+    def _load(self, ref: ModelRef) -> Generate:
+        torch = _torch()
+        kind = ref.files.kind if ref.files is not None else "state-dict"
+        if kind != "state-dict":
+            raise ServingError(f"{ref.location} is not a state dictionary ({kind}); serve it with Transformers()")
+        model, tokenizer = self.model_factory()
+        try:
+            model.load_state_dict(load_state_dict(_state_path(ref), self.strip_prefix))
+        except RuntimeError as exc:  # torch names the missing and unexpected keys
+            raise ServingError(f"{ref.location} does not fit the model model_factory built: {exc}") from None
+        return self._generator(model, tokenizer, torch)
 
 
 class OpenAICompatibleServer:

@@ -90,3 +90,54 @@ def test_a_checkpoint_is_evaluated_through_the_run_engine(tmp_path: Path) -> Non
     result = evaluator.evaluate(tmp_path / "out" / "checkpoint-5", 5)
     assert result.complete and result.specs[0].path.exists()
     assert evaluator.is_done(5)
+
+
+def test_state_dict_serving_loads_the_weights_into_what_the_factory_builds(tmp_path: Path) -> None:
+    from evalsi.training import CheckpointEvaluator, PyTorchCheckpointHook, StateDict
+    from tests.training.conftest import write_spec
+
+    base = tmp_path / "base"
+    trained = tiny_model(base)
+    with torch.no_grad():  # the "trained" weights differ from a fresh model's
+        for parameter in trained.parameters():
+            parameter.mul_(-1.0)
+    built: list[GPT2LMHeadModel] = []
+
+    def factory() -> tuple[GPT2LMHeadModel, PreTrainedTokenizerFast]:
+        model = GPT2LMHeadModel(GPT2Config.from_pretrained(base))
+        built.append(model)
+        return model, PreTrainedTokenizerFast.from_pretrained(base)
+
+    serving = StateDict(factory)
+    evaluator = CheckpointEvaluator(
+        write_spec(tmp_path / "specs"),
+        "sd",
+        serving,
+        log_dir=tmp_path / "logs",
+        overrides=["numSamples=2", "sampling.maxTokens=2"],
+    )
+    with PyTorchCheckpointHook(evaluator, wait=True) as hook:
+        hook.save(trained, tmp_path / "checkpoints" / "step-7.pt", 7)
+    [(step, outcome)] = hook.results
+    assert step == 7 and outcome.complete, hook.runner.failures  # type: ignore[attr-defined]
+    assert len(built) == 1  # the factory's model was served, with the saved weights in it
+    for served, saved in zip(built[0].state_dict().values(), trained.state_dict().values(), strict=True):
+        assert torch.equal(served, saved)
+
+
+def test_state_dict_serving_says_when_the_weights_do_not_fit(tmp_path: Path) -> None:
+    from evalsi.training import StateDict
+
+    base = tmp_path / "base"
+    tiny_model(base)
+    state = tmp_path / "step-1.pt"
+    torch.save({"model": {"not.a.weight": torch.zeros(1)}, "step": 1}, state)
+
+    def factory() -> tuple[GPT2LMHeadModel, PreTrainedTokenizerFast]:
+        return GPT2LMHeadModel(GPT2Config.from_pretrained(base)), PreTrainedTokenizerFast.from_pretrained(base)
+
+    with (
+        pytest.raises(ServingError, match="does not fit the model"),
+        StateDict(factory).serve(model_ref(state, 1, "tiny")),
+    ):
+        pass
