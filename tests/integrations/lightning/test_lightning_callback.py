@@ -39,7 +39,7 @@ class CkptEvaluator(LossEvaluator):
     def evaluate(self, checkpoint: str | Path, step: int | None) -> Any:
         saved = torch.load(checkpoint, weights_only=False)
         unwrapped = {
-            "model": {k.removeprefix("net."): v for k, v in saved["model"].items()},
+            "model": {k.removeprefix("net."): v for k, v in saved["state_dict"].items()},
             "step": saved["global_step"],
         }
         plain = Path(str(checkpoint) + ".plain.pt")
