@@ -12,8 +12,7 @@ import evalsi.rewards
 from evalsi.cli._summary import reward_summary
 from evalsi.cli.compare import comparison_table
 from evalsi.cli.run import run_summary
-from evalsi.runs import LoadedRun, MetricComparison, RunOutcome
-from evalsi.runs._summary import GateResult, RunSummary
+from evalsi.runs import GateResult, LoadedRun, MetricComparison, RunOutcome, RunSummary
 from evalsi.stats import Estimate, paired_comparison
 
 LONG = "pass@16/math-equiv-with-a-rather-long-component-name"

@@ -14,8 +14,7 @@ from google.protobuf import json_format
 
 import tests.server.plugins  # noqa: F401  (registers the test evaluators in this process too)
 from evalsi.errors import DataError, RewardBatchError, RewardServiceError, SpecError
-from evalsi.rewards import from_mapping
-from evalsi.rewards._remote import RemoteReward
+from evalsi.rewards import RemoteReward, from_mapping
 from evalsi.rewards.vectors import Outcome, check_vectors
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
 from evalsi.server._proto.evalsi.v1alpha1.rewards_connect import RewardServiceClientSync

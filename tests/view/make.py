@@ -9,8 +9,7 @@ from typing import Any
 import orjson
 
 from evalsi.evaluators import Score, Status
-from evalsi.runs import MetricInfo, RecordResult, ResultsWriter, SampleResult, summarize
-from evalsi.runs._results import fingerprint
+from evalsi.runs import MetricInfo, RecordResult, ResultsWriter, SampleResult, fingerprint, summarize
 from evalsi.specs import GateSpec, PassKSpec
 
 HOSTILE = '<script>document.title="pwned"</script><img src=x onerror="document.title=\'pwned\'">'

@@ -9,18 +9,22 @@ Example:
 """
 
 from evalsi.rewards._compose import ComponentRule, RewardResult, RewardStatus, compose_batch, compose_one
+from evalsi.rewards._remote import RemoteReward
 from evalsi.rewards._reward import BoundComponent, Reward, bind, bind_component, from_mapping, load
 from evalsi.rewards._rollout_files import RowSource, read_rollout_file, write_jsonl
+from evalsi.rewards._scorer import clear_shared
 
 __all__ = [
     "BoundComponent",
     "ComponentRule",
+    "RemoteReward",
     "Reward",
     "RewardResult",
     "RewardStatus",
     "RowSource",
     "bind",
     "bind_component",
+    "clear_shared",
     "compose_batch",
     "compose_one",
     "from_mapping",

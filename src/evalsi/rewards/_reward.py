@@ -220,7 +220,7 @@ def from_mapping(data: Mapping[str, Any], source: str | None = None) -> Reward:
     """Bind a RewardSpec given as a mapping: a whole resource (``apiVersion``, ``kind``...) or just its ``spec``."""
     raw = dict(data)
     if "apiVersion" not in raw:
-        raw = {"apiVersion": "evals.si/v1alpha1", "kind": "RewardSpec", "metadata": {"name": "reward"}, "spec": raw}
+        raw = {"apiVersion": API_VERSION, "kind": "RewardSpec", "metadata": {"name": "reward"}, "spec": raw}
     resources = parse_resources([document_from_mapping(raw, source)])
     return bind(select_resource(resources, "RewardSpec", None, source))
 

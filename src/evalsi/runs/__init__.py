@@ -38,6 +38,7 @@ from evalsi.runs._results import (
     ResultsWriter,
     ResumeError,
     SampleResult,
+    fingerprint,
     journal_path,
     read_results,
 )
@@ -71,6 +72,7 @@ __all__ = [
     "bind_run",
     "compare_runs",
     "comparison_to_dict",
+    "fingerprint",
     "hub_cache_dirs",
     "journal_path",
     "load_builtin",

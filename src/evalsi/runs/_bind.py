@@ -19,6 +19,7 @@ from evalsi.runs._builtin import builtin_evaluators
 from evalsi.runs._overrides import applied_overrides, override_at, put
 from evalsi.runs._summary import MetricInfo, pass_k_names
 from evalsi.specs import (
+    API_VERSION,
     ComponentSpec,
     Resource,
     RewardSpec,
@@ -89,7 +90,7 @@ def run_from_mapping(data: Mapping[str, Any], source: str | None = None, base_di
     """Bind a RunSpec given as a mapping: a whole resource, or just its ``spec`` (named ``run``)."""
     raw = dict(data)
     if "apiVersion" not in raw:
-        raw = {"apiVersion": "evals.si/v1alpha1", "kind": "RunSpec", "metadata": {"name": "run"}, "spec": raw}
+        raw = {"apiVersion": API_VERSION, "kind": "RunSpec", "metadata": {"name": "run"}, "spec": raw}
     resource = select_resource(parse_resources([document_from_mapping(raw, source)]), "RunSpec", None, source)
     return bind_run(resource, base_dir)
 

@@ -20,8 +20,7 @@ import yaml
 from openrlhf.utils.agent import SingleTurnAgentExecutor
 
 import evalsi.rewards.openrlhf
-from evalsi.rewards import load
-from evalsi.rewards._scorer import clear_shared
+from evalsi.rewards import clear_shared, load
 from evalsi.rewards.serve import create_app
 from tests.rewards._servers import ServerThread
 

@@ -20,7 +20,7 @@ from verl.trainer.ppo.reward import get_custom_reward_fn
 from verl.workers.reward_manager import BatchRewardManager, NaiveRewardManager
 
 import evalsi.rewards.verl
-from evalsi.rewards._scorer import clear_shared
+from evalsi.rewards import clear_shared
 
 WORDS = ["what", "is", "2+2", "?", "4", "5", "no"]
 SPEC: dict[str, Any] = {
