@@ -227,7 +227,10 @@ class RewardService:
 
 def _redacted(result: RewardResult) -> RewardResult:
     """``result`` fit for a tenant: error reasons without host paths or the server's exception class names."""
-    if all(score.status != "error" for score in result.components.values()):
+    for score in result.components.values():
+        if score.status == "error":
+            break
+    else:  # the common case, checked without a generator: nothing to redact
         return result
     components = {
         name: Score(s.value, s.status, redact(s.reason), s.details) if s.status == "error" else s
