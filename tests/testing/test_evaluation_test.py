@@ -203,3 +203,35 @@ def test_a_function_that_sets_no_score_is_named(pytester: pytest.Pytester) -> No
     result = pytester.runpytest_inprocess()
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*test_forgets did not set `score` on row 'r1'*"])
+
+
+def test_each_run_is_also_a_results_file_that_compare_and_the_viewer_open(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    from evalsi.runs import compare_runs, load_results
+    from evalsi.view._catalog import Catalog
+
+    pytester.makepyfile(
+        test_stored="""
+        from evalsi.testing import EvaluationRow, evaluation_test
+
+        ROWS = [{"messages": [{"role": "user", "content": q}, {"role": "assistant", "content": a}],
+                 "ground_truth": g, "id": q} for q, a, g in (("2+2?", "4", "4"), ("3+3?", "7", "6"))]
+
+        @evaluation_test(input_rows=ROWS)
+        def test_exact(row: EvaluationRow) -> EvaluationRow:
+            row.score = float(row.last_text == row.ground_truth)
+            return row
+    """
+    )
+    pytester.runpytest_inprocess().assert_outcomes(passed=1)
+    pytester.runpytest_inprocess().assert_outcomes(passed=1)
+    import os
+
+    files = sorted((Path(os.environ["EVALSI_RESULTS_DB"]).parent / "evaluation-tests").rglob("*.results.json"))
+    assert [f.name for f in files] == ["000001.results.json", "000002.results.json"]
+    first, second = load_results(files[0]), load_results(files[1])
+    [comparison] = compare_runs(first, second)
+    assert comparison.metric == "score" and comparison.comparison.pairs == 2
+    sources = Catalog([files[0].parent]).scan()
+    assert sorted(s.path for s in sources if s.kind == "run") == files

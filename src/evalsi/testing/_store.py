@@ -2,7 +2,8 @@
 
 Each stored document has the layout of an ``evalsi run`` results file (``kind: RunResults``, ``summary``,
 ``records`` with their samples and scores), plus ``evaluationTest`` (the test's id, pass rule and verdict), so
-the tools that read run results read these too.
+the tools that read run results read these too. Each is also written as a results file beside the database
+(``evaluation-tests/<test>/<run>.results.json``), which ``evalsi view`` and ``evalsi compare`` open as they are.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
+from evalsi._util.atomic import atomic_writer
 
 DEFAULT_DB = Path(".evalsi") / "results.sqlite"
 
@@ -50,9 +53,10 @@ def _connect(path: Path) -> Iterator[sqlite3.Connection]:
 
 
 def store_result(document: dict[str, Any], path: Path | None = None) -> int:
-    """Keep one test run's results document; returns its row id."""
+    """Keep one test run's results document (a database row and a results file); returns its row id."""
     verdict = document["evaluationTest"]
-    with _connect(path or results_db()) as connection:
+    db = path or results_db()
+    with _connect(db) as connection:
         cursor = connection.execute(
             "insert into evaluation_runs (test, created, passed, score, standard_error, document) "
             "values (?, ?, ?, ?, ?, ?)",
@@ -65,7 +69,16 @@ def store_result(document: dict[str, Any], path: Path | None = None) -> int:
                 orjson.dumps(document),
             ),
         )
-        return int(cursor.lastrowid or 0)
+        row = int(cursor.lastrowid or 0)
+    with atomic_writer(results_file(db, str(verdict["id"]), row)) as handle:
+        handle.write(orjson.dumps(document, option=orjson.OPT_INDENT_2))
+    return row
+
+
+def results_file(db: Path, test: str, row: int) -> Path:
+    """Where stored run ``row`` of ``test`` is also written: ``<db dir>/evaluation-tests/<test>/<row>.results.json``."""
+    folder = "".join(c if c.isalnum() or c in "._-" else "_" for c in test)
+    return db.parent / "evaluation-tests" / folder / f"{row:06d}.results.json"
 
 
 def stored_results(test: str | None = None, path: Path | None = None) -> list[dict[str, Any]]:
