@@ -6,13 +6,12 @@ in code (a checker may then be any Python callable).
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from evalsi._util.modules import import_file
 from evalsi.errors import SpecError
 from evalsi.sandbox import Isolation, Limits
 from evalsi.specs import StepLimitsSpec, TaskSpec, check_relative_path, load_task_spec
@@ -144,20 +143,12 @@ def _load_callable(reference: str, base: Path, source: str | None) -> CheckFn:
         message = f"cannot load checker callable {reference!r}: {why}"
         return SpecError(message, file=source, path="spec.checker.callable")
 
-    if not path.is_file():
-        raise fail(f"no such file {path}")
-    module_name = f"evalsi_task_checker_{abs(hash(str(path.resolve())))}"
-    module = sys.modules.get(module_name)
-    if module is None:
-        loader_spec = importlib.util.spec_from_file_location(module_name, path)
-        if loader_spec is None or loader_spec.loader is None:
-            raise fail(f"{path} is not importable")
-        module = importlib.util.module_from_spec(loader_spec)
-        try:
-            loader_spec.loader.exec_module(module)
-        except Exception as exc:
-            raise fail(f"{type(exc).__name__}: {exc}") from None
-        sys.modules[module_name] = module
+    try:
+        module = import_file(path, "evalsi_task_checker")
+    except ImportError as exc:
+        raise fail(str(exc)) from None
+    except Exception as exc:
+        raise fail(f"{type(exc).__name__}: {exc}") from None
     target: Any = getattr(module, attribute, None)
     if not callable(target):
         raise fail(f"{path} has no function {attribute!r}")

@@ -13,7 +13,6 @@ import importlib
 import importlib.util
 import inspect
 import os
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from evalsi._util.modules import import_file
 from evalsi._util.retry import RETRY_STATUSES, AsyncRetryTransport, RetryNotice, RetryPolicy, attempts_phrase
 from evalsi.errors import EvalsiError
 from evalsi.records import Content
@@ -276,18 +276,7 @@ def _import_file(path_text: str, base_dir: Path | None) -> Any:
     path = Path(path_text)
     if not path.is_absolute() and base_dir is not None:
         path = base_dir / path
-    if not path.is_file():
-        raise ImportError(f"no such file: {path}")
-    name = f"evalsi_target_{abs(hash(str(path.resolve())))}"
-    module = sys.modules.get(name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:
-            raise ImportError(f"cannot import {path}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return module
+    return import_file(path, "evalsi_target")
 
 
 def make_target(

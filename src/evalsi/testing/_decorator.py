@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalsi._util.modules import import_file
 from evalsi.errors import EvalsiError
 from evalsi.testing._config import (
     Aggregation,
@@ -309,16 +310,10 @@ def _load_module(location: str, base_dir: Path | None) -> Any:
         path = Path(location)
         if not path.is_absolute() and base_dir is not None:
             path = base_dir / path
-        if not path.exists():
-            raise EvaluationSetupError(f"no such file: {path}")
-        module_name = f"evalsi_evaluation_test_{abs(hash(str(path.resolve())))}"
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        if spec is None or spec.loader is None:
-            raise EvaluationSetupError(f"cannot import {path}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        spec.loader.exec_module(module)
-        return module
+        try:
+            return import_file(path, "evalsi_evaluation_test")
+        except ImportError as exc:
+            raise EvaluationSetupError(str(exc)) from None
     try:
         return importlib.import_module(location)
     except ModuleNotFoundError as exc:
