@@ -131,3 +131,19 @@ def write_spec(folder: Path, name: str = "forgetting", gate_min: float | None = 
     path = folder / f"{name}.yaml"
     path.write_text(json.dumps(document))
     return path
+
+
+def lora_arguments(spec: Path, logs: Path, base_url: str) -> list[str]:
+    """The options the ``evalsi checkpoints`` tests share: the spec, the training run, lora serving, the log dir."""
+    return [
+        "-f",
+        str(spec),
+        "--training-run",
+        "grpo-1",
+        "--serve",
+        "lora",
+        "--base-url",
+        base_url,
+        "--log-dir",
+        str(logs),
+    ]

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from evalsi.cli.main import app
-from tests.training.conftest import RunningVLLM, answers, write_adapter, write_spec
+from tests.training.conftest import RunningVLLM, answers, lora_arguments, write_adapter, write_spec
 
 runner = CliRunner()
 
@@ -21,19 +21,7 @@ def invoke(*args: str) -> Any:
 
 
 def common(spec: Path, logs: Path, vllm: RunningVLLM) -> list[str]:
-    return [
-        "-f",
-        str(spec),
-        "--training-run",
-        "grpo-1",
-        "--serve",
-        "lora",
-        "--base-url",
-        vllm.base_url,
-        "--log-dir",
-        str(logs),
-        "-q",
-    ]
+    return [*lora_arguments(spec, logs, vllm.base_url), "-q"]
 
 
 @pytest.fixture
