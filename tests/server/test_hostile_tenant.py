@@ -279,6 +279,27 @@ def test_item7_code_runs_at_the_operators_floor_and_sees_nothing_of_the_server(
         server.kill()
 
 
+OVERSIZED_LIMITS = [
+    # asked by the request -> what the component is bound with (the default config's ceilings: 60 s, 1024 MiB,
+    # 64 processes, 4096 KiB of output)
+    ({"timeout": 600, "memory_mb": 65536, "max_processes": 4096, "max_output_kb": 1 << 20}, (60.0, 1024, 64, 4096)),
+    ({"timeout": 5, "memory_mb": 256}, (5.0, 256, 16, 1024)),  # less than the ceilings: kept, defaults too
+]
+
+
+def test_item7_code_limits_are_clamped_to_the_operators_ceilings() -> None:
+    from evalsi.rewards import from_mapping
+    from evalsi.server import config_from_mapping
+    from evalsi.server._trust import server_spec
+
+    config = config_from_mapping({}).spec
+    for asked, granted in OVERSIZED_LIMITS:
+        spec = server_spec({"components": [{"ref": "code-exec-tests", "params": asked}]}, config)
+        params: Any = from_mapping(spec).components[0].params
+        assert (params.timeout, params.memory_mb, params.max_processes, params.max_output_kb) == granted, asked
+        assert params.min_isolation == "namespaced"
+
+
 def test_item7_a_server_refuses_the_process_rung_as_its_floor(tmp_path: Path) -> None:
     config = write_config(
         tmp_path, {"database": {"url": f"sqlite:///{tmp_path / 's.db'}"}, "sandbox": {"min_isolation": "process"}}

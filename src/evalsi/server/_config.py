@@ -142,11 +142,29 @@ class QuotaConfig(_Model):
 
 
 class SandboxConfig(_Model):
-    """The isolation floor of code components on this server."""
+    """The isolation floor of code components on this server, and the ceilings of their resource limits."""
 
     min_isolation: Literal["namespaced", "gvisor"] = "namespaced"
     """The lowest rung code from a request runs at; a request may raise it (``sandbox.minIsolation``), never lower
     it. ``process`` is refused: it is no boundary between a tenant's code and the server."""
+
+    max_timeout: float = Field(default=60.0, gt=0)
+    """Most seconds of wall time one test case of a request may ask for (``timeout``); more is clamped."""
+    max_memory_mb: int = Field(default=1024, ge=32)
+    """Most memory one test case may ask for (``memory_mb``); more is clamped."""
+    max_processes: int = Field(default=64, ge=1)
+    """Most processes one test case may start (``max_processes``); more is clamped."""
+    max_output_kb: int = Field(default=4096, ge=1)
+    """Most output one test case may write (``max_output_kb``); more is clamped."""
+
+    def caps(self) -> dict[str, float]:
+        """The ceiling of each sandbox limit param a request may set."""
+        return {
+            "timeout": self.max_timeout,
+            "memory_mb": self.max_memory_mb,
+            "max_processes": self.max_processes,
+            "max_output_kb": self.max_output_kb,
+        }
 
     @field_validator("min_isolation", mode="before")
     @classmethod
