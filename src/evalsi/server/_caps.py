@@ -6,11 +6,14 @@ spec says. Clamping (rather than refusing) keeps specs written for in-process us
 cache key of a clamped component is that of the values really used.
 
 An upstream config is any params model (or nested model, such as a judge's) with both a ``timeout`` and a
-``retries`` field: the reward-model params and the judge config.
+``retries`` field: the reward-model params and the judge config. A code component's sandbox limits (``timeout``,
+``memory_mb``, ``max_processes``, ``max_output_kb``) are clamped the same way to ``sandbox.max_*``: a tenant cannot
+size a test case to exhaust the machine.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -19,18 +22,35 @@ from pydantic import BaseModel
 from evalsi.rewards import Reward
 
 
-def capped(reward: Reward, timeout: float, retries: int) -> Reward:
-    """``reward`` with every upstream config's ``timeout``, ``retries`` and ``backoff`` within the caps."""
+def capped(reward: Reward, timeout: float, retries: int, code_limits: Mapping[str, float] | None = None) -> Reward:
+    """``reward`` with its upstream waits and its code components' sandbox limits within the operator's caps.
+
+    Every upstream config's ``timeout``, ``retries`` and ``backoff`` are clamped to ``timeout`` and ``retries``; each
+    code component's params named in ``code_limits`` (param name -> ceiling) to their ceilings.
+    """
     components = []
     changed = False
     for component in reward.components:
         params = _cap(component.params, timeout, retries)
+        if code_limits and component.evaluator.runs_code:
+            params = _ceilings(params, code_limits)
         changed = changed or params is not component.params
         components.append(replace(component, params=params) if params is not component.params else component)
     if not changed:
         return reward
     reward.close()
     return Reward(reward.spec, components)
+
+
+def _ceilings(model: Any, limits: Mapping[str, float]) -> Any:
+    """``model`` with each field named in ``limits`` at most its ceiling (the same object when nothing changes)."""
+    fields = type(model).model_fields
+    update: dict[str, Any] = {}
+    for name, ceiling in limits.items():
+        value = getattr(model, name, None) if name in fields else None
+        if isinstance(value, int | float) and not isinstance(value, bool) and value > ceiling:
+            update[name] = type(value)(ceiling)
+    return model.model_copy(update=update) if update else model
 
 
 def _cap(model: Any, timeout: float, retries: int) -> Any:

@@ -173,7 +173,7 @@ class RewardService:
             raise ServiceError("invalid_argument", "`spec` must be a RewardSpec mapping", "invalid_spec", path="spec")
         rewards = self.config.spec.rewards
         reward = from_mapping(server_spec(spec, self.config.spec), source="request")
-        return capped(reward, rewards.upstream_timeout, rewards.upstream_retries)
+        return capped(reward, rewards.upstream_timeout, rewards.upstream_retries, self.config.spec.sandbox.caps())
 
     def _cache_for(self, project: str) -> ScoreCache:
         """The cache a project's calls use: its own view, unless the operator shares scores server-wide."""

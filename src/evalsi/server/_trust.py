@@ -130,7 +130,6 @@ def _component(component: dict[str, Any], where: str, config: ServerSpec) -> dic
         component["params"] = _resolve_resource(evaluator, {}, f"{where}.params", config)
     if evaluator.runs_code and "min_isolation" in evaluator.params_model.model_fields:
         _apply_floor(component, config.sandbox.min_isolation)
-        _apply_caps(component, evaluator, config.sandbox.caps())
     return component
 
 
@@ -225,28 +224,6 @@ def _apply_floor(component: dict[str, Any], floor: str) -> None:
         params = {}
     if isinstance(params, dict):
         component["params"] = {**params, "min_isolation": _higher(params.get("min_isolation"), floor)}
-
-
-def _apply_caps(component: dict[str, Any], evaluator: type[Evaluator[Any]], caps: Mapping[str, float]) -> None:
-    """Clamp the component's sandbox limits to the operator's ceilings (the evaluator's default too, if higher).
-
-    A request's code may ask for less memory, time, processes or output than the server allows, never more: a
-    tenant cannot size a test case to exhaust the machine.
-    """
-    params = component.get("params")
-    if params is None:
-        params = {}
-    if not isinstance(params, dict):
-        return  # the params validation names it
-    fields = evaluator.params_model.model_fields
-    clamped = dict(params)
-    for name, cap in caps.items():
-        if name not in fields:
-            continue
-        asked = clamped.get(name, fields[name].default)
-        if isinstance(asked, int | float) and not isinstance(asked, bool) and asked > cap:
-            clamped[name] = type(asked)(cap)
-    component["params"] = clamped
 
 
 def _higher(asked: Any, floor: str) -> Any:
