@@ -14,12 +14,13 @@ from typer.testing import CliRunner
 
 from evalsi.cli.compare import compare_command
 from evalsi.cli.run import run_command
+from tests.cli._questions import questions, write_questions
 from tests.helpers.openai_server import OpenAIServer
 
 app = typer.Typer()
 app.command("run")(run_command)
 app.command("compare")(compare_command)
-QUESTIONS = {f"q{i}": f"a{i}" for i in range(30)}
+QUESTIONS = questions(30)
 
 
 def invoke(*args: str) -> Any:
@@ -34,12 +35,7 @@ def server() -> Iterator[OpenAIServer]:
 
 @pytest.fixture
 def spec_file(tmp_path: Path, server: OpenAIServer) -> Path:
-    (tmp_path / "d.jsonl").write_bytes(
-        b"".join(
-            orjson.dumps({"id": f"r{i}", "prompt": p, "answer": a}) + b"\n"
-            for i, (p, a) in enumerate(QUESTIONS.items())
-        )
-    )
+    write_questions(tmp_path / "d.jsonl", QUESTIONS)
     spec = {
         "apiVersion": "evals.si/v1alpha1",
         "kind": "RunSpec",

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from evalsi.cli.compare import compare_command
 from evalsi.cli.run import run_command
+from tests.cli._questions import questions, write_questions
 from tests.helpers.openai_server import OpenAIServer
 
 app = typer.Typer()
@@ -21,7 +22,7 @@ app.command("run")(run_command)
 app.command("compare")(compare_command)
 runner = CliRunner()
 
-QUESTIONS = {f"q{i}": f"a{i}" for i in range(30)}
+QUESTIONS = questions(30)
 
 
 @pytest.fixture
@@ -32,12 +33,7 @@ def server() -> Iterator[OpenAIServer]:
 
 @pytest.fixture
 def spec_file(tmp_path: Path, server: OpenAIServer) -> Path:
-    (tmp_path / "d.jsonl").write_bytes(
-        b"".join(
-            orjson.dumps({"id": f"r{i}", "prompt": p, "answer": a}) + b"\n"
-            for i, (p, a) in enumerate(QUESTIONS.items())
-        )
-    )
+    write_questions(tmp_path / "d.jsonl", QUESTIONS)
     spec: dict[str, Any] = {
         "apiVersion": "evals.si/v1alpha1",
         "kind": "RunSpec",

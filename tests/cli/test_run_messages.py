@@ -6,13 +6,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 import typer
 import yaml
 from typer.testing import CliRunner
 
 from evalsi.cli.run import run_command
+from tests.cli._questions import questions, write_questions
 from tests.helpers.openai_server import OpenAIServer
 
 app = typer.Typer()
@@ -20,7 +20,7 @@ app.command("run")(run_command)
 app.command("noop")(lambda: None)  # a second command keeps "run" a subcommand
 runner = CliRunner()
 
-QUESTIONS = {f"q{i}": f"a{i}" for i in range(6)}
+QUESTIONS = questions(6)
 
 
 @pytest.fixture
@@ -30,12 +30,7 @@ def server() -> Iterator[OpenAIServer]:
 
 
 def spec_args(tmp_path: Path, server: OpenAIServer, **target: Any) -> list[str]:
-    (tmp_path / "d.jsonl").write_bytes(
-        b"".join(
-            orjson.dumps({"id": f"r{i}", "prompt": p, "answer": a}) + b"\n"
-            for i, (p, a) in enumerate(QUESTIONS.items())
-        )
-    )
+    write_questions(tmp_path / "d.jsonl", QUESTIONS)
     spec: dict[str, Any] = {
         "apiVersion": "evals.si/v1alpha1",
         "kind": "RunSpec",

@@ -13,19 +13,10 @@ import torch
 import transformers
 
 from evalsi.training.callback import evalsi_callback
+from tests.integrations.torch.models import Outcome
 from tests.integrations.trl.tiny import tiny_model, tiny_tokenizer
 
 TEXT = "what is 2+2 ? the answer is 4"
-
-
-@dataclass
-class Outcome:
-    step: int | None
-    loss: float
-    regressed: bool
-
-    def log_metrics(self) -> dict[str, float]:
-        return {"eval/toy/loss": self.loss}
 
 
 @dataclass
