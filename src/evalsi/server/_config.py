@@ -187,6 +187,13 @@ class MetricsConfig(_Model):
     """Address of the metrics listener (default: ``listen.host``)."""
 
 
+class UiConfig(_Model):
+    """The results viewer the server serves under ``/ui``."""
+
+    enabled: bool = True
+    """Serve ``/ui`` (tokens with ``evaluations.run`` see their own project's results)."""
+
+
 class ServerSpec(_Model):
     """The ``spec`` of a ServerConfig."""
 
@@ -204,6 +211,7 @@ class ServerSpec(_Model):
     such as ``normalise``)."""
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    ui: UiConfig = Field(default_factory=UiConfig)
     imports: list[str] = Field(default_factory=list)
     """Modules imported at start, so evaluators they register can be used as ``ref`` (besides entry points)."""
     drain_timeout: float = 60.0

@@ -23,7 +23,7 @@ from connectrpc.request import RequestContext
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 
 from evalsi.rewards.wire import results_json
 from evalsi.server._convert import request_parts, results_message
@@ -34,6 +34,7 @@ from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
 from evalsi.server._proto.evalsi.v1alpha1.rewards_connect import RewardServiceASGIApplication
 from evalsi.server._service import RewardService, require
 from evalsi.server._tokens import METRICS
+from evalsi.server._ui import ServerUi
 
 SCORE_PATH = "/v1alpha1/rewards:score"
 _OFFLOAD_BYTES = 4 * 1024 * 1024  # bodies larger than this (a few ms of JSON) are decoded off the event loop
@@ -58,8 +59,9 @@ class ServerState:
     Health answers 503 while draining; the gate is made on first use, inside the serving event loop.
     """
 
-    def __init__(self, service: RewardService) -> None:
+    def __init__(self, service: RewardService, ui: ServerUi | None = None) -> None:
         self.service = service
+        self.ui = ui
         self.draining = False
         self._body_gate: SharedGate | None = None
 
@@ -185,6 +187,7 @@ def build_app(state: ServerState) -> ASGIApp:
             Route(SCORE_PATH, score, methods=["POST"]),
             Route("/metrics", metrics_route, methods=["GET"]),
             Route("/healthz", health, methods=["GET"]),
+            *([Mount("/ui", app=state.ui)] if state.ui is not None else []),
         ]
     )
     rewards = service.config.spec.rewards

@@ -33,6 +33,7 @@ from evalsi.server._metrics import Metrics
 from evalsi.server._service import RewardService
 from evalsi.server._shared_cache import SharedScores
 from evalsi.server._tokens import TokenStore
+from evalsi.server._ui import ServerUi
 
 log = logging.getLogger("evalsi.server")
 ReadyHook = Callable[[dict[str, Any]], None]
@@ -66,7 +67,8 @@ def build(config: ServerConfig) -> Parts:
     shared = SharedScores(engine, rewards.shared_cache_ttl) if rewards.shared_cache else None
     metrics = Metrics()
     service = RewardService(config, tokens, shared, metrics)
-    return Parts(engine, tokens, shared, metrics, service, ServerState(service))
+    ui = ServerUi(service.authenticate, exporters=[]) if config.spec.ui.enabled else None
+    return Parts(engine, tokens, shared, metrics, service, ServerState(service, ui))
 
 
 class _Uvicorn(uvicorn.Server):
@@ -202,6 +204,8 @@ async def _shutdown(
         drained = False
         log.error("evaluator pools did not close before the drain deadline")
     parts.engine.dispose()
+    if parts.state.ui is not None:
+        parts.state.ui.close()
     return drained
 
 
