@@ -6,7 +6,7 @@ import threading
 import time
 
 from evalsi.rewards import from_mapping
-from evalsi.server._caps import capped
+from evalsi.server._caps import Caps, capped
 from evalsi.server._fair import FairPool, share_of
 
 
@@ -50,10 +50,31 @@ def test_upstream_timeout_retries_and_backoff_are_clamped_to_the_caps() -> None:
             ]
         }
     )
-    bounded = capped(reward, timeout=10, retries=2)
+    bounded = capped(reward, Caps(timeout=10, retries=2))
     first, modest, exact = (c.params for c in bounded.components)
     assert (first.judge.timeout, first.judge.retries, first.judge.backoff) == (10, 2, 10)  # type: ignore[attr-defined]
     assert (modest.judge.timeout, modest.judge.retries, modest.judge.backoff) == (2, 1, 0.5)  # type: ignore[attr-defined]
     assert exact is reward.components[2].params
     assert bounded.components[0].job.key_prefix != reward.components[0].job.key_prefix
-    assert capped(from_mapping({"components": [{"ref": "exact-match"}]}), 10, 2).components
+    assert capped(from_mapping({"components": [{"ref": "exact-match"}]}), Caps(10, 2)).components
+
+
+def test_upstream_concurrency_and_a_records_own_timeout_are_clamped() -> None:
+    judge = {"model": "m", "base_url": "http://127.0.0.1:9/v1", "max_concurrency": 1024}
+    reward = from_mapping(
+        {
+            "components": [
+                {"ref": "llm-judge", "judge": judge},
+                {"ref": "llm-judge", "name": "few", "judge": {**judge, "max_concurrency": 2}},
+                {"ref": "math-equiv", "params": {"timeout": 60}},
+                {"ref": "math-equiv", "name": "quick", "params": {"timeout": 0.5}},
+            ]
+        }
+    )
+    bounded = capped(reward, Caps(timeout=10, retries=2, concurrency=16, record_timeout=3))
+    many, few, slow, quick = (c.params for c in bounded.components)
+    assert many.judge.max_concurrency == 16  # type: ignore[attr-defined]
+    assert few.judge.max_concurrency == 2  # type: ignore[attr-defined]
+    assert slow.timeout == 3  # type: ignore[attr-defined]
+    assert quick.timeout == 0.5  # type: ignore[attr-defined]
+    assert many.judge.timeout == 10  # type: ignore[attr-defined]  # the upstream cap, not the record one

@@ -290,13 +290,14 @@ OVERSIZED_LIMITS = [
 def test_item7_code_limits_are_clamped_to_the_operators_ceilings() -> None:
     from evalsi.rewards import from_mapping
     from evalsi.server import config_from_mapping
-    from evalsi.server._caps import capped
+    from evalsi.server._caps import Caps, capped
     from evalsi.server._trust import server_spec
 
     config = config_from_mapping({}).spec
     for asked, granted in OVERSIZED_LIMITS:
         spec = server_spec({"components": [{"ref": "code-exec-tests", "params": asked}]}, config)
-        bound = capped(from_mapping(spec), config.rewards.upstream_timeout, 0, config.sandbox.caps())
+        caps = Caps(config.rewards.upstream_timeout, 0, code_limits=config.sandbox.caps())
+        bound = capped(from_mapping(spec), caps)
         params: Any = bound.components[0].params
         assert (params.timeout, params.memory_mb, params.max_processes, params.max_output_kb) == granted, asked
         assert params.min_isolation == "namespaced"

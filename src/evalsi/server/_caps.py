@@ -8,13 +8,15 @@ cache key of a clamped component is that of the values really used.
 An upstream config is any params model (or nested model, such as a judge's) with both a ``timeout`` and a
 ``retries`` field: the reward-model params and the judge config. A code component's sandbox limits (``timeout``,
 ``memory_mb``, ``max_processes``, ``max_output_kb``) are clamped the same way to ``sandbox.max_*``: a tenant cannot
-size a test case to exhaust the machine.
+size a test case to exhaust the machine. An upstream config's ``max_concurrency`` is clamped to
+``rewards.upstream_concurrency``, and the ``timeout`` of a component that neither calls an upstream nor runs code
+(math-equiv's per-record check) to ``rewards.record_timeout``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import BaseModel
@@ -22,18 +24,33 @@ from pydantic import BaseModel
 from evalsi.rewards import Reward
 
 
-def capped(reward: Reward, timeout: float, retries: int, code_limits: Mapping[str, float] | None = None) -> Reward:
+@dataclass(frozen=True)
+class Caps:
+    """The operator's ceilings a request's components are clamped to."""
+
+    timeout: float
+    retries: int
+    concurrency: int = 32
+    record_timeout: float = 10.0
+    code_limits: Mapping[str, float] = field(default_factory=dict)
+
+
+def capped(reward: Reward, caps: Caps) -> Reward:
     """``reward`` with its upstream waits and its code components' sandbox limits within the operator's caps.
 
-    Every upstream config's ``timeout``, ``retries`` and ``backoff`` are clamped to ``timeout`` and ``retries``; each
-    code component's params named in ``code_limits`` (param name -> ceiling) to their ceilings.
+    Every upstream config's ``timeout``, ``retries`` and ``backoff`` are clamped to ``caps.timeout`` and
+    ``caps.retries`` and its ``max_concurrency`` to ``caps.concurrency``; each code component's params named in
+    ``caps.code_limits`` (param name -> ceiling) to their ceilings; any other component's own ``timeout`` to
+    ``caps.record_timeout``.
     """
     components = []
     changed = False
     for component in reward.components:
-        params = _cap(component.params, timeout, retries)
-        if code_limits and component.evaluator.runs_code:
-            params = _ceilings(params, code_limits)
+        params = _cap(component.params, caps)
+        if component.evaluator.runs_code:
+            params = _ceilings(params, caps.code_limits)
+        elif not _is_upstream(params):
+            params = _ceilings(params, {"timeout": caps.record_timeout})
         changed = changed or params is not component.params
         components.append(replace(component, params=params) if params is not component.params else component)
     if not changed:
@@ -53,13 +70,25 @@ def _ceilings(model: Any, limits: Mapping[str, float]) -> Any:
     return model.model_copy(update=update) if update else model
 
 
-def _cap(model: Any, timeout: float, retries: int) -> Any:
+def _is_upstream(model: Any) -> bool:
+    """Whether a params model is (or holds) an upstream config: one with both ``timeout`` and ``retries``."""
+    if not isinstance(model, BaseModel):
+        return False
+    fields = type(model).model_fields
+    return ("timeout" in fields and "retries" in fields) or any(_is_upstream(getattr(model, n)) for n in fields)
+
+
+def _cap(model: Any, caps: Caps) -> Any:
     """``model`` with its own and its nested upstream configs clamped (the same object when nothing changes)."""
     if not isinstance(model, BaseModel):
         return model
+    timeout, retries = caps.timeout, caps.retries
     fields = type(model).model_fields
     update: dict[str, Any] = {}
     if "timeout" in fields and "retries" in fields:
+        concurrency = getattr(model, "max_concurrency", None)
+        if isinstance(concurrency, int) and concurrency > caps.concurrency:
+            update["max_concurrency"] = caps.concurrency
         wait, tries = getattr(model, "timeout", None), getattr(model, "retries", None)
         if isinstance(wait, int | float) and wait > timeout:
             update["timeout"] = timeout
@@ -70,7 +99,7 @@ def _cap(model: Any, timeout: float, retries: int) -> Any:
             update["backoff"] = timeout
     for name in fields:
         value = getattr(model, name)
-        nested = _cap(value, timeout, retries)
+        nested = _cap(value, caps)
         if nested is not value:
             update[name] = nested
     return model.model_copy(update=update) if update else model

@@ -17,6 +17,8 @@ Example::
         project_share: 0.5        # of the workers and request bytes one project may hold
         max_request_bytes: 67108864  # largest body (64 MiB); larger: 413 / resource_exhausted, unread
         upstream_timeout: 60s     # reward-model and judge requests: a spec may only ask for less
+        upstream_concurrency: 32  # requests one reward-model or judge component keeps open
+        record_timeout: 10s       # one record's check (math-equiv) in a worker
         shared_cache_scope: project   # each project sees only its own cached scores
       quotas:
         team-a: {max_reward_rollouts: 4096}   # rollouts in flight at once, not per call
@@ -125,8 +127,14 @@ class RewardsConfig(_Model):
     clamped to it (a spec may only ask for less)."""
     upstream_retries: int = Field(default=2, ge=0)
     """Most retries of a reward-model or judge request. A spec's larger ``retries`` is clamped to it."""
+    upstream_concurrency: int = Field(default=32, ge=1)
+    """Most requests one reward-model or judge component may have open at once; a larger ``max_concurrency``
+    is clamped to it."""
+    record_timeout: float = Field(default=10.0, gt=0)
+    """Most seconds one record's check may take in a worker for components that call no upstream and run no
+    code (math-equiv's ``timeout``); a spec's larger ``timeout`` is clamped to it."""
 
-    @field_validator("shared_cache_ttl", "body_timeout", "upstream_timeout", mode="before")
+    @field_validator("shared_cache_ttl", "body_timeout", "upstream_timeout", "record_timeout", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> float:
         return parse_duration(value)

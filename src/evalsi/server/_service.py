@@ -26,7 +26,7 @@ from evalsi.errors import RewardBatchError
 from evalsi.evaluators import Score
 from evalsi.records import canonical_json
 from evalsi.rewards import Reward, RewardResult, from_mapping
-from evalsi.server._caps import capped
+from evalsi.server._caps import Caps, capped
 from evalsi.server._config import ServerConfig
 from evalsi.server._errors import ServiceError, from_exception, redact
 from evalsi.server._fair import FairPool, share_of
@@ -173,7 +173,14 @@ class RewardService:
             raise ServiceError("invalid_argument", "`spec` must be a RewardSpec mapping", "invalid_spec", path="spec")
         rewards = self.config.spec.rewards
         reward = from_mapping(server_spec(spec, self.config.spec), source="request")
-        return capped(reward, rewards.upstream_timeout, rewards.upstream_retries, self.config.spec.sandbox.caps())
+        caps = Caps(
+            timeout=rewards.upstream_timeout,
+            retries=rewards.upstream_retries,
+            concurrency=rewards.upstream_concurrency,
+            record_timeout=rewards.record_timeout,
+            code_limits=self.config.spec.sandbox.caps(),
+        )
+        return capped(reward, caps)
 
     def _cache_for(self, project: str) -> ScoreCache:
         """The cache a project's calls use: its own view, unless the operator shares scores server-wide."""
