@@ -90,7 +90,9 @@ class Watcher:
     ) -> None:
         self.evaluator = evaluator
         self.source: CheckpointSource = LocalDirectory(directory) if isinstance(directory, Path) else directory
-        self.tracker = SettleTracker(settle, clock, self.source.signature)
+        # A source that knows when a checkpoint is complete (a model registry's READY) needs no settle wait.
+        settles_itself = bool(getattr(self.source, "settles_itself", False))
+        self.tracker = SettleTracker(0.0 if settles_itself else settle, clock, self.source.signature)
         self.poll = poll
         self.stop_file = stop_file
         self.once = once
