@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from evalsi.errors import DataError
-from evalsi.training import CheckpointEvaluator, Endpoint, SourceError, Watcher, open_source
+from evalsi.training import CheckpointEvaluator, Endpoint, SourceError, Watcher, free_port, open_source
 from evalsi.training._mlflow_source import MlflowModel
 from tests.helpers.openai_server import OpenAIServer
 from tests.integrations.mlflow.conftest import TrackingServer, register
@@ -46,7 +46,8 @@ def test_versions_are_checkpoints_by_step_and_settle_when_ready(
     before = len(tracking_server.requests("/mlflow-artifacts/artifacts/"))
     local = source.fetch(found[2])
     assert json.loads((local / "answers.json").read_text()) == answers(wrong=4)  # version 4, not version 2
-    assert sorted(p.name for p in local.iterdir()) == ["adapter_config.json", "adapter_model.safetensors", "answers.json"]
+    files = sorted(p.name for p in local.iterdir())
+    assert files == ["adapter_config.json", "adapter_model.safetensors", "answers.json"]
     assert local.is_relative_to(tmp_path / "cache")
     downloads = tracking_server.requests("/mlflow-artifacts/artifacts/")[before:]
     assert any(line.endswith('/checkpoint/answers.json HTTP/1.1" 200 OK') for line in downloads), downloads
@@ -100,12 +101,11 @@ def test_watch_evaluates_ready_versions_once_without_a_settle_wait(
     assert meta["location"].startswith(str((tmp_path / "cache").resolve())) and meta["kind"] == "lora"
 
 
-def test_errors_name_what_is_wrong(
-    tracking_uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_errors_name_what_is_wrong(tracking_uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     known = unique("known")
     register(tracking_uri, known, write_adapter(tmp_path / "a", answers()))
-    with pytest.raises(DataError, match=r"no registered model named 'nope-\w+' at http://127\.0\.0\.1:\d+ \(registered"):
+    unknown = r"no registered model named 'nope-\w+' at http://127\.0\.0\.1:\d+ \(registered models: .*known-"
+    with pytest.raises(DataError, match=unknown):
         MlflowModel(unique("nope"), tmp_path)
 
     bad = unique("badtag")
@@ -118,13 +118,7 @@ def test_errors_name_what_is_wrong(
     with pytest.raises(SourceError, match="set MLFLOW_TRACKING_URI"):
         open_source(f"mlflow:{known}", tmp_path)
 
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{_closed_port()}")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{free_port()}")
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     with pytest.raises(SourceError, match=r"looking up the model at http://127\.0\.0\.1:\d+ failed"):
         open_source(f"mlflow:{known}", tmp_path)
-
-
-def _closed_port() -> int:
-    from evalsi.training import free_port
-
-    return free_port()
