@@ -321,7 +321,12 @@ def watch_command(
     log_dir: LogDir = DEFAULT_LOG_DIR,
     regression: Regression = None,
     settle: Annotated[
-        float, typer.Option("--settle", min=0, help="Seconds a checkpoint must stay unchanged before it is evaluated.")
+        float,
+        typer.Option(
+            "--settle",
+            min=0,
+            help="Seconds a checkpoint must stay unchanged before it is evaluated (mlflow: READY versions need none).",
+        ),
     ] = 60.0,
     poll: Annotated[float, typer.Option("--poll", min=0.01, help="Seconds between looks for new checkpoints.")] = 2.0,
     stop_file: Annotated[

@@ -210,9 +210,12 @@ class MlflowModel:
                     listings[folder] = ({n for n, d in names.items() if not d}, {n for n, d in names.items() if d})
                 return listings[folder]
 
-            for folder in (*nested_folders(), *_MLFLOW_FOLDERS):
+            def exists(folder: str) -> bool:
                 parent, _, leaf = folder.rpartition("/")
-                if folder and leaf not in listing(parent)[1]:
+                return not folder or ((not parent or exists(parent)) and leaf in listing(parent)[1])
+
+            for folder in (*nested_folders(), *_MLFLOW_FOLDERS):
+                if not exists(folder):
                     continue
                 files = listing(folder)[0]
 
@@ -221,7 +224,7 @@ class MlflowModel:
                         uri = f"{root}/{folder}/{name}" if folder else f"{root}/{name}"
                         text: str = self.mlflow.artifacts.load_text(uri)
                         return text.encode()
-                    except Exception:
+                    except (self.mlflow.exceptions.MlflowException, OSError):
                         return None
 
                 kind = model_kind(files, read)

@@ -37,7 +37,11 @@ class SourceError(EvalsiError, RuntimeError):
 
 
 class CheckpointSource(Protocol):
-    """A place checkpoints appear in."""
+    """A place checkpoints appear in.
+
+    A source may also set ``settles_itself = True`` when it knows a checkpoint is complete the moment it lists a
+    model (a registry's ``READY``): the watcher then evaluates it without a settle wait.
+    """
 
     description: str
     """What the source is, for messages (a path or URL)."""

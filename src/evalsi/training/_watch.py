@@ -66,7 +66,8 @@ class Watcher:
     Args:
         evaluator: Serves and evaluates one checkpoint.
         directory: The training output directory (or a remote source, see ``RemoteDirectory``).
-        settle: Seconds a checkpoint must stay unchanged before it is evaluated.
+        settle: Seconds a checkpoint must stay unchanged before it is evaluated (none for a source that
+            ``settles_itself``, such as a model registry).
         poll: Seconds between looks at the directory for new checkpoints.
         stop_file: Written (JSON: step, regressions) when a checkpoint regresses; a training loop that checks
             for it stops.
