@@ -63,7 +63,7 @@ def _is_not_found(exc: Exception) -> bool:
 
 
 @dataclass(frozen=True)
-class _Version:
+class ModelVersion:
     """What the registry says about one model version."""
 
     version: str
@@ -108,7 +108,7 @@ class MlflowModel:
             )
         self.tracking_uri = uri
         self.client = self.mlflow.MlflowClient(tracking_uri=uri)
-        self._versions: dict[str, _Version] = {}
+        self._versions: dict[str, ModelVersion] = {}
         self._models: dict[str, ModelFiles | None] = {}
         with self._errors("looking up the model"):
             try:
@@ -121,7 +121,7 @@ class MlflowModel:
                 ) from None
 
     def _known_models(self) -> str:
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(self.mlflow.exceptions.MlflowException):
             names = sorted(m.name for m in self.client.search_registered_models(max_results=20))
             return f" (registered models: {', '.join(names)})" if names else " (it has no registered models)"
         return ""
@@ -134,14 +134,14 @@ class MlflowModel:
         except self.mlflow.exceptions.MlflowException as exc:
             raise SourceError(f"{self.description}: {doing} at {self.tracking_uri} failed: {exc}") from None
 
-    def checkpoint(self, version: _Version) -> Checkpoint:
+    def checkpoint(self, version: ModelVersion) -> Checkpoint:
         """The checkpoint a version is (its path only names it: ``mlflow:<model>/version-<N>``)."""
         return Checkpoint(Path(f"{PREFIX}{self.model}") / f"version-{version.version}", version.step)
 
-    def versions(self) -> list[_Version]:
+    def versions(self) -> list[ModelVersion]:
         """Every version of the model as the registry has it now (a ``step`` tag that is not an integer fails)."""
         quote = '"' if "'" in self.model else "'"
-        found: list[_Version] = []
+        found: list[ModelVersion] = []
         token: str | None = None
         with self._errors("listing the model's versions"):
             while True:
@@ -156,7 +156,7 @@ class MlflowModel:
             self._versions[version.version] = version
         return found
 
-    def _describe(self, mv: Any) -> _Version:
+    def _describe(self, mv: Any) -> ModelVersion:
         version = str(mv.version)
         tag = (mv.tags or {}).get(STEP_TAG)
         if tag is None:
@@ -170,18 +170,18 @@ class MlflowModel:
             )
         status = str(getattr(mv.status, "name", mv.status))
         created, updated = int(mv.creation_timestamp or 0), int(mv.last_updated_timestamp or 0)
-        return _Version(version, step, tag is not None, status, str(mv.source or ""), created, updated)
+        return ModelVersion(version, step, tag is not None, status, str(mv.source or ""), created, updated)
 
     def discover(self) -> list[Checkpoint]:
         """One checkpoint per step, the newest version for a step two versions claim, by step."""
-        by_step: dict[int, _Version] = {}
+        by_step: dict[int, ModelVersion] = {}
         for version in self.versions():
             previous = by_step.get(version.step)
             if previous is None or int(version.version) > int(previous.version):
                 by_step[version.step] = version
         return [self.checkpoint(by_step[step]) for step in sorted(by_step)]
 
-    def version_of(self, checkpoint: Checkpoint) -> _Version:
+    def version_of(self, checkpoint: Checkpoint) -> ModelVersion:
         """The registry's record for a checkpoint this source listed."""
         return self._versions[checkpoint.name.removeprefix("version-")]
 
@@ -194,10 +194,10 @@ class MlflowModel:
             self._models[version.version] = self._judge(version, checkpoint.path)
         return self._models[version.version]
 
-    def _uri(self, version: _Version) -> str:
+    def _uri(self, version: ModelVersion) -> str:
         return f"models:/{self.model}/{version.version}"
 
-    def _judge(self, version: _Version, path: Path) -> ModelFiles | None:
+    def _judge(self, version: ModelVersion, path: Path) -> ModelFiles | None:
         with self._errors(f"listing version {version.version}'s artifacts"):
             root = str(self.client.get_model_version_download_uri(self.model, version.version)).rstrip("/")
             listings: dict[str, tuple[set[str], set[str]]] = {}
