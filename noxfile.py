@@ -10,7 +10,7 @@ import nox
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = True
 
-INTEGRATIONS: list[str] = ["trl", "verl", "hf", "torch", "lightning", "browser"]
+INTEGRATIONS: list[str] = ["trl", "verl", "hf", "torch", "lightning", "browser", "mlflow"]
 
 
 @nox.session(name="integrations", python=False)
@@ -78,3 +78,11 @@ def lightning(session: nox.Session) -> None:
     """lightning_checkpoint_callback in a real Lightning Trainer on the CPU."""
     session.install("torch==2.13.0", "pytorch-lightning==2.6.6", "-e", ".[dev]")
     session.run("pytest", "-q", "tests/integrations/lightning", env={"EVALSI_INTEGRATION": "1"})
+
+
+@nox.session(name="mlflow")
+def mlflow(session: nox.Session) -> None:
+    """`mlflow:<model>` checkpoint sources against a real `mlflow server` (sqlite store, proxied artifacts)."""
+    # 3.17.2: the newest release whose mlflow-skinny and mlflow-tracing are on the index too.
+    session.install("mlflow==3.17.2", "-e", ".[dev,mlflow]")
+    session.run("pytest", "-q", "-p", "no:randomly", "tests/integrations/mlflow", env={"EVALSI_INTEGRATION": "1"})

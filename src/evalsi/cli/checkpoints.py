@@ -119,7 +119,11 @@ def make_serving(
 
 
 def fetch_location(location: str, step: int | None, cache_dir: Path) -> str | Path:
-    """A remote checkpoint (``s3://.../checkpoint-100``) downloaded; anything else as given."""
+    """A remote checkpoint (``s3://.../checkpoint-100``, ``mlflow:<model>/<version>``) downloaded; else as given."""
+    if location.startswith("mlflow:"):
+        from evalsi.training._mlflow_source import fetch_version  # imports mlflow, an optional extra
+
+        return fetch_version(location, step, cache_dir)
     if not is_remote(location):
         return location
     parent, _, name = location.rstrip("/").rpartition("/")
@@ -249,7 +253,8 @@ def eval_command(
     model_or_path: Annotated[
         str,
         typer.Argument(
-            help="The checkpoint's directory or file (or s3://, gs://, hf:// URL), or for --step base the base model."
+            help="The checkpoint's directory or file (or s3://, gs://, hf:// URL, or mlflow:MODEL/VERSION), "
+            "or for --step base the base model."
         ),
     ],
     step: Annotated[str, typer.Option("--step", help="base, or the checkpoint's step number.")],
@@ -304,7 +309,8 @@ def watch_command(
     directory: Annotated[
         str,
         typer.Argument(
-            help="The training output directory to watch: a path, or s3://, gs://, hf:// (with evalsi\\[remote])."
+            help="The training output directory to watch: a path, or s3://, gs://, hf:// (with evalsi\\[remote]), "
+            "or mlflow:MODEL, a registered model's versions (with evalsi\\[mlflow] and MLFLOW_TRACKING_URI)."
         ),
     ],
     files: Files,
@@ -315,7 +321,12 @@ def watch_command(
     log_dir: LogDir = DEFAULT_LOG_DIR,
     regression: Regression = None,
     settle: Annotated[
-        float, typer.Option("--settle", min=0, help="Seconds a checkpoint must stay unchanged before it is evaluated.")
+        float,
+        typer.Option(
+            "--settle",
+            min=0,
+            help="Seconds a checkpoint must stay unchanged before it is evaluated (mlflow: READY versions need none).",
+        ),
     ] = 60.0,
     poll: Annotated[float, typer.Option("--poll", min=0.01, help="Seconds between looks for new checkpoints.")] = 2.0,
     stop_file: Annotated[
@@ -361,6 +372,12 @@ def watch_command(
         stderr.print(
             "stopped: finished steps are saved; a half-evaluated one resumes when the watcher restarts", highlight=False
         )
+    except (SpecError, DataError) as exc:  # the source holds bad input (an MLflow step tag that is not a number)
+        display.close()
+        fail(str(exc))
+    except EvalsiError as exc:  # the source could not be read (an MLflow server that stopped answering)
+        display.close()
+        fail(str(exc), EXIT_FAILED)
     finally:
         display.close()
     if report.stop_file_written and stop_file is not None:

@@ -24,6 +24,7 @@ ENVIRONMENT = (
     "EVALSI_PASSED_THRESHOLD, EVALSI_NUM_RUNS, EVALSI_MAX_ROWS, EVALSI_COMPLETION_PARAMS: override an evaluation "
     "test's threshold, runs, rows and completion params (CI);\n\n"
     "EVALSI_RESULTS_DB: where evaluation test results are stored (default .evalsi/results.sqlite);\n\n"
+    "MLFLOW_TRACKING_URI: the MLflow tracking server of mlflow: checkpoint locations;\n\n"
     "HF_HOME, HF_HUB_CACHE, HUGGINGFACE_HUB_CACHE: where built-in datasets are looked up in the Hugging Face cache."
 )
 """The documented environment variables (shown by ``evalsi --help``)."""

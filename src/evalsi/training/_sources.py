@@ -3,7 +3,8 @@
 A source lists checkpoints, says whether one holds a model, describes its files (for settle detection) and
 gives a local path to serve it from. Remote checkpoints are downloaded (file by file, into a temporary folder
 renamed into place when whole) before serving; the download is named by the files' fingerprint, so a
-rewritten checkpoint is downloaded again and an unchanged one only once.
+rewritten checkpoint is downloaded again and an unchanged one only once. ``mlflow:<model>`` (a registered model's
+versions) lives in its own module, imported only when used.
 """
 
 from __future__ import annotations
@@ -36,9 +37,14 @@ class SourceError(EvalsiError, RuntimeError):
 
 
 class CheckpointSource(Protocol):
-    """A place checkpoints appear in."""
+    """A place checkpoints appear in.
+
+    A source may also set ``settles_itself = True`` when it knows a checkpoint is complete the moment it lists a
+    model (a registry's ``READY``): the watcher then evaluates it without a settle wait.
+    """
 
     description: str
+    """What the source is, for messages (a path or URL)."""
 
     def discover(self) -> list[Checkpoint]:
         """Every checkpoint there now, by step."""
@@ -222,7 +228,11 @@ def _mtime_ns(entry: dict[str, Any]) -> int:
 
 
 def open_source(location: str, cache_dir: Path) -> CheckpointSource:
-    """The source a location names: a URL through fsspec, else a local directory."""
+    """The source a location names: ``mlflow:<model>``, a URL through fsspec, else a local directory."""
+    if location.startswith("mlflow:"):
+        from evalsi.training._mlflow_source import MlflowModel  # imports mlflow, an optional extra
+
+        return MlflowModel(location[len("mlflow:") :], cache_dir)
     if location.startswith("file://"):
         return LocalDirectory(Path(location[len("file://") :]))
     return RemoteDirectory(location, cache_dir) if is_remote(location) else LocalDirectory(Path(location))

@@ -66,7 +66,8 @@ class Watcher:
     Args:
         evaluator: Serves and evaluates one checkpoint.
         directory: The training output directory (or a remote source, see ``RemoteDirectory``).
-        settle: Seconds a checkpoint must stay unchanged before it is evaluated.
+        settle: Seconds a checkpoint must stay unchanged before it is evaluated (none for a source that
+            ``settles_itself``, such as a model registry).
         poll: Seconds between looks at the directory for new checkpoints.
         stop_file: Written (JSON: step, regressions) when a checkpoint regresses; a training loop that checks
             for it stops.
@@ -90,7 +91,9 @@ class Watcher:
     ) -> None:
         self.evaluator = evaluator
         self.source: CheckpointSource = LocalDirectory(directory) if isinstance(directory, Path) else directory
-        self.tracker = SettleTracker(settle, clock, self.source.signature)
+        # A source that knows when a checkpoint is complete (a model registry's READY) needs no settle wait.
+        settles_itself = bool(getattr(self.source, "settles_itself", False))
+        self.tracker = SettleTracker(0.0 if settles_itself else settle, clock, self.source.signature)
         self.poll = poll
         self.stop_file = stop_file
         self.once = once
