@@ -155,9 +155,9 @@ def test_labels_and_page_sizes_are_checked() -> None:
         with pytest.raises(ServiceError, match="labels"):
             check_labels(bad)
     assert page_size(None, 100, 1000) == 100 and page_size("5", 100, 1000) == 5 and page_size(9999, 100, 1000) == 1000
-    for bad in (-1, "x", 1.5):
+    for size in (-1, "x", 1.5):
         with pytest.raises(ServiceError, match="pageSize"):
-            page_size(bad, 100, 1000)
+            page_size(size, 100, 1000)
 
 
 def test_a_page_token_from_elsewhere_is_refused(engine: Engine, documents: dict[str, dict[str, Any]]) -> None:

@@ -7,7 +7,6 @@ bytes in the project's share of ``rewards.max_inflight_bytes`` while the run is 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -37,14 +36,11 @@ def _decoder(message_type: Any) -> Callable[[bytes], Any]:
 def run_handlers(service: RunService, held: BodyGate) -> grpc.GenericRpcHandler:
     """The Run Service's methods as one generic handler for ``server.add_generic_rpc_handlers``."""
     messages = RunMessages(service)
-    metrics = service.rewards.metrics
 
     def unary(
         name: str, request_type: Any, call: Callable[[Principal, Any], Awaitable[Any]], holds_body: bool = False
     ) -> grpc.RpcMethodHandler[Any, Any]:
         async def handle(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            started = time.perf_counter()
-            code = "ok"
             try:
                 metadata = dict(context.invocation_metadata() or ())
                 raw = metadata.get("authorization")
@@ -57,12 +53,8 @@ def run_handlers(service: RunService, held: BodyGate) -> grpc.GenericRpcHandler:
                 return await call(principal, request)
             except Exception as exc:
                 error = from_exception(exc)
-                code = error.status
                 await context.abort(GRPC_CODES.get(error.status, grpc.StatusCode.INTERNAL), error.message)
                 raise  # abort raises; this line is for type checkers
-            finally:
-                metrics.calls.labels("grpc", code).inc()
-                metrics.call_seconds.labels("grpc").observe(time.perf_counter() - started)
 
         return grpc.unary_unary_rpc_method_handler(
             handle, request_deserializer=_decoder(request_type), response_serializer=lambda m: m.SerializeToString()

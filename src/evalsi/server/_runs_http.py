@@ -14,7 +14,6 @@ the project's share of in-flight bytes); the GET routes carry no body and check 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -77,21 +76,15 @@ def _query_labels(request: Request) -> dict[str, str]:
 
 def run_routes(service: RunService) -> list[Route]:
     """The JSON routes of the Run Service."""
-    metrics = service.rewards.metrics
 
     def endpoint(call: Callable[[Request, Principal], Awaitable[Any]]) -> Callable[[Request], Awaitable[Response]]:
         async def handle(request: Request) -> Response:
-            started = time.perf_counter()
             try:
                 principal = await _principal(service, request)
-                response = _json(await call(request, principal))
-                code = "ok"
+                return _json(await call(request, principal))
             except Exception as exc:
                 error = from_exception(exc)
-                response, code = _json(error.payload(), error.http_status), error.status
-            metrics.calls.labels("http", code).inc()
-            metrics.call_seconds.labels("http").observe(time.perf_counter() - started)
-            return response
+                return _json(error.payload(), error.http_status)
 
         return handle
 
@@ -143,19 +136,12 @@ class ConnectRunService:
         self.messages = RunMessages(service)
 
     async def _call(self, ctx: RequestContext[Any, Any], call: Callable[[Principal], Awaitable[Any]]) -> Any:
-        metrics = self.service.rewards.metrics
-        started = time.perf_counter()
-        code = "ok"
         try:
             principal = await self.service.authenticate(ctx.request_headers().get("authorization"))
             return await call(principal)
         except Exception as exc:
             error = from_exception(exc)
-            code = error.status
             raise ConnectError(CONNECT_CODES.get(error.status, Code.INTERNAL), error.message) from None
-        finally:
-            metrics.calls.labels("connect", code).inc()
-            metrics.call_seconds.labels("connect").observe(time.perf_counter() - started)
 
     async def create_run(self, request: pb.CreateRunRequest, ctx: RequestContext[Any, Any]) -> pb.Run:
         """``CreateRun``."""
