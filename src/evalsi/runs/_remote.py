@@ -132,6 +132,12 @@ class RunsClient:
             if not token:
                 return found
 
+    def latest_run(self, labels: Mapping[str, str]) -> dict[str, Any] | None:
+        """The newest run carrying all ``labels``, or None."""
+        params = [*(("label", f"{k}={v}") for k, v in labels.items()), ("pageSize", "1")]
+        runs = self._call("GET", RUNS_PATH, params=params).get("runs") or []
+        return dict(runs[0]) if runs else None
+
     def compare_runs(
         self, base_id: str, candidate_id: str, metrics: Sequence[str] = (), regression: Sequence[str] = ()
     ) -> dict[str, Any]:
