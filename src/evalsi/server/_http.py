@@ -1,9 +1,9 @@
 """The HTTP side: JSON scoring, Connect, ``/metrics`` and ``/healthz`` in one ASGI application.
 
 Routes: ``POST /v1alpha1/rewards:score`` (JSON), Connect at ``/evalsi.v1alpha1.RewardService/*``; the Run
-Service's routes (``/v1alpha1/runs...``, Connect at ``/evalsi.v1alpha1.RunService/*``) from :mod:`._runs_http`. ``/metrics`` is
-an operator's: on this port it needs a token with ``metrics.read``; :func:`build_metrics_app` serves it without a
-token on the operator's own ``metrics.port``. ``/healthz`` answers 503 while the server drains.
+Service's routes (``/v1alpha1/runs...``, Connect at ``/evalsi.v1alpha1.RunService/*``) come from ``_runs_http``.
+``/metrics`` is an operator's: on this port it needs a token with ``metrics.read``; :func:`build_metrics_app`
+serves it without a token on the operator's own ``metrics.port``. ``/healthz`` answers 503 while the server drains.
 
 Connect is served by ``connect-python``'s ASGI application (unary, JSON or binary protobuf) from the code
 ``scripts/gen-proto`` generates; it calls the same :class:`RewardService` as the JSON route.
