@@ -6,6 +6,7 @@ how an error is rendered.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from google.protobuf import json_format
@@ -32,8 +33,9 @@ class RunMessages:
 
     async def create_run(self, principal: Principal, request: pb.CreateRunRequest) -> pb.Run:
         """``CreateRun``."""
-        body = {"results": _plain(request.results) if request.HasField("results") else None}
-        body["labels"] = dict(request.labels)
+        # A whole run's document: converted off the event loop, like a large HTTP JSON body.
+        results = await asyncio.to_thread(_plain, request.results) if request.HasField("results") else None
+        body = {"results": results, "labels": dict(request.labels)}
         run: pb.Run = _message(await self.service.create(principal, body), pb.Run())
         return run
 
@@ -42,7 +44,7 @@ class RunMessages:
         answer = await self.service.get(
             principal, request.id, request.include_records, request.page_size, request.page_token
         )
-        response: pb.GetRunResponse = _message(answer, pb.GetRunResponse())
+        response: pb.GetRunResponse = await asyncio.to_thread(_message, answer, pb.GetRunResponse())
         return response
 
     async def list_runs(self, principal: Principal, request: pb.ListRunsRequest) -> pb.ListRunsResponse:
