@@ -211,6 +211,22 @@ def test_checkpoint_evaluator_with_server_compares_on_the_server(
     assert run["labels"] == {"training-run": "loop-server", "training-step": "300", "spec": "forgetting"}
     assert run["details"]["checkpoint"]["step"] == 300
 
+    # Another machine (no local results) finds the step done on the server, with its metrics for the trainer's log.
+    elsewhere = CheckpointEvaluator(
+        spec,
+        "loop-server",
+        LoRA(lora_vllm.base_url),
+        regression=["exact-match:0.2"],
+        log_dir=tmp_path / "other",
+        server=url,
+        token=token,
+    )
+    assert elsewhere.is_done(300)
+    again = elsewhere.evaluate(tmp_path / "out" / "checkpoint-300", 300)
+    assert again.specs[0].reused and not (tmp_path / "other").exists()
+    assert again.regressed and again.specs[0].run_id == run_id
+    assert again.log_metrics() == {"eval/forgetting/exact-match": pytest.approx(0.6)}
+
 
 def test_server_refusing_the_token_fails_the_command_clearly(
     tmp_path: Path, lora_vllm: RunningVLLM, server: tuple[str, str], monkeypatch: pytest.MonkeyPatch

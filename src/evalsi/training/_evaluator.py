@@ -63,6 +63,8 @@ class SpecStep:
     """Whether the results were already complete (nothing was evaluated)."""
     run_id: str | None = None
     """The run's id on the evalsi server (with ``server=``)."""
+    summary: dict[str, Any] | None = None
+    """The run's summary as the server holds it (with ``server=``; else it is read from ``path``)."""
 
 
 @dataclass
@@ -98,7 +100,7 @@ class StepResult:
         out: dict[str, float] = {}
         for spec in self.specs:
             try:
-                summary = read_results(spec.path).get("summary") or {}
+                summary = spec.summary if spec.summary is not None else read_results(spec.path).get("summary") or {}
             except DataError:
                 continue
             for metric, estimate in (summary.get("metrics") or {}).items():
@@ -310,6 +312,7 @@ class CheckpointEvaluator:
                 found.regressions,
                 reused=reused,
                 run_id=found.run_id,
+                summary=found.summary,
             )
         path = self.result_path(spec.name, step)
         data = read_results(path) if path.exists() else {}

@@ -37,6 +37,7 @@ class ServerOutcome:
     gates_passed: bool
     comparisons: dict[str, PairedComparison] = field(default_factory=dict)
     regressions: list[RegressionRule] = field(default_factory=list)
+    summary: dict[str, Any] | None = None
 
 
 def _gates_passed(run: dict[str, Any]) -> bool:
@@ -73,6 +74,7 @@ class ServerRuns:
         if run is None:
             return ServerOutcome(None, "missing", True)
         out = ServerOutcome(run["id"], str(run.get("status", "complete")), _gates_passed(run))
+        out.summary = dict(run.get("summary") or {})
         base = self.latest(spec, None) if step is not None and rules else None
         if base is not None:
             metrics = list(dict.fromkeys(r.metric for r in rules))
