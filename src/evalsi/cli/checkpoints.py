@@ -21,7 +21,7 @@ from rich.text import Text
 
 from evalsi.cli._console import EXIT_FAILED, EXIT_GATE, fail, stderr, stdout
 from evalsi.errors import DataError, EvalsiError, SpecError
-from evalsi.runs import load_run
+from evalsi.runs import RunsClient, load_run
 from evalsi.stats import RegressionRule
 from evalsi.training import (
     DEFAULT_LOG_DIR,
@@ -37,6 +37,7 @@ from evalsi.training import (
     Transformers,
     Watcher,
     build_curve,
+    build_server_curve,
     cell_text,
     describe_result,
     is_remote,
@@ -92,6 +93,14 @@ BaseModel = Annotated[
     str | None, typer.Option("--base-model", help="transformers: the model a state dictionary (step-N.pt) loads into.")
 ]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")]
+Server = Annotated[
+    str | None,
+    typer.Option(
+        "--server",
+        help="An evalsi server's URL: each step is stored there as a run (labels training-run, training-step, "
+        "spec) and compared there with the base. The token is $EVALSI_TOKEN (evaluations.run).",
+    ),
+]
 
 
 def make_serving(
@@ -232,6 +241,7 @@ def _evaluator(
     log_dir: Path,
     overrides: list[str] | None,
     display: Display,
+    server: str | None = None,
 ) -> CheckpointEvaluator:
     try:
         return CheckpointEvaluator(
@@ -243,6 +253,7 @@ def _evaluator(
             overrides=overrides or [],
             progress=display.enabled,
             on_stage=display.stage,
+            server=server,
         )
     except (SpecError, DataError) as exc:
         fail(str(exc))
@@ -272,15 +283,16 @@ def eval_command(
     base_model: BaseModel = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the step's result as JSON.")] = False,
     quiet: Quiet = False,
+    server: Server = None,
 ) -> None:
-    """Evaluate one checkpoint (or the base model) against the run specs; results go to LOG_DIR.
+    """Evaluate one checkpoint (or the base model) against the run specs; results go to LOG_DIR (and --server).
 
     Exit codes: 0 ok; 1 it could not be served or evaluated; 2 bad usage or spec; 3 it regressed or failed a gate.
     """
     number = parse_step_option(step)
     serving = make_serving(serve, base_url, model, vllm_bin, vllm_args, device, base_model, log_dir)
     display = Display(not quiet)
-    evaluator = _evaluator(files, training_run, serving, regression, log_dir, overrides, display)
+    evaluator = _evaluator(files, training_run, serving, regression, log_dir, overrides, display, server)
     try:
         with _terminate_as_interrupt():
             location = fetch_location(model_or_path, number, log_dir / "downloads" / training_run)
@@ -342,6 +354,7 @@ def watch_command(
     device: Device = "cpu",
     base_model: BaseModel = None,
     quiet: Quiet = False,
+    server: Server = None,
 ) -> None:
     """Evaluate each new checkpoint in DIRECTORY once, in step order, as it settles. Stop with Ctrl-C.
 
@@ -351,11 +364,15 @@ def watch_command(
     """
     serving = make_serving(serve, base_url, model, vllm_bin, vllm_args, device, base_model, log_dir)
     display = Display(not quiet)
-    evaluator = _evaluator(files, training_run, serving, regression, log_dir, overrides, display)
-    if evaluator.rules and not evaluator.is_done(None):
+    evaluator = _evaluator(files, training_run, serving, regression, log_dir, overrides, display, server)
+    try:
+        base_done = evaluator.is_done(None)
+    except EvalsiError as exc:  # the server is unreachable or refused the token
+        fail(str(exc), EXIT_FAILED)
+    if evaluator.rules and not base_done:
         stderr.print(
             "[yellow]note:[/] no base results yet, so regressions cannot be checked; evaluate the base "
-            "with `evalsi checkpoints eval MODEL --step base` (same -f, --training-run, --log-dir)",
+            "with `evalsi checkpoints eval MODEL --step base` (same -f, --training-run, --log-dir, --server)",
             highlight=False,
         )
     try:
@@ -375,7 +392,7 @@ def watch_command(
     except (SpecError, DataError) as exc:  # the source holds bad input (an MLflow step tag that is not a number)
         display.close()
         fail(str(exc))
-    except EvalsiError as exc:  # the source could not be read (an MLflow server that stopped answering)
+    except EvalsiError as exc:  # the source or the evalsi server could not be read (one stopped answering)
         display.close()
         fail(str(exc), EXIT_FAILED)
     finally:
@@ -399,8 +416,11 @@ def curve_command(
         typer.Option("--plot", help="Draw the curve: curve.html (self-contained) or curve.png (needs evalsi\\[plot])."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the curve as JSON.")] = False,
+    server: Server = None,
 ) -> None:
     """The learning curve: each step's metrics with the change from the base (* significant, ! regression).
+
+    With --server, the steps are the server's runs and each is compared with the base there (CompareRuns).
 
     Exit codes: 0 ok; 2 bad usage, spec or no results; 3 the latest checkpoint regressed or failed a gate.
     """
@@ -409,12 +429,21 @@ def curve_command(
     except ValueError as exc:
         fail(f"--regression: {exc}")
     curves: list[Curve] = []
+    client = RunsClient(server) if server else None
     try:
         for file in files:
             run = load_run(file)
-            curves.append(build_curve(log_dir, training_run, run.spec.name, run.metric_names(), rules))
+            if client is not None:
+                curves.append(build_server_curve(client, training_run, run.spec.name, run.metric_names(), rules))
+            else:
+                curves.append(build_curve(log_dir, training_run, run.spec.name, run.metric_names(), rules))
     except (SpecError, DataError) as exc:
         fail(str(exc))
+    except EvalsiError as exc:
+        fail(str(exc), EXIT_FAILED)
+    finally:
+        if client is not None:
+            client.close()
     known = {m for c in curves for m in c.metrics}
     for rule in rules:
         if rule.metric not in known:

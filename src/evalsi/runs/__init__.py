@@ -26,13 +26,16 @@ from evalsi.runs._compare import (
     MetricComparison,
     Overlap,
     compare_runs,
+    comparison_from_dict,
     comparison_to_dict,
     load_results,
     record_overlap,
+    run_from_document,
 )
 from evalsi.runs._datasets import Item, load_items, read_rows, rows_to_items
 from evalsi.runs._driver import Runner, RunOutcome, RunVerdict, load_run_items
 from evalsi.runs._overrides import apply_overrides
+from evalsi.runs._remote import RunNotFoundError, RunsClient, RunServiceError
 from evalsi.runs._results import (
     RecordResult,
     ResultsWriter,
@@ -62,15 +65,19 @@ __all__ = [
     "RecordResult",
     "ResultsWriter",
     "ResumeError",
+    "RunNotFoundError",
     "RunOutcome",
+    "RunServiceError",
     "RunSummary",
     "RunVerdict",
     "Runner",
+    "RunsClient",
     "SampleResult",
     "Target",
     "apply_overrides",
     "bind_run",
     "compare_runs",
+    "comparison_from_dict",
     "comparison_to_dict",
     "fingerprint",
     "hub_cache_dirs",
@@ -86,6 +93,7 @@ __all__ = [
     "record_overlap",
     "record_values",
     "rows_to_items",
+    "run_from_document",
     "run_from_mapping",
     "summarize",
 ]

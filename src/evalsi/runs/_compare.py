@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,7 +12,7 @@ from evalsi.errors import DataError
 from evalsi.runs._results import RecordResult, read_results
 from evalsi.runs._summary import MetricInfo, per_record_pass_k, record_values
 from evalsi.specs import OnError
-from evalsi.stats import PairedComparison, paired_comparison
+from evalsi.stats import Estimate, Flip, McNemar, PairedComparison, paired_comparison
 
 
 @dataclass(frozen=True)
@@ -43,18 +44,27 @@ def load_results(path: str | Path) -> LoadedRun:
         DataError: The file is not a readable results file.
 
     """
-    data = read_results(path)
+    return run_from_document(read_results(path), str(path))
+
+
+def run_from_document(data: Mapping[str, Any], source: str) -> LoadedRun:
+    """A results document (as a results file holds it) ready for comparison; ``source`` names it in errors.
+
+    Raises:
+        DataError: A metric or record is malformed.
+
+    """
     try:
         metrics = [MetricInfo(str(m["name"]), float(m.get("threshold", 1.0))) for m in data.get("metrics") or []]
         records = [RecordResult.from_json(r) for r in data.get("records") or []]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise DataError(f"malformed results file: {exc}", file=str(path)) from None
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise DataError(f"malformed results file: {exc}", file=source) from None
     summary_metrics = (data.get("summary") or {}).get("metrics") or {}
     pass_k = [name for name in summary_metrics if name.startswith(("pass@", "pass^"))]
     on_error = data.get("onError", "zero")
     return LoadedRun(
-        str(path),
-        str(data.get("name", path)),
+        source,
+        str(data.get("name", source)),
         metrics,
         pass_k,
         on_error if on_error in ("zero", "none", "raise") else "zero",
@@ -136,3 +146,46 @@ def comparison_to_dict(item: MetricComparison) -> dict[str, Any]:
         "onlyB": c.only_b,
         "flips": [{"key": f.key, "a": f.a, "b": f.b, "direction": f.direction} for f in c.flips],
     }
+
+
+def comparison_from_dict(data: Mapping[str, Any]) -> MetricComparison:
+    """One metric's comparison read back from its JSON form (:func:`comparison_to_dict`, or a server's answer).
+
+    Raises:
+        DataError: A field is missing or of the wrong type.
+
+    """
+
+    def number(source: Mapping[str, Any] | None, key: str) -> float:
+        value = (source or {}).get(key)
+        return math.nan if value is None else float(value)
+
+    try:
+        raw = data.get("difference") or {}
+        difference = Estimate(
+            number(raw, "mean"),
+            number(raw, "se"),
+            number(raw, "ci_low"),
+            number(raw, "ci_high"),
+            int(raw.get("n") or 0),
+            int(raw.get("clusters") or 0),
+        )
+        test = data.get("mcnemar")
+        mcnemar = (
+            None
+            if not test
+            else McNemar(int(test.get("aOnly") or 0), int(test.get("bOnly") or 0), number(test, "pValue"))
+        )
+        flips = [Flip(str(f["key"]), float(f["a"]), float(f["b"])) for f in data.get("flips") or []]
+        comparison = PairedComparison(
+            number(data, "meanA"),
+            number(data, "meanB"),
+            difference,
+            mcnemar,
+            flips,
+            int(data.get("onlyA") or 0),
+            int(data.get("onlyB") or 0),
+        )
+        return MetricComparison(str(data["metric"]), comparison)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise DataError(f"malformed comparison: {exc!r}") from None

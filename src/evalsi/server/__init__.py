@@ -1,4 +1,4 @@
-"""The evalsi server: the Reward Service over gRPC, Connect and HTTP JSON.
+"""The evalsi server: the Reward Service and the Run Service over gRPC, Connect and HTTP JSON.
 
 Tokens, quotas, a shared score cache and Prometheus metrics. Needs the ``server`` extra
 (``pip install 'evalsi[server]'``).

@@ -17,6 +17,7 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
+from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 
@@ -79,6 +80,15 @@ def _migration_lock(engine: Engine) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def head_revision() -> str:
+    """The newest migration's revision id (what :func:`migrate` brings a database to)."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    head = ScriptDirectory.from_config(config).get_current_head()
+    assert head is not None, "no migrations"
+    return head
 
 
 def current_revision(engine: Engine) -> str | None:

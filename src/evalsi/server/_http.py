@@ -1,8 +1,9 @@
 """The HTTP side: JSON scoring, Connect, ``/metrics`` and ``/healthz`` in one ASGI application.
 
-Routes: ``POST /v1alpha1/rewards:score`` (JSON), Connect at ``/evalsi.v1alpha1.RewardService/*``. ``/metrics`` is
-an operator's: on this port it needs a token with ``metrics.read``; :func:`build_metrics_app` serves it without a
-token on the operator's own ``metrics.port``. ``/healthz`` answers 503 while the server drains.
+Routes: ``POST /v1alpha1/rewards:score`` (JSON), Connect at ``/evalsi.v1alpha1.RewardService/*``; the Run
+Service's routes (``/v1alpha1/runs...``, Connect at ``/evalsi.v1alpha1.RunService/*``) come from ``_runs_http``.
+``/metrics`` is an operator's: on this port it needs a token with ``metrics.read``; :func:`build_metrics_app`
+serves it without a token on the operator's own ``metrics.port``. ``/healthz`` answers 503 while the server drains.
 
 Connect is served by ``connect-python``'s ASGI application (unary, JSON or binary protobuf) from the code
 ``scripts/gen-proto`` generates; it calls the same :class:`RewardService` as the JSON route.
@@ -26,28 +27,23 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 
 from evalsi.rewards.wire import results_json
+from evalsi.server._connect import CONNECT_CODES as _CONNECT_CODES
+from evalsi.server._connect import decoded as _decoded
 from evalsi.server._convert import request_parts, results_message
 from evalsi.server._errors import ServiceError, from_exception
 from evalsi.server._guard import PRINCIPAL_KEY, Guard
 from evalsi.server._limits import SharedGate
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
 from evalsi.server._proto.evalsi.v1alpha1.rewards_connect import RewardServiceASGIApplication
+from evalsi.server._runs_http import GUARDED_POSTS as RUN_POSTS
+from evalsi.server._runs_http import run_connect_app, run_routes
+from evalsi.server._runs_service import RunService
 from evalsi.server._service import RewardService, require
 from evalsi.server._tokens import METRICS
 from evalsi.server._ui import ServerUi
 
 SCORE_PATH = "/v1alpha1/rewards:score"
 _OFFLOAD_BYTES = 4 * 1024 * 1024  # bodies larger than this (a few ms of JSON) are decoded off the event loop
-_CONNECT_CODES = {
-    "invalid_argument": Code.INVALID_ARGUMENT,
-    "unauthenticated": Code.UNAUTHENTICATED,
-    "permission_denied": Code.PERMISSION_DENIED,
-    "failed_precondition": Code.FAILED_PRECONDITION,
-    "resource_exhausted": Code.RESOURCE_EXHAUSTED,
-    "unavailable": Code.UNAVAILABLE,
-    "not_found": Code.NOT_FOUND,
-    "deadline_exceeded": Code.DEADLINE_EXCEEDED,
-}
 
 Scope = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
@@ -182,9 +178,11 @@ def build_app(state: ServerState) -> ASGIApp:
             return _json({"status": "draining"}, 503)
         return _json({"status": "ok"})
 
+    runs = RunService(service)
     http = Starlette(
         routes=[
             Route(SCORE_PATH, score, methods=["POST"]),
+            *run_routes(runs),
             Route("/metrics", metrics_route, methods=["GET"]),
             Route("/healthz", health, methods=["GET"]),
             *([Mount("/ui", app=state.ui)] if state.ui is not None else []),
@@ -192,16 +190,21 @@ def build_app(state: ServerState) -> ASGIApp:
     )
     rewards = service.config.spec.rewards
     connect = _ConnectApplication(ConnectRewardService(service), read_max_bytes=rewards.max_request_bytes)
-    prefix = connect.path + "/"
+    connects: dict[str, ASGIApp] = {
+        application.path + "/": application
+        for application in (connect, run_connect_app(runs, rewards.max_request_bytes))
+    }
+    guarded_json = {SCORE_PATH, *RUN_POSTS}
+
+    def connect_for(path: str) -> ASGIApp | None:
+        return next((a for prefix, a in connects.items() if path.startswith(prefix)), None)
 
     async def app(scope: Scope, receive: Callable[[], Awaitable[Any]], send: Callable[[Any], Awaitable[None]]) -> None:
-        if scope["type"] == "http" and scope["path"].startswith(prefix):
-            await connect(scope, receive, send)
-        else:
-            await http(scope, receive, send)
+        target = connect_for(scope["path"]) if scope["type"] == "http" else None
+        await (target or http)(scope, receive, send)
 
     def scoring(path: str) -> str | None:
-        return "json" if path == SCORE_PATH else "connect" if path.startswith(prefix) else None
+        return "json" if path in guarded_json else "connect" if connect_for(path) is not None else None
 
     return Guard(
         app,
@@ -238,15 +241,6 @@ class _ConnectApplication(RewardServiceASGIApplication):
 
     async def _read_get_request(self, *args: Any, **kwargs: Any) -> Any:
         return await _decoded(super()._read_get_request(*args, **kwargs))
-
-
-async def _decoded(reading: Awaitable[Any]) -> Any:
-    try:
-        return await reading
-    except ConnectError:
-        raise
-    except Exception as exc:
-        raise ConnectError(Code.INVALID_ARGUMENT, f"the body is not a valid ScoreRewardsRequest: {exc}") from None
 
 
 class ConnectRewardService:

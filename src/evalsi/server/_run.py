@@ -30,6 +30,8 @@ from evalsi.server._db import migrate, open_engine
 from evalsi.server._grpc import make_grpc_server
 from evalsi.server._http import ServerState, build_app, build_metrics_app, held_body
 from evalsi.server._metrics import Metrics
+from evalsi.server._runs_grpc import run_handlers
+from evalsi.server._runs_service import RunService
 from evalsi.server._service import RewardService
 from evalsi.server._shared_cache import SharedScores
 from evalsi.server._tokens import TokenStore
@@ -110,7 +112,9 @@ async def serve_async(config: ServerConfig, ready: ReadyHook = default_ready) ->
     grpc_server = None
     grpc_port = None
     if listen.grpc_port is not None:
-        grpc_server = make_grpc_server(parts.service, lambda project, size: held_body(parts.state, project, size))
+        held = lambda project, size: held_body(parts.state, project, size)  # noqa: E731
+        grpc_server = make_grpc_server(parts.service, held)
+        grpc_server.add_generic_rpc_handlers((run_handlers(RunService(parts.service), held),))
         grpc_port = grpc_server.add_insecure_port(f"{listen.host}:{listen.grpc_port}")
         await grpc_server.start()
     loop = asyncio.get_running_loop()

@@ -49,6 +49,7 @@ from evalsi.training._runner import (
     StepOutcome,
 )
 from evalsi.training._separate import eval_sample_keys, exclude_eval_samples
+from evalsi.training._server_runs import ServerOutcome, ServerRuns, build_server_curve, step_label
 from evalsi.training._serving import (
     Endpoint,
     LoRA,
@@ -95,6 +96,8 @@ __all__ = [
     "PyTorchCheckpointHook",
     "RemoteDirectory",
     "Served",
+    "ServerOutcome",
+    "ServerRuns",
     "ServingError",
     "ServingStrategy",
     "SettleTracker",
@@ -110,6 +113,7 @@ __all__ = [
     "Watcher",
     "api_root",
     "build_curve",
+    "build_server_curve",
     "cell_text",
     "checkpoint_metadata",
     "compare_with_base",
@@ -134,6 +138,7 @@ __all__ = [
     "signature",
     "step_file",
     "step_files",
+    "step_label",
     "stop_process",
     "write_stop_file",
 ]

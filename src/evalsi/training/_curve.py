@@ -8,7 +8,7 @@ excludes zero; a regression is a significant drop beyond the rule's ``MAX_DROP``
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,8 @@ class CurvePoint:
     """One step (or the base) on the curve."""
 
     step: int | None
-    path: Path
+    path: Path | str
+    """The step's results file, or its run's URL on an evalsi server."""
     complete: bool
     gates_passed: bool
     means: dict[str, Estimate]
@@ -144,7 +145,7 @@ def build_curve(
     for step, path in files.items():
         data = read_results(path)
         summary = data.get("summary") or {}
-        means = {name: _estimate(value) for name, value in (summary.get("metrics") or {}).items()}
+        means = summary_estimates(summary)
         gates = summary.get("gates") or []
         point = CurvePoint(step, path, data.get("status") == "complete", all(g.get("passed") for g in gates), means)
         if step is not None and base_run is not None:
@@ -156,6 +157,11 @@ def build_curve(
             ]
         points.append(point)
     return Curve(training_run, spec, list(metrics), points)
+
+
+def summary_estimates(summary: Mapping[str, Any]) -> dict[str, Estimate]:
+    """Each metric's mean with its interval, from a results summary."""
+    return {name: _estimate(value) for name, value in (summary.get("metrics") or {}).items()}
 
 
 def _estimate(value: Any) -> Estimate:

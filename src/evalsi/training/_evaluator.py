@@ -3,7 +3,9 @@
 The run spec's target is pointed at the served checkpoint (``baseUrl`` and ``model`` from the serving strategy);
 everything else (dataset, sampling, evaluators, gates) is the spec's. Results go to one file per step and spec
 (:mod:`evalsi.training._results`), so an evaluation that is already complete is never run again, and one that
-was interrupted resumes where it stopped.
+was interrupted resumes where it stopped. With ``server=``, each finished step is also stored as a run on an
+evalsi server (labelled ``training-run``, ``training-step`` and ``spec``), a step counts as done when the server
+holds it, and comparisons with the base are the server's (``CompareRuns``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from evalsi.runs import (
     BoundRun,
     ResumeError,
     Runner,
+    RunsClient,
     apply_overrides,
     bind_run,
     compare_runs,
@@ -33,6 +36,7 @@ from evalsi.specs import Resource, load_resources, select_resource
 from evalsi.stats import PairedComparison, RegressionRule, regressed
 from evalsi.training._checkpoints import Checkpoint
 from evalsi.training._results import add_checkpoint_metadata, is_complete, step_file
+from evalsi.training._server_runs import ServerRuns
 from evalsi.training._serving import Endpoint, ModelRef, Served, ServingStrategy, model_ref
 
 log = logging.getLogger(__name__)
@@ -57,6 +61,10 @@ class SpecStep:
     regressions: list[RegressionRule] = field(default_factory=list)
     reused: bool = False
     """Whether the results were already complete (nothing was evaluated)."""
+    run_id: str | None = None
+    """The run's id on the evalsi server (with ``server=``)."""
+    summary: dict[str, Any] | None = None
+    """The run's summary as the server holds it (with ``server=``; else it is read from ``path``)."""
 
 
 @dataclass
@@ -92,7 +100,7 @@ class StepResult:
         out: dict[str, float] = {}
         for spec in self.specs:
             try:
-                summary = read_results(spec.path).get("summary") or {}
+                summary = spec.summary if spec.summary is not None else read_results(spec.path).get("summary") or {}
             except DataError:
                 continue
             for metric, estimate in (summary.get("metrics") or {}).items():
@@ -131,6 +139,8 @@ class CheckpointEvaluator:
         overrides: ``path.to.field=value`` overrides applied to every spec (as ``evalsi run --set``).
         progress: Show each run's progress bar on stderr.
         on_stage: Called as each step enters a stage (for progress displays).
+        server: An evalsi server's URL: each step is stored there as a run, and compared there with the base.
+        token: The server token (default: ``$EVALSI_TOKEN``); it needs ``evaluations.run``.
 
     Raises:
         SpecError: A spec is invalid, or a regression rule names a metric no spec has.
@@ -148,6 +158,8 @@ class CheckpointEvaluator:
         overrides: Sequence[str] = (),
         progress: bool = False,
         on_stage: Stage | None = None,
+        server: str | None = None,
+        token: str | None = None,
     ) -> None:
         paths = [specs] if isinstance(specs, str | Path) else list(specs)
         if not paths:
@@ -160,6 +172,7 @@ class CheckpointEvaluator:
         self.overrides = list(overrides)
         self.progress = progress
         self.on_stage = on_stage
+        self.server = ServerRuns(RunsClient(server, token=token), training_run) if server else None
         self.specs = [self._load(Path(path)) for path in paths]
         names = [s.name for s in self.specs]
         if len(set(names)) != len(names):
@@ -191,8 +204,19 @@ class CheckpointEvaluator:
         return step_file(self.log_dir, self.training_run, spec, step)
 
     def is_done(self, step: int | None) -> bool:
-        """Whether every spec's results for this step are complete (it is never evaluated again)."""
+        """Whether every spec's results for this step are complete (it is never evaluated again).
+
+        With a server, the server's runs decide: a step evaluated here but not yet stored there is not done.
+        """
+        if self.server is not None:
+            return all(self.server.is_complete(s.name, step) for s in self.specs)
         return all(is_complete(self.result_path(s.name, step)) for s in self.specs)
+
+    def _stored(self, spec: str, step: int | None) -> bool:
+        """Whether this step of ``spec`` needs no evaluation: complete here (embedded) or on the server."""
+        if self.server is not None and self.server.is_complete(spec, step):
+            return True
+        return is_complete(self.result_path(spec, step))
 
     # --- evaluation -------------------------------------------------------------------------------------------
 
@@ -210,13 +234,19 @@ class CheckpointEvaluator:
             location = checkpoint
         started = time.perf_counter()
         ref = model_ref(location, step, self.training_run)
-        todo = [s for s in self.specs if not is_complete(self.result_path(s.name, step))]
+        todo = [s for s in self.specs if not self._stored(s.name, step)]
         if todo:
             self._stage(ref.label, f"serving ({self.serving.name})")
             with self.serving.serve(ref) as served:
                 for spec in todo:
                     self._stage(ref.label, f"evaluating {spec.name}")
                     self._run(spec, ref, served, settled_at)
+        if self.server is not None:
+            for spec in self.specs:  # finished here, not yet on the server (also after an interrupted upload)
+                path = self.result_path(spec.name, step)
+                if not self.server.is_complete(spec.name, step) and path.exists():
+                    self._stage(ref.label, f"storing {spec.name} on {self.server.client.server}")
+                    self.server.store(path, spec.name, step)
         self._stage(ref.label, "comparing with base")
         result = StepResult(
             step, [self._outcome(s, step, reused=s not in todo) for s in self.specs], time.perf_counter() - started
@@ -271,6 +301,19 @@ class CheckpointEvaluator:
         )
 
     def _outcome(self, spec: _Spec, step: int | None, *, reused: bool) -> SpecStep:
+        if self.server is not None:
+            found = self.server.outcome(spec.name, step, [r for r in self.rules if r.metric in spec.metrics])
+            return SpecStep(
+                spec.name,
+                self.result_path(spec.name, step),
+                found.status,
+                found.gates_passed,
+                found.comparisons,
+                found.regressions,
+                reused=reused,
+                run_id=found.run_id,
+                summary=found.summary,
+            )
         path = self.result_path(spec.name, step)
         data = read_results(path) if path.exists() else {}
         gates = (data.get("summary") or {}).get("gates") or []
@@ -315,6 +358,7 @@ def describe_result(result: StepResult) -> dict[str, Any]:
                 "reused": s.reused,
                 "regressions": [str(r) for r in s.regressions],
                 "differences": {m: c.difference.to_dict() for m, c in s.comparisons.items()},
+                **({"runId": s.run_id} if s.run_id is not None else {}),
             }
             for s in result.specs
         ],

@@ -70,6 +70,160 @@ class RewardServiceClient(ConnectClient):
         )
 
 
+
+class RunService(Protocol):
+    async def create_run(self, request: evalsi_dot_v1alpha1_dot_rewards__pb2.CreateRunRequest, ctx: RequestContext) -> evalsi_dot_v1alpha1_dot_rewards__pb2.Run:
+        raise ConnectError(Code.UNIMPLEMENTED, "Not implemented")
+
+    async def get_run(self, request: evalsi_dot_v1alpha1_dot_rewards__pb2.GetRunRequest, ctx: RequestContext) -> evalsi_dot_v1alpha1_dot_rewards__pb2.GetRunResponse:
+        raise ConnectError(Code.UNIMPLEMENTED, "Not implemented")
+
+    async def list_runs(self, request: evalsi_dot_v1alpha1_dot_rewards__pb2.ListRunsRequest, ctx: RequestContext) -> evalsi_dot_v1alpha1_dot_rewards__pb2.ListRunsResponse:
+        raise ConnectError(Code.UNIMPLEMENTED, "Not implemented")
+
+    async def compare_runs(self, request: evalsi_dot_v1alpha1_dot_rewards__pb2.CompareRunsRequest, ctx: RequestContext) -> evalsi_dot_v1alpha1_dot_rewards__pb2.CompareRunsResponse:
+        raise ConnectError(Code.UNIMPLEMENTED, "Not implemented")
+
+
+class RunServiceASGIApplication(ConnectASGIApplication[RunService]):
+    def __init__(self, service: RunService | AsyncGenerator[RunService], *, interceptors: Iterable[Interceptor]=(), read_max_bytes: int | None = None, compressions: Iterable[Compression] | None = None) -> None:
+        super().__init__(
+            service=service,
+            endpoints=lambda svc: {
+                "/evalsi.v1alpha1.RunService/CreateRun": Endpoint.unary(
+                    method=MethodInfo(
+                        name="CreateRun",
+                        service_name="evalsi.v1alpha1.RunService",
+                        input=evalsi_dot_v1alpha1_dot_rewards__pb2.CreateRunRequest,
+                        output=evalsi_dot_v1alpha1_dot_rewards__pb2.Run,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                    ),
+                    function=svc.create_run,
+                ),
+                "/evalsi.v1alpha1.RunService/GetRun": Endpoint.unary(
+                    method=MethodInfo(
+                        name="GetRun",
+                        service_name="evalsi.v1alpha1.RunService",
+                        input=evalsi_dot_v1alpha1_dot_rewards__pb2.GetRunRequest,
+                        output=evalsi_dot_v1alpha1_dot_rewards__pb2.GetRunResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                    ),
+                    function=svc.get_run,
+                ),
+                "/evalsi.v1alpha1.RunService/ListRuns": Endpoint.unary(
+                    method=MethodInfo(
+                        name="ListRuns",
+                        service_name="evalsi.v1alpha1.RunService",
+                        input=evalsi_dot_v1alpha1_dot_rewards__pb2.ListRunsRequest,
+                        output=evalsi_dot_v1alpha1_dot_rewards__pb2.ListRunsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                    ),
+                    function=svc.list_runs,
+                ),
+                "/evalsi.v1alpha1.RunService/CompareRuns": Endpoint.unary(
+                    method=MethodInfo(
+                        name="CompareRuns",
+                        service_name="evalsi.v1alpha1.RunService",
+                        input=evalsi_dot_v1alpha1_dot_rewards__pb2.CompareRunsRequest,
+                        output=evalsi_dot_v1alpha1_dot_rewards__pb2.CompareRunsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                    ),
+                    function=svc.compare_runs,
+                ),
+            },
+            interceptors=interceptors,
+            read_max_bytes=read_max_bytes,
+            compressions=compressions,
+        )
+
+    @property
+    def path(self) -> str:
+        """Returns the URL path to mount the application to when serving multiple applications."""
+        return "/evalsi.v1alpha1.RunService"
+
+
+class RunServiceClient(ConnectClient):
+    async def create_run(
+        self,
+        request: evalsi_dot_v1alpha1_dot_rewards__pb2.CreateRunRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None,
+        timeout_ms: int | None = None,
+    ) -> evalsi_dot_v1alpha1_dot_rewards__pb2.Run:
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="CreateRun",
+                service_name="evalsi.v1alpha1.RunService",
+                input=evalsi_dot_v1alpha1_dot_rewards__pb2.CreateRunRequest,
+                output=evalsi_dot_v1alpha1_dot_rewards__pb2.Run,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+
+    async def get_run(
+        self,
+        request: evalsi_dot_v1alpha1_dot_rewards__pb2.GetRunRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None,
+        timeout_ms: int | None = None,
+    ) -> evalsi_dot_v1alpha1_dot_rewards__pb2.GetRunResponse:
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="GetRun",
+                service_name="evalsi.v1alpha1.RunService",
+                input=evalsi_dot_v1alpha1_dot_rewards__pb2.GetRunRequest,
+                output=evalsi_dot_v1alpha1_dot_rewards__pb2.GetRunResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+
+    async def list_runs(
+        self,
+        request: evalsi_dot_v1alpha1_dot_rewards__pb2.ListRunsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None,
+        timeout_ms: int | None = None,
+    ) -> evalsi_dot_v1alpha1_dot_rewards__pb2.ListRunsResponse:
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListRuns",
+                service_name="evalsi.v1alpha1.RunService",
+                input=evalsi_dot_v1alpha1_dot_rewards__pb2.ListRunsRequest,
+                output=evalsi_dot_v1alpha1_dot_rewards__pb2.ListRunsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+
+    async def compare_runs(
+        self,
+        request: evalsi_dot_v1alpha1_dot_rewards__pb2.CompareRunsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None,
+        timeout_ms: int | None = None,
+    ) -> evalsi_dot_v1alpha1_dot_rewards__pb2.CompareRunsResponse:
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="CompareRuns",
+                service_name="evalsi.v1alpha1.RunService",
+                input=evalsi_dot_v1alpha1_dot_rewards__pb2.CompareRunsRequest,
+                output=evalsi_dot_v1alpha1_dot_rewards__pb2.CompareRunsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+
+
 class RewardServiceSync(Protocol):
     def score_rewards(self, request: evalsi_dot_v1alpha1_dot_rewards__pb2.ScoreRewardsRequest, ctx: RequestContext) -> evalsi_dot_v1alpha1_dot_rewards__pb2.ScoreRewardsResponse:
         raise ConnectError(Code.UNIMPLEMENTED, "Not implemented")
@@ -116,6 +270,154 @@ class RewardServiceClientSync(ConnectClientSync):
                 service_name="evalsi.v1alpha1.RewardService",
                 input=evalsi_dot_v1alpha1_dot_rewards__pb2.ScoreRewardsRequest,
                 output=evalsi_dot_v1alpha1_dot_rewards__pb2.ScoreRewardsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+
+class RunServiceSync(Protocol):
+    def create_run(self, request: evalsi_dot_v1alpha1_dot_rewards__pb2.CreateRunRequest, ctx: RequestContext) -> evalsi_dot_v1alpha1_dot_rewards__pb2.Run:
+        raise ConnectError(Code.UNIMPLEMENTED, "Not implemented")
+    def get_run(self, request: evalsi_dot_v1alpha1_dot_rewards__pb2.GetRunRequest, ctx: RequestContext) -> evalsi_dot_v1alpha1_dot_rewards__pb2.GetRunResponse:
+        raise ConnectError(Code.UNIMPLEMENTED, "Not implemented")
+    def list_runs(self, request: evalsi_dot_v1alpha1_dot_rewards__pb2.ListRunsRequest, ctx: RequestContext) -> evalsi_dot_v1alpha1_dot_rewards__pb2.ListRunsResponse:
+        raise ConnectError(Code.UNIMPLEMENTED, "Not implemented")
+    def compare_runs(self, request: evalsi_dot_v1alpha1_dot_rewards__pb2.CompareRunsRequest, ctx: RequestContext) -> evalsi_dot_v1alpha1_dot_rewards__pb2.CompareRunsResponse:
+        raise ConnectError(Code.UNIMPLEMENTED, "Not implemented")
+
+
+class RunServiceWSGIApplication(ConnectWSGIApplication):
+    def __init__(self, service: RunServiceSync, interceptors: Iterable[InterceptorSync]=(), read_max_bytes: int | None = None, compressions: Iterable[Compression] | None = None) -> None:
+        super().__init__(
+            endpoints={
+                "/evalsi.v1alpha1.RunService/CreateRun": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="CreateRun",
+                        service_name="evalsi.v1alpha1.RunService",
+                        input=evalsi_dot_v1alpha1_dot_rewards__pb2.CreateRunRequest,
+                        output=evalsi_dot_v1alpha1_dot_rewards__pb2.Run,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                    ),
+                    function=service.create_run,
+                ),
+                "/evalsi.v1alpha1.RunService/GetRun": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="GetRun",
+                        service_name="evalsi.v1alpha1.RunService",
+                        input=evalsi_dot_v1alpha1_dot_rewards__pb2.GetRunRequest,
+                        output=evalsi_dot_v1alpha1_dot_rewards__pb2.GetRunResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                    ),
+                    function=service.get_run,
+                ),
+                "/evalsi.v1alpha1.RunService/ListRuns": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="ListRuns",
+                        service_name="evalsi.v1alpha1.RunService",
+                        input=evalsi_dot_v1alpha1_dot_rewards__pb2.ListRunsRequest,
+                        output=evalsi_dot_v1alpha1_dot_rewards__pb2.ListRunsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                    ),
+                    function=service.list_runs,
+                ),
+                "/evalsi.v1alpha1.RunService/CompareRuns": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="CompareRuns",
+                        service_name="evalsi.v1alpha1.RunService",
+                        input=evalsi_dot_v1alpha1_dot_rewards__pb2.CompareRunsRequest,
+                        output=evalsi_dot_v1alpha1_dot_rewards__pb2.CompareRunsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                    ),
+                    function=service.compare_runs,
+                ),
+            },
+            interceptors=interceptors,
+            read_max_bytes=read_max_bytes,
+            compressions=compressions,
+        )
+
+    @property
+    def path(self) -> str:
+        """Returns the URL path to mount the application to when serving multiple applications."""
+        return "/evalsi.v1alpha1.RunService"
+
+
+class RunServiceClientSync(ConnectClientSync):
+    def create_run(
+        self,
+        request: evalsi_dot_v1alpha1_dot_rewards__pb2.CreateRunRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None,
+        timeout_ms: int | None = None,
+    ) -> evalsi_dot_v1alpha1_dot_rewards__pb2.Run:
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="CreateRun",
+                service_name="evalsi.v1alpha1.RunService",
+                input=evalsi_dot_v1alpha1_dot_rewards__pb2.CreateRunRequest,
+                output=evalsi_dot_v1alpha1_dot_rewards__pb2.Run,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+
+    def get_run(
+        self,
+        request: evalsi_dot_v1alpha1_dot_rewards__pb2.GetRunRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None,
+        timeout_ms: int | None = None,
+    ) -> evalsi_dot_v1alpha1_dot_rewards__pb2.GetRunResponse:
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="GetRun",
+                service_name="evalsi.v1alpha1.RunService",
+                input=evalsi_dot_v1alpha1_dot_rewards__pb2.GetRunRequest,
+                output=evalsi_dot_v1alpha1_dot_rewards__pb2.GetRunResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+
+    def list_runs(
+        self,
+        request: evalsi_dot_v1alpha1_dot_rewards__pb2.ListRunsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None,
+        timeout_ms: int | None = None,
+    ) -> evalsi_dot_v1alpha1_dot_rewards__pb2.ListRunsResponse:
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListRuns",
+                service_name="evalsi.v1alpha1.RunService",
+                input=evalsi_dot_v1alpha1_dot_rewards__pb2.ListRunsRequest,
+                output=evalsi_dot_v1alpha1_dot_rewards__pb2.ListRunsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+
+    def compare_runs(
+        self,
+        request: evalsi_dot_v1alpha1_dot_rewards__pb2.CompareRunsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None,
+        timeout_ms: int | None = None,
+    ) -> evalsi_dot_v1alpha1_dot_rewards__pb2.CompareRunsResponse:
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="CompareRuns",
+                service_name="evalsi.v1alpha1.RunService",
+                input=evalsi_dot_v1alpha1_dot_rewards__pb2.CompareRunsRequest,
+                output=evalsi_dot_v1alpha1_dot_rewards__pb2.CompareRunsResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
             ),
             headers=headers,

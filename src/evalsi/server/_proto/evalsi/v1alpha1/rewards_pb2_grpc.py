@@ -99,3 +99,242 @@ class RewardService:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class RunServiceStub:
+    """The Run Service: evaluation runs stored in the server's database, listed by labels, and compared record by
+    record. A run is the results document `evalsi run` writes (spec, target, summary, and every record's samples),
+    so any two runs over the same records can be paired. Every call needs the `evaluations.run` permission; a
+    project sees only its own runs (another project's run id is NOT_FOUND).
+
+    HTTP JSON routes (the bodies and answers are these messages in their JSON form):
+    POST /v1alpha1/runs                     CreateRun   {"results": {...}, "labels": {"training-run": "grpo-1"}}
+    GET  /v1alpha1/runs/{id}                GetRun      ?records=true&pageSize=100&pageToken=...
+    GET  /v1alpha1/runs                     ListRuns    ?label=training-run=grpo-1&label=...&pageSize=50&pageToken=...
+    POST /v1alpha1/runs:compare             CompareRuns {"baseRunId", "candidateRunId", "metrics", "regression"}
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.CreateRun = channel.unary_unary(
+                '/evalsi.v1alpha1.RunService/CreateRun',
+                request_serializer=evalsi_dot_v1alpha1_dot_rewards__pb2.CreateRunRequest.SerializeToString,
+                response_deserializer=evalsi_dot_v1alpha1_dot_rewards__pb2.Run.FromString,
+                _registered_method=True)
+        self.GetRun = channel.unary_unary(
+                '/evalsi.v1alpha1.RunService/GetRun',
+                request_serializer=evalsi_dot_v1alpha1_dot_rewards__pb2.GetRunRequest.SerializeToString,
+                response_deserializer=evalsi_dot_v1alpha1_dot_rewards__pb2.GetRunResponse.FromString,
+                _registered_method=True)
+        self.ListRuns = channel.unary_unary(
+                '/evalsi.v1alpha1.RunService/ListRuns',
+                request_serializer=evalsi_dot_v1alpha1_dot_rewards__pb2.ListRunsRequest.SerializeToString,
+                response_deserializer=evalsi_dot_v1alpha1_dot_rewards__pb2.ListRunsResponse.FromString,
+                _registered_method=True)
+        self.CompareRuns = channel.unary_unary(
+                '/evalsi.v1alpha1.RunService/CompareRuns',
+                request_serializer=evalsi_dot_v1alpha1_dot_rewards__pb2.CompareRunsRequest.SerializeToString,
+                response_deserializer=evalsi_dot_v1alpha1_dot_rewards__pb2.CompareRunsResponse.FromString,
+                _registered_method=True)
+
+
+class RunServiceServicer:
+    """The Run Service: evaluation runs stored in the server's database, listed by labels, and compared record by
+    record. A run is the results document `evalsi run` writes (spec, target, summary, and every record's samples),
+    so any two runs over the same records can be paired. Every call needs the `evaluations.run` permission; a
+    project sees only its own runs (another project's run id is NOT_FOUND).
+
+    HTTP JSON routes (the bodies and answers are these messages in their JSON form):
+    POST /v1alpha1/runs                     CreateRun   {"results": {...}, "labels": {"training-run": "grpo-1"}}
+    GET  /v1alpha1/runs/{id}                GetRun      ?records=true&pageSize=100&pageToken=...
+    GET  /v1alpha1/runs                     ListRuns    ?label=training-run=grpo-1&label=...&pageSize=50&pageToken=...
+    POST /v1alpha1/runs:compare             CompareRuns {"baseRunId", "candidateRunId", "metrics", "regression"}
+    """
+
+    def CreateRun(self, request, context):
+        """Store a finished (or partial) run with its per-record results; returns the stored run (its id first).
+        Errors: INVALID_ARGUMENT (not a results document, a malformed record, a bad label), PERMISSION_DENIED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetRun(self, request, context):
+        """A run's summary and, with `include_records`, one page of its records in dataset order.
+        Errors: NOT_FOUND (no such run in the token's project), INVALID_ARGUMENT (a bad page token).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListRuns(self, request, context):
+        """The project's runs, newest first, optionally only those carrying every given label.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CompareRuns(self, request, context):
+        """The paired comparison of a candidate run against a base run (candidate − base), per metric: the mean
+        difference with its 95% interval, significance, McNemar's exact test for pass/fail metrics, and the
+        verdict of `METRIC[:MAX_DROP]` regression gates. Errors: NOT_FOUND, INVALID_ARGUMENT (unknown metric).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_RunServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'CreateRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateRun,
+                    request_deserializer=evalsi_dot_v1alpha1_dot_rewards__pb2.CreateRunRequest.FromString,
+                    response_serializer=evalsi_dot_v1alpha1_dot_rewards__pb2.Run.SerializeToString,
+            ),
+            'GetRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRun,
+                    request_deserializer=evalsi_dot_v1alpha1_dot_rewards__pb2.GetRunRequest.FromString,
+                    response_serializer=evalsi_dot_v1alpha1_dot_rewards__pb2.GetRunResponse.SerializeToString,
+            ),
+            'ListRuns': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListRuns,
+                    request_deserializer=evalsi_dot_v1alpha1_dot_rewards__pb2.ListRunsRequest.FromString,
+                    response_serializer=evalsi_dot_v1alpha1_dot_rewards__pb2.ListRunsResponse.SerializeToString,
+            ),
+            'CompareRuns': grpc.unary_unary_rpc_method_handler(
+                    servicer.CompareRuns,
+                    request_deserializer=evalsi_dot_v1alpha1_dot_rewards__pb2.CompareRunsRequest.FromString,
+                    response_serializer=evalsi_dot_v1alpha1_dot_rewards__pb2.CompareRunsResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'evalsi.v1alpha1.RunService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('evalsi.v1alpha1.RunService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class RunService:
+    """The Run Service: evaluation runs stored in the server's database, listed by labels, and compared record by
+    record. A run is the results document `evalsi run` writes (spec, target, summary, and every record's samples),
+    so any two runs over the same records can be paired. Every call needs the `evaluations.run` permission; a
+    project sees only its own runs (another project's run id is NOT_FOUND).
+
+    HTTP JSON routes (the bodies and answers are these messages in their JSON form):
+    POST /v1alpha1/runs                     CreateRun   {"results": {...}, "labels": {"training-run": "grpo-1"}}
+    GET  /v1alpha1/runs/{id}                GetRun      ?records=true&pageSize=100&pageToken=...
+    GET  /v1alpha1/runs                     ListRuns    ?label=training-run=grpo-1&label=...&pageSize=50&pageToken=...
+    POST /v1alpha1/runs:compare             CompareRuns {"baseRunId", "candidateRunId", "metrics", "regression"}
+    """
+
+    @staticmethod
+    def CreateRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evalsi.v1alpha1.RunService/CreateRun',
+            evalsi_dot_v1alpha1_dot_rewards__pb2.CreateRunRequest.SerializeToString,
+            evalsi_dot_v1alpha1_dot_rewards__pb2.Run.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evalsi.v1alpha1.RunService/GetRun',
+            evalsi_dot_v1alpha1_dot_rewards__pb2.GetRunRequest.SerializeToString,
+            evalsi_dot_v1alpha1_dot_rewards__pb2.GetRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListRuns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evalsi.v1alpha1.RunService/ListRuns',
+            evalsi_dot_v1alpha1_dot_rewards__pb2.ListRunsRequest.SerializeToString,
+            evalsi_dot_v1alpha1_dot_rewards__pb2.ListRunsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CompareRuns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evalsi.v1alpha1.RunService/CompareRuns',
+            evalsi_dot_v1alpha1_dot_rewards__pb2.CompareRunsRequest.SerializeToString,
+            evalsi_dot_v1alpha1_dot_rewards__pb2.CompareRunsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

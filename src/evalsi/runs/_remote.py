@@ -1,0 +1,187 @@
+"""A client of the evalsi server's Run Service over HTTP JSON: store runs, find them by label, compare them.
+
+Routes (the server documents them in its proto): ``POST /v1alpha1/runs``, ``GET /v1alpha1/runs/{id}``,
+``GET /v1alpha1/runs?label=KEY=VALUE``, ``POST /v1alpha1/runs:compare``. The token is ``token=`` or
+``$EVALSI_TOKEN`` (``Authorization: Bearer ...``), and answers in :data:`evalsi._util.retry.RETRY_STATUSES`,
+timeouts and lost connections are retried as every evalsi client retries them.
+
+Example:
+    >>> client = RunsClient("http://127.0.0.1:8000", token="evalsi_...")
+    >>> client.url("/v1alpha1/runs")
+    'http://127.0.0.1:8000/v1alpha1/runs'
+
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+
+from evalsi._util.retry import RetryPolicy, RetryTransport, attempts_phrase
+from evalsi.errors import DataError, EvalsiError
+from evalsi.runs._compare import MetricComparison, comparison_from_dict
+from evalsi.runs._results import read_results
+
+RUNS_PATH = "/v1alpha1/runs"
+COMPARE_PATH = "/v1alpha1/runs:compare"
+BACKOFF = 0.5
+"""Seconds before the first retry, doubling each time."""
+
+
+class RunServiceError(EvalsiError):
+    """The Run Service is unreachable, refused the call, or answered outside its contract."""
+
+
+class RunNotFoundError(RunServiceError):
+    """The server holds no such run for the token's project."""
+
+
+class RunsClient:
+    """The Run Service of an evalsi server at ``server`` (its base URL)."""
+
+    def __init__(self, server: str, *, token: str | None = None, timeout: float = 120.0, retries: int = 3) -> None:
+        self.server = server.rstrip("/")
+        self.retries = retries
+        token = token if token is not None else os.environ.get("EVALSI_TOKEN")
+        headers = {"Content-Type": "application/json"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        self._client = httpx.Client(
+            headers=headers,
+            timeout=httpx.Timeout(timeout, connect=10.0),
+            transport=RetryTransport(RetryPolicy(retries, BACKOFF)),
+        )
+
+    def url(self, path: str) -> str:
+        """The full URL of a route."""
+        return self.server + path
+
+    def _call(self, method: str, path: str, *, body: Any = None, params: Any = None) -> dict[str, Any]:
+        url = self.url(path)
+        content = None if body is None else orjson.dumps(body, default=str)
+        try:
+            response = self._client.request(method, url, content=content, params=params)
+        except httpx.TransportError as exc:
+            raise RunServiceError(
+                f"cannot reach the Run Service at {url} (after {attempts_phrase(self.retries + 1)}): {exc}"
+            ) from exc
+        try:
+            data = orjson.loads(response.content) if response.content else {}
+        except orjson.JSONDecodeError:
+            data = None
+        if response.status_code >= 300:
+            raise _error(response.status_code, data, url)
+        if not isinstance(data, dict):
+            raise RunServiceError(f"{url} answered outside the contract (the body is not a JSON object)")
+        return data
+
+    def create_run(self, results: Mapping[str, Any], labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """Store a results document (as ``evalsi run`` writes it) with labels; the stored run (``id`` first)."""
+        return self._call("POST", RUNS_PATH, body={"results": dict(results), "labels": dict(labels or {})})
+
+    def upload(self, path: str | Path, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """Store a results file with labels; the stored run."""
+        return self.create_run(read_results(path), labels)
+
+    def get_run(self, run_id: str) -> dict[str, Any]:
+        """A run's header: name, labels, status, spec, target, summary, details."""
+        run: dict[str, Any] = self._call("GET", f"{RUNS_PATH}/{run_id}")["run"]
+        return run
+
+    def records(self, run_id: str, page_size: int = 500) -> Iterator[dict[str, Any]]:
+        """Every record of a run, in dataset order, a page at a time."""
+        token = ""
+        while True:
+            params = {"records": "true", "pageSize": page_size, **({"pageToken": token} if token else {})}
+            answer = self._call("GET", f"{RUNS_PATH}/{run_id}", params=params)
+            yield from answer.get("records") or []
+            token = str(answer.get("nextPageToken") or "")
+            if not token:
+                return
+
+    def document(self, run_id: str) -> dict[str, Any]:
+        """The run as a results document again (header and every record)."""
+        run = self.get_run(run_id)
+        return {
+            "version": 1,
+            "kind": "RunResults",
+            "name": run["name"],
+            "status": run.get("status", "complete"),
+            "spec": run.get("spec") or {},
+            "target": run.get("target") or {},
+            **(run.get("details") or {}),
+            "summary": run.get("summary") or {},
+            "records": list(self.records(run_id)),
+        }
+
+    def list_runs(self, labels: Mapping[str, str] | None = None, page_size: int = 100) -> list[dict[str, Any]]:
+        """Every run of the token's project carrying all ``labels``, newest first."""
+        found: list[dict[str, Any]] = []
+        token = ""
+        selector = [("label", f"{k}={v}") for k, v in (labels or {}).items()]
+        while True:
+            params = [*selector, ("pageSize", str(page_size)), *([("pageToken", token)] if token else [])]
+            answer = self._call("GET", RUNS_PATH, params=params)
+            found.extend(answer.get("runs") or [])
+            token = str(answer.get("nextPageToken") or "")
+            if not token:
+                return found
+
+    def latest_run(self, labels: Mapping[str, str]) -> dict[str, Any] | None:
+        """The newest run carrying all ``labels``, or None."""
+        params = [*(("label", f"{k}={v}") for k, v in labels.items()), ("pageSize", "1")]
+        runs = self._call("GET", RUNS_PATH, params=params).get("runs") or []
+        return dict(runs[0]) if runs else None
+
+    def compare_runs(
+        self, base_id: str, candidate_id: str, metrics: Sequence[str] = (), regression: Sequence[str] = ()
+    ) -> dict[str, Any]:
+        """``CompareRuns``: the candidate against the base (JSON answer: comparisons, regressed, regressions)."""
+        body = {
+            "baseRunId": base_id,
+            "candidateRunId": candidate_id,
+            "metrics": list(metrics),
+            "regression": list(regression),
+        }
+        return self._call("POST", COMPARE_PATH, body=body)
+
+    def comparisons(
+        self, base_id: str, candidate_id: str, metrics: Sequence[str] = (), regression: Sequence[str] = ()
+    ) -> tuple[list[MetricComparison], list[str]]:
+        """The server's paired comparisons as :class:`MetricComparison`, and the regression gates that failed."""
+        answer = self.compare_runs(base_id, candidate_id, metrics, regression)
+        try:
+            compared = [comparison_from_dict(row) for row in answer.get("comparisons") or []]
+        except DataError as exc:
+            raise RunServiceError(f"{self.url(COMPARE_PATH)} answered outside the contract: {exc}") from None
+        return compared, [str(r) for r in answer.get("regressions") or []]
+
+    def close(self) -> None:
+        """Close the HTTP connection pool."""
+        self._client.close()
+
+    def __enter__(self) -> RunsClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _error(status: int, body: Any, url: str) -> EvalsiError:
+    error = body.get("error") if isinstance(body, Mapping) else None
+    message = str(error.get("message")) if isinstance(error, Mapping) else f"HTTP {status}"
+    if status == 404:
+        return RunNotFoundError(f"the Run Service at {url}: {message}")
+    if status in (401, 403):
+        return RunServiceError(
+            f"the Run Service at {url} refused the call (HTTP {status}: {message}); set EVALSI_TOKEN to a token "
+            "with the evaluations.run permission"
+        )
+    if status == 400:
+        return DataError(f"rejected by the Run Service at {url}: {message}")
+    return RunServiceError(f"the Run Service at {url} failed (HTTP {status}: {message})")

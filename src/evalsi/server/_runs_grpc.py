@@ -1,0 +1,69 @@
+"""The Run Service over gRPC: handlers added to the server's ``grpc.aio`` server beside the Reward Service.
+
+The server's interceptor has checked the token before a handler runs (an unknown caller's message is never
+decoded), and gRPC itself refuses messages past ``rewards.max_request_bytes``; ``CreateRun`` holds its message's
+bytes in the project's share of ``rewards.max_inflight_bytes`` while the run is stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+from google.protobuf.message import DecodeError
+
+from evalsi.server._errors import ServiceError, from_exception
+from evalsi.server._grpc import GRPC_CODES, BodyGate, MalformedRequest
+from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
+from evalsi.server._runs_proto import RunMessages
+from evalsi.server._runs_service import RunService
+from evalsi.server._tokens import Principal
+
+SERVICE_NAME = "evalsi.v1alpha1.RunService"
+
+
+def _decoder(message_type: Any) -> Callable[[bytes], Any]:
+    def decode(data: bytes) -> Any:
+        try:
+            return message_type.FromString(data)
+        except DecodeError as exc:
+            return MalformedRequest(str(exc))
+
+    return decode
+
+
+def run_handlers(service: RunService, held: BodyGate) -> grpc.GenericRpcHandler:
+    """The Run Service's methods as one generic handler for ``server.add_generic_rpc_handlers``."""
+    messages = RunMessages(service)
+
+    def unary(
+        name: str, request_type: Any, call: Callable[[Principal, Any], Awaitable[Any]], holds_body: bool = False
+    ) -> grpc.RpcMethodHandler[Any, Any]:
+        async def handle(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            try:
+                metadata = dict(context.invocation_metadata() or ())
+                raw = metadata.get("authorization")
+                principal = await service.authenticate(raw.decode() if isinstance(raw, bytes) else raw)
+                if isinstance(request, MalformedRequest):
+                    raise ServiceError("invalid_argument", f"the body is not a valid {name}Request: {request.detail}")
+                if holds_body:
+                    async with held(principal.project, request.ByteSize()):
+                        return await call(principal, request)
+                return await call(principal, request)
+            except Exception as exc:
+                error = from_exception(exc)
+                await context.abort(GRPC_CODES.get(error.status, grpc.StatusCode.INTERNAL), error.message)
+                raise  # abort raises; this line is for type checkers
+
+        return grpc.unary_unary_rpc_method_handler(
+            handle, request_deserializer=_decoder(request_type), response_serializer=lambda m: m.SerializeToString()
+        )
+
+    handlers = {
+        "CreateRun": unary("CreateRun", pb.CreateRunRequest, messages.create_run, holds_body=True),
+        "GetRun": unary("GetRun", pb.GetRunRequest, messages.get_run),
+        "ListRuns": unary("ListRuns", pb.ListRunsRequest, messages.list_runs),
+        "CompareRuns": unary("CompareRuns", pb.CompareRunsRequest, messages.compare_runs),
+    }
+    return grpc.method_handlers_generic_handler(SERVICE_NAME, handlers)

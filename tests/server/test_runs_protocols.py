@@ -1,0 +1,309 @@
+"""The Run Service in a real server process: HTTP JSON, Connect and gRPC give the same runs and comparisons; the
+token's permission and project decide what a caller may see; the guard bounds the new routes' bodies."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+import httpx
+import orjson
+import pytest
+from connectrpc.errors import ConnectError
+from google.protobuf import json_format
+
+from evalsi.errors import DataError
+from evalsi.runs import RunNotFoundError, RunsClient, RunServiceError, compare_runs, run_from_document
+from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
+from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2_grpc as pb_grpc
+from evalsi.server._proto.evalsi.v1alpha1.rewards_connect import RunServiceClientSync
+from evalsi.stats import RegressionRule, regressed
+from tests.server.harness import ServerProcess, make_token, write_config
+from tests.server.runs_data import results_document
+
+MAX_BODY = 200_000
+
+
+@pytest.fixture(scope="module")
+def documents(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    folder = tmp_path_factory.mktemp("documents")
+    return {"base": results_document(folder, "base"), "step": results_document(folder, "step", wrong=12)}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, dict[str, str]]]:
+    directory = tmp_path_factory.mktemp("runs-server")
+    config = write_config(
+        directory, {"database": {"url": "sqlite:///server.db"}, "rewards": {"max_request_bytes": MAX_BODY}}
+    )
+    url = f"sqlite:///{directory / 'server.db'}"
+    tokens = {
+        "alpha": make_token(url, "alpha", ["evaluations.run"]),
+        "beta": make_token(url, "beta", ["evaluations.run"]),
+        "none": make_token(url, "alpha", ["resource.runs_code"]),
+        "metrics": make_token(url, "ops", ["metrics.read"]),
+    }
+    with ServerProcess(config) as process:
+        yield process, tokens
+
+
+def _headers(token: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def _grpc(server: ServerProcess, token: str | None, method: str, request: Any) -> tuple[str, Any]:
+    metadata = (("authorization", f"Bearer {token}"),) if token else ()
+    with grpc.insecure_channel(server.grpc) as channel:
+        stub = pb_grpc.RunServiceStub(channel)  # type: ignore[no-untyped-call]
+        try:
+            return "ok", getattr(stub, method)(request, metadata=metadata, timeout=60)
+        except grpc.RpcError as exc:
+            return exc.code().name.lower(), exc.details()
+
+
+def _connect(server: ServerProcess, token: str | None, method: str, request: Any, proto_json: bool) -> tuple[str, Any]:
+    with RunServiceClientSync(server.http, proto_json=proto_json) as client:
+        try:
+            return "ok", getattr(client, method)(request, headers=_headers(token), timeout_ms=60_000)
+        except ConnectError as exc:
+            return exc.code.name.lower(), exc.message
+
+
+def _plain(message: Any) -> dict[str, Any]:
+    result: dict[str, Any] = json_format.MessageToDict(message)
+    return result
+
+
+def _struct(document: dict[str, Any]) -> Any:
+    message = pb.CreateRunRequest()
+    json_format.ParseDict({"results": document, "labels": {"via": "grpc"}}, message)
+    return message
+
+
+def test_runs_over_http_json(server: tuple[ServerProcess, dict[str, str]], documents: dict[str, Any]) -> None:
+    process, tokens = server
+    headers = _headers(tokens["alpha"])
+    created = {}
+    for name, step in (("base", "base"), ("step", "100")):
+        answer = httpx.post(
+            process.http + "/v1alpha1/runs",
+            json={"results": documents[name], "labels": {"training-run": "http-run", "training-step": step}},
+            headers=headers,
+            timeout=60,
+        )
+        assert answer.status_code == 200, answer.text
+        created[name] = answer.json()
+    run = created["base"]
+    assert run["id"].startswith("run_") and run["name"] == "base" and run["recordCount"] == 40
+    assert run["labels"] == {"training-run": "http-run", "training-step": "base"}
+    assert run["summary"] == documents["base"]["summary"]
+
+    got = httpx.get(f"{process.http}/v1alpha1/runs/{run['id']}", headers=headers).json()
+    assert got == {"run": run}
+    records, token = [], ""
+    while True:
+        params = {"records": "true", "pageSize": "16", **({"pageToken": token} if token else {})}
+        page = httpx.get(f"{process.http}/v1alpha1/runs/{created['step']['id']}", params=params, headers=headers)
+        records += page.json()["records"]
+        token = page.json().get("nextPageToken", "")
+        if not token:
+            break
+    assert records == documents["step"]["records"]
+
+    listed = httpx.get(process.http + "/v1alpha1/runs", params={"label": "training-run=http-run"}, headers=headers)
+    assert [r["id"] for r in listed.json()["runs"]] == [created["step"]["id"], run["id"]]  # newest first
+    only_base = httpx.get(
+        process.http + "/v1alpha1/runs",
+        params=[("label", "training-run=http-run"), ("label", "training-step=base")],
+        headers=headers,
+    )
+    assert [r["id"] for r in only_base.json()["runs"]] == [run["id"]]
+
+    compared = httpx.post(
+        process.http + "/v1alpha1/runs:compare",
+        json={
+            "baseRunId": run["id"],
+            "candidateRunId": created["step"]["id"],
+            "regression": ["exact-match:0.2", "has-1:0.5"],
+        },
+        headers=headers,
+    ).json()
+    local = compare_runs(run_from_document(documents["base"], "a"), run_from_document(documents["step"], "b"))
+    assert [c["metric"] for c in compared["comparisons"]] == ["exact-match", "has-1"]
+    exact = compared["comparisons"][0]
+    expected = local[0].comparison
+    assert exact["difference"]["mean"] == pytest.approx(expected.difference.mean) == pytest.approx(-0.3)
+    assert exact["difference"]["ci_high"] == pytest.approx(expected.difference.ci_high)
+    assert exact["significant"] is True and exact["regressed"] is True
+    assert expected.mcnemar is not None
+    assert exact["mcnemar"] == {"aOnly": 12, "bOnly": 0, "pValue": pytest.approx(expected.mcnemar.p_value)}
+    assert len(exact["flips"]) == 12 and {f["direction"] for f in exact["flips"]} == {"regressed"}
+    assert regressed(expected, RegressionRule("exact-match", 0.2))
+    assert compared["comparisons"][1]["regressed"] is False
+    assert compared["regressed"] is True and compared["regressions"] == ["exact-match:0.2"]
+
+    gentle = httpx.post(
+        process.http + "/v1alpha1/runs:compare",
+        json={"baseRunId": run["id"], "candidateRunId": created["step"]["id"], "regression": ["exact-match:0.5"]},
+        headers=headers,
+    ).json()
+    assert gentle["regressed"] is False and gentle["regressions"] == []
+
+
+def test_connect_and_grpc_answer_as_http_json(
+    server: tuple[ServerProcess, dict[str, str]], documents: dict[str, Any]
+) -> None:
+    process, tokens = server
+    token = tokens["alpha"]
+    ids = {}
+    for protocol in ("grpc", "connect-binary", "connect-json"):
+        for name in ("base", "step"):
+            request = _struct(documents[name])
+            request.labels["training-run"] = protocol
+            if protocol == "grpc":
+                status, answer = _grpc(process, token, "CreateRun", request)
+            else:
+                status, answer = _connect(process, token, "create_run", request, protocol == "connect-json")
+            assert status == "ok", answer
+            assert answer.record_count == 40 and answer.labels["training-run"] == protocol
+            ids[protocol, name] = answer.id
+
+    client = RunsClient(process.http, token=token)
+    via_http = (
+        client.create_run(documents["base"], {"training-run": "http"})["id"],
+        client.create_run(documents["step"], {"training-run": "http"})["id"],
+    )
+    reference = client.compare_runs(*via_http, regression=["exact-match:0.2"])
+    for protocol in ("grpc", "connect-binary", "connect-json"):
+        request = pb.CompareRunsRequest(
+            base_run_id=ids[protocol, "base"], candidate_run_id=ids[protocol, "step"], regression=["exact-match:0.2"]
+        )
+        if protocol == "grpc":
+            status, answer = _grpc(process, token, "CompareRuns", request)
+        else:
+            status, answer = _connect(process, token, "compare_runs", request, protocol == "connect-json")
+        assert status == "ok", answer
+        plain = _plain(answer)
+        # The HTTP JSON answer, read as the proto message, is the same answer (ids aside).
+        same_ids = {**reference, "baseRunId": request.base_run_id, "candidateRunId": request.candidate_run_id}
+        assert plain == _plain(json_format.ParseDict(same_ids, pb.CompareRunsResponse())), protocol
+        assert plain["comparisons"][0]["difference"]["mean"] == pytest.approx(-0.3)
+
+        status, listed = (
+            _grpc(process, token, "ListRuns", pb.ListRunsRequest(labels={"training-run": protocol}))
+            if protocol == "grpc"
+            else _connect(process, token, "list_runs", pb.ListRunsRequest(labels={"training-run": protocol}), False)
+        )
+        assert [r.id for r in listed.runs] == [ids[protocol, "step"], ids[protocol, "base"]]
+        status, got = _grpc(
+            process, token, "GetRun", pb.GetRunRequest(id=ids[protocol, "step"], include_records=True, page_size=50)
+        )
+        assert status == "ok" and len(got.records) == 40 and not got.next_page_token
+        assert [r["key"] for r in (_plain(s) for s in got.records)] == [f"r{i}" for i in range(40)]
+        assert _plain(got.run.summary)["metrics"]["exact-match"]["mean"] == pytest.approx(0.7)
+    client.close()
+
+
+def test_a_token_without_evaluations_run_is_refused_on_every_protocol(
+    server: tuple[ServerProcess, dict[str, str]], documents: dict[str, Any]
+) -> None:
+    process, tokens = server
+    run_id = RunsClient(process.http, token=tokens["alpha"]).create_run(documents["base"])["id"]
+    headers = _headers(tokens["none"])
+    answers = [
+        httpx.post(process.http + "/v1alpha1/runs", json={"results": documents["base"]}, headers=headers),
+        httpx.get(f"{process.http}/v1alpha1/runs/{run_id}", headers=headers),
+        httpx.get(process.http + "/v1alpha1/runs", headers=headers),
+        httpx.post(
+            process.http + "/v1alpha1/runs:compare",
+            json={"baseRunId": run_id, "candidateRunId": run_id},
+            headers=headers,
+        ),
+    ]
+    for answer in answers:
+        assert answer.status_code == 403, answer.text
+        assert "evaluations.run" in answer.json()["error"]["message"]
+    assert _grpc(process, tokens["none"], "GetRun", pb.GetRunRequest(id=run_id))[0] == "permission_denied"
+    assert _connect(process, tokens["none"], "get_run", pb.GetRunRequest(id=run_id), True)[0] == "permission_denied"
+    with pytest.raises(RunServiceError, match="EVALSI_TOKEN"):
+        RunsClient(process.http, token=tokens["none"]).get_run(run_id)
+    # No token at all: 401 before anything else.
+    assert httpx.get(f"{process.http}/v1alpha1/runs/{run_id}").status_code == 401
+    assert _grpc(process, None, "ListRuns", pb.ListRunsRequest())[0] == "unauthenticated"
+
+
+def test_another_projects_run_is_not_found(
+    server: tuple[ServerProcess, dict[str, str]], documents: dict[str, Any]
+) -> None:
+    process, tokens = server
+    alpha = RunsClient(process.http, token=tokens["alpha"])
+    run_id = alpha.create_run(documents["base"], {"secret": "alpha-only"})["id"]
+    beta_headers = _headers(tokens["beta"])
+    own = RunsClient(process.http, token=tokens["beta"]).create_run(documents["step"])["id"]
+    got = httpx.get(f"{process.http}/v1alpha1/runs/{run_id}", headers=beta_headers)
+    assert got.status_code == 404 and "alpha-only" not in got.text and "base" not in got.text
+    compared = httpx.post(
+        process.http + "/v1alpha1/runs:compare", json={"baseRunId": run_id, "candidateRunId": own}, headers=beta_headers
+    )
+    assert compared.status_code == 404 and "exact-match" not in compared.text
+    listed = httpx.get(process.http + "/v1alpha1/runs", params={"label": "secret=alpha-only"}, headers=beta_headers)
+    assert listed.json() == {"runs": []}
+    assert _grpc(process, tokens["beta"], "GetRun", pb.GetRunRequest(id=run_id))[0] == "not_found"
+    assert _connect(process, tokens["beta"], "get_run", pb.GetRunRequest(id=run_id), False)[0] == "not_found"
+    status, _ = _grpc(
+        process, tokens["beta"], "CompareRuns", pb.CompareRunsRequest(base_run_id=own, candidate_run_id=run_id)
+    )
+    assert status == "not_found"
+    with pytest.raises(RunNotFoundError):
+        RunsClient(process.http, token=tokens["beta"]).get_run(run_id)
+    assert alpha.get_run(run_id)["labels"] == {"secret": "alpha-only"}
+
+
+def test_bad_requests_name_what_is_wrong(
+    server: tuple[ServerProcess, dict[str, str]], documents: dict[str, Any]
+) -> None:
+    process, tokens = server
+    client = RunsClient(process.http, token=tokens["alpha"])
+    broken = {**documents["base"], "records": [*documents["base"]["records"][:2], {"samples": []}]}
+    with pytest.raises(DataError, match=r"results\.records\[2\]"):
+        client.create_run(broken)
+    with pytest.raises(DataError, match="label key"):
+        client.create_run(documents["base"], {"bad key": "x"})
+    run_id = client.create_run(documents["base"])["id"]
+    with pytest.raises(DataError, match="MAX_DROP"):
+        client.compare_runs(run_id, run_id, regression=["exact-match:-1"])
+    with pytest.raises(DataError, match="no metric 'nope'"):
+        client.compare_runs(run_id, run_id, metrics=["nope"])
+    answer = httpx.get(process.http + "/v1alpha1/runs", params={"label": "novalue"}, headers=_headers(tokens["alpha"]))
+    assert answer.status_code == 400 and "KEY=VALUE" in answer.json()["error"]["message"]
+    status, detail = _grpc(process, tokens["alpha"], "CreateRun", pb.CreateRunRequest())
+    assert status == "invalid_argument" and "results" in detail
+
+
+def test_the_guard_bounds_run_bodies(server: tuple[ServerProcess, dict[str, str]], documents: dict[str, Any]) -> None:
+    process, tokens = server
+    big = {**documents["base"], "padding": "x" * (MAX_BODY + 70_000)}  # past the gRPC framing headroom too
+    refused = httpx.post(
+        process.http + "/v1alpha1/runs", json={"results": big}, headers=_headers(tokens["alpha"]), timeout=60
+    )
+    assert refused.status_code == 413 and "max_request_bytes" in refused.json()["error"]["message"]
+    status, _ = _grpc(process, tokens["alpha"], "CreateRun", _struct(big))
+    assert status == "resource_exhausted"
+    # An unknown token is refused from the headers alone: the declared body is never read.
+    host, port = process.http.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(
+            b"POST /v1alpha1/runs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer evalsi_nope\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"
+        )
+        head = sock.recv(4096).decode()
+    assert head.startswith("HTTP/1.1 401")
+    connect = httpx.post(
+        process.http + "/evalsi.v1alpha1.RunService/CreateRun",
+        content=orjson.dumps({"results": big}),
+        headers={"Content-Type": "application/json", **_headers(tokens["alpha"])},
+        timeout=60,
+    )
+    assert connect.status_code == 429 and connect.json()["code"] == "resource_exhausted"
