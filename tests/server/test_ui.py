@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from tests.server.harness import ServerProcess, make_token, write_config
+from tests.server.runs_data import results_document
 
 
 @dataclass
@@ -17,6 +19,25 @@ class Ui:
     server: ServerProcess
     token: str
     metrics_only: str
+    other: str
+    documents: dict[str, dict[str, Any]]
+
+    def store(self, token: str, name: str, labels: dict[str, str]) -> dict[str, Any]:
+        answer = httpx.post(
+            f"{self.server.http}/v1alpha1/runs",
+            json={"results": self.documents[name], "labels": labels},
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=60,
+        )
+        assert answer.status_code == 200, answer.text
+        run: dict[str, Any] = answer.json()
+        return run
+
+    def sources(self, token: str) -> dict[str, Any]:
+        answer = httpx.get(f"{self.server.http}/ui/api/sources", headers={"Authorization": f"Bearer {token}"})
+        assert answer.status_code == 200, answer.text
+        listing: dict[str, Any] = answer.json()
+        return listing
 
 
 @pytest.fixture(scope="module")
@@ -26,8 +47,13 @@ def ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ui]:
     config = write_config(directory, {"database": {"url": database}})
     token = make_token(database, "team-a", ["evaluations.run"])
     metrics_only = make_token(database, "team-a", ["metrics.read"])
+    other = make_token(database, "team-b", ["evaluations.run"])
+    documents = {
+        "base": results_document(directory / "data", "base"),
+        "drop": results_document(directory / "data", "drop", wrong=12),
+    }
     with ServerProcess(config) as server:
-        yield Ui(server, token, metrics_only)
+        yield Ui(server, token, metrics_only, other, documents)
 
 
 def _client(ui: Ui) -> httpx.Client:
@@ -57,7 +83,58 @@ def test_a_bearer_header_opens_the_api(ui: Ui) -> None:
     with _client(ui) as client:
         response = client.get("/ui/api/sources", headers={"Authorization": f"Bearer {ui.token}"})
     assert response.status_code == 200
-    assert response.json() == {"runs": [], "curves": [], "rewards": []}
+    assert set(response.json()) == {"runs", "curves", "rewards"}
+
+
+def test_stored_runs_and_checkpoint_curves_are_shown_to_their_project_only(ui: Ui) -> None:
+    ui.store(ui.token, "base", {})
+    for step, name in (("base", "base"), ("100", "base"), ("200", "drop"), ("200", "base")):
+        ui.store(ui.token, name, {"training-run": "grpo 1", "training-step": step, "spec": "forgetting"})
+    theirs = ui.store(ui.other, "drop", {"owner": "b"})
+
+    listing = ui.sources(ui.token)
+    labels = sorted(run["label"] for run in listing["runs"])
+    assert labels[:4] == sorted(
+        [
+            next(label for label in labels if label.startswith("runs/base-run_")),
+            *(f"training/grpo_1-{_hash('grpo 1')}/forgetting/{stem}.json" for stem in ("base", "step-100", "step-200")),
+        ]
+    )
+    assert not any(theirs["id"] in label for label in labels)
+    (curve,) = listing["curves"]
+    data = httpx.get(f"{ui.server.http}/ui/api/curves/{curve['id']}", headers={"Authorization": f"Bearer {ui.token}"})
+    assert data.status_code == 200, data.text
+    steps = {point["step"]: point for point in data.json()["points"]}
+    assert set(steps) == {"base", 100, 200}
+    # step 200 was stored twice: the newer run (the base's answers again) is the one drawn, so nothing dropped
+    assert steps[200]["status"] != "regressed"
+    assert steps[200]["versusBase"]["exact-match"]["difference"] == 0
+
+    other_listing = ui.sources(ui.other)
+    assert [run["label"] for run in other_listing["runs"]] == [f"runs/drop-{theirs['id']}.results.json"]
+    assert other_listing["curves"] == []
+    mine = listing["runs"][0]["id"]
+    refused = httpx.get(f"{ui.server.http}/ui/api/runs/{mine}", headers={"Authorization": f"Bearer {ui.other}"})
+    assert refused.status_code == 404
+
+
+def test_a_stored_run_opens_with_its_records(ui: Ui) -> None:
+    stored = ui.store(ui.token, "drop", {"purpose": "record-page"})
+    (run,) = [r for r in ui.sources(ui.token)["runs"] if stored["id"] in r["label"]]
+    with _client(ui) as client:
+        client.post("/ui/login", data={"token": ui.token})
+        page = client.get(f"/ui/runs/{run['id']}")
+        assert page.status_code == 200
+        assert "exact-match" in page.text
+        record = client.get(f"/ui/runs/{run['id']}/records/0")
+        assert record.status_code == 200
+        assert "q0" in record.text
+
+
+def _hash(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
 def test_signing_in_sets_an_httponly_strict_cookie_scoped_to_the_viewer(ui: Ui) -> None:

@@ -32,10 +32,12 @@ from evalsi.server._http import ServerState, build_app, build_metrics_app, held_
 from evalsi.server._metrics import Metrics
 from evalsi.server._runs_grpc import run_handlers
 from evalsi.server._runs_service import RunService
+from evalsi.server._runs_store import RunStore
 from evalsi.server._service import RewardService
 from evalsi.server._shared_cache import SharedScores
 from evalsi.server._tokens import TokenStore
 from evalsi.server._ui import ServerUi
+from evalsi.server._ui_runs import RunExporter
 
 log = logging.getLogger("evalsi.server")
 ReadyHook = Callable[[dict[str, Any]], None]
@@ -69,7 +71,7 @@ def build(config: ServerConfig) -> Parts:
     shared = SharedScores(engine, rewards.shared_cache_ttl) if rewards.shared_cache else None
     metrics = Metrics()
     service = RewardService(config, tokens, shared, metrics)
-    ui = ServerUi(service.authenticate, exporters=[]) if config.spec.ui.enabled else None
+    ui = ServerUi(service.authenticate, [RunExporter(RunStore(engine))]) if config.spec.ui.enabled else None
     return Parts(engine, tokens, shared, metrics, service, ServerState(service, ui))
 
 

@@ -360,8 +360,8 @@ class RunStore:
         next_token = _encode_token(rows[-1].seq) if more and rows else ""
         return [self._stored(r, found[r.seq]) for r in rows], next_token
 
-    def loaded(self, project: str, run_id: str) -> LoadedRun:
-        """A run with every record, ready for :func:`evalsi.runs.compare_runs` (``path`` is the run id).
+    def document(self, project: str, run_id: str) -> dict[str, Any]:
+        """A run's whole results document, every record included (what ``evalsi run`` would have written).
 
         Raises:
             ServiceError: ``not_found`` when the project holds no such run.
@@ -372,5 +372,14 @@ class RunStore:
             data = connection.execute(
                 select(run_records.c.data).where(run_records.c.run_seq == row.seq).order_by(run_records.c.position)
             ).all()
-        stored = self._stored(row, {})
-        return run_from_document(stored.document([orjson.loads(r.data) for r in data]), run_id)
+        labels = self._labels([row.seq])
+        return self._stored(row, labels.get(row.seq, {})).document([orjson.loads(r.data) for r in data])
+
+    def loaded(self, project: str, run_id: str) -> LoadedRun:
+        """A run with every record, ready for :func:`evalsi.runs.compare_runs` (``path`` is the run id).
+
+        Raises:
+            ServiceError: ``not_found`` when the project holds no such run.
+
+        """
+        return run_from_document(self.document(project, run_id), run_id)
