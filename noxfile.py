@@ -60,7 +60,7 @@ def browser(session: nox.Session) -> None:
     EVALSI_SCREENSHOTS=DIR also saves the main pages as PNG files there (docs/images in the README).
     """
     session.run("bash", "-c", "source scripts/_setup.sh && ensure_browser_packages", external=True)
-    session.install("playwright==1.65.2", "-e", ".[dev,math,view,serve]")  # math: the example run it shows
+    session.install("playwright==1.65.2", "-e", ".[dev,math,view,serve,server]")  # math: the example run it shows
     env = {"EVALSI_INTEGRATION": "1", "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD": "1"}
     session.run("pytest", "-q", "-p", "no:randomly", "tests/integrations/browser", env=env)
 
