@@ -29,6 +29,7 @@ from evalsi.rewards.wire import results_json
 from evalsi.server._convert import request_parts, results_message
 from evalsi.server._errors import ServiceError, from_exception
 from evalsi.server._guard import PRINCIPAL_KEY, Guard
+from evalsi.server._jobs_api import EvaluationApi
 from evalsi.server._limits import SharedGate
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
 from evalsi.server._proto.evalsi.v1alpha1.rewards_connect import RewardServiceASGIApplication
@@ -58,8 +59,10 @@ class ServerState:
     Health answers 503 while draining; the gate is made on first use, inside the serving event loop.
     """
 
-    def __init__(self, service: RewardService) -> None:
+    def __init__(self, service: RewardService, evaluation: EvaluationApi | None = None) -> None:
         self.service = service
+        self.evaluation = evaluation
+        """Evaluators, datasets and evaluation jobs (absent when the server is embedded without them)."""
         self.draining = False
         self._body_gate: SharedGate | None = None
 
@@ -185,20 +188,31 @@ def build_app(state: ServerState) -> ASGIApp:
             Route(SCORE_PATH, score, methods=["POST"]),
             Route("/metrics", metrics_route, methods=["GET"]),
             Route("/healthz", health, methods=["GET"]),
+            *(state.evaluation.routes() if state.evaluation is not None else []),
         ]
     )
     rewards = service.config.spec.rewards
     connect = _ConnectApplication(ConnectRewardService(service), read_max_bytes=rewards.max_request_bytes)
     prefix = connect.path + "/"
+    evaluation = state.evaluation
+    others = evaluation.connect_apps(rewards.max_request_bytes) if evaluation is not None else []
+    mounted = {other.path + "/": other for other in others}
 
     async def app(scope: Scope, receive: Callable[[], Awaitable[Any]], send: Callable[[Any], Awaitable[None]]) -> None:
         if scope["type"] == "http" and scope["path"].startswith(prefix):
             await connect(scope, receive, send)
-        else:
-            await http(scope, receive, send)
+            return
+        if scope["type"] == "http" and scope["path"].startswith("/evalsi."):
+            for path, other in mounted.items():
+                if scope["path"].startswith(path):
+                    await other(scope, receive, send)
+                    return
+        await http(scope, receive, send)
 
     def scoring(path: str) -> str | None:
-        return "json" if path == SCORE_PATH else "connect" if path.startswith(prefix) else None
+        if path == SCORE_PATH or (evaluation is not None and evaluation.is_post_route(path)):
+            return "json"
+        return "connect" if path.startswith(prefix) or any(path.startswith(p) for p in mounted) else None
 
     return Guard(
         app,

@@ -26,9 +26,13 @@ from sqlalchemy import Engine
 
 from evalsi.evaluators import close_all
 from evalsi.server._config import ServerConfig
+from evalsi.server._datasets import Datasets
 from evalsi.server._db import migrate, open_engine
+from evalsi.server._evaluators import Evaluators
 from evalsi.server._grpc import make_grpc_server
 from evalsi.server._http import ServerState, build_app, build_metrics_app, held_body
+from evalsi.server._jobs import Jobs
+from evalsi.server._jobs_api import EvaluationApi
 from evalsi.server._metrics import Metrics
 from evalsi.server._service import RewardService
 from evalsi.server._shared_cache import SharedScores
@@ -48,6 +52,7 @@ class Parts:
     metrics: Metrics
     service: RewardService
     state: ServerState
+    evaluation: EvaluationApi
 
 
 def build(config: ServerConfig) -> Parts:
@@ -66,7 +71,23 @@ def build(config: ServerConfig) -> Parts:
     shared = SharedScores(engine, rewards.shared_cache_ttl) if rewards.shared_cache else None
     metrics = Metrics()
     service = RewardService(config, tokens, shared, metrics)
-    return Parts(engine, tokens, shared, metrics, service, ServerState(service))
+    evaluation = _evaluation(config, engine, service)
+    return Parts(engine, tokens, shared, metrics, service, ServerState(service, evaluation), evaluation)
+
+
+def _evaluation(config: ServerConfig, engine: Engine, service: RewardService) -> EvaluationApi:
+    """Uploaded evaluators, datasets and jobs; work a previous process left unfinished is marked failed."""
+    from evalsi.server._evaluators_reward import EvaluatorRefs  # registers the `evaluator` component
+
+    rung = config.spec.sandbox.min_isolation
+    evaluators = Evaluators(config, engine, rung)
+    datasets = Datasets(config, engine)
+    jobs = Jobs(config, engine, evaluators, datasets, rung)
+    builds, runs = evaluators.recover(), jobs.recover()
+    if builds or runs:
+        log.warning("marked %d unfinished builds and %d unfinished jobs as failed", builds, runs)
+    service.resolver = EvaluatorRefs(evaluators)
+    return EvaluationApi(evaluators, datasets, jobs, service.authenticate)
 
 
 class _Uvicorn(uvicorn.Server):
@@ -108,7 +129,11 @@ async def serve_async(config: ServerConfig, ready: ReadyHook = default_ready) ->
     grpc_server = None
     grpc_port = None
     if listen.grpc_port is not None:
-        grpc_server = make_grpc_server(parts.service, lambda project, size: held_body(parts.state, project, size))
+        grpc_server = make_grpc_server(
+            parts.service,
+            lambda project, size: held_body(parts.state, project, size),
+            parts.evaluation.grpc_handlers(),
+        )
         grpc_port = grpc_server.add_insecure_port(f"{listen.host}:{listen.grpc_port}")
         await grpc_server.start()
     loop = asyncio.get_running_loop()
@@ -194,6 +219,8 @@ async def _shutdown(
     except TimeoutError:
         drained = False
         log.error("drain timeout exceeded with calls still in flight; exiting without them")
+    parts.evaluation.jobs.close()
+    parts.evaluation.evaluators.close()
     parts.service.close()
     closing = loop.run_in_executor(None, close_all)
     try:  # evaluator pools may wait on their own stuck work: never past the deadline (and a second for this)
