@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import shutil
+import stat
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from sqlalchemy import Engine, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from evalsi.sandbox import Isolation
+from evalsi.sandbox._host import running_as_root
 from evalsi.server._config import ServerConfig
 from evalsi.server._errors import ServiceError
 from evalsi.server._evaluators_archive import check_archive, normalised
@@ -63,6 +65,7 @@ class Evaluators:
         self.root = config.evaluators_dir
         self.root.mkdir(mode=0o755, parents=True, exist_ok=True)
         self.root.chmod(0o755)  # sandboxes (unprivileged uids) must reach the directories mounted into them
+        _check_reachable(self.root)
         self.runtime = runtime_dir(self.root)
         self._builds = ThreadPoolExecutor(config.spec.jobs.workers, thread_name_prefix="evalsi-build")
 
@@ -217,6 +220,24 @@ class Evaluators:
     def close(self) -> None:
         """Stop taking builds (a build running finishes on its thread)."""
         self._builds.shutdown(wait=False, cancel_futures=True)
+
+
+def _check_reachable(root: Path) -> None:
+    """Refuse a storage directory the sandbox's unprivileged users cannot reach (as root, they are other users).
+
+    Raises:
+        ValueError: A parent directory is not searchable by others; the message names it.
+
+    """
+    if not running_as_root():
+        return
+    for parent in root.parents:
+        if not parent.stat().st_mode & stat.S_IXOTH:
+            raise ValueError(
+                f"evaluators.storage_dir {root} is not reachable by the sandbox's unprivileged users: its parent "
+                f"{parent} is not searchable by others (mode {stat.S_IMODE(parent.stat().st_mode):o}); choose a "
+                "directory whose parents are (e.g. /var/lib/evalsi)"
+            )
 
 
 def _check_entry(entry: str) -> str:
