@@ -13,7 +13,7 @@ import orjson
 
 from tests.server.harness import ServerProcess
 
-CAPITALS = '''
+CAPITALS = """
 from evalsi.testing import EvaluationRow, NoOp, evaluation_test
 
 
@@ -25,8 +25,8 @@ def test_capitals(row: EvaluationRow) -> EvaluationRow:
     row.reason = "names the capital" if row.score else "another city"
     row.metrics["words"] = float(len(row.last_text.split()))
     return row
-'''
-SLOW = '''
+"""
+SLOW = """
 import time
 
 from evalsi.testing import EvaluationRow, evaluation_test
@@ -37,7 +37,7 @@ def test_slow(row: EvaluationRow) -> EvaluationRow:
     time.sleep(30)
     row.score = 1.0
     return row
-'''
+"""
 TERMINAL = ("COMPLETED", "FAILED", "CANCELLED")
 
 

@@ -45,9 +45,7 @@ def parse_rows(text: str, max_rows: int) -> list[dict[str, Any]]:
         check_row(row, number)
         rows.append(row)
         if len(rows) > max_rows:
-            raise ServiceError(
-                "invalid_argument", f"more than datasets.max_rows={max_rows} rows", "dataset_too_large"
-            )
+            raise ServiceError("invalid_argument", f"more than datasets.max_rows={max_rows} rows", "dataset_too_large")
     if not rows:
         raise ServiceError("invalid_argument", "the dataset has no rows (one JSON object per line)")
     return rows

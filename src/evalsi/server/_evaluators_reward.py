@@ -57,9 +57,7 @@ class UploadedEvaluator(Evaluator[UploadedEvaluatorParams]):
     pack = "server"
     ref_argument: ClassVar[str | None] = "id"
 
-    def score_batch(
-        self, records: Sequence[Record], params: UploadedEvaluatorParams, ctx: ScoreContext
-    ) -> list[Score]:
+    def score_batch(self, records: Sequence[Record], params: UploadedEvaluatorParams, ctx: ScoreContext) -> list[Score]:
         """Score the batch in one sandbox call; a failed row (or a failed sandbox) is an ``error`` score."""
         if not params.directory:
             reason = f"ref: evaluator/{params.id} names an evaluator uploaded to an evalsi server; score through it"

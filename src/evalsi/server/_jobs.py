@@ -247,9 +247,7 @@ class Jobs:
         return bool(done.rowcount)
 
     def _row(self, project: str, job_id: str) -> dict[str, Any]:
-        query = select(evaluation_jobs).where(
-            evaluation_jobs.c.project == project, evaluation_jobs.c.job_id == job_id
-        )
+        query = select(evaluation_jobs).where(evaluation_jobs.c.project == project, evaluation_jobs.c.job_id == job_id)
         with self.engine.connect() as connection:
             found = connection.execute(query).mappings().first()
         if found is None:
