@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import stat
 import threading
 from collections.abc import Sequence
@@ -77,9 +78,10 @@ def _python() -> str:
     return python
 
 
-def _step_log(title: str, result: RunResult) -> str:
+def _step_log(title: str, argv: list[str], result: RunResult) -> str:
     status = f"exit {result.exit_code}" if result.reason == "exit" else f"stopped: {result.reason} {result.detail}"
-    parts = [f"$ {title}  [{status}, {result.wall_time:.1f}s]"]
+    command = shlex.join(argv) if "-c" not in argv else shlex.join(argv[: argv.index("-c")] + ["-c", "..."])
+    parts = [f"# {title}  [{status}, {result.wall_time:.1f}s]", f"$ {command}"]
     if result.stdout.strip():
         parts.append(result.stdout.rstrip()[-_LOG_TAIL:])
     if result.stderr.strip():
@@ -138,7 +140,7 @@ def build(
         with Workspace(rung, mounts=mounts) as workspace:
             for title, argv, stdin in steps:
                 result = workspace.exec(argv, stdin=stdin, limits=limits)
-                log.append(_step_log(title, result))
+                log.append(_step_log(title, argv, result))
                 if not result.ok:
                     return BuildOutcome(False, "", _failure(title, result, wheels is not None), "\n\n".join(log))
             answer = _answer(result.stdout)

@@ -1,0 +1,225 @@
+"""Uploading evaluators: builds that fail with their log, requirements from the operator's wheels, hostile archives
+refused before anything is unpacked, and datasets checked row by row; against a real server and sandbox.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import os
+import shutil
+import tarfile
+import tempfile
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.server.evaluation import CAPITALS, get, headers, jsonl, post, targz, upload, upload_raw, wait_built
+from tests.server.harness import ServerProcess, make_token, post_http, write_config
+
+pytestmark = [pytest.mark.timeout(300), pytest.mark.sandbox]
+
+HELPER_TEST = """
+from capital_words import normalise
+from evalsi.testing import EvaluationRow, evaluation_test
+
+
+@evaluation_test(mode="pointwise")
+def test_normalised(row: EvaluationRow) -> EvaluationRow:
+    row.score = 1.0 if normalise(row.ground_truth) in normalise(row.last_text) else 0.0
+    return row
+"""
+
+
+def _wheel(directory: Path) -> None:
+    """A pure-Python wheel ``capital_words`` (normalise: lower case, no punctuation) in ``directory``."""
+    files = {
+        "capital_words/__init__.py": "def normalise(text):\n    return ''.join(c for c in str(text).lower() if c.isalnum())\n",
+        "capital_words-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: capital-words\nVersion: 1.0\n",
+        "capital_words-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = []
+    for name, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        record.append(f"{name},sha256={digest},{len(text.encode())}")
+    record.append("capital_words-1.0.dist-info/RECORD,,")
+    files["capital_words-1.0.dist-info/RECORD"] = "\n".join(record) + "\n"
+    with zipfile.ZipFile(directory / "capital_words-1.0-py3-none-any.whl", "w") as wheel:
+        for name, text in files.items():
+            wheel.writestr(name, text)
+
+
+class Env:
+    def __init__(self, server: ServerProcess, token: str, other: str) -> None:
+        self.server, self.token, self.other = server, token, other
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    directory = tmp_path_factory.mktemp("builds")
+    storage = Path(tempfile.mkdtemp(prefix="evalsi-builds-test-"))  # under /tmp: sandbox users must reach it
+    storage.chmod(0o755)
+    wheels = storage / "wheelhouse"
+    wheels.mkdir()
+    _wheel(wheels)
+    for path in (wheels, *wheels.iterdir()):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    database = f"sqlite:///{directory / 'server.db'}"
+    spec = {
+        "database": {"url": database},
+        "evaluators": {
+            "storage_dir": str(storage / "evaluators"),
+            "find_links": str(wheels),
+            "max_upload_bytes": 256 << 10,
+            "max_unpacked_bytes": 1 << 20,
+            "max_files": 20,
+        },
+        "datasets": {"max_bytes": 64 << 10, "max_rows": 5},
+    }
+    config = write_config(directory, spec)
+    permissions = ["evaluations.run", "resource.runs_code", "evaluators.write"]
+    token = make_token(database, "team-a", permissions)
+    other = make_token(database, "team-b", permissions)
+    with ServerProcess(config) as server:
+        yield Env(server, token, other)
+    shutil.rmtree(storage, ignore_errors=True)
+
+
+def _failed(env: Env, evaluator_id: str) -> tuple[dict[str, str], str]:
+    evaluator = wait_built(env.server, env.token, evaluator_id)
+    assert evaluator["state"] == "BUILD_FAILED", evaluator
+    return evaluator, get(env.server, env.token, f"evaluators/{evaluator_id}/log").json()["log"]
+
+
+def test_an_evaluator_that_cannot_be_imported_ends_build_failed_with_its_log(env: Env) -> None:
+    files = {"test_broken.py": "import module_that_is_not_installed_anywhere\n"}
+    assert upload(env.server, env.token, "broken", files, "test_broken.py::test_x").status_code == 200
+    evaluator, log = _failed(env, "broken")
+    assert "module_that_is_not_installed_anywhere" in evaluator["message"]
+    assert "ModuleNotFoundError" in log and "check the entry" in log
+
+
+def test_an_entry_that_is_not_an_evaluation_test_ends_build_failed_naming_the_tests_there(env: Env) -> None:
+    files = {"checks/test_mixed.py": CAPITALS + "\n\ndef plain(row):\n    return row\n"}
+    assert upload(env.server, env.token, "plain", files, "checks/test_mixed.py::plain").status_code == 200
+    evaluator, _ = _failed(env, "plain")
+    assert "no @evaluation_test named 'plain'" in evaluator["message"]
+    assert "test_capitals" in evaluator["message"]
+
+
+def test_requirements_install_from_the_operators_wheels_only(env: Env) -> None:
+    files = {"test_helper.py": HELPER_TEST, "requirements.txt": "capital-words==1.0\n"}
+    assert upload(env.server, env.token, "helper", files, "test_helper.py::test_normalised").status_code == 200
+    evaluator = wait_built(env.server, env.token, "helper", timeout=240)
+    assert evaluator["state"] == "ACTIVE", get(env.server, env.token, "evaluators/helper/log").text
+    spec = {"components": [{"ref": "evaluator/helper", "name": "c"}]}
+    rollouts = [
+        {"prompt": "Capital of the USA?", "completion": "washington, d.c.", "answer": "Washington DC"},
+        {"prompt": "Capital of Chile?", "completion": "Lima", "answer": "Santiago"},
+    ]
+    answer = post_http(env.server, env.token, spec, rollouts)
+    assert [r["total"] for r in answer.json()["results"]] == [1.0, 0.0], answer.text
+    missing = {"test_helper.py": HELPER_TEST, "requirements.txt": "requests==2.32.3\n"}
+    assert upload(env.server, env.token, "needs-index", missing, "test_helper.py::test_normalised").is_success
+    evaluator, log = _failed(env, "needs-index")
+    assert evaluator["message"].startswith("install requirements.txt failed")
+    assert "requests" in log and "--no-index" in log
+
+
+@pytest.mark.parametrize(
+    ("name", "member", "needle"),
+    [
+        ("absolute", tarfile.TarInfo("/etc/cron.d/evil"), "absolute path"),
+        ("climbing", tarfile.TarInfo("ok/../../outside.py"), "climbs out"),
+        ("link-out", tarfile.TarInfo("shadow"), "symbolic link pointing outside"),
+        ("link-up", tarfile.TarInfo("sub/up"), "symbolic link pointing outside"),
+        ("hard-link", tarfile.TarInfo("hard"), "hard link"),
+        ("device", tarfile.TarInfo("dev/sda"), "special file"),
+        ("fifo", tarfile.TarInfo("pipe"), "special file"),
+    ],
+)
+def test_a_hostile_archive_is_refused_naming_the_member(env: Env, name: str, member: tarfile.TarInfo, needle: str) -> None:
+    if name == "link-out":
+        member.type, member.linkname = tarfile.SYMTYPE, "/etc/shadow"
+    elif name == "link-up":
+        member.type, member.linkname = tarfile.SYMTYPE, "../../etc"
+    elif name == "hard-link":
+        member.type, member.linkname = tarfile.LNKTYPE, "test_ok.py"
+    elif name == "device":
+        member.type, member.devmajor, member.devminor = tarfile.CHRTYPE, 8, 0
+    elif name == "fifo":
+        member.type = tarfile.FIFOTYPE
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        ok = tarfile.TarInfo("test_ok.py")
+        ok.size = len(CAPITALS)
+        archive.addfile(ok, io.BytesIO(CAPITALS.encode()))
+        archive.addfile(member, io.BytesIO(b"x" * member.size) if member.isfile() else None)
+    body = {"evaluatorId": f"hostile-{name}", "entry": "test_ok.py::test_capitals",
+            "archive": base64.b64encode(buffer.getvalue()).decode()}  # fmt: skip
+    answer = upload_raw(env.server, env.token, body)
+    assert answer.status_code == 400, answer.text
+    message = answer.json()["error"]["message"]
+    assert needle in message and member.name.lstrip("/") in message
+    assert get(env.server, env.token, f"evaluators/hostile-{name}").status_code == 404  # nothing was stored
+
+
+def test_archives_past_the_operators_limits_are_refused(env: Env) -> None:
+    entry = "test_ok.py::test_capitals"
+    many = {f"data/{i}.txt": "x" for i in range(25)} | {"test_ok.py": CAPITALS}
+    answer = upload(env.server, env.token, "many", many, entry)
+    assert answer.status_code == 400 and "evaluators.max_files=20" in answer.text
+    bomb = {"test_ok.py": CAPITALS, "zeros.bin": b"\0" * (2 << 20)}  # compresses to a few KiB
+    answer = upload(env.server, env.token, "bomb", bomb, entry)
+    assert answer.status_code == 400 and "evaluators.max_unpacked_bytes=1048576" in answer.text
+    big = {"test_ok.py": CAPITALS, "noise.bin": os.urandom(300 << 10)}  # incompressible
+    answer = upload(env.server, env.token, "big", big, entry)
+    assert answer.status_code == 400 and "evaluators.max_upload_bytes=262144" in answer.text
+    garbage = {"evaluatorId": "garbage", "entry": entry, "archive": base64.b64encode(b"not a tarball").decode()}
+    answer = upload_raw(env.server, env.token, garbage)
+    assert answer.status_code == 400 and "not a readable .tar.gz" in answer.text
+
+
+def test_uploads_with_a_bad_id_or_entry_or_a_taken_id_are_refused(env: Env) -> None:
+    files = {"test_ok.py": CAPITALS}
+    assert upload(env.server, env.token, "../x", files, "test_ok.py::test_capitals").status_code == 400
+    outside = upload(env.server, env.token, "entry-out", files, "../test_ok.py::test_capitals")
+    assert outside.status_code == 400 and "entry" in outside.json()["error"]["message"]
+    absent = upload(env.server, env.token, "entry-absent", files, "test_other.py::test_capitals")
+    assert absent.status_code == 400 and "test_ok.py" in absent.json()["error"]["message"]
+    assert upload(env.server, env.token, "taken", files, "test_ok.py::test_capitals").status_code == 200
+    again = upload(env.server, env.token, "taken", files, "test_ok.py::test_capitals")
+    assert again.status_code == 422 and "already exists" in again.text
+    assert upload(env.server, env.other, "taken", files, "test_ok.py::test_capitals").status_code == 200
+
+
+def test_a_dataset_is_checked_row_by_row_naming_the_line(env: Env) -> None:
+    good = {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}], "ground_truth": 1}
+    cases = [
+        (jsonl([good]) + "{not json\n", "line 2: not valid JSON"),
+        (jsonl([good, good, {"messages": "hello"}]), "line 3: `messages` must be a non-empty list"),
+        (jsonl([{"messages": [{"role": "user", "content": "q"}, {"content": "a"}]}]), "line 1: messages[1].role"),
+        (jsonl([good, [1, 2]]), "line 2: a row is a JSON object"),
+        (jsonl([good] * 6), "datasets.max_rows=5"),
+        ("x" * (65 << 10), "datasets.max_bytes=65536"),
+        ("\n\n", "no rows"),
+    ]
+    for text, needle in cases:
+        answer = post(env.server, env.token, "datasets", {"datasetId": "checked", "jsonl": text})
+        assert answer.status_code == 400 and needle in answer.json()["error"]["message"], (needle, answer.text)
+    created = post(env.server, env.token, "datasets", {"datasetId": "checked", "jsonl": jsonl([good, good])})
+    assert created.status_code == 200 and created.json()["rowCount"] == 2
+    assert get(env.server, env.token, "datasets/checked").json()["rowCount"] == 2
+    deleted = httpx.delete(env.server.http + "/v1alpha1/datasets/checked", headers=headers(env.token), timeout=30)
+    assert deleted.status_code == 200
+    assert get(env.server, env.token, "datasets/checked").status_code == 404
+
+
+def test_an_archive_is_packed_by_the_test_helper_as_the_server_expects() -> None:
+    data = targz({"a/b.py": "x = 1\n"})
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
+        assert archive.getnames() == ["a/b.py"]
