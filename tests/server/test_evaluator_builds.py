@@ -38,9 +38,13 @@ def test_normalised(row: EvaluationRow) -> EvaluationRow:
 def _wheel(directory: Path) -> None:
     """A pure-Python wheel ``capital_words`` (normalise: lower case, no punctuation) in ``directory``."""
     files = {
-        "capital_words/__init__.py": "def normalise(text):\n    return ''.join(c for c in str(text).lower() if c.isalnum())\n",
+        "capital_words/__init__.py": (
+            "def normalise(text):\n    return ''.join(c for c in str(text).lower() if c.isalnum())\n"
+        ),
         "capital_words-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: capital-words\nVersion: 1.0\n",
-        "capital_words-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        "capital_words-1.0.dist-info/WHEEL": (
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        ),
     }
     record = []
     for name, text in files.items():
@@ -142,7 +146,9 @@ def test_requirements_install_from_the_operators_wheels_only(env: Env) -> None:
         ("fifo", tarfile.TarInfo("pipe"), "special file"),
     ],
 )
-def test_a_hostile_archive_is_refused_naming_the_member(env: Env, name: str, member: tarfile.TarInfo, needle: str) -> None:
+def test_a_hostile_archive_is_refused_naming_the_member(
+    env: Env, name: str, member: tarfile.TarInfo, needle: str
+) -> None:
     if name == "link-out":
         member.type, member.linkname = tarfile.SYMTYPE, "/etc/shadow"
     elif name == "link-up":

@@ -12,6 +12,7 @@ import hashlib
 import logging
 import shutil
 import stat
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -63,11 +64,33 @@ class Evaluators:
         self.engine = engine
         self.rung = rung
         self.root = config.evaluators_dir
-        self.root.mkdir(mode=0o755, parents=True, exist_ok=True)
-        self.root.chmod(0o755)  # sandboxes (unprivileged uids) must reach the directories mounted into them
-        _check_reachable(self.root)
-        self.runtime = runtime_dir(self.root)
+        self._runtime: Path | None = None
+        self._prepare_lock = threading.Lock()
         self._builds = ThreadPoolExecutor(config.spec.jobs.workers, thread_name_prefix="evalsi-build")
+
+    @property
+    def runtime(self) -> Path:
+        """The runtime directory sandboxes mount (the storage is prepared on first use).
+
+        Raises:
+            ServiceError: ``failed_precondition`` when the storage directory cannot serve sandboxes.
+
+        """
+        with self._prepare_lock:
+            if self._runtime is None:
+                try:
+                    self.root.mkdir(mode=0o755, parents=True, exist_ok=True)
+                    self.root.chmod(0o755)  # sandboxes (unprivileged uids) must reach the directories mounted
+                    check_reachable(self.root)
+                    self._runtime = runtime_dir(self.root)
+                except OSError as exc:
+                    log.error("evaluators.storage_dir cannot be used: %s", exc)
+                    raise ServiceError(
+                        "failed_precondition",
+                        "this server cannot store or build evaluators: its evaluators.storage_dir is unusable "
+                        "(the operator's configuration; the server log says why)",
+                    ) from None
+            return self._runtime
 
     def directory(self, project: str, evaluator_id: str) -> Path:
         """Where an evaluator's archive and environment live."""
@@ -108,6 +131,7 @@ class Evaluators:
                 limit=limit,
             )
         listing = check_archive(data, self.settings.max_files, self.settings.max_unpacked_bytes)
+        runtime = self.runtime
         entry_file = entry.partition("::")[0]
         if entry_file not in listing.files:
             raise ServiceError(
@@ -149,13 +173,13 @@ class Evaluators:
         (upload / ARCHIVE_NAME).write_bytes(data)
         (upload / ARCHIVE_NAME).chmod(0o644)
         has_requirements = "requirements.txt" in listing.files
-        self._builds.submit(self._build, principal.project, evaluator_id, entry, has_requirements)
+        self._builds.submit(self._build, principal.project, evaluator_id, entry, has_requirements, runtime)
         return _message(row)
 
-    def _build(self, project: str, evaluator_id: str, entry: str, has_requirements: bool) -> None:
+    def _build(self, project: str, evaluator_id: str, entry: str, has_requirements: bool, runtime: Path) -> None:
         directory = self.directory(project, evaluator_id)
         try:
-            outcome = build(directory, entry, has_requirements, self.settings, self.runtime, self.rung)
+            outcome = build(directory, entry, has_requirements, self.settings, runtime, self.rung)
             state, mode, message, build_log = (
                 ACTIVE if outcome.ok else BUILD_FAILED,
                 outcome.mode,
@@ -222,18 +246,18 @@ class Evaluators:
         self._builds.shutdown(wait=False, cancel_futures=True)
 
 
-def _check_reachable(root: Path) -> None:
+def check_reachable(root: Path) -> None:
     """Refuse a storage directory the sandbox's unprivileged users cannot reach (as root, they are other users).
 
     Raises:
-        ValueError: A parent directory is not searchable by others; the message names it.
+        PermissionError: A parent directory is not searchable by others; the message names it.
 
     """
     if not running_as_root():
         return
     for parent in root.parents:
         if not parent.stat().st_mode & stat.S_IXOTH:
-            raise ValueError(
+            raise PermissionError(
                 f"evaluators.storage_dir {root} is not reachable by the sandbox's unprivileged users: its parent "
                 f"{parent} is not searchable by others (mode {stat.S_IMODE(parent.stat().st_mode):o}); choose a "
                 "directory whose parents are (e.g. /var/lib/evalsi)"

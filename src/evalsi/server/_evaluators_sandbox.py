@@ -80,7 +80,7 @@ def _python() -> str:
 
 def _step_log(title: str, argv: list[str], result: RunResult) -> str:
     status = f"exit {result.exit_code}" if result.reason == "exit" else f"stopped: {result.reason} {result.detail}"
-    command = shlex.join(argv) if "-c" not in argv else shlex.join(argv[: argv.index("-c")] + ["-c", "..."])
+    command = shlex.join(argv) if "-c" not in argv else shlex.join([*argv[: argv.index("-c")], "-c", "..."])
     parts = [f"# {title}  [{status}, {result.wall_time:.1f}s]", f"$ {command}"]
     if result.stdout.strip():
         parts.append(result.stdout.rstrip()[-_LOG_TAIL:])
