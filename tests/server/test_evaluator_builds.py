@@ -96,7 +96,9 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
 def _failed(env: Env, evaluator_id: str) -> tuple[dict[str, str], str]:
     evaluator = wait_built(env.server, env.token, evaluator_id)
     assert evaluator["state"] == "BUILD_FAILED", evaluator
-    return evaluator, get(env.server, env.token, f"evaluators/{evaluator_id}/log").json()["log"]
+    log = get(env.server, env.token, f"evaluators/{evaluator_id}/log").json()["log"]
+    assert log, evaluator  # a build that ran has a log
+    return evaluator, log
 
 
 def test_an_evaluator_that_cannot_be_imported_ends_build_failed_with_its_log(env: Env) -> None:

@@ -119,7 +119,11 @@ class EvaluationApi:
                     if request.query_params.get("rows", "").lower() in ("1", "true") and hasattr(message, "rows"):
                         message.rows = True
                 answer = await self.call(principal, name, message)
-                return _json(json_format.MessageToDict(answer, unquote_int64_if_possible=True))
+                return _json(
+                    json_format.MessageToDict(
+                        answer, always_print_fields_with_no_presence=True, unquote_int64_if_possible=True
+                    )
+                )
             except Exception as exc:
                 error = from_exception(exc)
                 return _json(error.payload(), error.http_status)
