@@ -231,3 +231,23 @@ def test_an_archive_is_packed_by_the_test_helper_as_the_server_expects() -> None
     data = targz({"a/b.py": "x = 1\n"})
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
         assert archive.getnames() == ["a/b.py"]
+
+
+def test_the_evaluators_own_code_first_runs_with_its_directory_read_only(env: Env) -> None:
+    writer = "open('/evaluator/src/planted.py', 'w').write('x = 1')\n" + CAPITALS
+    assert upload(env.server, env.token, "writer", {"test_w.py": writer}, "test_w.py::test_capitals").is_success
+    evaluator, log = _failed(env, "writer")
+    assert "Read-only file system" in log and "OSError" in evaluator["message"]
+
+
+def test_a_storage_directory_the_sandbox_cannot_reach_refuses_uploads_without_showing_paths(tmp_path: Path) -> None:
+    hidden = tmp_path / "private"  # pytest's temporary directories are 0700: sandbox users cannot pass them
+    database = f"sqlite:///{tmp_path / 'server.db'}"
+    config = write_config(tmp_path, {"database": {"url": database}, "evaluators": {"storage_dir": str(hidden)}})
+    token = make_token(database, "p", ["evaluations.run", "resource.runs_code", "evaluators.write"])
+    with ServerProcess(config) as server:
+        assert not hidden.exists()  # nothing is written before the first upload
+        answer = upload(server, token, "e", {"test_ok.py": CAPITALS}, "test_ok.py::test_capitals")
+        assert answer.status_code == 422 and "evaluators.storage_dir is unusable" in answer.text
+        assert str(tmp_path) not in answer.text
+        assert get(server, token, "evaluators/e").status_code == 404

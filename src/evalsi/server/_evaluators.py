@@ -164,14 +164,12 @@ class Evaluators:
                 f"evaluator {evaluator_id!r} already exists in project {principal.project!r}: choose another id",
                 "already_exists",
             ) from None
-        directory = self.directory(principal.project, evaluator_id)
-        shutil.rmtree(directory, ignore_errors=True)
-        upload = directory / "upload"
-        upload.mkdir(mode=0o755, parents=True)
-        for folder in (directory.parent, directory):
-            folder.chmod(0o755)
-        (upload / ARCHIVE_NAME).write_bytes(data)
-        (upload / ARCHIVE_NAME).chmod(0o644)
+        try:
+            self._store_archive(self.directory(principal.project, evaluator_id), data)
+        except OSError as exc:
+            log.error("storing evaluator %s failed: %s", evaluator_id, exc)
+            self._finish(principal.project, evaluator_id, BUILD_FAILED, "", "the server could not store it", "")
+            raise ServiceError("unavailable", "the server could not store the archive; retry later") from None
         has_requirements = "requirements.txt" in listing.files
         self._builds.submit(self._build, principal.project, evaluator_id, entry, has_requirements, runtime)
         return _message(row)
@@ -189,6 +187,19 @@ class Evaluators:
         except Exception as exc:  # never leave an evaluator BUILDING
             log.exception("build of evaluator %s failed", evaluator_id)
             state, mode, message, build_log = BUILD_FAILED, "", f"the build could not run: {exc}", ""
+        self._finish(project, evaluator_id, state, mode, message, build_log)
+
+    @staticmethod
+    def _store_archive(directory: Path, data: bytes) -> None:
+        shutil.rmtree(directory, ignore_errors=True)
+        upload = directory / "upload"
+        upload.mkdir(mode=0o755, parents=True)
+        for folder in (directory.parent, directory):
+            folder.chmod(0o755)
+        (upload / ARCHIVE_NAME).write_bytes(data)
+        (upload / ARCHIVE_NAME).chmod(0o644)
+
+    def _finish(self, project: str, evaluator_id: str, state: str, mode: str, message: str, build_log: str) -> None:
         with self.engine.begin() as connection:
             connection.execute(
                 update(evaluators)

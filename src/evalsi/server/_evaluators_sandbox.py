@@ -1,10 +1,11 @@
 """Building and running uploaded evaluators in the sandbox; the server process never imports their code.
 
-A build is four sandboxed commands in one workspace, with the evaluator's directory mounted writable at
+A build is three sandboxed commands in one workspace, with the evaluator's directory mounted writable at
 ``/evaluator``, the archive and the runtime read-only: unpack (the archive rules again, then member by member),
-create a venv, install ``requirements.txt`` from the operator's wheel directory only (``pip --no-index``; the
-sandbox has no network), and import the evaluation test to check it. Afterwards the directory is handed back to
-the server and made read-only; scoring mounts it read-only with the runtime and runs the runner.
+create a venv, install ``requirements.txt`` as wheels from the operator's wheel directory only (``pip --no-index
+--only-binary=:all:``: nothing is built, and the sandbox has no network). The directory is then handed back to
+the server and made read-only, and a fourth sandbox, with it mounted read-only as scoring mounts it, imports the
+evaluation test to check it: the evaluator's own code never runs with its directory writable.
 """
 
 from __future__ import annotations
@@ -122,28 +123,40 @@ def build(
     )
     python = _python()
     venv_python = f"{EVALUATOR}/venv/bin/python"
-    steps: list[tuple[str, list[str], str]] = [
-        ("unpack the archive", [python, "-I", "-S", "-c", UNPACK, f"{UPLOAD}/{ARCHIVE_NAME}", f"{EVALUATOR}/src"], ""),
+    steps: list[tuple[str, list[str]]] = [
+        ("unpack the archive", [python, "-I", "-S", "-c", UNPACK, f"{UPLOAD}/{ARCHIVE_NAME}", f"{EVALUATOR}/src"]),
         (
             "create the environment",
             [python, "-I", "-m", "venv", *([] if has_requirements else ["--without-pip"]), f"{EVALUATOR}/venv"],
-            "",
         ),
     ]
     if has_requirements:
         source = ["--find-links", WHEELS] if wheels is not None else []
-        pip = [venv_python, "-I", "-m", "pip", "install", "--no-index", "--no-input", "--disable-pip-version-check"]
-        steps.append(("install requirements.txt", [*pip, *source, "-r", f"{EVALUATOR}/src/requirements.txt"], ""))
-    steps.append(("check the entry", [venv_python, "-I", f"{RUNTIME}/evalsi_runner.py", "check", entry], ""))
+        pip = [venv_python, "-I", "-m", "pip", "install", "--no-index", "--only-binary=:all:", "--no-input"]
+        steps.append(
+            (
+                "install requirements.txt",
+                [*pip, "--disable-pip-version-check", *source, "-r", f"{EVALUATOR}/src/requirements.txt"],
+            )
+        )
+    check = ("check the entry", [venv_python, "-I", f"{RUNTIME}/evalsi_runner.py", "check", entry])
     log: list[str] = []
     try:
         with Workspace(rung, mounts=mounts) as workspace:
-            for title, argv, stdin in steps:
-                result = workspace.exec(argv, stdin=stdin, limits=limits)
+            for title, argv in steps:
+                result = workspace.exec(argv, limits=limits)
                 log.append(_step_log(title, argv, result))
                 if not result.ok:
                     return BuildOutcome(False, "", _failure(title, result, wheels is not None), "\n\n".join(log))
-            answer = _answer(result.stdout)
+        seal(env)
+        # The evaluator's own code first runs here, as it will when scoring: its directory mounted read-only.
+        read_only = [Mount(str(env), EVALUATOR), Mount(str(runtime), RUNTIME)]
+        with Workspace(rung, mounts=read_only) as workspace:
+            result = workspace.exec(check[1], limits=limits)
+        log.append(_step_log(check[0], check[1], result))
+        if not result.ok:
+            return BuildOutcome(False, "", _failure(check[0], result, wheels is not None), "\n\n".join(log))
+        answer = _answer(result.stdout)
     except Exception as exc:  # the sandbox itself could not run: the build failed, the server carries on
         log.append(f"the sandbox failed: {exc}")
         return BuildOutcome(False, "", f"the build sandbox failed: {exc}", "\n\n".join(log))
