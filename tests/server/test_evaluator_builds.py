@@ -211,7 +211,7 @@ def test_a_dataset_is_checked_row_by_row_naming_the_line(env: Env) -> None:
         (jsonl([good]) + "{not json\n", "line 2: not valid JSON"),
         (jsonl([good, good, {"messages": "hello"}]), "line 3: `messages` must be a non-empty list"),
         (jsonl([{"messages": [{"role": "user", "content": "q"}, {"content": "a"}]}]), "line 1: messages[1].role"),
-        (jsonl([good, [1, 2]]), "line 2: a row is a JSON object"),
+        (jsonl([good]) + "[1, 2]\n", "line 2: a row is a JSON object"),
         (jsonl([good] * 6), "datasets.max_rows=5"),
         ("x" * (65 << 10), "datasets.max_bytes=65536"),
         ("\n\n", "no rows"),
