@@ -9,8 +9,10 @@ import hashlib
 import io
 import os
 import shutil
+import subprocess
 import tarfile
 import tempfile
+import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -251,3 +253,42 @@ def test_a_storage_directory_the_sandbox_cannot_reach_refuses_uploads_without_sh
         assert answer.status_code == 422 and "evaluators.storage_dir is unusable" in answer.text
         assert str(tmp_path) not in answer.text
         assert get(server, token, "evaluators/e").status_code == 404
+
+
+def _sleepers() -> list[str]:
+    for _ in range(100):  # the sandbox starts a moment after the job is RUNNING
+        listing = subprocess.run(["ps", "-ewwo", "args"], capture_output=True, text=True, check=True).stdout
+        found = [line for line in listing.splitlines() if "evalsi_runner.py score test_sleepy.py" in line]
+        if found:
+            return found
+        time.sleep(0.05)
+    return []
+
+
+def test_a_job_running_when_the_server_stops_is_failed_on_restart_and_its_sandbox_is_gone(tmp_path: Path) -> None:
+    from tests.server.evaluation import SLOW, chat, create_job, wait_state
+
+    storage = Path(tempfile.mkdtemp(prefix="evalsi-restart-test-"))
+    storage.chmod(0o755)
+    database = f"sqlite:///{tmp_path / 'server.db'}"
+    spec = {"database": {"url": database}, "evaluators": {"storage_dir": str(storage)}, "drain_timeout": 10}
+    config = write_config(tmp_path, spec)
+    token = make_token(database, "p", ["evaluations.run", "resource.runs_code", "evaluators.write"])
+    try:
+        with ServerProcess(config) as server:
+            assert upload(server, token, "slow", {"test_sleepy.py": SLOW}, "test_sleepy.py::test_slow").is_success
+            built = wait_built(server, token, "slow")
+            assert built["state"] == "ACTIVE", built
+            rows = jsonl([chat("q", "a", "t")])
+            assert post(server, token, "datasets", {"datasetId": "rows", "jsonl": rows}).is_success
+            assert create_job(server, token, "interrupted", "slow", "rows", "out").is_success
+            assert wait_state(server, token, "interrupted", ("RUNNING",))["state"] == "RUNNING"
+            assert _sleepers(), "the job's sandbox never started"
+            assert server.terminate(30) == 0  # the job's sandbox is killed; reward calls (none) drain
+        assert not _sleepers(), "the stopped server's job sandbox outlived it"
+        with ServerProcess(config) as server:
+            job = get(server, token, "evaluationJobs/interrupted").json()
+            assert job["state"] == "FAILED" and "server stopped" in job["message"]
+            assert get(server, token, "evaluators/slow").json()["state"] == "ACTIVE"
+    finally:
+        shutil.rmtree(storage, ignore_errors=True)

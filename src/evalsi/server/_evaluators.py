@@ -186,7 +186,8 @@ class Evaluators:
             )
         except Exception as exc:  # never leave an evaluator BUILDING
             log.exception("build of evaluator %s failed", evaluator_id)
-            state, mode, message, build_log = BUILD_FAILED, "", f"the build could not run: {exc}", ""
+            message = f"the build could not run: {exc}"
+            state, mode, build_log = BUILD_FAILED, "", message
         self._finish(project, evaluator_id, state, mode, message, build_log)
 
     @staticmethod

@@ -30,6 +30,8 @@ RUNTIME = "/opt/evalsi-runtime"
 WHEELS = "/wheelhouse"
 ARCHIVE_NAME = "source.tar.gz"
 _LOG_TAIL = 20_000
+_PYTHON = "<python>"
+"""Stands for the sandbox's interpreter in a step's argv until it is looked up (a failure there fails the build)."""
 
 UNPACK = r"""
 import os, posixpath, sys, tarfile
@@ -121,13 +123,12 @@ def build(
         max_file_bytes=max(64 << 20, config.max_unpacked_bytes),
         max_open_files=1024,
     )
-    python = _python()
     venv_python = f"{EVALUATOR}/venv/bin/python"
     steps: list[tuple[str, list[str]]] = [
-        ("unpack the archive", [python, "-I", "-S", "-c", UNPACK, f"{UPLOAD}/{ARCHIVE_NAME}", f"{EVALUATOR}/src"]),
+        ("unpack the archive", [_PYTHON, "-I", "-S", "-c", UNPACK, f"{UPLOAD}/{ARCHIVE_NAME}", f"{EVALUATOR}/src"]),
         (
             "create the environment",
-            [python, "-I", "-m", "venv", *([] if has_requirements else ["--without-pip"]), f"{EVALUATOR}/venv"],
+            [_PYTHON, "-I", "-m", "venv", *([] if has_requirements else ["--without-pip"]), f"{EVALUATOR}/venv"],
         ),
     ]
     if has_requirements:
@@ -142,6 +143,8 @@ def build(
     check = ("check the entry", [venv_python, "-I", f"{RUNTIME}/evalsi_runner.py", "check", entry])
     log: list[str] = []
     try:
+        python = _python()
+        steps = [(title, [python if part == _PYTHON else part for part in argv]) for title, argv in steps]
         with Workspace(rung, mounts=mounts) as workspace:
             for title, argv in steps:
                 result = workspace.exec(argv, limits=limits)
@@ -201,7 +204,10 @@ def seal(root: Path) -> None:
     for folder, dirs, files in os.walk(root):
         for name in [*dirs, *files, ""]:
             path = os.path.join(folder, name) if name else folder
-            info = os.lstat(path)
+            try:
+                info = os.lstat(path)
+            except FileNotFoundError:
+                continue
             if owner:
                 os.lchown(path, 0, 0)
             if stat.S_ISLNK(info.st_mode):
