@@ -1,4 +1,4 @@
-"""Helpers for the evaluator, dataset and job tests: project archives, HTTP calls, waiting for states."""
+"""Shared pieces of the evaluator, dataset and job tests: project archives, HTTP calls, waiting for states."""
 
 from __future__ import annotations
 

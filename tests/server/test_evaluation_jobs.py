@@ -85,8 +85,11 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         for token in ("a", "q"):
             assert upload(server, tokens[token], "capitals", {"test_capitals.py": CAPITALS},
                           "test_capitals.py::test_capitals").status_code == 200  # fmt: skip
+        for token in ("a", "b", "q"):
             assert upload(server, tokens[token], "slow", {"test_slow.py": SLOW}, "test_slow.py::test_slow").is_success
+        for token in ("a", "q"):
             assert post(server, tokens[token], "datasets", {"datasetId": "capitals", "jsonl": jsonl(ROWS)}).is_success
+        assert post(server, tokens["b"], "datasets", {"datasetId": "b-rows", "jsonl": jsonl(ROWS)}).is_success
         yield environment
     shutil.rmtree(storage, ignore_errors=True)
 
@@ -205,6 +208,20 @@ def test_a_projects_job_quota_refuses_further_jobs_until_one_ends(env: Env) -> N
     third = create_job(env.server, env["q"], "q-3", "capitals", "capitals", "q-out-3")
     assert third.status_code == 200, third.text
     assert wait_state(env.server, env["q"], "q-3", TERMINAL)["state"] == "COMPLETED"
+
+
+def test_a_projects_queued_jobs_wait_for_its_share_of_the_workers_while_others_run(env: Env) -> None:
+    active(env, "b", "slow")
+    for job_id in ("b-slow-1", "b-slow-2"):
+        assert create_job(env.server, env["b"], job_id, "slow", "b-rows", f"{job_id}-out").status_code == 200
+    assert wait_state(env.server, env["b"], "b-slow-1", ("RUNNING",))["state"] == "RUNNING"
+    created = create_job(env.server, env["a"], "a-while-b", "capitals", "capitals", "a-while-b-out")
+    assert created.status_code == 200, created.text
+    assert wait_state(env.server, env["a"], "a-while-b", TERMINAL)["state"] == "COMPLETED"
+    # team-b's share of the three workers is one (project_share 0.5): its second job is still queued
+    assert get(env.server, env["b"], "evaluationJobs/b-slow-2").json()["state"] == "VALIDATING"
+    for job_id in ("b-slow-2", "b-slow-1"):
+        assert post(env.server, env["b"], f"evaluationJobs/{job_id}/cancel").json()["state"] == "CANCELLED"
 
 
 def test_one_project_cannot_see_or_use_another_projects_evaluators_datasets_or_jobs(env: Env) -> None:

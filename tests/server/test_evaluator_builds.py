@@ -25,7 +25,7 @@ from tests.server.harness import ServerProcess, make_token, post_http, write_con
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.sandbox]
 
-HELPER_TEST = """
+NORMALISED_TEST = """
 from capital_words import normalise
 from evalsi.testing import EvaluationRow, evaluation_test
 
@@ -120,19 +120,19 @@ def test_an_entry_that_is_not_an_evaluation_test_ends_build_failed_naming_the_te
 
 
 def test_requirements_install_from_the_operators_wheels_only(env: Env) -> None:
-    files = {"test_helper.py": HELPER_TEST, "requirements.txt": "capital-words==1.0\n"}
-    assert upload(env.server, env.token, "helper", files, "test_helper.py::test_normalised").status_code == 200
-    evaluator = wait_built(env.server, env.token, "helper", timeout=240)
-    assert evaluator["state"] == "ACTIVE", get(env.server, env.token, "evaluators/helper/log").text
-    spec = {"components": [{"ref": "evaluator/helper", "name": "c"}]}
+    files = {"test_words.py": NORMALISED_TEST, "requirements.txt": "capital-words==1.0\n"}
+    assert upload(env.server, env.token, "words", files, "test_words.py::test_normalised").status_code == 200
+    evaluator = wait_built(env.server, env.token, "words", timeout=240)
+    assert evaluator["state"] == "ACTIVE", get(env.server, env.token, "evaluators/words/log").text
+    spec = {"components": [{"ref": "evaluator/words", "name": "c"}]}
     rollouts = [
         {"prompt": "Capital of the USA?", "completion": "washington, d.c.", "answer": "Washington DC"},
         {"prompt": "Capital of Chile?", "completion": "Lima", "answer": "Santiago"},
     ]
     answer = post_http(env.server, env.token, spec, rollouts)
     assert [r["total"] for r in answer.json()["results"]] == [1.0, 0.0], answer.text
-    missing = {"test_helper.py": HELPER_TEST, "requirements.txt": "requests==2.32.3\n"}
-    assert upload(env.server, env.token, "needs-index", missing, "test_helper.py::test_normalised").is_success
+    missing = {"test_words.py": NORMALISED_TEST, "requirements.txt": "requests==2.32.3\n"}
+    assert upload(env.server, env.token, "needs-index", missing, "test_words.py::test_normalised").is_success
     evaluator, log = _failed(env, "needs-index")
     assert evaluator["message"].startswith("install requirements.txt failed")
     assert "requests" in log and "--no-index" in log
@@ -229,7 +229,7 @@ def test_a_dataset_is_checked_row_by_row_naming_the_line(env: Env) -> None:
     assert get(env.server, env.token, "datasets/checked").status_code == 404
 
 
-def test_an_archive_is_packed_by_the_test_helper_as_the_server_expects() -> None:
+def test_the_archives_these_tests_upload_are_plain_tar_gz() -> None:
     data = targz({"a/b.py": "x = 1\n"})
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
         assert archive.getnames() == ["a/b.py"]

@@ -14,7 +14,6 @@ import shutil
 import stat
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from evalsi.server._evaluators_ids import check_id, project_dir, resource_id, ti
 from evalsi.server._evaluators_runtime import runtime_dir
 from evalsi.server._evaluators_sandbox import ARCHIVE_NAME, build
 from evalsi.server._evaluators_tables import evaluators
+from evalsi.server._fair import FairPool, share_of
 from evalsi.server._proto.evalsi.v1alpha1 import evaluation_pb2 as pb
 from evalsi.server._service import require
 from evalsi.server._tokens import EVALUATORS_WRITE, RUN, RUNS_CODE, Principal
@@ -66,7 +66,8 @@ class Evaluators:
         self.root = config.evaluators_dir
         self._runtime: Path | None = None
         self._prepare_lock = threading.Lock()
-        self._builds = ThreadPoolExecutor(config.spec.jobs.workers, thread_name_prefix="evalsi-build")
+        workers = config.spec.jobs.workers
+        self._builds = FairPool(workers, share_of(workers, config.spec.rewards.project_share), "evalsi-build")
 
     @property
     def runtime(self) -> Path:
@@ -171,7 +172,8 @@ class Evaluators:
             self._finish(principal.project, evaluator_id, BUILD_FAILED, "", "the server could not store it", "")
             raise ServiceError("unavailable", "the server could not store the archive; retry later") from None
         has_requirements = "requirements.txt" in listing.files
-        self._builds.submit(self._build, principal.project, evaluator_id, entry, has_requirements, runtime)
+        project = principal.project
+        self._builds.submit(project, self._build, project, evaluator_id, entry, has_requirements, runtime)
         return _message(row)
 
     def _build(self, project: str, evaluator_id: str, entry: str, has_requirements: bool, runtime: Path) -> None:
@@ -255,7 +257,7 @@ class Evaluators:
 
     def close(self) -> None:
         """Stop taking builds (a build running finishes on its thread)."""
-        self._builds.shutdown(wait=False, cancel_futures=True)
+        self._builds.shutdown()
 
 
 def check_reachable(root: Path) -> None:

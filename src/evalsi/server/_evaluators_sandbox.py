@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from evalsi.sandbox import Isolation, Limits, Mount, RunResult, Workspace
-from evalsi.sandbox._host import running_as_root, sandbox_python, sandbox_uid
+from evalsi.sandbox._host import PROBE_FAILURES, PROBE_SLOT, running_as_root, sandbox_python, sandbox_uid
 from evalsi.server._evaluators_config import EvaluatorsConfig
 
 EVALUATOR = "/evaluator"
@@ -75,9 +75,11 @@ class BuildOutcome:
 
 
 def _python() -> str:
-    python = sandbox_python(sandbox_uid(0))
+    """The interpreter sandboxes start (looked up as the probe slot's uid, which no sandbox ever runs as)."""
+    python = sandbox_python(sandbox_uid(PROBE_SLOT))
     if python is None:
-        raise RuntimeError("no Python interpreter the sandbox user can start")
+        tried = "; ".join(PROBE_FAILURES) or "no candidate found"
+        raise RuntimeError(f"no Python interpreter the sandbox user can start ({tried})")
     return python
 
 

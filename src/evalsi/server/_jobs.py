@@ -4,8 +4,10 @@ States: ``VALIDATING`` (queued, then the evaluator and datasets are checked agai
 ``jobs.batch_rows`` rows scored in one sandbox) -> ``WRITING_RESULTS`` (the output dataset) -> ``COMPLETED`` with
 ``metrics`` and ``outputStats``; or ``FAILED`` with a message, or ``CANCELLED``. Rows already ending with the
 assistant's reply are scored as they are; the server never generates replies, so other rows are errored.
-At most ``jobs.workers`` jobs run at once; a project may have ``jobs.max_active_per_project`` (or its quota's
-``max_evaluation_jobs``) jobs queued or running, and a further create is refused ``resource_exhausted``.
+At most ``jobs.workers`` jobs run at once, a project's at most ``rewards.project_share`` of them (its further
+jobs wait in its own queue, so one project's long jobs never hold every worker); a project may have
+``jobs.max_active_per_project`` (or its quota's ``max_evaluation_jobs``) jobs queued or running, and a further
+create is refused ``resource_exhausted``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import logging
 import secrets
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import orjson
@@ -29,6 +30,7 @@ from evalsi.server._evaluators import Evaluators
 from evalsi.server._evaluators_ids import check_id, resource_id, timestamp
 from evalsi.server._evaluators_sandbox import ScoringSession
 from evalsi.server._evaluators_tables import evaluation_jobs
+from evalsi.server._fair import FairPool, share_of
 from evalsi.server._jobs_stats import summarise
 from evalsi.server._proto.evalsi.v1alpha1 import evaluation_pb2 as pb
 from evalsi.server._service import require
@@ -57,7 +59,9 @@ class Jobs:
         self.evaluators = evaluators
         self.datasets = datasets
         self.rung = rung
-        self._pool = ThreadPoolExecutor(self.settings.workers, thread_name_prefix="evalsi-job")
+        workers = self.settings.workers
+        share = share_of(workers, config.spec.rewards.project_share)
+        self._pool = FairPool(workers, share, "evalsi-job")  # one project's queue never holds every worker
         self._lock = threading.Lock()
         self._cancelled: dict[tuple[str, str], threading.Event] = {}
         self._sessions: dict[tuple[str, str], ScoringSession] = {}
@@ -132,7 +136,7 @@ class Jobs:
                     path="evaluationJobId",
                 ) from None
             self._cancelled[(project, job_id)] = threading.Event()
-        self._pool.submit(self._run, project, job_id)
+        self._pool.submit(project, self._run, project, job_id)
         return _message(values)
 
     def _refuse_existing_output(self, project: str, output_id: str) -> None:
@@ -258,7 +262,7 @@ class Jobs:
 
     def close(self) -> None:
         """Cancel queued jobs' threads and kill running jobs' sandboxes (their state says the server stopped)."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.shutdown()
         with self._lock:
             events = list(self._cancelled.values())
             sessions = list(self._sessions.values())
