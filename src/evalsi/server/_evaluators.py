@@ -37,6 +37,7 @@ from evalsi.server._tokens import EVALUATORS_WRITE, RUN, RUNS_CODE, Principal
 
 log = logging.getLogger("evalsi.server")
 BUILDING, ACTIVE, BUILD_FAILED = "BUILDING", "ACTIVE", "BUILD_FAILED"
+_READY_MEMO = 4096
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ class Evaluators:
         self.rung = rung
         self.root = config.evaluators_dir
         self._runtime: Path | None = None
+        self._ready: dict[tuple[str, str], ReadyEvaluator] = {}
         self._prepare_lock = threading.Lock()
         workers = config.spec.jobs.workers
         self._builds = FairPool(workers, share_of(workers, config.spec.rewards.project_share), "evalsi-build")
@@ -229,10 +231,16 @@ class Evaluators:
     def ready(self, project: str, evaluator_id: str, where: str) -> ReadyEvaluator:
         """An ACTIVE evaluator of ``project`` for scoring.
 
+        An ACTIVE evaluator never changes (ids are not reused), so it is remembered: reward calls naming it cost
+        no query after the first.
+
         Raises:
             ServiceError: ``not_found``, or ``invalid_argument`` when it is not ACTIVE (both naming ``where``).
 
         """
+        known = self._ready.get((project, evaluator_id))
+        if known is not None:
+            return known
         row = self._row(project, evaluator_id, where)
         if row["state"] != ACTIVE:
             detail = f": {row['message']}" if row["message"] else ""
@@ -242,8 +250,11 @@ class Evaluators:
                 "evaluator_not_active",
                 path=where,
             )
-        directory = self.directory(project, evaluator_id)
-        return ReadyEvaluator(evaluator_id, row["entry"], directory, row["archive_sha256"])
+        ready = ReadyEvaluator(evaluator_id, row["entry"], self.directory(project, evaluator_id), row["archive_sha256"])
+        if len(self._ready) >= _READY_MEMO:
+            self._ready.clear()
+        self._ready[(project, evaluator_id)] = ready
+        return ready
 
     def _row(self, project: str, evaluator_id: str, where: str = "evaluatorId") -> dict[str, Any]:
         query = select(evaluators).where(evaluators.c.project == project, evaluators.c.evaluator_id == evaluator_id)

@@ -57,7 +57,16 @@ class Method:
 class EvaluationApi:
     """The three services' methods, and their HTTP routes, Connect applications and gRPC handlers."""
 
-    def __init__(self, evaluators: Evaluators, datasets: Datasets, jobs: Jobs, authenticate: Authenticator) -> None:
+    def __init__(
+        self,
+        evaluators: Evaluators,
+        datasets: Datasets,
+        jobs: Jobs,
+        authenticate: Authenticator,
+        draining: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self.draining = draining
+        """True once SIGTERM arrived: further calls are refused ``unavailable``, as scoring calls are."""
         self.evaluators = evaluators
         self.datasets = datasets
         self.jobs = jobs
@@ -83,6 +92,8 @@ class EvaluationApi:
 
     async def call(self, principal: Principal, name: str, request: Message) -> Message:
         """Answer one call (the store works on a thread: it queries the database)."""
+        if self.draining():
+            raise ServiceError("unavailable", "the server is shutting down; retry (another replica will answer)")
         return await asyncio.to_thread(self._by_name[name].handler, principal, request)
 
     # HTTP JSON

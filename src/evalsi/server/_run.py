@@ -87,7 +87,7 @@ def _evaluation(config: ServerConfig, engine: Engine, service: RewardService) ->
     if builds or runs:
         log.warning("marked %d unfinished builds and %d unfinished jobs as failed", builds, runs)
     service.resolver = EvaluatorRefs(evaluators)
-    return EvaluationApi(evaluators, datasets, jobs, service.authenticate)
+    return EvaluationApi(evaluators, datasets, jobs, service.authenticate, lambda: service.draining)
 
 
 class _Uvicorn(uvicorn.Server):
