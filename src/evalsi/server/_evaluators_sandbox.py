@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalsi.sandbox import Isolation, Limits, Mount, RunResult, Workspace
+from evalsi.sandbox import Isolation, Limits, Mount, RunResult, Workspace, require
 from evalsi.sandbox._host import PROBE_FAILURES, PROBE_SLOT, running_as_root, sandbox_python, sandbox_uid
 from evalsi.server._evaluators_config import EvaluatorsConfig
 
@@ -147,7 +147,9 @@ def build(
     try:
         python = _python()
         steps = [(title, [python if part == _PYTHON else part for part in argv]) for title, argv in steps]
-        with Workspace(rung, mounts=mounts) as workspace:
+        # Unpacking, the venv and wheel installs run none of the evaluator's code: bubblewrap (where files can be
+        # written to a mount, unlike under gVisor) suffices; the entry check below runs at the server's floor.
+        with Workspace(require("namespaced"), mounts=mounts) as workspace:
             for title, argv in steps:
                 result = workspace.exec(argv, limits=limits)
                 log.append(_step_log(title, argv, result))
@@ -156,7 +158,7 @@ def build(
         seal(env)
         # The evaluator's own code first runs here, as it will when scoring: its directory mounted read-only.
         read_only = [Mount(str(env), EVALUATOR), Mount(str(runtime), RUNTIME)]
-        with Workspace(rung, mounts=read_only) as workspace:
+        with Workspace(require(rung), mounts=read_only) as workspace:
             result = workspace.exec(check[1], limits=limits)
         log.append(_step_log(check[0], check[1], result))
         if not result.ok:
@@ -225,6 +227,10 @@ class ScoringSession:
 
     :meth:`close` may be called from another thread (a cancelled job): it kills the sandbox and everything in
     it, and a batch running then ends with an error.
+
+    Raises:
+        SandboxUnavailableError: No rung at or above ``rung`` works here.
+
     """
 
     def __init__(self, directory: Path, entry: str, runtime: Path, rung: Isolation, limits: Limits) -> None:
@@ -234,7 +240,7 @@ class ScoringSession:
         self._lock = threading.Lock()
         self._python = f"{EVALUATOR}/venv/bin/python"
         mounts = [Mount(str(directory / "env"), EVALUATOR), Mount(str(runtime), RUNTIME)]
-        self._workspace = Workspace(rung, mounts=mounts)
+        self._workspace = Workspace(require(rung), mounts=mounts)  # the floor, or a higher rung where it is missing
 
     def score(self, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         """One result per row (``{score, reason, metrics}`` or ``{error}``), in order."""

@@ -22,10 +22,11 @@ import orjson
 from sqlalchemy import Engine, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
+from evalsi.errors import EvalsiError
 from evalsi.sandbox import Isolation, Limits
 from evalsi.server._config import ServerConfig
 from evalsi.server._datasets import Datasets, has_reply
-from evalsi.server._errors import ServiceError
+from evalsi.server._errors import ServiceError, redact
 from evalsi.server._evaluators import Evaluators
 from evalsi.server._evaluators_ids import check_id, resource_id, timestamp
 from evalsi.server._evaluators_sandbox import ScoringSession
@@ -203,7 +204,12 @@ class Jobs:
             max_processes=32,
             max_output_bytes=16 << 20,
         )
-        session = ScoringSession(evaluator.directory, evaluator.entry, self.evaluators.runtime, self.rung, limits)
+        try:
+            session = ScoringSession(evaluator.directory, evaluator.entry, self.evaluators.runtime, self.rung, limits)
+        except EvalsiError as exc:
+            raise ServiceError(
+                "failed_precondition", f"the sandbox is unavailable on this server: {redact(str(exc))}"
+            ) from None
         with self._lock:
             self._sessions[(project, job_id)] = session
         try:
