@@ -8,6 +8,7 @@ import base64
 import hashlib
 import io
 import os
+import platform
 import shutil
 import subprocess
 import tarfile
@@ -18,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import orjson
 import pytest
 
 from tests.server.evaluation import CAPITALS, get, headers, jsonl, post, targz, upload, upload_raw, wait_built
@@ -290,5 +292,45 @@ def test_a_job_running_when_the_server_stops_is_failed_on_restart_and_its_sandbo
             job = get(server, token, "evaluationJobs/interrupted").json()
             assert job["state"] == "FAILED" and "server stopped" in job["message"]
             assert get(server, token, "evaluators/slow").json()["state"] == "ACTIVE"
+    finally:
+        shutil.rmtree(storage, ignore_errors=True)
+
+
+def test_on_a_gvisor_floor_the_entry_check_and_the_jobs_scoring_run_under_gvisor(tmp_path: Path) -> None:
+    from tests.server.evaluation import TERMINAL, chat, create_job, wait_state
+
+    storage = Path(tempfile.mkdtemp(prefix="evalsi-gvisor-test-"))
+    storage.chmod(0o755)
+    database = f"sqlite:///{tmp_path / 'server.db'}"
+    spec = {
+        "database": {"url": database},
+        "evaluators": {"storage_dir": str(storage)},
+        "sandbox": {"min_isolation": "gvisor"},
+    }
+    config = write_config(tmp_path, spec)
+    token = make_token(database, "p", ["evaluations.run", "resource.runs_code", "evaluators.write"])
+    kernel = """
+import platform
+
+from evalsi.testing import EvaluationRow, evaluation_test
+
+
+@evaluation_test()
+def test_kernel(row: EvaluationRow) -> EvaluationRow:
+    row.score = 1.0
+    row.reason = platform.release()  # gVisor reports its own kernel, not the host's
+    return row
+"""
+    try:
+        with ServerProcess(config) as server:
+            assert upload(server, token, "kernel", {"test_kernel.py": kernel}, "test_kernel.py::test_kernel").is_success
+            built = wait_built(server, token, "kernel")
+            assert built["state"] == "ACTIVE", get(server, token, "evaluators/kernel/log").text
+            assert post(server, token, "datasets", {"datasetId": "rows", "jsonl": jsonl([chat("q", "a", "t")])})
+            assert create_job(server, token, "g", "kernel", "rows", "out").is_success
+            assert wait_state(server, token, "g", TERMINAL)["state"] == "COMPLETED"
+            out = get(server, token, "datasets/out?rows=true").json()["jsonl"]
+            reason = orjson.loads(out.splitlines()[0])["evaluation_result"]["reason"]
+            assert reason != platform.release(), "the scoring ran on the host's kernel, not under gVisor"
     finally:
         shutil.rmtree(storage, ignore_errors=True)
