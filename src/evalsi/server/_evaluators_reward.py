@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from evalsi.evaluators import Evaluator, Params, Score, ScoreContext, register
+from evalsi.errors import SandboxUnavailableError
 from evalsi.records import Record
 from evalsi.sandbox import Limits, require
 from evalsi.server._errors import ServiceError
@@ -62,7 +63,10 @@ class UploadedEvaluator(Evaluator[UploadedEvaluatorParams]):
         if not params.directory:
             reason = f"ref: evaluator/{params.id} names an evaluator uploaded to an evalsi server; score through it"
             return [Score.error(reason) for _ in records]
-        rung = require(params.min_isolation)
+        try:
+            rung = require(params.min_isolation)
+        except SandboxUnavailableError as exc:  # never a lower rung: every rollout errors, so onError applies
+            return [Score.error(str(exc)) for _ in records]
         limits = Limits(
             wall_time=params.timeout,
             cpu_time=max(1, int(params.timeout)),
