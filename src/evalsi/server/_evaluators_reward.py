@@ -16,8 +16,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from evalsi.evaluators import Evaluator, Params, Score, ScoreContext, register
 from evalsi.errors import SandboxUnavailableError
+from evalsi.evaluators import Evaluator, Params, Score, ScoreContext, register
 from evalsi.records import Record
 from evalsi.sandbox import Limits, require
 from evalsi.server._errors import ServiceError
