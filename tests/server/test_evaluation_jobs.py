@@ -32,6 +32,7 @@ from tests.server.evaluation import (
     headers,
     jsonl,
     post,
+    targz,
     upload,
     wait_built,
     wait_state,
@@ -284,7 +285,26 @@ def test_datasets_and_jobs_over_grpc_and_connect(env: Env) -> None:
             create_job_rpc(pb.CreateEvaluationJobRequest(evaluation_job=job, evaluation_job_id="grpc-job-2"),
                            metadata=(("authorization", f"Bearer {env['b']}"),), timeout=30)  # fmt: skip
         assert refused.value.code() == grpc.StatusCode.NOT_FOUND
+        create_evaluator = channel.unary_unary(
+            "/evalsi.v1alpha1.EvaluatorService/CreateEvaluator",
+            request_serializer=pb.CreateEvaluatorRequest.SerializeToString,
+            response_deserializer=pb.Evaluator.FromString,
+        )
+        upload_request = pb.CreateEvaluatorRequest(
+            evaluator_id="grpc-eval",
+            entry="test_capitals.py::test_capitals",
+            archive=targz({"test_capitals.py": CAPITALS}),
+        )
+        assert create_evaluator(upload_request, metadata=metadata, timeout=30).state == "BUILDING"
     wait_state(env.server, env["a"], "grpc-job", TERMINAL)
+    assert wait_built(env.server, env["a"], "grpc-eval")["state"] == "ACTIVE"
+    log = httpx.post(
+        env.server.http + "/evalsi.v1alpha1.EvaluatorService/GetEvaluatorBuildLog",
+        content=orjson.dumps({"evaluatorId": "grpc-eval"}),
+        headers={**headers(env["a"]), "Content-Type": "application/json", "Connect-Protocol-Version": "1"},
+        timeout=30,
+    )
+    assert log.status_code == 200 and "check the entry" in log.json()["log"]
     answer = httpx.post(
         env.server.http + "/evalsi.v1alpha1.EvaluationJobService/GetEvaluationJob",
         content=orjson.dumps({"evaluationJobId": "grpc-job"}),
