@@ -334,3 +334,29 @@ def test_kernel(row: EvaluationRow) -> EvaluationRow:
             assert reason != platform.release(), "the scoring ran on the host's kernel, not under gVisor"
     finally:
         shutil.rmtree(storage, ignore_errors=True)
+
+
+def test_the_sandboxed_unpacker_refuses_what_the_server_refuses_should_an_archive_get_past_it() -> None:
+    from evalsi.sandbox import Mount, Workspace
+    from evalsi.server._evaluators_sandbox import UNPACK, _python
+
+    folder = Path(tempfile.mkdtemp(prefix="evalsi-unpack-test-"))
+    folder.chmod(0o755)
+    try:
+        for name, member in (("climb", tarfile.TarInfo("../escape.py")), ("link", tarfile.TarInfo("etc"))):
+            if name == "link":
+                member.type, member.linkname = tarfile.SYMTYPE, "/etc"
+            buffer = io.BytesIO()
+            with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+                archive.addfile(member, io.BytesIO(b"") if member.isfile() else None)
+            (folder / f"{name}.tar.gz").write_bytes(buffer.getvalue())
+            (folder / f"{name}.tar.gz").chmod(0o644)
+        with Workspace("namespaced", mounts=[Mount(str(folder), "/upload")]) as workspace:
+            for name in ("climb", "link"):
+                argv = [_python(), "-I", "-S", "-c", UNPACK, f"/upload/{name}.tar.gz", "/work/out"]
+                result = workspace.exec(argv)
+                assert result.exit_code == 1 and "refused" in result.stderr, (name, result)
+                listing = workspace.exec(["/bin/ls", "-A", "/work"]).stdout.split()
+                assert "escape.py" not in listing and not workspace.exec(["/bin/ls", "/work/out/etc"]).ok
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
