@@ -37,7 +37,15 @@ from tests.server.evaluation import (
     wait_built,
     wait_state,
 )
-from tests.server.harness import ServerProcess, call_grpc, make_token, post_connect_json, post_http, write_config
+from tests.server.harness import (
+    ServerProcess,
+    call_grpc,
+    make_token,
+    metric,
+    post_connect_json,
+    post_http,
+    write_config,
+)
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.sandbox]
 
@@ -80,6 +88,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         "a-no-write": make_token(database, "team-a", ["evaluations.run", "resource.runs_code"]),
         "a-no-code": make_token(database, "team-a", ["evaluations.run", "evaluators.write"]),
         "a-write-only": make_token(database, "team-a", ["evaluators.write", "resource.runs_code"]),
+        "ops": make_token(database, "ops", ["metrics.read"]),
     }
     with ServerProcess(config) as server:
         environment = Env(server, tokens)
@@ -126,6 +135,10 @@ def test_an_uploaded_evaluator_is_built_active_and_its_job_writes_metrics_and_an
     assert rows[1]["evaluation_result"]["reason"] == "another city"
     assert "no assistant reply" in rows[3]["evaluation_error"]
     assert rows[0]["messages"] == ROWS[0]["messages"] and rows[0]["ground_truth"] == "Paris"
+
+    scraped = httpx.get(env.server.http + "/metrics", headers=headers(env["ops"]), timeout=30).text
+    assert metric(scraped, "evalsi_evaluation_jobs_total", state="COMPLETED") >= 1
+    assert metric(scraped, "evalsi_evaluator_builds_total", state="ACTIVE") >= 1
 
     again = create_job(env.server, env["a"], "scores-2", "capitals", "capitals", "scored-1")
     assert again.status_code == 422 and "already exists" in again.json()["error"]["message"]

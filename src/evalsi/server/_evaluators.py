@@ -31,6 +31,7 @@ from evalsi.server._evaluators_runtime import runtime_dir
 from evalsi.server._evaluators_sandbox import ARCHIVE_NAME, build
 from evalsi.server._evaluators_tables import evaluators
 from evalsi.server._fair import FairPool, share_of
+from evalsi.server._jobs_metrics import EvaluationMetrics
 from evalsi.server._proto.evalsi.v1alpha1 import evaluation_pb2 as pb
 from evalsi.server._service import require
 from evalsi.server._tokens import EVALUATORS_WRITE, RUN, RUNS_CODE, Principal
@@ -67,6 +68,8 @@ class Evaluators:
         self.root = config.evaluators_dir
         self._runtime: Path | None = None
         self._ready: dict[tuple[str, str], ReadyEvaluator] = {}
+        self.metrics: EvaluationMetrics | None = None
+        """Counts finished builds by state (set by the server)."""
         self._prepare_lock = threading.Lock()
         workers = config.spec.jobs.workers
         self._builds = FairPool(workers, share_of(workers, config.spec.rewards.project_share), "evalsi-build")
@@ -193,6 +196,8 @@ class Evaluators:
             message = f"the build could not run: {exc}"
             state, mode, build_log = BUILD_FAILED, "", message
         self._finish(project, evaluator_id, state, mode, message, build_log)
+        if self.metrics is not None:
+            self.metrics.builds.labels(state).inc()
 
     @staticmethod
     def _store_archive(directory: Path, data: bytes) -> None:

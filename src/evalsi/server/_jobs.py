@@ -12,6 +12,7 @@ create is refused ``resource_exhausted``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
 import threading
@@ -32,6 +33,7 @@ from evalsi.server._evaluators_ids import check_id, resource_id, timestamp
 from evalsi.server._evaluators_sandbox import ScoringSession
 from evalsi.server._evaluators_tables import evaluation_jobs
 from evalsi.server._fair import FairPool, share_of
+from evalsi.server._jobs_metrics import EvaluationMetrics
 from evalsi.server._jobs_stats import summarise
 from evalsi.server._proto.evalsi.v1alpha1 import evaluation_pb2 as pb
 from evalsi.server._service import require
@@ -66,6 +68,8 @@ class Jobs:
         self._lock = threading.Lock()
         self._cancelled: dict[tuple[str, str], threading.Event] = {}
         self._sessions: dict[tuple[str, str], ScoringSession] = {}
+        self.metrics: EvaluationMetrics | None = None
+        """Counts finished jobs by state (set by the server)."""
 
     def recover(self) -> int:
         """Fail the jobs a previous server process left unfinished; returns how many."""
@@ -174,6 +178,8 @@ class Jobs:
 
     def _run(self, project: str, job_id: str) -> None:
         key = (project, job_id)
+        if self.metrics is not None:
+            self.metrics.running.inc()
         try:
             self._execute(project, job_id)
         except _Stopped:
@@ -187,6 +193,12 @@ class Jobs:
             with self._lock:
                 self._cancelled.pop(key, None)
                 self._sessions.pop(key, None)
+            if self.metrics is not None:
+                self.metrics.running.dec()
+                with contextlib.suppress(Exception):  # counting never fails a job
+                    state = self._row(project, job_id)["state"]
+                    if state not in ACTIVE_STATES:  # not the server stopping mid-job
+                        self.metrics.jobs.labels(state).inc()
 
     def _execute(self, project: str, job_id: str) -> None:
         job = self._row(project, job_id)

@@ -78,6 +78,7 @@ def build(config: ServerConfig) -> Parts:
 def _evaluation(config: ServerConfig, engine: Engine, service: RewardService) -> EvaluationApi:
     """Uploaded evaluators, datasets and jobs; work a previous process left unfinished is marked failed."""
     from evalsi.server._evaluators_reward import EvaluatorRefs  # registers the `evaluator` component
+    from evalsi.server._jobs_metrics import EvaluationMetrics
 
     rung = config.spec.sandbox.min_isolation
     evaluators = Evaluators(config, engine, rung)
@@ -86,6 +87,7 @@ def _evaluation(config: ServerConfig, engine: Engine, service: RewardService) ->
     builds, runs = evaluators.recover(), jobs.recover()
     if builds or runs:
         log.warning("marked %d unfinished builds and %d unfinished jobs as failed", builds, runs)
+    evaluators.metrics = jobs.metrics = EvaluationMetrics(service.metrics.registry)
     service.resolver = EvaluatorRefs(evaluators)
     return EvaluationApi(evaluators, datasets, jobs, service.authenticate, lambda: service.draining)
 
