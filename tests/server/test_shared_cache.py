@@ -16,6 +16,8 @@ from evalsi.server._shared_cache import ProjectCache, SharedScores, TieredCache
 from tests.server.harness import ServerProcess, make_token, metric, post_http, write_config
 from tests.server.postgres import fresh_database, running_postgres
 
+"""The newest migration: a started server's schema is at it."""
+
 
 @pytest.fixture(scope="module")
 def postgres_url() -> Iterator[str]:

@@ -1,10 +1,17 @@
-"""``evalsi evaluators list|describe``: what evaluators exist, their params, defaults and what they read."""
+"""``evalsi evaluators list|describe``: what evaluators exist, their params, defaults and what they read.
+
+``evalsi evaluators upload|get|log``: a project's evaluation test uploaded to an evalsi server, built there in the
+sandbox, and its state and build log.
+"""
 
 from __future__ import annotations
 
+import base64
 import inspect
 import re
+import time
 import typing
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -13,11 +20,17 @@ from pydantic_core import PydanticUndefined
 from rich.markup import escape
 from rich.table import Table
 
-from evalsi.cli._console import fail, stdout
+from evalsi.cli._archive import PackError, pack
+from evalsi.cli._console import EXIT_FAILED, fail, stderr, stdout
+from evalsi.cli._remote import SERVER_HELP, call, show
 from evalsi.errors import UnknownEvaluatorError
 from evalsi.evaluators import Evaluator, all_evaluators, evaluator_class, is_operator_only
 
-app = typer.Typer(help="List evaluators and describe their params.", no_args_is_help=True)
+app = typer.Typer(
+    help="List evaluators and describe their params; upload evaluation tests to an evalsi server.",
+    no_args_is_help=True,
+)
+BUILDING = "BUILDING"
 
 
 @app.command("list")
@@ -92,3 +105,52 @@ def _type_text(annotation: Any) -> str:
         return annotation.__name__
     # `evalsi.evaluators.judge._config.JudgeConfig | None` reads as `JudgeConfig | None`.
     return re.sub(r"\b(?:[a-z_]\w*\.)+([A-Za-z_]\w*)", r"\1", str(annotation))
+
+
+@app.command("upload")
+def upload_command(
+    path: Path = typer.Argument(..., exists=True, file_okay=False, help="The project directory to upload."),
+    entry: str = typer.Option(..., "--entry", help="The evaluation test: path/to/test_file.py::function."),
+    evaluator_id: str = typer.Option(..., "--id", help="The evaluator's id in your project."),
+    server: str | None = typer.Option(None, "--server", help=SERVER_HELP),
+    max_bytes: int = typer.Option(16 << 20, "--max-bytes", help="Refuse to upload an archive larger than this."),
+    wait: bool = typer.Option(True, "--wait/--no-wait", help="Wait until the build ends (exit 1 if it failed)."),
+) -> None:
+    """Pack PATH (respecting .gitignore; never .git or .venv) and upload it; the server builds it in the sandbox."""
+    location, sep, _ = entry.partition("::")
+    if not sep or not (path / location).is_file():
+        fail(f"--entry {entry!r}: name a test file inside {path} as path/to/test_file.py::function")
+    try:
+        archive = pack(path, max_bytes)
+    except PackError as exc:
+        fail(str(exc))
+    body = {"evaluatorId": evaluator_id, "entry": entry, "archive": base64.b64encode(archive).decode()}
+    evaluator = call(server, "POST", "/v1alpha1/evaluators", body)
+    stderr.print(f"uploaded {len(archive)} bytes; building {evaluator_id}", highlight=False)
+    while wait and evaluator.get("state") == BUILDING:
+        time.sleep(1.0)
+        evaluator = call(server, "GET", f"/v1alpha1/evaluators/{evaluator_id}")
+    show(evaluator)
+    if evaluator.get("state") == "BUILD_FAILED":
+        log = call(server, "GET", f"/v1alpha1/evaluators/{evaluator_id}/log").get("log", "")
+        stderr.print(escape(log[-4000:]), highlight=False)
+        fail(f"the build failed: {evaluator.get('message', '')}", EXIT_FAILED)
+
+
+@app.command("get")
+def get_command(
+    evaluator_id: str = typer.Argument(..., help="The evaluator's id."),
+    server: str | None = typer.Option(None, "--server", help=SERVER_HELP),
+) -> None:
+    """Show an uploaded evaluator: its state (BUILDING, ACTIVE, BUILD_FAILED), entry and mode."""
+    show(call(server, "GET", f"/v1alpha1/evaluators/{evaluator_id}"))
+
+
+@app.command("log")
+def log_command(
+    evaluator_id: str = typer.Argument(..., help="The evaluator's id."),
+    server: str | None = typer.Option(None, "--server", help=SERVER_HELP),
+) -> None:
+    """Print an uploaded evaluator's build log."""
+    answer = call(server, "GET", f"/v1alpha1/evaluators/{evaluator_id}/log")
+    stdout.print(escape(str(answer.get("log", ""))), highlight=False, soft_wrap=True)

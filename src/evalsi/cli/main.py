@@ -9,7 +9,7 @@ from __future__ import annotations
 import typer
 
 from evalsi import __version__
-from evalsi.cli import checkpoints, evaluators, rewards, sandbox, server
+from evalsi.cli import checkpoints, datasets, evaluators, jobs, rewards, sandbox, server
 from evalsi.cli.compare import compare_command
 from evalsi.cli.local_test import local_test_command
 from evalsi.cli.run import run_command
@@ -18,7 +18,8 @@ from evalsi.cli.view import view_command
 ENVIRONMENT = (
     "Environment (no other variable changes behaviour):\n\n"
     "EVALSI_REWARD_SPEC: the RewardSpec file of the OpenRLHF reward file and the verl function (unless given);\n\n"
-    "EVALSI_SERVER: the OpenRLHF reward file scores through this evalsi server;\n\n"
+    "EVALSI_SERVER: the OpenRLHF reward file scores through this evalsi server, and the server `evalsi "
+    "evaluators upload|get|log`, `evalsi datasets` and `evalsi jobs` talk to (unless --server is given);\n\n"
     "EVALSI_TOKEN: the bearer token sent to an evalsi server;\n\n"
     "the variable a target's apiKeyEnv or a judge's api_key_env names: that API key;\n\n"
     "EVALSI_PASSED_THRESHOLD, EVALSI_NUM_RUNS, EVALSI_MAX_ROWS, EVALSI_COMPLETION_PARAMS: override an evaluation "
@@ -40,6 +41,8 @@ app = typer.Typer(
 )
 app.add_typer(rewards.app, name="rewards")
 app.add_typer(evaluators.app, name="evaluators")
+app.add_typer(datasets.app, name="datasets")
+app.add_typer(jobs.app, name="jobs")
 app.add_typer(sandbox.app, name="sandbox")
 app.add_typer(server.app, name="server")
 app.add_typer(checkpoints.app, name="checkpoints")

@@ -95,7 +95,7 @@ def token_create(
     permission: list[str] = typer.Option(
         ["evaluations.run"],
         "--permission",
-        help="A permission: evaluations.run, resource.runs_code, metrics.read (repeatable).",
+        help="A permission: evaluations.run, resource.runs_code, metrics.read, evaluators.write (repeatable).",
     ),
     name: str = typer.Option("", "--name", help="A label for listings (default: the project)."),
     config: Path | None = typer.Option(None, "--config", "-c", help=CONFIG_HELP),

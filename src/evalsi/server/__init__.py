@@ -1,6 +1,7 @@
 """The evalsi server: the Reward Service and the Run Service over gRPC, Connect and HTTP JSON.
 
-Tokens, quotas, a shared score cache and Prometheus metrics. Needs the ``server`` extra
+Beside it, over the same protocols, a project's uploaded evaluators (built in the sandbox), datasets and
+evaluation jobs. Tokens, quotas, a shared score cache and Prometheus metrics. Needs the ``server`` extra
 (``pip install 'evalsi[server]'``).
 
 Start it with ``evalsi server --config server.yaml``; create tokens with ``evalsi server token create``.

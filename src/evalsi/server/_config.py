@@ -41,6 +41,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from evalsi.server._evaluators_config import DatasetsConfig, EvaluatorsConfig, JobsConfig
 from evalsi.specs import API_VERSION, document_from_mapping, load_resources, parse_resources, select_resource
 from evalsi.specs import SpecModel as _Model
 
@@ -143,10 +144,13 @@ class RewardsConfig(_Model):
 class QuotaConfig(_Model):
     """One project's limits."""
 
-    max_reward_rollouts: int = Field(ge=1)
+    max_reward_rollouts: int | None = Field(default=None, ge=1)
     """Rollouts the project may have in flight at once, summed over its concurrent calls (not a per-call or
     per-period limit): a call that would pass it waits until earlier calls finish, without delaying other
-    projects. A single call larger than the quota runs alone once nothing else of the project is in flight."""
+    projects. A single call larger than the quota runs alone once nothing else of the project is in flight.
+    Unset: no limit but ``rewards.max_inflight``."""
+    max_evaluation_jobs: int | None = Field(default=None, ge=1)
+    """Queued plus running evaluation jobs the project may have (default ``jobs.max_active_per_project``)."""
 
 
 class SandboxConfig(_Model):
@@ -220,6 +224,10 @@ class ServerSpec(_Model):
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     ui: UiConfig = Field(default_factory=UiConfig)
+    evaluators: EvaluatorsConfig = Field(default_factory=EvaluatorsConfig)
+    """Uploaded evaluators: storage, size limits, what a build may install."""
+    datasets: DatasetsConfig = Field(default_factory=DatasetsConfig)
+    jobs: JobsConfig = Field(default_factory=JobsConfig)
     imports: list[str] = Field(default_factory=list)
     """Modules imported at start, so evaluators they register can be used as ``ref`` (besides entry points)."""
     drain_timeout: float = 60.0
@@ -273,6 +281,11 @@ class ServerConfig(BaseModel):
     def database_url(self) -> str:
         """The database URL with a relative SQLite path made absolute against ``base_dir``."""
         return resolve_database_url(self.spec.database.url, self.base_dir)
+
+    @property
+    def evaluators_dir(self) -> Path:
+        """Where uploaded evaluators are stored: ``evaluators.storage_dir`` made absolute against ``base_dir``."""
+        return (self.base_dir / self.spec.evaluators.storage_dir).resolve()
 
 
 def resolve_database_url(url: str, base_dir: Path) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -126,11 +126,14 @@ def max_message_bytes(max_request_bytes: int) -> int:
     return max_request_bytes + _HEADROOM
 
 
-def make_grpc_server(service: RewardService, held: BodyGate) -> grpc.aio.Server:
+def make_grpc_server(
+    service: RewardService, held: BodyGate, extra: Sequence[grpc.GenericRpcHandler] = ()
+) -> grpc.aio.Server:
     """A gRPC server with the Reward Service added (ports are added by the caller).
 
     Messages past ``rewards.max_request_bytes`` are refused by gRPC itself with ``RESOURCE_EXHAUSTED``; a
     message's size is held in ``rewards.max_inflight_bytes`` (within its project's share) while it is scored.
+    ``extra`` adds further services' handlers (evaluators, datasets, evaluation jobs) behind the same token check.
     """
     cap = max_message_bytes(service.config.spec.rewards.max_request_bytes)
     server = grpc.aio.server(
@@ -145,5 +148,5 @@ def make_grpc_server(service: RewardService, held: BodyGate) -> grpc.aio.Server:
             response_serializer=pb.ScoreRewardsResponse.SerializeToString,
         )
     }
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers), *extra))
     return server

@@ -32,6 +32,7 @@ from evalsi.server._connect import decoded as _decoded
 from evalsi.server._convert import request_parts, results_message
 from evalsi.server._errors import ServiceError, from_exception
 from evalsi.server._guard import PRINCIPAL_KEY, Guard
+from evalsi.server._jobs_api import EvaluationApi
 from evalsi.server._limits import SharedGate
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
 from evalsi.server._proto.evalsi.v1alpha1.rewards_connect import RewardServiceASGIApplication
@@ -55,9 +56,14 @@ class ServerState:
     Health answers 503 while draining; the gate is made on first use, inside the serving event loop.
     """
 
-    def __init__(self, service: RewardService, ui: ServerUi | None = None) -> None:
+    def __init__(
+        self, service: RewardService, evaluation: EvaluationApi | None = None, ui: ServerUi | None = None
+    ) -> None:
         self.service = service
+        self.evaluation = evaluation
+        """Evaluators, datasets and evaluation jobs (absent when the server is embedded without them)."""
         self.ui = ui
+        """The results viewer under ``/ui`` (absent when switched off)."""
         self.draining = False
         self._body_gate: SharedGate | None = None
 
@@ -185,14 +191,17 @@ def build_app(state: ServerState) -> ASGIApp:
             *run_routes(runs),
             Route("/metrics", metrics_route, methods=["GET"]),
             Route("/healthz", health, methods=["GET"]),
+            *(state.evaluation.routes() if state.evaluation is not None else []),
             *([Mount("/ui", app=state.ui)] if state.ui is not None else []),
         ]
     )
     rewards = service.config.spec.rewards
     connect = _ConnectApplication(ConnectRewardService(service), read_max_bytes=rewards.max_request_bytes)
+    evaluation = state.evaluation
+    others = evaluation.connect_apps(rewards.max_request_bytes) if evaluation is not None else []
     connects: dict[str, ASGIApp] = {
         application.path + "/": application
-        for application in (connect, run_connect_app(runs, rewards.max_request_bytes))
+        for application in (connect, run_connect_app(runs, rewards.max_request_bytes), *others)
     }
     guarded_json = {SCORE_PATH, *RUN_POSTS}
 
@@ -204,7 +213,9 @@ def build_app(state: ServerState) -> ASGIApp:
         await (target or http)(scope, receive, send)
 
     def scoring(path: str) -> str | None:
-        return "json" if path in guarded_json else "connect" if connect_for(path) is not None else None
+        if path in guarded_json or (evaluation is not None and evaluation.is_post_route(path)):
+            return "json"
+        return "connect" if connect_for(path) is not None else None
 
     return Guard(
         app,

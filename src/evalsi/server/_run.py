@@ -26,9 +26,13 @@ from sqlalchemy import Engine
 
 from evalsi.evaluators import close_all
 from evalsi.server._config import ServerConfig
+from evalsi.server._datasets import Datasets
 from evalsi.server._db import migrate, open_engine
+from evalsi.server._evaluators import Evaluators
 from evalsi.server._grpc import make_grpc_server
 from evalsi.server._http import ServerState, build_app, build_metrics_app, held_body
+from evalsi.server._jobs import Jobs
+from evalsi.server._jobs_api import EvaluationApi
 from evalsi.server._metrics import Metrics
 from evalsi.server._runs_grpc import run_handlers
 from evalsi.server._runs_service import RunService
@@ -53,6 +57,7 @@ class Parts:
     metrics: Metrics
     service: RewardService
     state: ServerState
+    evaluation: EvaluationApi
 
 
 def build(config: ServerConfig) -> Parts:
@@ -71,8 +76,26 @@ def build(config: ServerConfig) -> Parts:
     shared = SharedScores(engine, rewards.shared_cache_ttl) if rewards.shared_cache else None
     metrics = Metrics()
     service = RewardService(config, tokens, shared, metrics)
+    evaluation = _evaluation(config, engine, service)
     ui = ServerUi(service.authenticate, [RunExporter(RunStore(engine))]) if config.spec.ui.enabled else None
-    return Parts(engine, tokens, shared, metrics, service, ServerState(service, ui))
+    return Parts(engine, tokens, shared, metrics, service, ServerState(service, evaluation, ui), evaluation)
+
+
+def _evaluation(config: ServerConfig, engine: Engine, service: RewardService) -> EvaluationApi:
+    """Uploaded evaluators, datasets and jobs; work a previous process left unfinished is marked failed."""
+    from evalsi.server._evaluators_reward import EvaluatorRefs  # registers the `evaluator` component
+    from evalsi.server._jobs_metrics import EvaluationMetrics
+
+    rung = config.spec.sandbox.min_isolation
+    evaluators = Evaluators(config, engine, rung)
+    datasets = Datasets(config, engine)
+    jobs = Jobs(config, engine, evaluators, datasets, rung)
+    builds, runs = evaluators.recover(), jobs.recover()
+    if builds or runs:
+        log.warning("marked %d unfinished builds and %d unfinished jobs as failed", builds, runs)
+    evaluators.metrics = jobs.metrics = EvaluationMetrics(service.metrics.registry)
+    service.resolver = EvaluatorRefs(evaluators)
+    return EvaluationApi(evaluators, datasets, jobs, service.authenticate, lambda: service.draining)
 
 
 class _Uvicorn(uvicorn.Server):
@@ -115,7 +138,7 @@ async def serve_async(config: ServerConfig, ready: ReadyHook = default_ready) ->
     grpc_port = None
     if listen.grpc_port is not None:
         held = lambda project, size: held_body(parts.state, project, size)  # noqa: E731
-        grpc_server = make_grpc_server(parts.service, held)
+        grpc_server = make_grpc_server(parts.service, held, parts.evaluation.grpc_handlers())
         grpc_server.add_generic_rpc_handlers((run_handlers(RunService(parts.service), held),))
         grpc_port = grpc_server.add_insecure_port(f"{listen.host}:{listen.grpc_port}")
         await grpc_server.start()
@@ -202,6 +225,8 @@ async def _shutdown(
     except TimeoutError:
         drained = False
         log.error("drain timeout exceeded with calls still in flight; exiting without them")
+    parts.evaluation.jobs.close()
+    parts.evaluation.evaluators.close()
     parts.service.close()
     closing = loop.run_in_executor(None, close_all)
     try:  # evaluator pools may wait on their own stuck work: never past the deadline (and a second for this)

@@ -17,7 +17,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -37,6 +37,20 @@ from evalsi.server._tokens import RUN, RUNS_CODE, Principal, TokenStore
 from evalsi.server._trust import check_depth, check_rollouts_depth, server_spec
 
 log = logging.getLogger("evalsi.server")
+
+
+class SpecResolver(Protocol):
+    """Rewrites a request's spec for the caller's project before it is bound (see ``_evaluators_reward``)."""
+
+    def applies(self, spec: Mapping[str, Any]) -> bool:
+        """Whether ``spec`` needs :meth:`resolve` (cheap: no I/O)."""
+        ...
+
+    def resolve(self, spec: Mapping[str, Any], project: str) -> Mapping[str, Any]:
+        """``spec`` resolved for ``project``; raises ``ServiceError`` naming a bad component."""
+        ...
+
+
 _BOUND_SPECS = 256  # distinct specs kept bound; a trainer uses one or a few
 
 
@@ -53,7 +67,7 @@ class RewardService:
         self.cpu = FairPool(rewards.cpu_workers, share_of(rewards.cpu_workers, share), "evalsi-cpu")
         self.components = FairPool(rewards.cpu_workers, share_of(rewards.cpu_workers, share), "evalsi-component")
         self.sandboxes = FairPool(rewards.sandbox_workers, share_of(rewards.sandbox_workers, share), "evalsi-sandbox")
-        quotas = {name: q.max_reward_rollouts for name, q in config.spec.quotas.items()}
+        quotas = {n: q.max_reward_rollouts for n, q in config.spec.quotas.items() if q.max_reward_rollouts is not None}
         self._admission: Admission | None = None
         self._quotas = quotas
         self._bound: OrderedDict[bytes, Reward] = OrderedDict()
@@ -61,6 +75,8 @@ class RewardService:
         self._project_caches: dict[str, ProjectCache] = {}
         self.draining = False
         """Set on SIGTERM: new calls are refused (``unavailable``) while those in flight finish."""
+        self.resolver: SpecResolver | None = None
+        """Fills in components that name the caller's server resources (``ref: evaluator/ID``) before binding."""
 
     @property
     def admission(self) -> Admission:
@@ -123,6 +139,8 @@ class RewardService:
                 limit=limit,
             )
         check_depth(spec, "spec")
+        if self.resolver is not None and self.resolver.applies(spec):  # a database look-up: off the event loop
+            spec = await asyncio.to_thread(self.resolver.resolve, spec, principal.project)
         reward = await self._bound_reward(spec, principal.project)
         if reward.runs_code:
             require(principal, RUNS_CODE, "the spec has a code component")

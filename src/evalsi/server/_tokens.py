@@ -19,9 +19,11 @@ from evalsi.server._tables import api_tokens
 RUN = "evaluations.run"
 RUNS_CODE = "resource.runs_code"
 METRICS = "metrics.read"
-PERMISSIONS = (RUN, RUNS_CODE, METRICS)
-"""Every permission a token can carry: score rewards; score components that run code (in the sandbox, at the
-server's isolation floor or higher); read ``/metrics`` on the main port (every project's counts: an operator's)."""
+EVALUATORS_WRITE = "evaluators.write"
+PERMISSIONS = (RUN, RUNS_CODE, METRICS, EVALUATORS_WRITE)
+"""Every permission a token can carry: score rewards, and start, read and cancel evaluation jobs; score components
+that run code (in the sandbox, at the server's isolation floor or higher); read ``/metrics`` on the main port
+(every project's counts: an operator's); upload evaluators (with ``resource.runs_code``: they are code)."""
 PREFIX = "evalsi_"
 
 

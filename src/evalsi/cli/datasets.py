@@ -1,0 +1,50 @@
+"""``evalsi datasets create|get|delete``: datasets stored on an evalsi server, for evaluation jobs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from evalsi.cli._console import fail, stderr
+from evalsi.cli._remote import SERVER_HELP, call, show
+
+app = typer.Typer(help="Create, show and delete datasets on an evalsi server.", no_args_is_help=True)
+
+
+@app.command("create")
+def create_command(
+    name: str = typer.Argument(..., help="The dataset's id in your project."),
+    file: Path = typer.Argument(..., exists=True, dir_okay=False, help="JSONL: rows with messages, ground_truth."),
+    server: str | None = typer.Option(None, "--server", help=SERVER_HELP),
+) -> None:
+    """Upload FILE as dataset NAME; the server checks every row and names the line of a bad one."""
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        fail(f"{file}: {exc}")
+    show(call(server, "POST", "/v1alpha1/datasets", {"datasetId": name, "jsonl": text}))
+
+
+@app.command("get")
+def get_command(
+    name: str = typer.Argument(..., help="The dataset's id."),
+    output: Path | None = typer.Option(None, "--output", "-o", help="Write the rows (JSONL) to this file."),
+    server: str | None = typer.Option(None, "--server", help=SERVER_HELP),
+) -> None:
+    """Show a dataset (rows, size, the job that wrote it); with --output, save its rows."""
+    path = f"/v1alpha1/datasets/{name}" + ("?rows=true" if output else "")
+    answer = call(server, "GET", path)
+    if output is not None:
+        output.write_text(str(answer.pop("jsonl", "")), encoding="utf-8")
+        stderr.print(f"wrote {answer.get('rowCount', 0)} rows to {output}", highlight=False)
+    show(answer)
+
+
+@app.command("delete")
+def delete_command(
+    name: str = typer.Argument(..., help="The dataset's id."),
+    server: str | None = typer.Option(None, "--server", help=SERVER_HELP),
+) -> None:
+    """Delete a dataset."""
+    show(call(server, "DELETE", f"/v1alpha1/datasets/{name}"))

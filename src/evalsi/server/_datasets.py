@@ -1,0 +1,201 @@
+"""Datasets as server resources: JSONL rows with ``messages`` and an optional ``ground_truth``, per project.
+
+Rows are checked when uploaded, and a bad one is named by its line: ``line 3: messages[1].role: ...``. A
+job's output dataset is written by the job (its rows carry ``evaluation_result`` or ``evaluation_error``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+from sqlalchemy import Engine, delete, insert, select
+from sqlalchemy.exc import IntegrityError
+
+from evalsi.server._config import ServerConfig
+from evalsi.server._errors import ServiceError
+from evalsi.server._evaluators_ids import check_id, resource_id, timestamp
+from evalsi.server._evaluators_tables import datasets
+from evalsi.server._proto.evalsi.v1alpha1 import evaluation_pb2 as pb
+from evalsi.server._service import require
+from evalsi.server._tokens import RUN, Principal
+
+
+def _bad(line: int, message: str) -> ServiceError:
+    return ServiceError("invalid_argument", f"line {line}: {message}", "invalid_dataset_row", line=line)
+
+
+def parse_rows(text: str, max_rows: int) -> list[dict[str, Any]]:
+    """The rows of a JSONL text, each checked; blank lines are skipped.
+
+    Raises:
+        ServiceError: ``invalid_argument`` naming the 1-based line and what would be valid.
+
+    """
+    rows: list[dict[str, Any]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise _bad(number, f"not valid JSON ({exc})") from None
+        check_row(row, number)
+        rows.append(row)
+        if len(rows) > max_rows:
+            raise ServiceError("invalid_argument", f"more than datasets.max_rows={max_rows} rows", "dataset_too_large")
+    if not rows:
+        raise ServiceError("invalid_argument", "the dataset has no rows (one JSON object per line)")
+    return rows
+
+
+def check_row(row: Any, line: int) -> None:
+    """Refuse a row that is not ``{"messages": [{"role": str, "content": ...}, ...], "ground_truth"?: ...}``."""
+    if not isinstance(row, dict):
+        raise _bad(line, f'a row is a JSON object {{"messages": [...], "ground_truth": ...}}, got {_kind(row)}')
+    messages = row.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise _bad(line, "`messages` must be a non-empty list of {role, content} objects")
+    for index, message in enumerate(messages):
+        where = f"messages[{index}]"
+        if not isinstance(message, dict):
+            raise _bad(line, f"{where}: must be an object {{role, content}}, got {_kind(message)}")
+        if not isinstance(message.get("role"), str) or not message["role"]:
+            raise _bad(line, f"{where}.role: must be a string such as 'system', 'user' or 'assistant'")
+        content = message.get("content")
+        if content is not None and not isinstance(content, str | list):
+            raise _bad(line, f"{where}.content: must be text or a list of content parts, got {_kind(content)}")
+
+
+_KINDS = {dict: "an object", list: "a list", str: "a string", type(None): "null"}
+
+
+def _kind(value: Any) -> str:
+    return _KINDS.get(type(value), type(value).__name__)
+
+
+def has_reply(row: dict[str, Any]) -> bool:
+    """The row's conversation ends with the assistant's reply (what a job scores as it is)."""
+    messages = row.get("messages") or []
+    return bool(messages) and isinstance(messages[-1], dict) and messages[-1].get("role") == "assistant"
+
+
+def encode(rows: Sequence[dict[str, Any]]) -> bytes:
+    """Rows as JSONL."""
+    return b"".join(orjson.dumps(row) + b"\n" for row in rows)
+
+
+class Datasets:
+    """The dataset store."""
+
+    def __init__(self, config: ServerConfig, engine: Engine) -> None:
+        self.settings = config.spec.datasets
+        self.engine = engine
+
+    def create(self, principal: Principal, request: pb.CreateDatasetRequest) -> pb.Dataset:
+        """Check and store an uploaded dataset.
+
+        Raises:
+            ServiceError: Too large, a bad row (named by line), or the id is taken.
+
+        """
+        require(principal, RUN)
+        dataset_id = check_id(request.dataset_id, "datasetId")
+        size, limit = len(request.jsonl.encode()), self.settings.max_bytes
+        if size > limit:
+            raise ServiceError(
+                "invalid_argument",
+                f"the dataset is {size} bytes; this server accepts at most datasets.max_bytes={limit}",
+                "dataset_too_large",
+            )
+        rows = parse_rows(request.jsonl, self.settings.max_rows)
+        return self.store(principal.project, dataset_id, rows, source_job="")
+
+    def store(self, project: str, dataset_id: str, rows: Sequence[dict[str, Any]], source_job: str) -> pb.Dataset:
+        """Insert a dataset (an upload, or a job's output).
+
+        Raises:
+            ServiceError: ``already_exists`` when the project has a dataset of that id.
+
+        """
+        content = encode(rows)
+        values = {
+            "project": project,
+            "dataset_id": dataset_id,
+            "row_count": len(rows),
+            "size_bytes": len(content),
+            "source_job": source_job,
+            "content": content,
+            "created_at": time.time(),
+        }
+        try:
+            with self.engine.begin() as connection:
+                connection.execute(insert(datasets).values(**values))
+        except IntegrityError:
+            raise ServiceError(
+                "failed_precondition",
+                f"dataset {dataset_id!r} already exists in project {project!r}",
+                "already_exists",
+            ) from None
+        return _message(values, with_rows=False)
+
+    def get(self, principal: Principal, request: pb.GetDatasetRequest) -> pb.Dataset:
+        """The caller's dataset, with its rows when asked for."""
+        require(principal, RUN)
+        dataset_id = resource_id(request.dataset_id, "datasets", "datasetId")
+        return _message(self.row(principal.project, dataset_id), with_rows=request.rows)
+
+    def delete(self, principal: Principal, request: pb.GetDatasetRequest) -> pb.DeleteDatasetResponse:
+        """Delete the caller's dataset."""
+        require(principal, RUN)
+        dataset_id = resource_id(request.dataset_id, "datasets", "datasetId")
+        with self.engine.begin() as connection:
+            done = connection.execute(
+                delete(datasets).where(datasets.c.project == principal.project, datasets.c.dataset_id == dataset_id)
+            )
+        if not done.rowcount:
+            raise _missing(principal.project, dataset_id, "datasetId")
+        return pb.DeleteDatasetResponse(name=f"datasets/{dataset_id}")
+
+    def exists(self, project: str, dataset_id: str) -> bool:
+        """Whether the project has a dataset of that id."""
+        query = select(datasets.c.dataset_id).where(datasets.c.project == project, datasets.c.dataset_id == dataset_id)
+        with self.engine.connect() as connection:
+            return connection.execute(query).first() is not None
+
+    def row(self, project: str, dataset_id: str, where: str = "datasetId") -> dict[str, Any]:
+        """The stored dataset row.
+
+        Raises:
+            ServiceError: ``not_found`` naming ``where``.
+
+        """
+        query = select(datasets).where(datasets.c.project == project, datasets.c.dataset_id == dataset_id)
+        with self.engine.connect() as connection:
+            found = connection.execute(query).mappings().first()
+        if found is None:
+            raise _missing(project, dataset_id, where)
+        return dict(found)
+
+    def rows(self, project: str, dataset_id: str, where: str) -> list[dict[str, Any]]:
+        """A dataset's rows."""
+        content = bytes(self.row(project, dataset_id, where)["content"])
+        return [orjson.loads(line) for line in content.splitlines() if line.strip()]
+
+
+def _missing(project: str, dataset_id: str, where: str) -> ServiceError:
+    return ServiceError("not_found", f"{where}: no dataset {dataset_id!r} in project {project!r}", path=where)
+
+
+def _message(row: dict[str, Any], with_rows: bool) -> pb.Dataset:
+    return pb.Dataset(
+        name=f"datasets/{row['dataset_id']}",
+        dataset_id=row["dataset_id"],
+        row_count=row["row_count"],
+        size_bytes=row["size_bytes"],
+        source_job=row["source_job"],
+        create_time=timestamp(row["created_at"]),
+        jsonl=bytes(row["content"]).decode() if with_rows else "",
+    )

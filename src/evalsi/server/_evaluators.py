@@ -1,0 +1,326 @@
+"""Uploaded evaluators: stored per project, built in the sandbox in the background, looked up when used.
+
+``CreateEvaluator`` checks the caller (``evaluators.write`` and ``resource.runs_code``), the id, the entry and the
+archive (size, then :func:`check_archive`) in the request, stores the archive and answers ``BUILDING``; a build
+worker then runs :func:`evalsi.server._evaluators_sandbox.build` and records ``ACTIVE`` or ``BUILD_FAILED`` with
+the log. Only ``ACTIVE`` evaluators score (jobs, ``ref: evaluator/ID`` components).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import shutil
+import stat
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from evalsi.sandbox import Isolation
+from evalsi.sandbox._host import running_as_root
+from evalsi.server._config import ServerConfig
+from evalsi.server._errors import ServiceError
+from evalsi.server._evaluators_archive import check_archive, normalised
+from evalsi.server._evaluators_ids import check_id, project_dir, resource_id, timestamp
+from evalsi.server._evaluators_runtime import runtime_dir
+from evalsi.server._evaluators_sandbox import ARCHIVE_NAME, build
+from evalsi.server._evaluators_tables import evaluators
+from evalsi.server._fair import FairPool, share_of
+from evalsi.server._jobs_metrics import EvaluationMetrics
+from evalsi.server._proto.evalsi.v1alpha1 import evaluation_pb2 as pb
+from evalsi.server._service import require
+from evalsi.server._tokens import EVALUATORS_WRITE, RUN, RUNS_CODE, Principal
+
+log = logging.getLogger("evalsi.server")
+BUILDING, ACTIVE, BUILD_FAILED = "BUILDING", "ACTIVE", "BUILD_FAILED"
+_READY_MEMO = 4096
+
+
+@dataclass(frozen=True)
+class ReadyEvaluator:
+    """An ACTIVE evaluator, as scoring needs it."""
+
+    evaluator_id: str
+    entry: str
+    directory: Path
+    revision: str
+    """The archive's digest: scores cached for one upload never answer for another."""
+
+
+def readable(principal: Principal) -> None:
+    """Reading a project's evaluators needs ``evaluators.write`` or ``evaluations.run``."""
+    if not principal.allows(EVALUATORS_WRITE):
+        require(principal, RUN, "reading evaluators needs evaluations.run or evaluators.write")
+
+
+class Evaluators:
+    """The evaluator store and its build workers."""
+
+    def __init__(self, config: ServerConfig, engine: Engine, rung: Isolation) -> None:
+        self.settings = config.spec.evaluators
+        self.engine = engine
+        self.rung = rung
+        self.root = config.evaluators_dir
+        self._runtime: Path | None = None
+        self._ready: dict[tuple[str, str], ReadyEvaluator] = {}
+        self.metrics: EvaluationMetrics | None = None
+        """Counts finished builds by state (set by the server)."""
+        self._prepare_lock = threading.Lock()
+        workers = config.spec.jobs.workers
+        self._builds = FairPool(workers, share_of(workers, config.spec.rewards.project_share), "evalsi-build")
+
+    @property
+    def runtime(self) -> Path:
+        """The runtime directory sandboxes mount (the storage is prepared on first use).
+
+        Raises:
+            ServiceError: ``failed_precondition`` when the storage directory cannot serve sandboxes.
+
+        """
+        with self._prepare_lock:
+            if self._runtime is None:
+                try:
+                    self.root.mkdir(mode=0o755, parents=True, exist_ok=True)
+                    self.root.chmod(0o755)  # sandboxes (unprivileged uids) must reach the directories mounted
+                    check_reachable(self.root)
+                    self._runtime = runtime_dir(self.root)
+                except OSError as exc:
+                    log.error("evaluators.storage_dir cannot be used: %s", exc)
+                    raise ServiceError(
+                        "failed_precondition",
+                        "this server cannot store or build evaluators: its evaluators.storage_dir is unusable "
+                        "(the operator's configuration; the server log says why)",
+                    ) from None
+            return self._runtime
+
+    def directory(self, project: str, evaluator_id: str) -> Path:
+        """Where an evaluator's archive and environment live."""
+        return self.root / project_dir(project) / evaluator_id
+
+    def recover(self) -> int:
+        """Fail the builds a previous server process left running (their sandbox is gone); returns how many."""
+        with self.engine.begin() as connection:
+            done = connection.execute(
+                update(evaluators)
+                .where(evaluators.c.state == BUILDING)
+                .values(
+                    state=BUILD_FAILED,
+                    message="the server stopped during the build: upload the evaluator again",
+                    updated_at=time.time(),
+                )
+            )
+        return int(done.rowcount or 0)
+
+    def create(self, principal: Principal, request: pb.CreateEvaluatorRequest) -> pb.Evaluator:
+        """Check and store an upload, start its build, and answer it ``BUILDING``.
+
+        Raises:
+            ServiceError: Permission, id, entry or archive refused; the id is taken (``already_exists``).
+
+        """
+        require(principal, EVALUATORS_WRITE)
+        require(principal, RUNS_CODE, "an evaluator is code: it runs in the sandbox")
+        evaluator_id = check_id(request.evaluator_id, "evaluatorId")
+        entry = _check_entry(request.entry)
+        data = bytes(request.archive)
+        limit = self.settings.max_upload_bytes
+        if len(data) > limit:
+            raise ServiceError(
+                "invalid_argument",
+                f"the archive is {len(data)} bytes; this server accepts at most evaluators.max_upload_bytes={limit}",
+                "archive_too_large",
+                limit=limit,
+            )
+        listing = check_archive(data, self.settings.max_files, self.settings.max_unpacked_bytes)
+        runtime = self.runtime
+        entry_file = entry.partition("::")[0]
+        if entry_file not in listing.files:
+            raise ServiceError(
+                "invalid_argument",
+                f"entry: {entry_file!r} is not in the archive (its Python files: "
+                f"{', '.join(sorted(f for f in listing.files if f.endswith('.py'))[:20]) or 'none'})",
+                path="entry",
+            )
+        now = time.time()
+        digest = hashlib.sha256(data).hexdigest()
+        row = {
+            "project": principal.project,
+            "evaluator_id": evaluator_id,
+            "entry": entry,
+            "state": BUILDING,
+            "message": "",
+            "mode": "",
+            "build_log": "",
+            "archive_bytes": len(data),
+            "archive_sha256": digest,
+            "created_at": now,
+            "updated_at": now,
+        }
+        try:
+            with self.engine.begin() as connection:
+                connection.execute(insert(evaluators).values(**row))
+        except IntegrityError:
+            raise ServiceError(
+                "failed_precondition",
+                f"evaluator {evaluator_id!r} already exists in project {principal.project!r}: choose another id",
+                "already_exists",
+            ) from None
+        try:
+            self._store_archive(self.directory(principal.project, evaluator_id), data)
+        except OSError as exc:
+            log.error("storing evaluator %s failed: %s", evaluator_id, exc)
+            self._finish(principal.project, evaluator_id, BUILD_FAILED, "", "the server could not store it", "")
+            raise ServiceError("unavailable", "the server could not store the archive; retry later") from None
+        has_requirements = "requirements.txt" in listing.files
+        project = principal.project
+        self._builds.submit(project, self._build, project, evaluator_id, entry, has_requirements, runtime)
+        return _message(row)
+
+    def _build(self, project: str, evaluator_id: str, entry: str, has_requirements: bool, runtime: Path) -> None:
+        directory = self.directory(project, evaluator_id)
+        try:
+            outcome = build(directory, entry, has_requirements, self.settings, runtime, self.rung)
+            state, mode, message, build_log = (
+                ACTIVE if outcome.ok else BUILD_FAILED,
+                outcome.mode,
+                outcome.message,
+                outcome.log,
+            )
+        except Exception as exc:  # never leave an evaluator BUILDING
+            log.exception("build of evaluator %s failed", evaluator_id)
+            message = f"the build could not run: {exc}"
+            state, mode, build_log = BUILD_FAILED, "", message
+        self._finish(project, evaluator_id, state, mode, message, build_log)
+        if self.metrics is not None:
+            self.metrics.builds.labels(state).inc()
+
+    @staticmethod
+    def _store_archive(directory: Path, data: bytes) -> None:
+        shutil.rmtree(directory, ignore_errors=True)
+        upload = directory / "upload"
+        upload.mkdir(mode=0o755, parents=True)
+        for folder in (directory.parent, directory):
+            folder.chmod(0o755)
+        (upload / ARCHIVE_NAME).write_bytes(data)
+        (upload / ARCHIVE_NAME).chmod(0o644)
+
+    def _finish(self, project: str, evaluator_id: str, state: str, mode: str, message: str, build_log: str) -> None:
+        with self.engine.begin() as connection:
+            connection.execute(
+                update(evaluators)
+                .where(evaluators.c.project == project, evaluators.c.evaluator_id == evaluator_id)
+                .values(state=state, mode=mode, message=message, build_log=build_log, updated_at=time.time())
+            )
+
+    def get(self, principal: Principal, evaluator_id: str) -> pb.Evaluator:
+        """The caller's evaluator.
+
+        Raises:
+            ServiceError: ``not_found`` (also for another project's evaluator).
+
+        """
+        readable(principal)
+        return _message(self._row(principal.project, resource_id(evaluator_id, "evaluators", "evaluatorId")))
+
+    def build_log(self, principal: Principal, evaluator_id: str) -> pb.EvaluatorBuildLog:
+        """The caller's evaluator's build log."""
+        readable(principal)
+        row = self._row(principal.project, resource_id(evaluator_id, "evaluators", "evaluatorId"))
+        return pb.EvaluatorBuildLog(evaluator_id=row["evaluator_id"], state=row["state"], log=row["build_log"])
+
+    def ready(self, project: str, evaluator_id: str, where: str) -> ReadyEvaluator:
+        """An ACTIVE evaluator of ``project`` for scoring.
+
+        An ACTIVE evaluator never changes (ids are not reused), so it is remembered: reward calls naming it cost
+        no query after the first.
+
+        Raises:
+            ServiceError: ``not_found``, or ``invalid_argument`` when it is not ACTIVE (both naming ``where``).
+
+        """
+        known = self._ready.get((project, evaluator_id))
+        if known is not None:
+            return known
+        row = self._row(project, evaluator_id, where)
+        if row["state"] != ACTIVE:
+            detail = f": {row['message']}" if row["message"] else ""
+            raise ServiceError(
+                "invalid_argument",
+                f"{where}: evaluator {evaluator_id!r} is {row['state']}{detail}; only ACTIVE evaluators score",
+                "evaluator_not_active",
+                path=where,
+            )
+        ready = ReadyEvaluator(evaluator_id, row["entry"], self.directory(project, evaluator_id), row["archive_sha256"])
+        if len(self._ready) >= _READY_MEMO:
+            self._ready.clear()
+        self._ready[(project, evaluator_id)] = ready
+        return ready
+
+    def _row(self, project: str, evaluator_id: str, where: str = "evaluatorId") -> dict[str, Any]:
+        query = select(evaluators).where(evaluators.c.project == project, evaluators.c.evaluator_id == evaluator_id)
+        with self.engine.connect() as connection:
+            found = connection.execute(query).mappings().first()
+        if found is None:
+            raise ServiceError(
+                "not_found", f"{where}: no evaluator {evaluator_id!r} in project {project!r}", path=where
+            )
+        return dict(found)
+
+    def close(self) -> None:
+        """Stop taking builds (a build running finishes on its thread)."""
+        self._builds.shutdown()
+
+
+def check_reachable(root: Path) -> None:
+    """Refuse a storage directory the sandbox's unprivileged users cannot reach (as root, they are other users).
+
+    Raises:
+        PermissionError: A parent directory is not searchable by others; the message names it.
+
+    """
+    if not running_as_root():
+        return
+    for parent in root.parents:
+        if not parent.stat().st_mode & stat.S_IXOTH:
+            raise PermissionError(
+                f"evaluators.storage_dir {root} is not reachable by the sandbox's unprivileged users: its parent "
+                f"{parent} is not searchable by others (mode {stat.S_IMODE(parent.stat().st_mode):o}); choose a "
+                "directory whose parents are (e.g. /var/lib/evalsi)"
+            )
+
+
+def _check_entry(entry: str) -> str:
+    location, sep, name = entry.partition("::")
+    if not sep or not name.isidentifier() or not location.endswith(".py"):
+        raise ServiceError(
+            "invalid_argument",
+            f"entry: {entry[:200]!r} must name an evaluation test as path/to/test_file.py::function",
+            path="entry",
+        )
+    try:
+        location = normalised(location)
+    except ServiceError:
+        raise ServiceError(
+            "invalid_argument", f"entry: {location[:200]!r} must be a path inside the archive", path="entry"
+        ) from None
+    return f"{location}::{name}"
+
+
+def _message(row: dict[str, Any]) -> pb.Evaluator:
+    return pb.Evaluator(
+        name=f"evaluators/{row['evaluator_id']}",
+        evaluator_id=str(row["evaluator_id"]),
+        entry=str(row["entry"]),
+        state=str(row["state"]),
+        message=str(row["message"]),
+        mode=str(row["mode"]),
+        archive_bytes=int(row["archive_bytes"]),
+        archive_sha256=str(row["archive_sha256"]),
+        create_time=timestamp(float(row["created_at"])),
+        update_time=timestamp(float(row["updated_at"])),
+    )

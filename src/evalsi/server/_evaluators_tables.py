@@ -1,0 +1,57 @@
+"""The tables of uploaded evaluators, datasets and evaluation jobs (``0003_evaluation_jobs`` creates them).
+
+Every row belongs to a project; every query names the caller's project, so one project never sees another's.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Column, Float, Integer, LargeBinary, MetaData, String, Table, Text
+
+metadata = MetaData()
+
+evaluators = Table(
+    "evaluators",
+    metadata,
+    Column("project", String(200), primary_key=True),
+    Column("evaluator_id", String(63), primary_key=True),
+    Column("entry", Text, nullable=False),
+    Column("state", String(20), nullable=False),  # BUILDING, ACTIVE, BUILD_FAILED
+    Column("message", Text, nullable=False, default=""),
+    Column("mode", String(20), nullable=False, default=""),
+    Column("build_log", Text, nullable=False, default=""),
+    Column("archive_bytes", Integer, nullable=False),
+    Column("archive_sha256", String(64), nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
+"""Uploaded evaluators; the archive and the built environment are files under ``evaluators.storage_dir``."""
+
+datasets = Table(
+    "datasets",
+    metadata,
+    Column("project", String(200), primary_key=True),
+    Column("dataset_id", String(63), primary_key=True),
+    Column("row_count", Integer, nullable=False),
+    Column("size_bytes", Integer, nullable=False),
+    Column("source_job", String(63), nullable=False, default=""),
+    Column("content", LargeBinary, nullable=False),  # the JSONL, as checked
+    Column("created_at", Float, nullable=False),
+)
+"""Datasets: JSONL rows (uploaded, or written by an evaluation job)."""
+
+evaluation_jobs = Table(
+    "evaluation_jobs",
+    metadata,
+    Column("project", String(200), primary_key=True),
+    Column("job_id", String(63), primary_key=True),
+    Column("evaluator_id", String(63), nullable=False),
+    Column("input_dataset", String(63), nullable=False),
+    Column("output_dataset", String(63), nullable=False),
+    Column("state", String(20), nullable=False),
+    Column("message", Text, nullable=False, default=""),
+    Column("metrics", Text, nullable=False, default="{}"),  # JSON: name -> score
+    Column("output_stats", Text, nullable=False, default="{}"),  # JSON
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
+"""Evaluation jobs and their outcome."""

@@ -1,0 +1,331 @@
+"""Evaluation jobs: score a dataset with an ACTIVE evaluator in the sandbox, in the background, into a new dataset.
+
+States: ``VALIDATING`` (queued, then the evaluator and datasets are checked again) -> ``RUNNING`` (batches of
+``jobs.batch_rows`` rows scored in one sandbox) -> ``WRITING_RESULTS`` (the output dataset) -> ``COMPLETED`` with
+``metrics`` and ``outputStats``; or ``FAILED`` with a message, or ``CANCELLED``. Rows already ending with the
+assistant's reply are scored as they are; the server never generates replies, so other rows are errored.
+At most ``jobs.workers`` jobs run at once, a project's at most ``rewards.project_share`` of them (its further
+jobs wait in its own queue, so one project's long jobs never hold every worker); a project may have
+``jobs.max_active_per_project`` (or its quota's ``max_evaluation_jobs``) jobs queued or running, and a further
+create is refused ``resource_exhausted``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import secrets
+import threading
+import time
+from typing import Any
+
+import orjson
+from sqlalchemy import Engine, func, insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from evalsi.errors import EvalsiError
+from evalsi.sandbox import Isolation, Limits
+from evalsi.server._config import ServerConfig
+from evalsi.server._datasets import Datasets, has_reply
+from evalsi.server._errors import ServiceError, redact
+from evalsi.server._evaluators import Evaluators
+from evalsi.server._evaluators_ids import check_id, resource_id, timestamp
+from evalsi.server._evaluators_sandbox import ScoringSession
+from evalsi.server._evaluators_tables import evaluation_jobs
+from evalsi.server._fair import FairPool, share_of
+from evalsi.server._jobs_metrics import EvaluationMetrics
+from evalsi.server._jobs_stats import summarise
+from evalsi.server._proto.evalsi.v1alpha1 import evaluation_pb2 as pb
+from evalsi.server._service import require
+from evalsi.server._tokens import RUN, Principal
+
+log = logging.getLogger("evalsi.server")
+VALIDATING, RUNNING, WRITING_RESULTS = "VALIDATING", "RUNNING", "WRITING_RESULTS"
+COMPLETED, FAILED, CANCELLED = "COMPLETED", "FAILED", "CANCELLED"
+ACTIVE_STATES = (VALIDATING, RUNNING, WRITING_RESULTS)
+NO_REPLY = "the row has no assistant reply to score (jobs score replies as given; this server generates none)"
+
+
+class _Stopped(Exception):
+    """The job was cancelled while it ran."""
+
+
+class Jobs:
+    """The job store, the background workers, and cancellation."""
+
+    def __init__(
+        self, config: ServerConfig, engine: Engine, evaluators: Evaluators, datasets: Datasets, rung: Isolation
+    ) -> None:
+        self.settings = config.spec.jobs
+        self.quotas = {name: q.max_evaluation_jobs for name, q in config.spec.quotas.items()}
+        self.engine = engine
+        self.evaluators = evaluators
+        self.datasets = datasets
+        self.rung = rung
+        workers = self.settings.workers
+        share = share_of(workers, config.spec.rewards.project_share)
+        self._pool = FairPool(workers, share, "evalsi-job")  # one project's queue never holds every worker
+        self._lock = threading.Lock()
+        self._cancelled: dict[tuple[str, str], threading.Event] = {}
+        self._sessions: dict[tuple[str, str], ScoringSession] = {}
+        self.metrics: EvaluationMetrics | None = None
+        """Counts finished jobs by state (set by the server)."""
+
+    def recover(self) -> int:
+        """Fail the jobs a previous server process left unfinished; returns how many."""
+        with self.engine.begin() as connection:
+            done = connection.execute(
+                update(evaluation_jobs)
+                .where(evaluation_jobs.c.state.in_(ACTIVE_STATES))
+                .values(state=FAILED, message="the server stopped while the job ran: create it again",
+                        updated_at=time.time())
+            )  # fmt: skip
+        return int(done.rowcount or 0)
+
+    def create(self, principal: Principal, request: pb.CreateEvaluationJobRequest) -> pb.EvaluationJob:
+        """Check a job, queue it (``VALIDATING``) and answer it.
+
+        Raises:
+            ServiceError: Permission, ids, unknown evaluator or input dataset, an existing output dataset, or the
+                project's job quota.
+
+        """
+        require(principal, RUN)
+        spec = request.evaluation_job
+        project = principal.project
+        evaluator_id = resource_id(spec.evaluator, "evaluators", "evaluationJob.evaluator")
+        input_id = resource_id(spec.input_dataset, "datasets", "evaluationJob.inputDataset")
+        output_id = resource_id(spec.output_dataset, "datasets", "evaluationJob.outputDataset")
+        job_id = check_id(request.evaluation_job_id or f"job-{secrets.token_hex(6)}", "evaluationJobId")
+        self.evaluators.ready(project, evaluator_id, "evaluationJob.evaluator")
+        self.datasets.row(project, input_id, "evaluationJob.inputDataset")
+        self._refuse_existing_output(project, output_id)
+        now = time.time()
+        values = {
+            "project": project,
+            "job_id": job_id,
+            "evaluator_id": evaluator_id,
+            "input_dataset": input_id,
+            "output_dataset": output_id,
+            "state": VALIDATING,
+            "message": "",
+            "metrics": "{}",
+            "output_stats": "{}",
+            "created_at": now,
+            "updated_at": now,
+        }
+        limit = self.quotas.get(project) or self.settings.max_active_per_project
+        with self._lock:  # the count and the insert together: two creates cannot both take the last place
+            with self.engine.connect() as connection:
+                active = connection.execute(
+                    select(func.count())
+                    .select_from(evaluation_jobs)
+                    .where(evaluation_jobs.c.project == project, evaluation_jobs.c.state.in_(ACTIVE_STATES))
+                ).scalar_one()
+            if active >= limit:
+                raise ServiceError(
+                    "resource_exhausted",
+                    f"project {project!r} has {active} evaluation jobs queued or running, its limit "
+                    f"(max_evaluation_jobs={limit}); wait for one to finish or cancel one",
+                    "job_quota",
+                    limit=limit,
+                )
+            try:
+                with self.engine.begin() as connection:
+                    connection.execute(insert(evaluation_jobs).values(**values))
+            except IntegrityError:
+                raise ServiceError(
+                    "failed_precondition",
+                    f"evaluationJobId: job {job_id!r} already exists in project {project!r}",
+                    "already_exists",
+                    path="evaluationJobId",
+                ) from None
+            self._cancelled[(project, job_id)] = threading.Event()
+        self._pool.submit(project, self._run, project, job_id)
+        return _message(values)
+
+    def _refuse_existing_output(self, project: str, output_id: str) -> None:
+        if self.datasets.exists(project, output_id):
+            raise ServiceError(
+                "failed_precondition",
+                f"evaluationJob.outputDataset: dataset {output_id!r} already exists; name a new dataset for the "
+                "job to create",
+                "already_exists",
+                path="evaluationJob.outputDataset",
+            )
+
+    def get(self, principal: Principal, job_id: str) -> pb.EvaluationJob:
+        """The caller's job."""
+        require(principal, RUN)
+        return _message(self._row(principal.project, resource_id(job_id, "evaluationJobs", "evaluationJobId")))
+
+    def cancel(self, principal: Principal, job_id: str) -> pb.EvaluationJob:
+        """Cancel the caller's job: a queued one never starts, a running one's sandbox is killed now."""
+        require(principal, RUN)
+        job_id = resource_id(job_id, "evaluationJobs", "evaluationJobId")
+        project = principal.project
+        self._row(project, job_id)
+        self._set(project, job_id, CANCELLED, message="cancelled by the caller")
+        key = (project, job_id)
+        with self._lock:
+            event = self._cancelled.get(key)
+            session = self._sessions.get(key)
+        if event is not None:
+            event.set()
+        if session is not None:
+            session.close()
+        return _message(self._row(project, job_id))
+
+    def _run(self, project: str, job_id: str) -> None:
+        key = (project, job_id)
+        if self.metrics is not None:
+            self.metrics.running.inc()
+        try:
+            self._execute(project, job_id)
+        except _Stopped:
+            pass
+        except ServiceError as exc:
+            self._set(project, job_id, FAILED, message=exc.message)
+        except Exception as exc:
+            log.exception("evaluation job %s failed", job_id)
+            self._set(project, job_id, FAILED, message=f"the job failed inside the server: {type(exc).__name__}")
+        finally:
+            with self._lock:
+                self._cancelled.pop(key, None)
+                self._sessions.pop(key, None)
+            if self.metrics is not None:
+                self.metrics.running.dec()
+                with contextlib.suppress(Exception):  # counting never fails a job
+                    state = self._row(project, job_id)["state"]
+                    if state not in ACTIVE_STATES:  # not the server stopping mid-job
+                        self.metrics.jobs.labels(state).inc()
+
+    def _execute(self, project: str, job_id: str) -> None:
+        job = self._row(project, job_id)
+        self._check_running(project, job_id)
+        evaluator = self.evaluators.ready(project, job["evaluator_id"], "evaluationJob.evaluator")
+        rows = self.datasets.rows(project, job["input_dataset"], "evaluationJob.inputDataset")
+        self._refuse_existing_output(project, job["output_dataset"])
+        self._advance(project, job_id, RUNNING)
+        results: list[dict[str, Any]] = [{"error": NO_REPLY} for _ in rows]
+        scorable = [i for i, row in enumerate(rows) if has_reply(row)]
+        limits = Limits(
+            wall_time=self.settings.batch_timeout,
+            cpu_time=max(1, int(self.settings.batch_timeout)),
+            memory_bytes=self.settings.memory_mb << 20,
+            max_processes=32,
+            max_output_bytes=16 << 20,
+        )
+        try:
+            session = ScoringSession(evaluator.directory, evaluator.entry, self.evaluators.runtime, self.rung, limits)
+        except EvalsiError as exc:
+            raise ServiceError(
+                "failed_precondition", f"the sandbox is unavailable on this server: {redact(str(exc))}"
+            ) from None
+        with self._lock:
+            self._sessions[(project, job_id)] = session
+        try:
+            size = self.settings.batch_rows
+            for start in range(0, len(scorable), size):
+                self._check_running(project, job_id)
+                batch = scorable[start : start + size]
+                scored = session.score([_sandbox_row(rows[i], i) for i in batch])
+                for index, result in zip(batch, scored, strict=True):
+                    results[index] = result
+        finally:
+            session.close()
+        self._check_running(project, job_id)
+        self._advance(project, job_id, WRITING_RESULTS)
+        output = [_output_row(row, result) for row, result in zip(rows, results, strict=True)]
+        metrics, stats = summarise(results)
+        if rows and not stats["scored"]:
+            first = next((r["error"] for r in results if "error" in r), "")
+            raise ServiceError("failed_precondition", f"no row could be scored; row 1: {first}")
+        self.datasets.store(project, job["output_dataset"], output, source_job=job_id)
+        self._advance(project, job_id, COMPLETED, metrics=orjson.dumps(metrics).decode(),
+                      output_stats=orjson.dumps(stats).decode())  # fmt: skip
+
+    def _check_running(self, project: str, job_id: str) -> None:
+        event = self._cancelled.get((project, job_id))
+        if event is not None and event.is_set():
+            raise _Stopped
+
+    def _advance(self, project: str, job_id: str, state: str, **values: Any) -> None:
+        """Move an unfinished job to ``state``; a job cancelled meanwhile stops here."""
+        if not self._set(project, job_id, state, **values):
+            raise _Stopped
+
+    def _set(self, project: str, job_id: str, state: str, **values: Any) -> bool:
+        with self.engine.begin() as connection:
+            done = connection.execute(
+                update(evaluation_jobs)
+                .where(
+                    evaluation_jobs.c.project == project,
+                    evaluation_jobs.c.job_id == job_id,
+                    evaluation_jobs.c.state.in_(ACTIVE_STATES),
+                )
+                .values(state=state, updated_at=time.time(), **values)
+            )
+        return bool(done.rowcount)
+
+    def _row(self, project: str, job_id: str) -> dict[str, Any]:
+        query = select(evaluation_jobs).where(evaluation_jobs.c.project == project, evaluation_jobs.c.job_id == job_id)
+        with self.engine.connect() as connection:
+            found = connection.execute(query).mappings().first()
+        if found is None:
+            raise ServiceError(
+                "not_found", f"evaluationJobId: no job {job_id!r} in project {project!r}", path="evaluationJobId"
+            )
+        return dict(found)
+
+    def close(self) -> None:
+        """Cancel queued jobs' threads and kill running jobs' sandboxes (their state says the server stopped)."""
+        self._pool.shutdown()
+        with self._lock:
+            events = list(self._cancelled.values())
+            sessions = list(self._sessions.values())
+        for event in events:
+            event.set()
+        for session in sessions:
+            session.close()
+
+
+def _sandbox_row(row: dict[str, Any], index: int) -> dict[str, Any]:
+    metadata = {k: v for k, v in row.items() if k not in ("messages", "ground_truth")}
+    return {
+        "messages": row["messages"],
+        "ground_truth": row.get("ground_truth"),
+        "row_id": str(row.get("id", row.get("row_id", index))),
+        "metadata": metadata,
+    }
+
+
+def _output_row(row: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+    out = dict(row)
+    if "error" in result:
+        out["evaluation_error"] = str(result["error"])
+    else:
+        out["evaluation_result"] = {
+            "score": result.get("score"),
+            "reason": result.get("reason"),
+            "metrics": result.get("metrics") or {},
+        }
+    return out
+
+
+def _message(row: dict[str, Any]) -> pb.EvaluationJob:
+    stats = orjson.loads(row["output_stats"] or "{}")
+    job = pb.EvaluationJob(
+        name=f"evaluationJobs/{row['job_id']}",
+        evaluator=f"evaluators/{row['evaluator_id']}",
+        input_dataset=f"datasets/{row['input_dataset']}",
+        output_dataset=f"datasets/{row['output_dataset']}",
+        state=row["state"],
+        message=row["message"],
+        metrics=orjson.loads(row["metrics"] or "{}"),
+        create_time=timestamp(row["created_at"]),
+        update_time=timestamp(row["updated_at"]),
+    )
+    if stats:
+        job.output_stats.CopyFrom(pb.OutputStats(**stats))
+    return job
