@@ -93,7 +93,7 @@ class Metrics:
         )
         self.run_call_seconds = Histogram(
             "evalsi_run_call_seconds",
-            "Wall time of a Run Service call (its body read first), by method and protocol.",
+            "Wall time of a Run Service call from its request read to its answer, by method and protocol.",
             ["method", "protocol"],
             buckets=_LATENCY_BUCKETS,
             registry=r,
