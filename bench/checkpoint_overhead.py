@@ -1,19 +1,23 @@
-"""Checkpoint overhead: seconds from a checkpoint settling to its results file, minus the evaluation itself.
+"""Checkpoint overhead: seconds from a checkpoint settling to its step result, minus the evaluation itself.
 
 A watcher (in-process, the same code as `evalsi checkpoints watch`) watches a directory while this script writes
-checkpoints into it one at a time, each after the previous one's results file is complete. The vLLM stand-in
+checkpoints into it one at a time, each after the previous one's result is in. The vLLM stand-in
 (tests/helpers/vllm_standin.py, its own process) serves a base model with runtime LoRA loading, answering at once.
+Each serving strategy runs embedded (results files only) and, with --server (the default), also with
+`--server URL` against a real evalsi server process on loopback (SQLite): each step stored there as a run and
+compared with the base through CompareRuns.
 
 For each checkpoint: settled = its newest file's modification time + --settle (the moment the watcher may start);
-done = the modification time of its results file (complete, with the checkpoint section); evaluation = the run's
-own wall time (generation and scoring of every record, as `evalsi run` reports it, the baseline measured in the
-same run). Overhead = done − settled − evaluation: waking up, serving (loading and unloading the adapter for
-`lora`), binding the spec, writing results, comparing with the base.
+done = when the watcher reports the step's result (results file written, stored on the server with --server, and
+compared with the base); evaluation = the run's own wall time (generation and scoring of every record, as
+`evalsi run` reports it, the baseline measured in the same run). Overhead = done − settled − evaluation: waking
+up, serving (loading and unloading the adapter for `lora`), binding the spec, writing results, storing them,
+comparing with the base. The server path's cost is its overhead against the embedded one's (medians).
 
 Target: under 0.5 s per checkpoint (floor 1 s). The watcher looks for new checkpoints every --poll seconds
 (default 2, as the command) and sleeps until each one settles, so poll < settle keeps discovery off the clock.
 
-    .venv/bin/python bench/checkpoint_overhead.py [--checkpoints 5] [--records 50] [--settle 2.5]
+    .venv/bin/python bench/checkpoint_overhead.py [--checkpoints 5] [--records 50] [--settle 2.5] [--no-server]
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -36,9 +42,22 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.helpers.vllm_standin import standin_executable  # noqa: E402
+from tests.server.harness import ServerProcess, make_token, write_config  # noqa: E402
 
-from evalsi.training import CheckpointEvaluator, Endpoint, LoRA, ServingStrategy, free_port, signature  # noqa: E402
+from evalsi.training import (  # noqa: E402
+    Checkpoint,
+    CheckpointEvaluator,
+    Endpoint,
+    LoRA,
+    ServingStrategy,
+    StepResult,
+    free_port,
+    signature,
+)
 from evalsi.training._watch import Watcher  # noqa: E402
+
+Server = tuple[str, str]
+"""A running server's URL and a token with evaluations.run."""
 
 
 def start_standin(folder: Path, answers: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
@@ -104,6 +123,32 @@ def write_checkpoint(folder: Path, answers: dict[str, str]) -> float:
     return signature(folder).newest
 
 
+class Finished:
+    """The watcher's display: when each step's result came in (the wall clock, as file times are)."""
+
+    def __init__(self) -> None:
+        self.at: dict[int, float] = {}
+
+    def waiting(self, pending: list[tuple[Checkpoint, str]]) -> None:
+        pass
+
+    def evaluated(self, checkpoint: Checkpoint, result: StepResult) -> None:
+        self.at[checkpoint.step] = time.time()
+
+    def failed(self, checkpoint: Checkpoint, reason: str) -> None:
+        raise SystemExit(f"checkpoint-{checkpoint.step} failed: {reason}")
+
+
+@contextmanager
+def running_server(folder: Path) -> Iterator[Server]:
+    """A real evalsi server process on loopback with a SQLite database, and a token for it."""
+    folder.mkdir(parents=True)
+    config = write_config(folder, {"database": {"url": "sqlite:///server.db"}})
+    token = make_token(f"sqlite:///{folder / 'server.db'}", "bench", ["evaluations.run"])
+    with ServerProcess(config) as process:
+        yield process.http, token
+
+
 def measure(
     name: str,
     serving: ServingStrategy,
@@ -113,28 +158,32 @@ def measure(
     checkpoints: int,
     settle: float,
     poll: float,
+    server: Server | None = None,
 ) -> list[tuple[float, float]]:
     out_dir, log_dir = work / f"out-{name}", work / f"logs-{name}"
-    evaluator = CheckpointEvaluator([spec], f"bench-{name}", serving, regression=["exact-match"], log_dir=log_dir)
+    url, token = server if server is not None else (None, None)
+    evaluator = CheckpointEvaluator(
+        [spec], f"bench-{name}", serving, regression=["exact-match"], log_dir=log_dir, server=url, token=token
+    )
     evaluator.evaluate("base", None)  # the base first, so each step is also compared (as with --regression)
     stop = threading.Event()
-    watcher = Watcher(evaluator, out_dir, settle=settle, poll=poll)
+    finished = Finished()
+    watcher = Watcher(evaluator, out_dir, settle=settle, poll=poll, display=finished)
     thread = threading.Thread(target=watcher.run, kwargs={"until": stop.is_set}, daemon=True)
     thread.start()
     rows = []
     try:
         for index in range(1, checkpoints + 1):
-            newest = write_checkpoint(out_dir / f"checkpoint-{index * 100}", answers)
-            result = evaluator.result_path("bench", index * 100)
+            step = index * 100
+            newest = write_checkpoint(out_dir / f"checkpoint-{step}", answers)
             deadline = time.time() + settle + 120
-            while not (result.exists() and orjson.loads(result.read_bytes()).get("checkpoint")):
+            while step not in finished.at:
                 if time.time() > deadline:
-                    raise SystemExit(f"{name}: checkpoint-{index * 100} was not evaluated")
+                    raise SystemExit(f"{name}: checkpoint-{step} was not evaluated")
                 time.sleep(0.01)
-            data = orjson.loads(result.read_bytes())
-            done = result.stat().st_mtime
+            data = orjson.loads(evaluator.result_path("bench", step).read_bytes())
             evaluation = float(data["timings"]["wallSeconds"])
-            rows.append((done - (newest + settle) - evaluation, evaluation))
+            rows.append((finished.at[step] - (newest + settle) - evaluation, evaluation))
     finally:
         stop.set()
         thread.join(poll + 30)
@@ -147,34 +196,68 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=50)
     parser.add_argument("--settle", type=float, default=2.5)
     parser.add_argument("--poll", type=float, default=2.0)
+    parser.add_argument("--server", action=argparse.BooleanOptionalAction, default=True)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         spec, answers = write_spec(work, args.records)
         process, base_url = start_standin(work / "vllm", answers)
         try:
-            strategies: list[tuple[str, ServingStrategy]] = [
-                ("endpoint", Endpoint(base_url, "base")),
-                ("lora", LoRA(base_url)),
-            ]
-            print(
-                f"{args.checkpoints} checkpoints x {args.records} records, settle {args.settle:g} s, "
-                f"poll {args.poll:g} s; vLLM stand-in, answers at once"
-            )
-            print(f"{'serving':<10}{'overhead median':>17}{'max':>9}{'evaluation median':>19}{'overhead/eval':>15}")
-            for name, serving in strategies:
-                rows = measure(name, serving, spec, work, answers, args.checkpoints, args.settle, args.poll)
-                overheads = [o for o, _ in rows]
-                evaluation = statistics.median(e for _, e in rows)
-                overhead = statistics.median(overheads)
-                print(
-                    f"{name:<10}{overhead:>15.3f} s{max(overheads):>7.3f} s{evaluation:>17.3f} s"
-                    f"{overhead / evaluation:>15.2f}"
-                )
+            with running_server(work / "server") if args.server else _no_server() as server:
+                report(args, spec, work, answers, base_url, server)
         finally:
             process.terminate()
             process.wait(10)
     print("target: overhead under 0.5 s per checkpoint (floor 1 s)")
+
+
+@contextmanager
+def _no_server() -> Iterator[None]:
+    yield None
+
+
+def report(
+    args: argparse.Namespace, spec: Path, work: Path, answers: dict[str, str], base_url: str, server: Server | None
+) -> None:
+    """Measure each serving strategy embedded (and through the server) and print the table."""
+    strategies: list[tuple[str, ServingStrategy]] = [("endpoint", Endpoint(base_url, "base")), ("lora", LoRA(base_url))]
+    print(
+        f"{args.checkpoints} checkpoints x {args.records} records, settle {args.settle:g} s, "
+        f"poll {args.poll:g} s; vLLM stand-in, answers at once"
+        + ("; server: a local evalsi server process (SQLite)" if server else "")
+    )
+    print(
+        f"{'serving':<10}{'results':<10}{'overhead median':>17}{'max':>9}{'evaluation median':>19}"
+        f"{'overhead/eval':>15}{'vs embedded':>13}"
+    )
+    for name, serving in strategies:
+        embedded = 0.0
+        for where in ("embedded", "server") if server else ("embedded",):
+            rows = measure(
+                f"{name}-{where}",
+                serving,
+                spec,
+                work,
+                answers,
+                args.checkpoints,
+                args.settle,
+                args.poll,
+                server if where == "server" else None,
+            )
+            overheads = [o for o, _ in rows]
+            evaluation = statistics.median(e for _, e in rows)
+            overhead = statistics.median(overheads)
+            if where == "embedded":
+                embedded = overhead
+                versus = "baseline"
+            else:
+                versus = f"{overhead / embedded:.2f}x" if embedded > 0 else "n/a"
+            print(
+                f"{name:<10}{where:<10}{overhead:>15.3f} s{max(overheads):>7.3f} s{evaluation:>17.3f} s"
+                f"{overhead / evaluation:>15.2f}{versus:>13}"
+            )
+        if server:
+            print(f"{'':<10}{'server adds':<10}{overhead - embedded:>15.3f} s per checkpoint (medians)")
 
 
 if __name__ == "__main__":

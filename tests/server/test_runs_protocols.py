@@ -3,9 +3,12 @@ token's permission and project decide what a caller may see; the guard bounds th
 
 from __future__ import annotations
 
+import http.server
 import socket
+import threading
 from collections.abc import Iterator
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, ClassVar
 
 import grpc
 import httpx
@@ -13,6 +16,7 @@ import orjson
 import pytest
 from connectrpc.errors import ConnectError
 from google.protobuf import json_format
+from prometheus_client.parser import text_string_to_metric_families
 
 from evalsi.errors import DataError
 from evalsi.runs import RunNotFoundError, RunsClient, RunServiceError, compare_runs, run_from_document
@@ -307,3 +311,176 @@ def test_the_guard_bounds_run_bodies(server: tuple[ServerProcess, dict[str, str]
         timeout=60,
     )
     assert connect.status_code == 429 and connect.json()["code"] == "resource_exhausted"
+
+
+class _LosesFirstAnswer(http.server.BaseHTTPRequestHandler):
+    """A proxy on loopback that forwards every request to the server, but answers the first POST with 502 after
+    the server stored it: the answer lost on the way back, as a failing load balancer loses it."""
+
+    upstream: ClassVar[str] = ""
+    posts: ClassVar[list[bytes]] = []
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        type(self).posts.append(body)
+        headers = {k: v for k, v in self.headers.items() if k.lower() in ("authorization", "content-type")}
+        answer = httpx.post(self.upstream + self.path, content=body, headers=headers, timeout=60)
+        status, content = (502, b"bad gateway") if len(type(self).posts) == 1 else (answer.status_code, answer.content)
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(content)))
+        self.end_headers()
+        self.wfile.write(content)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_retried_create_stores_one_run(
+    server: tuple[ServerProcess, dict[str, str]], documents: dict[str, Any]
+) -> None:
+    process, tokens = server
+    labels = {"training-run": "retried"}
+    _LosesFirstAnswer.upstream, _LosesFirstAnswer.posts = process.http, []
+    proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _LosesFirstAnswer)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    try:
+        with RunsClient(f"http://127.0.0.1:{proxy.server_address[1]}", token=tokens["alpha"]) as client:
+            run = client.create_run(documents["step"], labels)
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+    sent = [orjson.loads(body) for body in _LosesFirstAnswer.posts]
+    assert len(sent) == 2 and sent[0] == sent[1] and sent[0]["requestId"]  # one create, retried as it was
+    with RunsClient(process.http, token=tokens["alpha"]) as client:
+        assert [r["id"] for r in client.list_runs(labels)] == [run["id"]]
+        # A new create of the same document is a new run: each create has its own request id.
+        assert client.create_run(documents["step"], labels)["id"] != run["id"]
+
+
+def test_a_request_id_stores_once_on_every_protocol(
+    server: tuple[ServerProcess, dict[str, str]], documents: dict[str, Any]
+) -> None:
+    process, tokens = server
+    token = tokens["alpha"]
+    headers = _headers(token)
+    for protocol in ("http", "grpc", "connect-binary", "connect-json"):
+        labels = {"training-run": f"once-{protocol}"}
+        request_id = f"create-{protocol}"
+        ids = set()
+        for _ in range(2):
+            if protocol == "http":
+                answer = httpx.post(
+                    process.http + "/v1alpha1/runs",
+                    json={"results": documents["base"], "labels": labels, "requestId": request_id},
+                    headers=headers,
+                    timeout=60,
+                )
+                assert answer.status_code == 200, answer.text
+                ids.add(answer.json()["id"])
+            else:
+                request = _struct(documents["base"])
+                request.labels.clear()
+                request.labels.update(labels)
+                request.request_id = request_id
+                status, run = (
+                    _grpc(process, token, "CreateRun", request)
+                    if protocol == "grpc"
+                    else _connect(process, token, "create_run", request, protocol == "connect-json")
+                )
+                assert status == "ok", run
+                ids.add(run.id)
+        assert len(ids) == 1, protocol
+        with RunsClient(process.http, token=token) as client:
+            assert [r["id"] for r in client.list_runs(labels)] == list(ids), protocol
+
+    # A request sent over gRPC (every number a double) and again over HTTP JSON is the same request.
+    with RunsClient(process.http, token=token) as client:
+        again = client.create_run(documents["base"], {"training-run": "once-grpc"}, request_id="create-grpc")
+        assert [r["id"] for r in client.list_runs({"training-run": "once-grpc"})] == [again["id"]]
+
+        # The id reused for a different run is refused on every protocol, and names the field.
+        with pytest.raises(DataError, match="requestId"):
+            client.create_run(documents["step"], {"training-run": "once-http"}, request_id="create-http")
+    reused = httpx.post(
+        process.http + "/v1alpha1/runs",
+        json={"results": documents["base"], "labels": {"other": "x"}, "requestId": "create-http"},
+        headers=headers,
+    )
+    assert reused.status_code == 400 and reused.json()["error"]["code"] == "request_id_reused"
+    request = _struct(documents["step"])
+    request.request_id = "create-grpc"
+    status, detail = _grpc(process, token, "CreateRun", request)
+    assert status == "invalid_argument" and "requestId" in detail
+    status, detail = _connect(process, token, "create_run", request, False)
+    assert status == "invalid_argument" and "requestId" in detail
+    bad = httpx.post(
+        process.http + "/v1alpha1/runs", json={"results": documents["base"], "requestId": "a b"}, headers=headers
+    )
+    assert bad.status_code == 400 and "requestId" in bad.json()["error"]["message"]
+
+
+def test_one_create_sent_twice_at_once_stores_one_run(
+    server: tuple[ServerProcess, dict[str, str]], documents: dict[str, Any]
+) -> None:
+    process, tokens = server
+    body = {"results": documents["step"], "labels": {"training-run": "raced"}, "requestId": "raced-1"}
+    barrier = threading.Barrier(2)
+
+    def send(_: int) -> str:
+        barrier.wait()
+        answer = httpx.post(process.http + "/v1alpha1/runs", json=body, headers=_headers(tokens["alpha"]), timeout=60)
+        assert answer.status_code == 200, answer.text
+        run_id: str = answer.json()["id"]
+        return run_id
+
+    with ThreadPoolExecutor(2) as pool:
+        ids = set(pool.map(send, range(2)))
+    assert len(ids) == 1
+    with RunsClient(process.http, token=tokens["alpha"]) as client:
+        assert [r["id"] for r in client.list_runs({"training-run": "raced"})] == list(ids)
+
+
+def _samples(server: ServerProcess, token: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    text = httpx.get(server.http + "/metrics", headers=_headers(token)).text
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name.startswith("evalsi_")
+    }
+
+
+def test_run_service_calls_are_counted_by_method_protocol_and_code(
+    server: tuple[ServerProcess, dict[str, str]], documents: dict[str, Any]
+) -> None:
+    process, tokens = server
+    before = _samples(process, tokens["metrics"])
+    with RunsClient(process.http, token=tokens["alpha"]) as client:
+        run_id = client.create_run(documents["base"], request_id="metrics-1")["id"]
+        client.create_run(documents["base"], request_id="metrics-1")  # a retry: answered, not stored again
+        client.get_run(run_id)
+        client.list_runs({"training-run": "nothing-here"})
+        client.compare_runs(run_id, run_id)
+    httpx.get(f"{process.http}/v1alpha1/runs/run_nope", headers=_headers(tokens["alpha"]))
+    _grpc(process, tokens["alpha"], "GetRun", pb.GetRunRequest(id=run_id))
+    _grpc(process, None, "ListRuns", pb.ListRunsRequest())
+    _connect(process, tokens["none"], "get_run", pb.GetRunRequest(id=run_id), True)
+    after = _samples(process, tokens["metrics"])
+
+    def grew(name: str, **labels: str) -> float:
+        key = (name, tuple(sorted(labels.items())))
+        return after.get(key, 0.0) - before.get(key, 0.0)
+
+    calls = "evalsi_run_calls_total"
+    assert grew(calls, method="CreateRun", protocol="http", code="ok") == 2
+    assert grew("evalsi_run_create_replays_total") == 1
+    for method in ("GetRun", "ListRuns", "CompareRuns"):
+        assert grew(calls, method=method, protocol="http", code="ok") == 1, method
+    assert grew(calls, method="GetRun", protocol="http", code="not_found") == 1
+    assert grew(calls, method="GetRun", protocol="grpc", code="ok") == 1
+    assert grew(calls, method="ListRuns", protocol="grpc", code="unauthenticated") == 1  # refused by the interceptor
+    assert grew(calls, method="GetRun", protocol="connect", code="permission_denied") == 1
+    assert grew("evalsi_run_call_seconds_count", method="CreateRun", protocol="http") == 2
+    assert grew("evalsi_reward_calls_total", protocol="grpc", code="unauthenticated") == 0  # not the Reward Service's
+    methods = {dict(labels)["method"] for name, labels in after if name == calls}
+    assert methods <= {"CreateRun", "GetRun", "ListRuns", "CompareRuns", "other"}

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -11,11 +13,13 @@ import pytest
 import sqlalchemy
 from alembic import command
 from alembic.config import Config
+from google.protobuf import json_format, struct_pb2
 from sqlalchemy import Engine
 
 from evalsi.runs import compare_runs, comparison_to_dict, run_from_document
 from evalsi.server._db import MIGRATIONS, current_revision, head_revision, open_database, open_engine
 from evalsi.server._errors import ServiceError
+from evalsi.server._run_requests import check_request_id
 from evalsi.server._runs_store import RunStore, check_labels, page_size
 from tests.server.postgres import fresh_database, running_postgres
 from tests.server.runs_data import results_document
@@ -120,6 +124,8 @@ def test_the_migration_upgrades_a_database_at_the_first_revision(tmp_path: Path)
     try:
         assert current_revision(upgraded) == head_revision()
         assert {"runs", "run_labels", "run_records"} <= set(sqlalchemy.inspect(upgraded).get_table_names())
+        columns = {c["name"] for c in sqlalchemy.inspect(upgraded).get_columns("runs")}
+        assert {"request_id", "request_hash"} <= columns
     finally:
         upgraded.dispose()
 
@@ -168,3 +174,62 @@ def test_a_page_token_from_elsewhere_is_refused(engine: Engine, documents: dict[
             store.find("alpha", {}, 10, token)
         with pytest.raises(ServiceError, match="pageToken"):
             store.records("alpha", run.id, 10, token)
+
+
+def stores_once(store: RunStore, documents: dict[str, dict[str, Any]]) -> None:
+    """A create repeated with its request id stores one run, also when the repeats race each other."""
+    labels = {"training-run": "grpo-1", "training-step": "100"}
+    first = store.create("alpha", documents["step"], labels, "req-1")
+    again = store.create("alpha", documents["step"], labels, "req-1")
+    assert not first.replayed and again.replayed
+    assert again.id == first.id and again.to_json() == first.to_json()
+    assert [r.id for r in store.find("alpha", {}, 10)[0]] == [first.id]
+
+    # The same id in another project is that project's own.
+    assert store.create("beta", documents["step"], labels, "req-1").id != first.id
+
+    # The same id with other results or other labels: a reused id, refused; nothing stored.
+    for document, other in ((documents["base"], labels), (documents["step"], {**labels, "training-step": "200"})):
+        with pytest.raises(ServiceError) as refused:
+            store.create("alpha", document, other, "req-1")
+        assert refused.value.status == "invalid_argument" and refused.value.code == "request_id_reused"
+        assert "`requestId` 'req-1'" in refused.value.message
+    # Whole-number floats (how gRPC and Connect carry every number) are the same request.
+    as_doubles = json_format.MessageToDict(json_format.ParseDict(documents["step"], struct_pb2.Struct()))
+    assert as_doubles["version"] == 1.0 and isinstance(as_doubles["version"], float)
+    assert store.create("alpha", as_doubles, labels, "req-1").id == first.id
+
+    # Eight threads send one create at once: one stores it, the others get its run.
+    barrier = threading.Barrier(8)
+
+    def send(_: int) -> str:
+        barrier.wait()
+        return store.create("alpha", documents["base"], {"training-step": "base"}, "req-race").id
+
+    with ThreadPoolExecutor(8) as pool:
+        ids = set(pool.map(send, range(8)))
+    assert len(ids) == 1
+    assert [r.id for r in store.find("alpha", {"training-step": "base"}, 10)[0]] == list(ids)
+    # Without a request id, each create is a run of its own.
+    assert store.create("alpha", documents["base"], {}).id != store.create("alpha", documents["base"], {}).id
+
+
+def test_a_request_id_stores_once_on_sqlite(engine: Engine, documents: dict[str, dict[str, Any]]) -> None:
+    stores_once(RunStore(engine), documents)
+
+
+def test_a_request_id_stores_once_on_postgresql(documents: dict[str, dict[str, Any]]) -> None:
+    with running_postgres() as cluster:
+        engine = open_database(fresh_database(cluster, "requests"))
+        try:
+            stores_once(RunStore(engine), documents)
+        finally:
+            engine.dispose()
+
+
+def test_request_ids_are_checked() -> None:
+    assert check_request_id(None) is None and check_request_id("") is None
+    assert check_request_id("0b6f5c3e-8f7a-4c1e-9a57-1d2e3f405162") == "0b6f5c3e-8f7a-4c1e-9a57-1d2e3f405162"
+    for bad in ("has space", "x" * 201, 7, "ü"):
+        with pytest.raises(ServiceError, match="requestId"):
+            check_request_id(bad)

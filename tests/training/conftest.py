@@ -15,6 +15,7 @@ import pytest
 
 from evalsi.training import free_port, stop_process
 from tests.helpers.vllm_standin import standin_executable
+from tests.server.harness import ServerProcess, make_token, write_config
 
 
 def write_model(folder: Path, answers: dict[str, str] | None = None, *, weights: bool = True) -> Path:
@@ -95,6 +96,28 @@ def lora_vllm(tmp_path: Path, vllm_bin: Path) -> Iterator[RunningVLLM]:
         yield running
     finally:
         stop_process(running.process, 5)
+
+
+@pytest.fixture
+def slow_vllm(tmp_path: Path, vllm_bin: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RunningVLLM]:
+    """A stand-in vLLM whose answers take 50 ms, so an evaluation lasts long enough to be killed halfway."""
+    monkeypatch.setenv("VLLM_STANDIN_DELAY", "0.05")
+    running = start_standin(vllm_bin, write_model(tmp_path / "base-model", answers()), tmp_path / "standin.log")
+    try:
+        yield running
+    finally:
+        stop_process(running.process, 5)
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """A real evalsi server process on SQLite, and a token of project `training` with evaluations.run."""
+    directory = tmp_path / "server"
+    directory.mkdir()
+    config = write_config(directory, {"database": {"url": "sqlite:///server.db"}})
+    token = make_token(f"sqlite:///{directory / 'server.db'}", "training", ["evaluations.run"])
+    with ServerProcess(config) as process:
+        yield process.http, token
 
 
 QUESTIONS = {f"q{i}": f"a{i}" for i in range(30)}

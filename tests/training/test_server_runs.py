@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,22 +20,10 @@ from evalsi.cli.main import app
 from evalsi.runs import RunsClient
 from evalsi.training import CheckpointEvaluator, LoRA
 from tests.helpers.vllm_standin import read_log
-from tests.server.harness import ServerProcess, make_token, write_config
 from tests.training.conftest import QUESTIONS, RunningVLLM, answers, lora_arguments, write_adapter, write_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPT_TO_KEY = {q: f"r{i}" for i, q in enumerate(QUESTIONS)}
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[tuple[str, str]]:
-    """A real server process on SQLite, and a token of project `training` with evaluations.run."""
-    directory = tmp_path / "server"
-    directory.mkdir()
-    config = write_config(directory, {"database": {"url": "sqlite:///server.db"}})
-    token = make_token(f"sqlite:///{directory / 'server.db'}", "training", ["evaluations.run"])
-    with ServerProcess(config) as process:
-        yield process.http, token
 
 
 def cli(*args: str) -> Any:

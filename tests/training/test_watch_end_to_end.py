@@ -1,102 +1,76 @@
 """End to end: a training run writes checkpoints over time; `evalsi checkpoints watch` (a real process) evaluates
 each one against the vLLM stand-in once it settles, finds the planted regression, writes the stop file, is
-killed mid-evaluation and restarted without evaluating anything twice; then `curve` shows it and exits 3."""
+killed mid-evaluation and restarted without evaluating anything twice; then `curve` shows it and exits 3. The
+same again with `--server` against a real evalsi server process: results stored there, the curve read back."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
-import orjson
 import pytest
 from typer.testing import CliRunner
 
 from evalsi.cli.main import app
-from evalsi.training import stop_process
+from evalsi.runs import RunsClient
 from tests.helpers.vllm_standin import read_log
-from tests.training.conftest import (
-    QUESTIONS,
-    RunningVLLM,
-    answers,
-    lora_arguments,
-    start_standin,
-    write_adapter,
-    write_model,
-    write_spec,
+from tests.training.conftest import RunningVLLM, answers, write_adapter, write_model, write_spec
+from tests.training.watching import (
+    PROMPT_TO_KEY,
+    SETTLE,
+    complete,
+    completions,
+    journal_keys,
+    loads,
+    served_models,
+    wait_for,
+    watcher,
 )
 
-SETTLE = 1.0
-PROMPT_TO_KEY = {q: f"r{i}" for i, q in enumerate(QUESTIONS)}
+
+@dataclass
+class Store:
+    """Where the steps' results go: the log directory alone, or also an evalsi server (``--server``)."""
+
+    logs: Path
+    server: str | None = None
+    token: str = ""
+
+    @property
+    def options(self) -> list[str]:
+        return ["--server", self.server] if self.server else []
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {"EVALSI_TOKEN": self.token} if self.server else {}
+
+    def done(self, step: int) -> bool:
+        """The step's results are complete where the watcher keeps them (on the server, with one)."""
+        if self.server is None:
+            return complete(self.logs / "grpo-1" / "forgetting" / f"step-{step}.json")
+        with RunsClient(self.server, token=self.token) as client:
+            run = client.latest_run({"training-run": "grpo-1", "training-step": str(step), "spec": "forgetting"})
+        return run is not None and run["status"] == "complete"
 
 
-def wait_for(condition: Callable[[], bool], timeout: float = 60.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+@pytest.fixture(params=["embedded", "server"])
+def store(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Store:
+    if request.param == "embedded":
+        return Store(tmp_path / "logs")
+    url, token = request.getfixturevalue("server")
+    monkeypatch.setenv("EVALSI_TOKEN", token)  # for the commands run in this process
+    return Store(tmp_path / "logs", url, token)
 
 
-@pytest.fixture
-def slow_vllm(tmp_path: Path, vllm_bin: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RunningVLLM]:
-    """A stand-in vLLM whose answers take 50 ms, so an evaluation lasts long enough to be killed halfway."""
-    monkeypatch.setenv("VLLM_STANDIN_DELAY", "0.05")
-    running = start_standin(vllm_bin, write_model(tmp_path / "base-model", answers()), tmp_path / "standin.log")
-    try:
-        yield running
-    finally:
-        stop_process(running.process, 5)
-
-
-def watcher(tmp_path: Path, vllm: RunningVLLM, spec: Path) -> subprocess.Popen[bytes]:
-    args = [
-        sys.executable,
-        "-m",
-        "evalsi",
-        "checkpoints",
-        "watch",
-        str(tmp_path / "out"),
-        *lora_arguments(spec, tmp_path / "logs", vllm.base_url),
-        "--settle",
-        str(SETTLE),
-        "--poll",
-        "0.2",
-        "--regression",
-        "exact-match:0.2",
-        "--stop-file",
-        str(tmp_path / "STOP"),
-        "--set",
-        "target.maxConcurrency=1",
-    ]
-    log = (tmp_path / "watcher.log").open("ab")
-    return subprocess.Popen(args, cwd=tmp_path, stdout=log, stderr=log, start_new_session=True)
-
-
-def completions(vllm: RunningVLLM, since: float = 0.0) -> list[tuple[str, str, float]]:
-    """(model, record key, time) of every completion request the stand-in received after ``since``."""
-    out = []
-    for event in read_log(vllm.log):
-        if event.get("path") == "/v1/chat/completions" and event["time"] >= since:
-            prompt = event["body"]["messages"][-1]["content"]
-            out.append((event["body"]["model"], PROMPT_TO_KEY[prompt], event["time"]))
-    return out
-
-
-def loads(vllm: RunningVLLM) -> list[tuple[str, float]]:
-    return [(e["body"]["lora_name"], e["time"]) for e in read_log(vllm.log) if e.get("path") == "/v1/load_lora_adapter"]
-
-
-def complete(path: Path) -> bool:
-    return path.exists() and orjson.loads(path.read_bytes()).get("status") == "complete"
-
-
-def test_watch_evaluates_each_checkpoint_once_through_kill_and_restart(tmp_path: Path, slow_vllm: RunningVLLM) -> None:
+def test_watch_evaluates_each_checkpoint_once_through_kill_and_restart(
+    tmp_path: Path, slow_vllm: RunningVLLM, store: Store
+) -> None:
     spec = write_spec(tmp_path / "specs")
     results = tmp_path / "logs" / "grpo-1" / "forgetting"
     cli = CliRunner()
@@ -121,25 +95,26 @@ def test_watch_evaluates_each_checkpoint_once_through_kill_and_restart(tmp_path:
             "-q",
             "--set",
             "target.maxConcurrency=4",
+            *store.options,
         ],
     )
     assert base.exit_code == 0, base.output
     out = tmp_path / "out"
     write_adapter(out / "checkpoint-100", answers(wrong=1))
-    first = watcher(tmp_path, slow_vllm, spec)
+    first = watcher(tmp_path, slow_vllm, spec, *store.options, env=store.env)
     try:
         # A half-written checkpoint (no adapter weights yet) must wait, whatever its age.
         half = out / "checkpoint-200"
         half.mkdir(parents=True)
         (half / "adapter_config.json").write_text(json.dumps({"r": 8}))
         (half / "answers.json").write_text(json.dumps(answers(wrong=5)))
-        wait_for(lambda: complete(results / "step-100.json"), what="step 100")
+        wait_for(lambda: store.done(100), what="step 100")
         time.sleep(SETTLE + 0.5)
-        assert not (results / "step-200.json").exists()
+        assert not (results / "step-200.json").exists() and not store.done(200)
         assert all(not name.startswith("grpo-1-step-200") for name, _ in loads(slow_vllm))
         (half / "adapter_model.safetensors").write_bytes(b"\0" * 64)
         finished_writing = time.time()
-        wait_for(lambda: complete(results / "step-200.json"), what="step 200")
+        wait_for(lambda: store.done(200), what="step 200")
         loaded_200 = next(t for name, t in loads(slow_vllm) if name.startswith("grpo-1-step-200"))
         assert loaded_200 - finished_writing >= SETTLE - 0.05  # the settle time was respected
 
@@ -153,33 +128,47 @@ def test_watch_evaluates_each_checkpoint_once_through_kill_and_restart(tmp_path:
     finally:
         if first.poll() is None:
             first.kill()
-    scored_before_kill = {
-        json.loads(line)["key"] for line in journal.read_bytes().splitlines()[1:] if line.strip().endswith(b"}")
-    }
+    scored_before_kill = journal_keys(journal)
     assert 5 <= len(scored_before_kill) < 30
-    assert not (tmp_path / "STOP").exists()
+    assert not (tmp_path / "STOP").exists() and not store.done(300)
 
-    second = watcher(tmp_path, slow_vllm, spec)
+    second = watcher(tmp_path, slow_vllm, spec, *store.options, env=store.env)
     try:
-        wait_for(lambda: complete(results / "step-300.json"), what="step 300 after the restart")
+        wait_for(lambda: store.done(300), what="step 300 after the restart")
         wait_for(lambda: (tmp_path / "STOP").exists(), what="the stop file")
     finally:
         second.send_signal(signal.SIGTERM)
         code = second.wait(20)
     assert code == 3, (tmp_path / "watcher.log").read_text()
 
+    # The stand-in's requests, counted per checkpoint: nothing was asked twice.
     after = completions(slow_vllm, since=killed_at)
     assert all(model.startswith("grpo-1-step-300") for model, _, _ in after)  # 100 and 200 were not redone
     assert not {key for _, key, _ in after} & scored_before_kill  # nor were step 300's scored records
     every = completions(slow_vllm)
     for step in ("100", "200"):
         keys = [key for model, key, _ in every if model.startswith(f"grpo-1-step-{step}-")]
-        assert sorted(keys) == sorted(PROMPT_TO_KEY.values())  # each record exactly once
+        assert sorted(keys) == sorted(PROMPT_TO_KEY.values()), step  # each record exactly once
+    # Step 300: every record; asked twice are exactly those asked before the kill whose answers it lost (not yet
+    # in the journal), and none more than twice.
+    asked = Counter(key for model, key, _ in every if model.startswith("grpo-1-step-300-"))
+    assert set(asked) == set(PROMPT_TO_KEY.values()) and max(asked.values()) <= 2
+    asked_before_kill = {key for model, key, t in every if model.startswith("grpo-1-step-300-") and t < killed_at}
+    assert {key for key, count in asked.items() if count > 1} == asked_before_kill - scored_before_kill
     stop = json.loads((tmp_path / "STOP").read_text())
     assert stop["step"] == 300 and stop["regressions"] == ["exact-match:0.2"]
-    assert not any(name.startswith("grpo-1") for name in _served_models(slow_vllm))  # every adapter unloaded
+    assert not any(name.startswith("grpo-1") for name in served_models(slow_vllm))  # every adapter unloaded
 
-    html = tmp_path / "curve.html"
+    where = ["--log-dir", str(tmp_path / "logs")]
+    if store.server is not None:
+        # One complete run per step on the server, nothing stored twice through the kill and the restart.
+        with RunsClient(store.server, token=store.token) as client:
+            stored = client.list_runs({"training-run": "grpo-1"})
+        assert [r["labels"]["training-step"] for r in stored] == ["300", "200", "100", "base"]
+        assert all(r["status"] == "complete" and r["recordCount"] == 30 for r in stored)
+        shutil.rmtree(tmp_path / "logs")  # the curve comes from the server alone
+        where = store.options
+    plot = tmp_path / ("curve.png" if store.server else "curve.html")
     curve = cli.invoke(
         app,
         [
@@ -189,24 +178,20 @@ def test_watch_evaluates_each_checkpoint_once_through_kill_and_restart(tmp_path:
             str(spec),
             "--training-run",
             "grpo-1",
-            "--log-dir",
-            str(tmp_path / "logs"),
+            *where,
             "--regression",
             "exact-match:0.2",
             "--plot",
-            str(html),
+            str(plot),
         ],
     )
     assert curve.exit_code == 3, curve.output
     rows = [line.split() for line in curve.stdout.splitlines()]
     assert ["300", "0.600", "(-0.400!)", "regressed"] in rows and ["200", "0.833", "(-0.167*)", "ok"] in rows
-    assert "class='regression'" in html.read_text()
-
-
-def _served_models(vllm: RunningVLLM) -> list[str]:
-    import httpx
-
-    return [m["id"] for m in httpx.get(f"{vllm.base_url}/models").json()["data"]]
+    if plot.suffix == ".html":
+        assert "class='regression'" in plot.read_text()
+    else:
+        assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and plot.stat().st_size > 10_000
 
 
 def test_watch_once_with_vllm_serve_starts_and_stops_a_server_per_checkpoint(

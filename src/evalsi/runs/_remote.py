@@ -3,7 +3,8 @@
 Routes (the server documents them in its proto): ``POST /v1alpha1/runs``, ``GET /v1alpha1/runs/{id}``,
 ``GET /v1alpha1/runs?label=KEY=VALUE``, ``POST /v1alpha1/runs:compare``. The token is ``token=`` or
 ``$EVALSI_TOKEN`` (``Authorization: Bearer ...``), and answers in :data:`evalsi._util.retry.RETRY_STATUSES`,
-timeouts and lost connections are retried as every evalsi client retries them.
+timeouts and lost connections are retried as every evalsi client retries them. Each :meth:`RunsClient.create_run`
+sends a fresh ``requestId`` (the same on its retries), so a retry whose first attempt was stored stores nothing.
 
 Example:
     >>> client = RunsClient("http://127.0.0.1:8000", token="evalsi_...")
@@ -15,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -80,13 +82,26 @@ class RunsClient:
             raise RunServiceError(f"{url} answered outside the contract (the body is not a JSON object)")
         return data
 
-    def create_run(self, results: Mapping[str, Any], labels: Mapping[str, str] | None = None) -> dict[str, Any]:
-        """Store a results document (as ``evalsi run`` writes it) with labels; the stored run (``id`` first)."""
-        return self._call("POST", RUNS_PATH, body={"results": dict(results), "labels": dict(labels or {})})
+    def create_run(
+        self, results: Mapping[str, Any], labels: Mapping[str, str] | None = None, *, request_id: str | None = None
+    ) -> dict[str, Any]:
+        """Store a results document (as ``evalsi run`` writes it) with labels; the stored run (``id`` first).
 
-    def upload(self, path: str | Path, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+        ``request_id`` (default: a new UUID) names this create: every retry sends it, so the server stores the
+        run once; pass your own to make a create safe to repeat across processes.
+        """
+        body = {
+            "results": dict(results),
+            "labels": dict(labels or {}),
+            "requestId": request_id if request_id is not None else str(uuid.uuid4()),
+        }
+        return self._call("POST", RUNS_PATH, body=body)
+
+    def upload(
+        self, path: str | Path, labels: Mapping[str, str] | None = None, *, request_id: str | None = None
+    ) -> dict[str, Any]:
         """Store a results file with labels; the stored run."""
-        return self.create_run(read_results(path), labels)
+        return self.create_run(read_results(path), labels, request_id=request_id)
 
     def get_run(self, run_id: str) -> dict[str, Any]:
         """A run's header: name, labels, status, spec, target, summary, details."""

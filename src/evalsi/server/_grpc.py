@@ -32,6 +32,7 @@ GRPC_CODES = {
 _HEADROOM = 64 << 10
 """Bytes a message may carry beyond ``rewards.max_request_bytes``: its framing, so equal limits mean equal bodies."""
 SERVICE_NAME = "evalsi.v1alpha1.RewardService"
+RUN_SERVICE_NAME = "evalsi.v1alpha1.RunService"
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,11 @@ class Authenticate(grpc.aio.ServerInterceptor):
             await self.service.authenticate(_text(metadata.get("authorization")))
         except Exception as exc:
             error = from_exception(exc)
-            self.service.metrics.calls.labels("grpc", error.status).inc()
+            service, _, method = (details.method or "").strip("/").partition("/")
+            if service == RUN_SERVICE_NAME:  # counted where its calls are, by method
+                self.service.metrics.on_run_call(method, "grpc", error.status)
+            else:
+                self.service.metrics.calls.labels("grpc", error.status).inc()
             code = GRPC_CODES.get(error.status, grpc.StatusCode.INTERNAL)
 
             async def refuse(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:

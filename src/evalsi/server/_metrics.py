@@ -1,13 +1,16 @@
-"""Prometheus metrics of the Reward Service, named ``evalsi_reward_*``, in a registry per server.
+"""Prometheus metrics of the Reward (``evalsi_reward_*``) and Run (``evalsi_run_*``) Services, a registry per server.
 
 Label values come from bounded sets the server knows: protocols, result codes, cache tiers, projects (from the
-operator's tokens) and registered evaluator names; never a name a request chooses (such as a component's).
+operator's tokens), registered evaluator names and the Run Service's methods; never a name a request chooses
+(such as a component's, a run's or a label's).
 """
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+RUN_METHODS = frozenset({"CreateRun", "GetRun", "ListRuns", "CompareRuns"})
+"""The Run Service's methods: the values of the ``method`` label (anything else is counted as ``other``)."""
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
@@ -81,6 +84,32 @@ class Metrics:
             "Shared cache entries deleted after rewards.shared_cache_ttl.",
             registry=r,
         )
+
+        self.run_calls = Counter(
+            "evalsi_run_calls",
+            "Run Service calls by method, protocol and result code.",
+            ["method", "protocol", "code"],
+            registry=r,
+        )
+        self.run_call_seconds = Histogram(
+            "evalsi_run_call_seconds",
+            "Wall time of a Run Service call from its request read to its answer, by method and protocol.",
+            ["method", "protocol"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.run_replays = Counter(
+            "evalsi_run_create_replays",
+            "CreateRun calls answered with the run an earlier call with the same requestId stored (a retry).",
+            registry=r,
+        )
+
+    def on_run_call(self, method: str, protocol: str, code: str, seconds: float | None = None) -> None:
+        """Count one Run Service call (``seconds`` None: refused before it started, so not timed)."""
+        name = method if method in RUN_METHODS else "other"
+        self.run_calls.labels(name, protocol, code).inc()
+        if seconds is not None:
+            self.run_call_seconds.labels(name, protocol).observe(seconds)
 
     def on_lookup(self, tier: str, hits: int, misses: int) -> None:
         """Count one cache look-up (the hook of :class:`~evalsi.server._shared_cache.TieredCache`)."""

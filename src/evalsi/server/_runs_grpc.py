@@ -7,6 +7,7 @@ bytes in the project's share of ``rewards.max_inflight_bytes`` while the run is 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -14,13 +15,13 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from evalsi.server._errors import ServiceError, from_exception
-from evalsi.server._grpc import GRPC_CODES, BodyGate, MalformedRequest
+from evalsi.server._grpc import GRPC_CODES, RUN_SERVICE_NAME, BodyGate, MalformedRequest
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
 from evalsi.server._runs_proto import RunMessages
 from evalsi.server._runs_service import RunService
 from evalsi.server._tokens import Principal
 
-SERVICE_NAME = "evalsi.v1alpha1.RunService"
+SERVICE_NAME = RUN_SERVICE_NAME
 
 
 def _decoder(message_type: Any) -> Callable[[bytes], Any]:
@@ -41,6 +42,8 @@ def run_handlers(service: RunService, held: BodyGate) -> grpc.GenericRpcHandler:
         name: str, request_type: Any, call: Callable[[Principal, Any], Awaitable[Any]], holds_body: bool = False
     ) -> grpc.RpcMethodHandler[Any, Any]:
         async def handle(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            started = time.perf_counter()
+            code = "ok"
             try:
                 metadata = dict(context.invocation_metadata() or ())
                 raw = metadata.get("authorization")
@@ -53,8 +56,11 @@ def run_handlers(service: RunService, held: BodyGate) -> grpc.GenericRpcHandler:
                 return await call(principal, request)
             except Exception as exc:
                 error = from_exception(exc)
+                code = error.status
                 await context.abort(GRPC_CODES.get(error.status, grpc.StatusCode.INTERNAL), error.message)
                 raise  # abort raises; this line is for type checkers
+            finally:
+                service.metrics.on_run_call(name, "grpc", code, time.perf_counter() - started)
 
         return grpc.unary_unary_rpc_method_handler(
             handle, request_deserializer=_decoder(request_type), response_serializer=lambda m: m.SerializeToString()

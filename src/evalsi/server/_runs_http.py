@@ -14,6 +14,7 @@ the project's share of in-flight bytes); the GET routes carry no body and check 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -77,14 +78,19 @@ def _query_labels(request: Request) -> dict[str, str]:
 def run_routes(service: RunService) -> list[Route]:
     """The JSON routes of the Run Service."""
 
-    def endpoint(call: Callable[[Request, Principal], Awaitable[Any]]) -> Callable[[Request], Awaitable[Response]]:
+    def endpoint(
+        method: str, call: Callable[[Request, Principal], Awaitable[Any]]
+    ) -> Callable[[Request], Awaitable[Response]]:
         async def handle(request: Request) -> Response:
+            started = time.perf_counter()
             try:
                 principal = await _principal(service, request)
-                return _json(await call(request, principal))
+                response, code = _json(await call(request, principal)), "ok"
             except Exception as exc:
                 error = from_exception(exc)
-                return _json(error.payload(), error.http_status)
+                response, code = _json(error.payload(), error.http_status), error.status
+            service.metrics.on_run_call(method, "http", code, time.perf_counter() - started)
+            return response
 
         return handle
 
@@ -111,10 +117,10 @@ def run_routes(service: RunService) -> list[Route]:
         return await service.compare(principal, await _body(request))
 
     return [
-        Route(COMPARE_PATH, endpoint(compare), methods=["POST"]),
-        Route(RUNS_PATH, endpoint(create), methods=["POST"]),
-        Route(RUNS_PATH, endpoint(listing), methods=["GET"]),
-        Route(RUNS_PATH + "/{run_id}", endpoint(get), methods=["GET"]),
+        Route(COMPARE_PATH, endpoint("CompareRuns", compare), methods=["POST"]),
+        Route(RUNS_PATH, endpoint("CreateRun", create), methods=["POST"]),
+        Route(RUNS_PATH, endpoint("ListRuns", listing), methods=["GET"]),
+        Route(RUNS_PATH + "/{run_id}", endpoint("GetRun", get), methods=["GET"]),
     ]
 
 
@@ -135,34 +141,43 @@ class ConnectRunService:
         self.service = service
         self.messages = RunMessages(service)
 
-    async def _call(self, ctx: RequestContext[Any, Any], call: Callable[[Principal], Awaitable[Any]]) -> Any:
+    async def _call(
+        self, ctx: RequestContext[Any, Any], method: str, call: Callable[[Principal], Awaitable[Any]]
+    ) -> Any:
+        started = time.perf_counter()
+        code = "ok"
         try:
             principal = await self.service.authenticate(ctx.request_headers().get("authorization"))
             return await call(principal)
         except Exception as exc:
             error = from_exception(exc)
+            code = error.status
             raise ConnectError(CONNECT_CODES.get(error.status, Code.INTERNAL), error.message) from None
+        finally:
+            self.service.metrics.on_run_call(method, "connect", code, time.perf_counter() - started)
 
     async def create_run(self, request: pb.CreateRunRequest, ctx: RequestContext[Any, Any]) -> pb.Run:
         """``CreateRun``."""
-        result: pb.Run = await self._call(ctx, lambda p: self.messages.create_run(p, request))
+        result: pb.Run = await self._call(ctx, "CreateRun", lambda p: self.messages.create_run(p, request))
         return result
 
     async def get_run(self, request: pb.GetRunRequest, ctx: RequestContext[Any, Any]) -> pb.GetRunResponse:
         """``GetRun``."""
-        result: pb.GetRunResponse = await self._call(ctx, lambda p: self.messages.get_run(p, request))
+        result: pb.GetRunResponse = await self._call(ctx, "GetRun", lambda p: self.messages.get_run(p, request))
         return result
 
     async def list_runs(self, request: pb.ListRunsRequest, ctx: RequestContext[Any, Any]) -> pb.ListRunsResponse:
         """``ListRuns``."""
-        result: pb.ListRunsResponse = await self._call(ctx, lambda p: self.messages.list_runs(p, request))
+        result: pb.ListRunsResponse = await self._call(ctx, "ListRuns", lambda p: self.messages.list_runs(p, request))
         return result
 
     async def compare_runs(
         self, request: pb.CompareRunsRequest, ctx: RequestContext[Any, Any]
     ) -> pb.CompareRunsResponse:
         """``CompareRuns``."""
-        result: pb.CompareRunsResponse = await self._call(ctx, lambda p: self.messages.compare_runs(p, request))
+        result: pb.CompareRunsResponse = await self._call(
+            ctx, "CompareRuns", lambda p: self.messages.compare_runs(p, request)
+        )
         return result
 
 

@@ -35,7 +35,7 @@ class RunMessages:
         """``CreateRun``."""
         # A whole run's document: converted off the event loop, like a large HTTP JSON body.
         results = await asyncio.to_thread(_plain, request.results) if request.HasField("results") else None
-        body = {"results": results, "labels": dict(request.labels)}
+        body = {"results": results, "labels": dict(request.labels), "requestId": request.request_id}
         run: pb.Run = _message(await self.service.create(principal, body), pb.Run())
         return run
 

@@ -16,6 +16,8 @@ from typing import Any
 from evalsi.errors import DataError
 from evalsi.runs import compare_runs, comparison_to_dict
 from evalsi.server._errors import ServiceError
+from evalsi.server._metrics import Metrics
+from evalsi.server._run_requests import check_request_id
 from evalsi.server._runs_store import RunStore, check_labels, page_size
 from evalsi.server._service import RewardService, require
 from evalsi.server._tokens import RUN, Principal
@@ -35,6 +37,11 @@ class RunService:
         self.rewards = rewards
         self.store = RunStore(rewards.tokens.engine)
 
+    @property
+    def metrics(self) -> Metrics:
+        """The server's metrics (the Run Service's are ``evalsi_run_*``)."""
+        return self.rewards.metrics
+
     async def authenticate(self, authorization: str | None) -> Principal:
         """The caller, from an ``Authorization: Bearer <token>`` value (as the Reward Service checks it)."""
         return await self.rewards.authenticate(authorization)
@@ -45,12 +52,18 @@ class RunService:
         require(principal, RUN)
 
     async def create(self, principal: Principal, body: Mapping[str, Any]) -> dict[str, Any]:
-        """``CreateRun``: store ``body["results"]`` with ``body["labels"]``; the stored ``Run``."""
+        """``CreateRun``: store ``body["results"]`` with ``body["labels"]``; the stored ``Run``.
+
+        With ``body["requestId"]``, a repeat of the same request returns the run the first one stored.
+        """
         self._admit(principal)
         document = body.get("results")
         labels = check_labels(body.get("labels"))
+        request_id = check_request_id(body.get("requestId"))
         check_depth(document, "results")
-        stored = await asyncio.to_thread(self.store.create, principal.project, document, labels)
+        stored = await asyncio.to_thread(self.store.create, principal.project, document, labels, request_id)
+        if stored.replayed:
+            self.metrics.run_replays.inc()
         return stored.to_json()
 
     async def get(

@@ -13,15 +13,17 @@ import re
 import secrets
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 from sqlalchemy import Engine, insert, select
+from sqlalchemy.exc import IntegrityError
 
 from evalsi.runs import LoadedRun, RecordResult, run_from_document
 from evalsi.server._errors import ServiceError
+from evalsi.server._run_requests import request_fingerprint, reused
 from evalsi.server._tables import run_labels, run_records, runs
 
 RESULTS_VERSION = 1
@@ -48,6 +50,8 @@ class StoredRun:
     target: dict[str, Any]
     summary: dict[str, Any]
     details: dict[str, Any]
+    replayed: bool = False
+    """Set when a request id's earlier call stored this run (this call stored nothing)."""
 
     def to_json(self) -> dict[str, Any]:
         """The ``Run`` message in its JSON form."""
@@ -226,13 +230,55 @@ class RunStore:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    def create(self, project: str, document: Any, labels: Mapping[str, str]) -> StoredRun:
+    def create(
+        self, project: str, document: Any, labels: Mapping[str, str], request_id: str | None = None
+    ) -> StoredRun:
         """Store a results document and its labels; returns the stored run.
 
+        With ``request_id``, at most one run is stored per project and id: a repeat of the same request (however
+        many at once) returns the run the first stored, marked ``replayed``. The unique index on (project,
+        request id) decides a race: the loser's insert fails and it reads the winner's run.
+
         Raises:
-            ServiceError: ``invalid_argument`` when the document or a record is malformed.
+            ServiceError: ``invalid_argument`` when the document or a record is malformed, or the request id
+                already stored a run from a different request.
 
         """
+        digest = request_fingerprint(document, labels) if request_id is not None else None
+        if request_id is not None and digest is not None:
+            earlier = self._by_request(project, request_id, digest)
+            if earlier is not None:
+                return earlier
+        try:
+            return self._insert(project, document, labels, request_id, digest)
+        except IntegrityError:
+            if request_id is None or digest is None:
+                raise
+            earlier = self._by_request(project, request_id, digest)
+            if earlier is None:
+                raise
+            return earlier
+
+    def _by_request(self, project: str, request_id: str, digest: str) -> StoredRun | None:
+        """The run an earlier call with this request id stored, or None; refuses a different request."""
+        with self.engine.connect() as connection:
+            row = connection.execute(
+                select(runs).where(runs.c.project == project, runs.c.request_id == request_id)
+            ).first()
+        if row is None:
+            return None
+        if row.request_hash != digest:
+            raise reused(request_id)
+        return replace(self._stored(row, self._labels([row.seq])[row.seq]), replayed=True)
+
+    def _insert(
+        self,
+        project: str,
+        document: Any,
+        labels: Mapping[str, str],
+        request_id: str | None,
+        digest: str | None,
+    ) -> StoredRun:
         data, records = _check_document(document)
         run_id = "run_" + secrets.token_hex(12)
         created = time.time()
@@ -249,6 +295,8 @@ class RunStore:
                     created_at=created,
                     record_count=len(records),
                     details=orjson.dumps(details).decode(),
+                    request_id=request_id,
+                    request_hash=digest,
                     **{field: orjson.dumps(value).decode() for field, value in header.items()},
                 )
             )

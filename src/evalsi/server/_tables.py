@@ -42,6 +42,8 @@ runs = Table(
     Column("target", Text, nullable=False),  # JSON of its ``target``
     Column("summary", Text, nullable=False),  # JSON of its ``summary``
     Column("details", Text, nullable=False),  # JSON of the rest of its header (metrics, onError, checkpoint...)
+    Column("request_id", String(200), nullable=True),  # the client's id for the create; unique per project
+    Column("request_hash", String(64), nullable=True),  # sha256 of that create's results and labels
 )
 """Evaluation runs, each a results document without its records; a project sees only its own."""
 

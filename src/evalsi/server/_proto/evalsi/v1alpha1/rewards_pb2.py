@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x65valsi/v1alpha1/rewards.proto\x12\x0f\x65valsi.v1alpha1\x1a\x1cgoogle/protobuf/struct.proto\"g\n\x13ScoreRewardsRequest\x12%\n\x04spec\x18\x01 \x01(\x0b\x32\x17.google.protobuf.Struct\x12)\n\x08rollouts\x18\x02 \x03(\x0b\x32\x17.google.protobuf.Struct\"F\n\x14ScoreRewardsResponse\x12.\n\x07results\x18\x01 \x03(\x0b\x32\x1d.evalsi.v1alpha1.RewardResult\"\xe2\x01\n\x0cRewardResult\x12\r\n\x05index\x18\x01 \x01(\x05\x12\x12\n\x05total\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\x0e\n\x06status\x18\x03 \x01(\t\x12\x41\n\ncomponents\x18\x04 \x03(\x0b\x32-.evalsi.v1alpha1.RewardResult.ComponentsEntry\x1aR\n\x0f\x43omponentsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12.\n\x05value\x18\x02 \x01(\x0b\x32\x1f.evalsi.v1alpha1.ComponentScore:\x02\x38\x01\x42\x08\n\x06_total\"g\n\x0e\x43omponentScore\x12%\n\x05value\x18\x01 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x0e\n\x06status\x18\x02 \x01(\t\x12\x13\n\x06reason\x18\x03 \x01(\tH\x00\x88\x01\x01\x42\t\n\x07_reason\"\xaa\x01\n\x10\x43reateRunRequest\x12(\n\x07results\x18\x01 \x01(\x0b\x32\x17.google.protobuf.Struct\x12=\n\x06labels\x18\x02 \x03(\x0b\x32-.evalsi.v1alpha1.CreateRunRequest.LabelsEntry\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xdf\x02\n\x03Run\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x30\n\x06labels\x18\x03 \x03(\x0b\x32 .evalsi.v1alpha1.Run.LabelsEntry\x12\x13\n\x0b\x63reate_time\x18\x04 \x01(\t\x12\x0e\n\x06status\x18\x05 \x01(\t\x12\x14\n\x0crecord_count\x18\x06 \x01(\x05\x12%\n\x04spec\x18\x07 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\'\n\x06target\x18\x08 \x01(\x0b\x32\x17.google.protobuf.Struct\x12(\n\x07summary\x18\t \x01(\x0b\x32\x17.google.protobuf.Struct\x12(\n\x07\x64\x65tails\x18\n \x01(\x0b\x32\x17.google.protobuf.Struct\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"[\n\rGetRunRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x17\n\x0finclude_records\x18\x02 \x01(\x08\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"v\n\x0eGetRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x14.evalsi.v1alpha1.Run\x12(\n\x07records\x18\x02 \x03(\x0b\x32\x17.google.protobuf.Struct\x12\x17\n\x0fnext_page_token\x18\x03 \x01(\t\"\xa5\x01\n\x0fListRunsRequest\x12<\n\x06labels\x18\x01 \x03(\x0b\x32,.evalsi.v1alpha1.ListRunsRequest.LabelsEntry\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"O\n\x10ListRunsResponse\x12\"\n\x04runs\x18\x01 \x03(\x0b\x32\x14.evalsi.v1alpha1.Run\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"h\n\x12\x43ompareRunsRequest\x12\x13\n\x0b\x62\x61se_run_id\x18\x01 \x01(\t\x12\x18\n\x10\x63\x61ndidate_run_id\x18\x02 \x01(\t\x12\x0f\n\x07metrics\x18\x03 \x03(\t\x12\x12\n\nregression\x18\x04 \x03(\t\"\xae\x01\n\x08\x45stimate\x12\x11\n\x04mean\x18\x01 \x01(\x01H\x00\x88\x01\x01\x12\x0f\n\x02se\x18\x02 \x01(\x01H\x01\x88\x01\x01\x12\x1b\n\x06\x63i_low\x18\x03 \x01(\x01H\x02R\x06\x63i_low\x88\x01\x01\x12\x1d\n\x07\x63i_high\x18\x04 \x01(\x01H\x03R\x07\x63i_high\x88\x01\x01\x12\t\n\x01n\x18\x05 \x01(\x05\x12\x10\n\x08\x63lusters\x18\x06 \x01(\x05\x42\x07\n\x05_meanB\x05\n\x03_seB\t\n\x07_ci_lowB\n\n\x08_ci_high\">\n\x0bMcNemarTest\x12\x0e\n\x06\x61_only\x18\x01 \x01(\x05\x12\x0e\n\x06\x62_only\x18\x02 \x01(\x05\x12\x0f\n\x07p_value\x18\x03 \x01(\x01\"<\n\x04\x46lip\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\t\n\x01\x61\x18\x02 \x01(\x01\x12\t\n\x01\x62\x18\x03 \x01(\x01\x12\x11\n\tdirection\x18\x04 \x01(\t\"\xd0\x02\n\x10MetricComparison\x12\x0e\n\x06metric\x18\x01 \x01(\t\x12\x13\n\x06mean_a\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\x13\n\x06mean_b\x18\x03 \x01(\x01H\x01\x88\x01\x01\x12-\n\ndifference\x18\x04 \x01(\x0b\x32\x19.evalsi.v1alpha1.Estimate\x12\x13\n\x0bsignificant\x18\x05 \x01(\x08\x12-\n\x07mcnemar\x18\x06 \x01(\x0b\x32\x1c.evalsi.v1alpha1.McNemarTest\x12\r\n\x05pairs\x18\x07 \x01(\x05\x12\x0e\n\x06only_a\x18\x08 \x01(\x05\x12\x0e\n\x06only_b\x18\t \x01(\x05\x12$\n\x05\x66lips\x18\n \x03(\x0b\x32\x15.evalsi.v1alpha1.Flip\x12\x16\n\tregressed\x18\x0b \x01(\x08H\x02\x88\x01\x01\x42\t\n\x07_mean_aB\t\n\x07_mean_bB\x0c\n\n_regressed\"\xa4\x01\n\x13\x43ompareRunsResponse\x12\x13\n\x0b\x62\x61se_run_id\x18\x01 \x01(\t\x12\x18\n\x10\x63\x61ndidate_run_id\x18\x02 \x01(\t\x12\x36\n\x0b\x63omparisons\x18\x03 \x03(\x0b\x32!.evalsi.v1alpha1.MetricComparison\x12\x11\n\tregressed\x18\x04 \x01(\x08\x12\x13\n\x0bregressions\x18\x05 \x03(\t2l\n\rRewardService\x12[\n\x0cScoreRewards\x12$.evalsi.v1alpha1.ScoreRewardsRequest\x1a%.evalsi.v1alpha1.ScoreRewardsResponse2\xc8\x02\n\nRunService\x12\x44\n\tCreateRun\x12!.evalsi.v1alpha1.CreateRunRequest\x1a\x14.evalsi.v1alpha1.Run\x12I\n\x06GetRun\x12\x1e.evalsi.v1alpha1.GetRunRequest\x1a\x1f.evalsi.v1alpha1.GetRunResponse\x12O\n\x08ListRuns\x12 .evalsi.v1alpha1.ListRunsRequest\x1a!.evalsi.v1alpha1.ListRunsResponse\x12X\n\x0b\x43ompareRuns\x12#.evalsi.v1alpha1.CompareRunsRequest\x1a$.evalsi.v1alpha1.CompareRunsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x65valsi/v1alpha1/rewards.proto\x12\x0f\x65valsi.v1alpha1\x1a\x1cgoogle/protobuf/struct.proto\"g\n\x13ScoreRewardsRequest\x12%\n\x04spec\x18\x01 \x01(\x0b\x32\x17.google.protobuf.Struct\x12)\n\x08rollouts\x18\x02 \x03(\x0b\x32\x17.google.protobuf.Struct\"F\n\x14ScoreRewardsResponse\x12.\n\x07results\x18\x01 \x03(\x0b\x32\x1d.evalsi.v1alpha1.RewardResult\"\xe2\x01\n\x0cRewardResult\x12\r\n\x05index\x18\x01 \x01(\x05\x12\x12\n\x05total\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\x0e\n\x06status\x18\x03 \x01(\t\x12\x41\n\ncomponents\x18\x04 \x03(\x0b\x32-.evalsi.v1alpha1.RewardResult.ComponentsEntry\x1aR\n\x0f\x43omponentsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12.\n\x05value\x18\x02 \x01(\x0b\x32\x1f.evalsi.v1alpha1.ComponentScore:\x02\x38\x01\x42\x08\n\x06_total\"g\n\x0e\x43omponentScore\x12%\n\x05value\x18\x01 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x0e\n\x06status\x18\x02 \x01(\t\x12\x13\n\x06reason\x18\x03 \x01(\tH\x00\x88\x01\x01\x42\t\n\x07_reason\"\xbe\x01\n\x10\x43reateRunRequest\x12(\n\x07results\x18\x01 \x01(\x0b\x32\x17.google.protobuf.Struct\x12=\n\x06labels\x18\x02 \x03(\x0b\x32-.evalsi.v1alpha1.CreateRunRequest.LabelsEntry\x12\x12\n\nrequest_id\x18\x03 \x01(\t\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xdf\x02\n\x03Run\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x30\n\x06labels\x18\x03 \x03(\x0b\x32 .evalsi.v1alpha1.Run.LabelsEntry\x12\x13\n\x0b\x63reate_time\x18\x04 \x01(\t\x12\x0e\n\x06status\x18\x05 \x01(\t\x12\x14\n\x0crecord_count\x18\x06 \x01(\x05\x12%\n\x04spec\x18\x07 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\'\n\x06target\x18\x08 \x01(\x0b\x32\x17.google.protobuf.Struct\x12(\n\x07summary\x18\t \x01(\x0b\x32\x17.google.protobuf.Struct\x12(\n\x07\x64\x65tails\x18\n \x01(\x0b\x32\x17.google.protobuf.Struct\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"[\n\rGetRunRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x17\n\x0finclude_records\x18\x02 \x01(\x08\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"v\n\x0eGetRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x14.evalsi.v1alpha1.Run\x12(\n\x07records\x18\x02 \x03(\x0b\x32\x17.google.protobuf.Struct\x12\x17\n\x0fnext_page_token\x18\x03 \x01(\t\"\xa5\x01\n\x0fListRunsRequest\x12<\n\x06labels\x18\x01 \x03(\x0b\x32,.evalsi.v1alpha1.ListRunsRequest.LabelsEntry\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"O\n\x10ListRunsResponse\x12\"\n\x04runs\x18\x01 \x03(\x0b\x32\x14.evalsi.v1alpha1.Run\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"h\n\x12\x43ompareRunsRequest\x12\x13\n\x0b\x62\x61se_run_id\x18\x01 \x01(\t\x12\x18\n\x10\x63\x61ndidate_run_id\x18\x02 \x01(\t\x12\x0f\n\x07metrics\x18\x03 \x03(\t\x12\x12\n\nregression\x18\x04 \x03(\t\"\xae\x01\n\x08\x45stimate\x12\x11\n\x04mean\x18\x01 \x01(\x01H\x00\x88\x01\x01\x12\x0f\n\x02se\x18\x02 \x01(\x01H\x01\x88\x01\x01\x12\x1b\n\x06\x63i_low\x18\x03 \x01(\x01H\x02R\x06\x63i_low\x88\x01\x01\x12\x1d\n\x07\x63i_high\x18\x04 \x01(\x01H\x03R\x07\x63i_high\x88\x01\x01\x12\t\n\x01n\x18\x05 \x01(\x05\x12\x10\n\x08\x63lusters\x18\x06 \x01(\x05\x42\x07\n\x05_meanB\x05\n\x03_seB\t\n\x07_ci_lowB\n\n\x08_ci_high\">\n\x0bMcNemarTest\x12\x0e\n\x06\x61_only\x18\x01 \x01(\x05\x12\x0e\n\x06\x62_only\x18\x02 \x01(\x05\x12\x0f\n\x07p_value\x18\x03 \x01(\x01\"<\n\x04\x46lip\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\t\n\x01\x61\x18\x02 \x01(\x01\x12\t\n\x01\x62\x18\x03 \x01(\x01\x12\x11\n\tdirection\x18\x04 \x01(\t\"\xd0\x02\n\x10MetricComparison\x12\x0e\n\x06metric\x18\x01 \x01(\t\x12\x13\n\x06mean_a\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\x13\n\x06mean_b\x18\x03 \x01(\x01H\x01\x88\x01\x01\x12-\n\ndifference\x18\x04 \x01(\x0b\x32\x19.evalsi.v1alpha1.Estimate\x12\x13\n\x0bsignificant\x18\x05 \x01(\x08\x12-\n\x07mcnemar\x18\x06 \x01(\x0b\x32\x1c.evalsi.v1alpha1.McNemarTest\x12\r\n\x05pairs\x18\x07 \x01(\x05\x12\x0e\n\x06only_a\x18\x08 \x01(\x05\x12\x0e\n\x06only_b\x18\t \x01(\x05\x12$\n\x05\x66lips\x18\n \x03(\x0b\x32\x15.evalsi.v1alpha1.Flip\x12\x16\n\tregressed\x18\x0b \x01(\x08H\x02\x88\x01\x01\x42\t\n\x07_mean_aB\t\n\x07_mean_bB\x0c\n\n_regressed\"\xa4\x01\n\x13\x43ompareRunsResponse\x12\x13\n\x0b\x62\x61se_run_id\x18\x01 \x01(\t\x12\x18\n\x10\x63\x61ndidate_run_id\x18\x02 \x01(\t\x12\x36\n\x0b\x63omparisons\x18\x03 \x03(\x0b\x32!.evalsi.v1alpha1.MetricComparison\x12\x11\n\tregressed\x18\x04 \x01(\x08\x12\x13\n\x0bregressions\x18\x05 \x03(\t2l\n\rRewardService\x12[\n\x0cScoreRewards\x12$.evalsi.v1alpha1.ScoreRewardsRequest\x1a%.evalsi.v1alpha1.ScoreRewardsResponse2\xc8\x02\n\nRunService\x12\x44\n\tCreateRun\x12!.evalsi.v1alpha1.CreateRunRequest\x1a\x14.evalsi.v1alpha1.Run\x12I\n\x06GetRun\x12\x1e.evalsi.v1alpha1.GetRunRequest\x1a\x1f.evalsi.v1alpha1.GetRunResponse\x12O\n\x08ListRuns\x12 .evalsi.v1alpha1.ListRunsRequest\x1a!.evalsi.v1alpha1.ListRunsResponse\x12X\n\x0b\x43ompareRuns\x12#.evalsi.v1alpha1.CompareRunsRequest\x1a$.evalsi.v1alpha1.CompareRunsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -51,37 +51,37 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_COMPONENTSCORE']._serialized_start=486
   _globals['_COMPONENTSCORE']._serialized_end=589
   _globals['_CREATERUNREQUEST']._serialized_start=592
-  _globals['_CREATERUNREQUEST']._serialized_end=762
-  _globals['_CREATERUNREQUEST_LABELSENTRY']._serialized_start=717
-  _globals['_CREATERUNREQUEST_LABELSENTRY']._serialized_end=762
-  _globals['_RUN']._serialized_start=765
-  _globals['_RUN']._serialized_end=1116
-  _globals['_RUN_LABELSENTRY']._serialized_start=717
-  _globals['_RUN_LABELSENTRY']._serialized_end=762
-  _globals['_GETRUNREQUEST']._serialized_start=1118
-  _globals['_GETRUNREQUEST']._serialized_end=1209
-  _globals['_GETRUNRESPONSE']._serialized_start=1211
-  _globals['_GETRUNRESPONSE']._serialized_end=1329
-  _globals['_LISTRUNSREQUEST']._serialized_start=1332
-  _globals['_LISTRUNSREQUEST']._serialized_end=1497
-  _globals['_LISTRUNSREQUEST_LABELSENTRY']._serialized_start=717
-  _globals['_LISTRUNSREQUEST_LABELSENTRY']._serialized_end=762
-  _globals['_LISTRUNSRESPONSE']._serialized_start=1499
-  _globals['_LISTRUNSRESPONSE']._serialized_end=1578
-  _globals['_COMPARERUNSREQUEST']._serialized_start=1580
-  _globals['_COMPARERUNSREQUEST']._serialized_end=1684
-  _globals['_ESTIMATE']._serialized_start=1687
-  _globals['_ESTIMATE']._serialized_end=1861
-  _globals['_MCNEMARTEST']._serialized_start=1863
-  _globals['_MCNEMARTEST']._serialized_end=1925
-  _globals['_FLIP']._serialized_start=1927
-  _globals['_FLIP']._serialized_end=1987
-  _globals['_METRICCOMPARISON']._serialized_start=1990
-  _globals['_METRICCOMPARISON']._serialized_end=2326
-  _globals['_COMPARERUNSRESPONSE']._serialized_start=2329
-  _globals['_COMPARERUNSRESPONSE']._serialized_end=2493
-  _globals['_REWARDSERVICE']._serialized_start=2495
-  _globals['_REWARDSERVICE']._serialized_end=2603
-  _globals['_RUNSERVICE']._serialized_start=2606
-  _globals['_RUNSERVICE']._serialized_end=2934
+  _globals['_CREATERUNREQUEST']._serialized_end=782
+  _globals['_CREATERUNREQUEST_LABELSENTRY']._serialized_start=737
+  _globals['_CREATERUNREQUEST_LABELSENTRY']._serialized_end=782
+  _globals['_RUN']._serialized_start=785
+  _globals['_RUN']._serialized_end=1136
+  _globals['_RUN_LABELSENTRY']._serialized_start=737
+  _globals['_RUN_LABELSENTRY']._serialized_end=782
+  _globals['_GETRUNREQUEST']._serialized_start=1138
+  _globals['_GETRUNREQUEST']._serialized_end=1229
+  _globals['_GETRUNRESPONSE']._serialized_start=1231
+  _globals['_GETRUNRESPONSE']._serialized_end=1349
+  _globals['_LISTRUNSREQUEST']._serialized_start=1352
+  _globals['_LISTRUNSREQUEST']._serialized_end=1517
+  _globals['_LISTRUNSREQUEST_LABELSENTRY']._serialized_start=737
+  _globals['_LISTRUNSREQUEST_LABELSENTRY']._serialized_end=782
+  _globals['_LISTRUNSRESPONSE']._serialized_start=1519
+  _globals['_LISTRUNSRESPONSE']._serialized_end=1598
+  _globals['_COMPARERUNSREQUEST']._serialized_start=1600
+  _globals['_COMPARERUNSREQUEST']._serialized_end=1704
+  _globals['_ESTIMATE']._serialized_start=1707
+  _globals['_ESTIMATE']._serialized_end=1881
+  _globals['_MCNEMARTEST']._serialized_start=1883
+  _globals['_MCNEMARTEST']._serialized_end=1945
+  _globals['_FLIP']._serialized_start=1947
+  _globals['_FLIP']._serialized_end=2007
+  _globals['_METRICCOMPARISON']._serialized_start=2010
+  _globals['_METRICCOMPARISON']._serialized_end=2346
+  _globals['_COMPARERUNSRESPONSE']._serialized_start=2349
+  _globals['_COMPARERUNSRESPONSE']._serialized_end=2513
+  _globals['_REWARDSERVICE']._serialized_start=2515
+  _globals['_REWARDSERVICE']._serialized_end=2623
+  _globals['_RUNSERVICE']._serialized_start=2626
+  _globals['_RUNSERVICE']._serialized_end=2954
 # @@protoc_insertion_point(module_scope)

@@ -51,7 +51,7 @@ class ComponentScore(_message.Message):
     def __init__(self, value: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., status: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class CreateRunRequest(_message.Message):
-    __slots__ = ("results", "labels")
+    __slots__ = ("results", "labels", "request_id")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -61,9 +61,11 @@ class CreateRunRequest(_message.Message):
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     results: _struct_pb2.Struct
     labels: _containers.ScalarMap[str, str]
-    def __init__(self, results: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    request_id: str
+    def __init__(self, results: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class Run(_message.Message):
     __slots__ = ("id", "name", "labels", "create_time", "status", "record_count", "spec", "target", "summary", "details")

@@ -108,7 +108,7 @@ class RunServiceStub:
     project sees only its own runs (another project's run id is NOT_FOUND).
 
     HTTP JSON routes (the bodies and answers are these messages in their JSON form):
-    POST /v1alpha1/runs                     CreateRun   {"results": {...}, "labels": {"training-run": "grpo-1"}}
+    POST /v1alpha1/runs                     CreateRun   {"results": {...}, "labels": {...}, "requestId": "<uuid>"}
     GET  /v1alpha1/runs/{id}                GetRun      ?records=true&pageSize=100&pageToken=...
     GET  /v1alpha1/runs                     ListRuns    ?label=training-run=grpo-1&label=...&pageSize=50&pageToken=...
     POST /v1alpha1/runs:compare             CompareRuns {"baseRunId", "candidateRunId", "metrics", "regression"}
@@ -149,7 +149,7 @@ class RunServiceServicer:
     project sees only its own runs (another project's run id is NOT_FOUND).
 
     HTTP JSON routes (the bodies and answers are these messages in their JSON form):
-    POST /v1alpha1/runs                     CreateRun   {"results": {...}, "labels": {"training-run": "grpo-1"}}
+    POST /v1alpha1/runs                     CreateRun   {"results": {...}, "labels": {...}, "requestId": "<uuid>"}
     GET  /v1alpha1/runs/{id}                GetRun      ?records=true&pageSize=100&pageToken=...
     GET  /v1alpha1/runs                     ListRuns    ?label=training-run=grpo-1&label=...&pageSize=50&pageToken=...
     POST /v1alpha1/runs:compare             CompareRuns {"baseRunId", "candidateRunId", "metrics", "regression"}
@@ -157,7 +157,10 @@ class RunServiceServicer:
 
     def CreateRun(self, request, context):
         """Store a finished (or partial) run with its per-record results; returns the stored run (its id first).
-        Errors: INVALID_ARGUMENT (not a results document, a malformed record, a bad label), PERMISSION_DENIED.
+        With a `request_id`, the call stores at most once: a repeat of the same request (a client's retry after a
+        lost answer, or the same call sent twice at once) returns the run the first one stored.
+        Errors: INVALID_ARGUMENT (not a results document, a malformed record, a bad label, a `request_id` already
+        used in the project for a different request), PERMISSION_DENIED.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -225,7 +228,7 @@ class RunService:
     project sees only its own runs (another project's run id is NOT_FOUND).
 
     HTTP JSON routes (the bodies and answers are these messages in their JSON form):
-    POST /v1alpha1/runs                     CreateRun   {"results": {...}, "labels": {"training-run": "grpo-1"}}
+    POST /v1alpha1/runs                     CreateRun   {"results": {...}, "labels": {...}, "requestId": "<uuid>"}
     GET  /v1alpha1/runs/{id}                GetRun      ?records=true&pageSize=100&pageToken=...
     GET  /v1alpha1/runs                     ListRuns    ?label=training-run=grpo-1&label=...&pageSize=50&pageToken=...
     POST /v1alpha1/runs:compare             CompareRuns {"baseRunId", "candidateRunId", "metrics", "regression"}
