@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 from fractions import Fraction
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from evalsi.evaluators.rl.math_equiv._extract import extract_answer, extract_reference, last_boxed
@@ -165,18 +166,27 @@ def test_groups_have_kinds() -> None:
 
 
 @given(st.fractions(min_value=-(10**6), max_value=10**6, max_denominator=50))
+@example(Fraction(35812517, 43))  # float formatting writes ...139 here; the correctly rounded spelling is ...140
 def test_a_fraction_equals_itself_in_every_spelling(value: Fraction) -> None:
     sign = "-" if value < 0 else ""
     spellings = [
         f"{value.numerator}/{value.denominator}",
         f"{sign}\\frac{{{abs(value.numerator)}}}{{{value.denominator}}}",
         f"{sign}\\dfrac{{{abs(value.numerator)}}}{{{value.denominator}}}",
-        f"{float(value):.9f}",
+        _rounded(value, 9),
     ]
     values = [parse_value(normalise(s)) for s in spellings]
     assert all(v is not None for v in values)
     for v in values[1:]:
         assert equal(values[0], v, TOL) is True  # type: ignore[arg-type]
+
+
+def _rounded(value: Fraction, places: int) -> str:
+    """``value`` written with ``places`` decimals, correctly rounded (a float's digits can be off by one there)."""
+    with localcontext() as context:
+        context.prec = 60
+        exact = Decimal(value.numerator) / Decimal(value.denominator)
+        return str(exact.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_EVEN))
 
 
 @given(st.integers(min_value=0, max_value=10**12))
