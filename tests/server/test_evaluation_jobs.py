@@ -110,6 +110,13 @@ def active(env: Env, token: str, evaluator_id: str) -> dict[str, Any]:
     return evaluator
 
 
+def viewer(env: Env, token: str, path: str) -> Any:
+    """The server's results viewer's JSON API, as the token's project sees it."""
+    answer = httpx.get(f"{env.server.http}/ui/api/{path}", headers=headers(env[token]), timeout=60)
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
 def test_an_uploaded_evaluator_is_built_active_and_its_job_writes_metrics_and_an_output_dataset(env: Env) -> None:
     evaluator = active(env, "a", "capitals")
     assert evaluator["mode"] == "pointwise" and evaluator["entry"] == "test_capitals.py::test_capitals"
@@ -139,6 +146,15 @@ def test_an_uploaded_evaluator_is_built_active_and_its_job_writes_metrics_and_an
     scraped = httpx.get(env.server.http + "/metrics", headers=headers(env["ops"]), timeout=30).text
     assert metric(scraped, "evalsi_evaluation_jobs_total", state="COMPLETED") >= 1
     assert metric(scraped, "evalsi_evaluator_builds_total", state="ACTIVE") >= 1
+
+    viewed = viewer(env, "a", "sources")
+    (shown,) = [run for run in viewed["runs"] if run["label"] == "evaluation-jobs/scores-1.results.json"]
+    summary = viewer(env, "a", f"runs/{shown['id']}")
+    assert summary["records"] == 4 and summary["name"] == "job scores-1"
+    assert summary["summary"]["metrics"]["score"]["mean"] == pytest.approx(job["metrics"]["score"])
+    errored = viewer(env, "a", f"runs/{shown['id']}/records/3")
+    assert errored["samples"][0]["scores"]["score"]["status"] == "error"
+    assert not [r for r in viewer(env, "b", "sources")["runs"] if "scores-1" in r["label"]]
 
     again = create_job(env.server, env["a"], "scores-2", "capitals", "capitals", "scored-1")
     assert again.status_code == 422 and "already exists" in again.json()["error"]["message"]

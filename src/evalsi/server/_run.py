@@ -40,7 +40,8 @@ from evalsi.server._runs_store import RunStore
 from evalsi.server._service import RewardService
 from evalsi.server._shared_cache import SharedScores
 from evalsi.server._tokens import TokenStore
-from evalsi.server._ui import ServerUi
+from evalsi.server._ui import ProjectExporter, ServerUi
+from evalsi.server._ui_jobs import JobExporter
 from evalsi.server._ui_runs import RunExporter
 
 log = logging.getLogger("evalsi.server")
@@ -77,7 +78,8 @@ def build(config: ServerConfig) -> Parts:
     metrics = Metrics()
     service = RewardService(config, tokens, shared, metrics)
     evaluation = _evaluation(config, engine, service)
-    ui = ServerUi(service.authenticate, [RunExporter(RunStore(engine))]) if config.spec.ui.enabled else None
+    exporters: list[ProjectExporter] = [RunExporter(RunStore(engine)), JobExporter(engine, evaluation.datasets)]
+    ui = ServerUi(service.authenticate, exporters) if config.spec.ui.enabled else None
     return Parts(engine, tokens, shared, metrics, service, ServerState(service, evaluation, ui), evaluation)
 
 
