@@ -15,7 +15,6 @@ import pytest
 
 from evalsi.training import free_port, stop_process
 from tests.helpers.vllm_standin import standin_executable
-from tests.server.harness import ServerProcess, make_token, write_config
 
 
 def write_model(folder: Path, answers: dict[str, str] | None = None, *, weights: bool = True) -> Path:
@@ -112,6 +111,9 @@ def slow_vllm(tmp_path: Path, vllm_bin: Path, monkeypatch: pytest.MonkeyPatch) -
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[tuple[str, str]]:
     """A real evalsi server process on SQLite, and a token of project `training` with evaluations.run."""
+    # Imported here: integration sessions that share these helpers install no server extra.
+    from tests.server.harness import ServerProcess, make_token, write_config
+
     directory = tmp_path / "server"
     directory.mkdir()
     config = write_config(directory, {"database": {"url": "sqlite:///server.db"}})
