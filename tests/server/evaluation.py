@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
 import tarfile
 import time
+import zipfile
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -113,3 +116,39 @@ def create_job(server: ServerProcess, token: str, job_id: str, evaluator: str, s
         "evaluationJobId": job_id,
     }
     return post(server, token, "evaluationJobs", body)
+
+
+NORMALISED_TEST = """
+from capital_words import normalise
+from evalsi.testing import EvaluationRow, evaluation_test
+
+
+@evaluation_test(mode="pointwise")
+def test_normalised(row: EvaluationRow) -> EvaluationRow:
+    row.score = 1.0 if normalise(row.ground_truth) in normalise(row.last_text) else 0.0
+    return row
+"""
+
+
+def write_wheel(directory: Path) -> Path:
+    """A pure-Python wheel ``capital_words`` (normalise: lower case, no punctuation) in ``directory``."""
+    files = {
+        "capital_words/__init__.py": (
+            "def normalise(text):\n    return ''.join(c for c in str(text).lower() if c.isalnum())\n"
+        ),
+        "capital_words-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: capital-words\nVersion: 1.0\n",
+        "capital_words-1.0.dist-info/WHEEL": (
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        ),
+    }
+    record = []
+    for name, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        record.append(f"{name},sha256={digest},{len(text.encode())}")
+    record.append("capital_words-1.0.dist-info/RECORD,,")
+    files["capital_words-1.0.dist-info/RECORD"] = "\n".join(record) + "\n"
+    path = directory / "capital_words-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as wheel:
+        for name, text in files.items():
+            wheel.writestr(name, text)
+    return path

@@ -5,7 +5,6 @@ refused before anything is unpacked, and datasets checked row by row; against a 
 from __future__ import annotations
 
 import base64
-import hashlib
 import io
 import os
 import platform
@@ -14,7 +13,6 @@ import subprocess
 import tarfile
 import tempfile
 import time
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,43 +20,22 @@ import httpx
 import orjson
 import pytest
 
-from tests.server.evaluation import CAPITALS, get, headers, jsonl, post, targz, upload, upload_raw, wait_built
+from tests.server.evaluation import (
+    CAPITALS,
+    NORMALISED_TEST,
+    get,
+    headers,
+    jsonl,
+    post,
+    targz,
+    upload,
+    upload_raw,
+    wait_built,
+    write_wheel,
+)
 from tests.server.harness import ServerProcess, make_token, post_http, write_config
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.sandbox]
-
-NORMALISED_TEST = """
-from capital_words import normalise
-from evalsi.testing import EvaluationRow, evaluation_test
-
-
-@evaluation_test(mode="pointwise")
-def test_normalised(row: EvaluationRow) -> EvaluationRow:
-    row.score = 1.0 if normalise(row.ground_truth) in normalise(row.last_text) else 0.0
-    return row
-"""
-
-
-def _wheel(directory: Path) -> None:
-    """A pure-Python wheel ``capital_words`` (normalise: lower case, no punctuation) in ``directory``."""
-    files = {
-        "capital_words/__init__.py": (
-            "def normalise(text):\n    return ''.join(c for c in str(text).lower() if c.isalnum())\n"
-        ),
-        "capital_words-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: capital-words\nVersion: 1.0\n",
-        "capital_words-1.0.dist-info/WHEEL": (
-            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-        ),
-    }
-    record = []
-    for name, text in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
-        record.append(f"{name},sha256={digest},{len(text.encode())}")
-    record.append("capital_words-1.0.dist-info/RECORD,,")
-    files["capital_words-1.0.dist-info/RECORD"] = "\n".join(record) + "\n"
-    with zipfile.ZipFile(directory / "capital_words-1.0-py3-none-any.whl", "w") as wheel:
-        for name, text in files.items():
-            wheel.writestr(name, text)
 
 
 class Env:
@@ -73,7 +50,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     storage.chmod(0o755)
     wheels = storage / "wheelhouse"
     wheels.mkdir()
-    _wheel(wheels)
+    write_wheel(wheels)
     for path in (wheels, *wheels.iterdir()):
         path.chmod(0o755 if path.is_dir() else 0o644)
     database = f"sqlite:///{directory / 'server.db'}"

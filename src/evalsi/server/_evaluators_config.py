@@ -8,7 +8,8 @@ Example::
       max_unpacked_bytes: 67108864     # an archive unpacking to more is refused
       max_files: 5000
       build_timeout: 10m
-      find_links: /srv/wheelhouse      # requirements.txt installs only from this directory; unset: none at all
+      find_links: /srv/wheelhouse      # requirements.txt may install wheels from this directory
+      index_url: https://pypi.internal/simple   # and wheels the server downloads from this index (no other)
     datasets: {max_bytes: 16777216, max_rows: 100000}
     jobs: {workers: 2, max_active_per_project: 4, batch_rows: 256, batch_timeout: 2m}
 """
@@ -45,8 +46,11 @@ class EvaluatorsConfig(_Model):
     build_memory_mb: int = Field(default=2048, ge=128)
     """Memory of each build step."""
     find_links: Path | None = None
-    """A local directory of wheels: ``requirements.txt`` is installed from it only (``pip --no-index``). Unset:
-    an evaluator with requirements fails its build. The build sandbox has no network either way."""
+    """A local directory of wheels ``requirements.txt`` may install from (``pip --no-index``)."""
+    index_url: str | None = None
+    """A package index (PEP 503 ``simple`` URL) the server downloads ``requirements.txt``'s wheels from, for the
+    build to install offline; the tenant's file may only list plain requirements. With neither this nor
+    ``find_links``, an evaluator with requirements fails its build. The build sandbox has no network either way."""
 
     @field_validator("build_timeout", mode="before")
     @classmethod

@@ -2,8 +2,9 @@
 
 A build is three sandboxed commands in one workspace, with the evaluator's directory mounted writable at
 ``/evaluator``, the archive and the runtime read-only: unpack (the archive rules again, then member by member),
-create a venv, install ``requirements.txt`` as wheels from the operator's wheel directory only (``pip --no-index
---only-binary=:all:``: nothing is built, and the sandbox has no network). The directory is then handed back to
+create a venv, install ``requirements.txt`` as wheels from the operator's wheel directory and the wheels the server
+downloaded from the operator's index only (``pip --no-index --only-binary=:all:``: nothing is built, and the
+sandbox has no network). The directory is then handed back to
 the server and made read-only, and a fourth sandbox, with it mounted read-only as scoring mounts it, imports the
 evaluation test to check it: the evaluator's own code never runs with its directory writable.
 """
@@ -23,11 +24,19 @@ from typing import Any
 from evalsi.sandbox import Isolation, Limits, Mount, RunResult, Workspace, require
 from evalsi.sandbox._host import PROBE_FAILURES, PROBE_SLOT, running_as_root, sandbox_python, sandbox_uid
 from evalsi.server._evaluators_config import EvaluatorsConfig
+from evalsi.server._evaluators_index import (
+    Download,
+    RequirementsError,
+    download_wheels,
+    plain_requirements,
+    read_requirements,
+)
 
 EVALUATOR = "/evaluator"
 UPLOAD = "/upload"
 RUNTIME = "/opt/evalsi-runtime"
 WHEELS = "/wheelhouse"
+DOWNLOADS = "/downloads"
 ARCHIVE_NAME = "source.tar.gz"
 _LOG_TAIL = 20_000
 _PYTHON = "<python>"
@@ -116,6 +125,18 @@ def build(
     wheels = config.find_links
     if wheels is not None:
         mounts.append(Mount(str(wheels), WHEELS))
+    log: list[str] = []
+    downloaded = has_requirements and config.index_url is not None
+    if downloaded and config.index_url is not None:
+        fetched = _fetch_requirements(directory, config.index_url, config.build_timeout)
+        log.append(fetched.log)
+        if not fetched.ok:
+            return BuildOutcome(False, "", fetched.message, "\n\n".join(log))
+        mounts.append(Mount(str(directory / "downloads"), DOWNLOADS))
+    sources = [
+        *(["--find-links", WHEELS] if wheels is not None else []),
+        *(["--find-links", DOWNLOADS] if downloaded else []),
+    ]
     limits = Limits(
         wall_time=config.build_timeout,
         cpu_time=max(1, int(config.build_timeout)),
@@ -134,16 +155,14 @@ def build(
         ),
     ]
     if has_requirements:
-        source = ["--find-links", WHEELS] if wheels is not None else []
         pip = [venv_python, "-I", "-m", "pip", "install", "--no-index", "--only-binary=:all:", "--no-input"]
         steps.append(
             (
                 "install requirements.txt",
-                [*pip, "--disable-pip-version-check", *source, "-r", f"{EVALUATOR}/src/requirements.txt"],
+                [*pip, "--disable-pip-version-check", *sources, "-r", f"{EVALUATOR}/src/requirements.txt"],
             )
         )
     check = ("check the entry", [venv_python, "-I", f"{RUNTIME}/evalsi_runner.py", "check", entry])
-    log: list[str] = []
     try:
         python = _python()
         steps = [(title, [python if part == _PYTHON else part for part in argv]) for title, argv in steps]
@@ -154,7 +173,7 @@ def build(
                 result = workspace.exec(argv, limits=limits)
                 log.append(_step_log(title, argv, result))
                 if not result.ok:
-                    return BuildOutcome(False, "", _failure(title, result, wheels is not None), "\n\n".join(log))
+                    return BuildOutcome(False, "", _failure(title, result, bool(sources)), "\n\n".join(log))
         seal(env)
         # The evaluator's own code first runs here, as it will when scoring: its directory mounted read-only.
         read_only = [Mount(str(env), EVALUATOR), Mount(str(runtime), RUNTIME)]
@@ -162,7 +181,7 @@ def build(
             result = workspace.exec(check[1], limits=limits)
         log.append(_step_log(check[0], check[1], result))
         if not result.ok:
-            return BuildOutcome(False, "", _failure(check[0], result, wheels is not None), "\n\n".join(log))
+            return BuildOutcome(False, "", _failure(check[0], result, bool(sources)), "\n\n".join(log))
         answer = _answer(result.stdout)
     except Exception as exc:  # the sandbox itself could not run: the build failed, the server carries on
         log.append(f"the sandbox failed: {exc}")
@@ -176,6 +195,18 @@ def build(
     return BuildOutcome(True, mode, "", "\n\n".join(log))
 
 
+def _fetch_requirements(directory: Path, index_url: str, timeout: float) -> Download:
+    """The requirements' wheels from the operator's index into ``directory/downloads`` (in this process)."""
+    try:
+        requirements = plain_requirements(read_requirements(directory / "upload" / ARCHIVE_NAME))
+    except RequirementsError as exc:
+        return Download(False, str(exc), f"# download requirements  [refused]\n{exc}")
+    if not requirements:
+        (directory / "downloads").mkdir(mode=0o755, exist_ok=True)
+        return Download(True, "", "# download requirements  [nothing to download]")
+    return download_wheels(requirements, index_url, directory / "downloads", timeout)
+
+
 def _failure(title: str, result: RunResult, wheels: bool) -> str:
     if title == "check the entry":
         answer = _answer(result.stdout)
@@ -184,7 +215,7 @@ def _failure(title: str, result: RunResult, wheels: bool) -> str:
     if title == "install requirements.txt" and not wheels:
         return (
             "requirements.txt could not be installed: this server allows no package source "
-            "(the operator sets evaluators.find_links to a wheel directory)"
+            "(the operator sets evaluators.index_url to a package index or evaluators.find_links to a wheel directory)"
         )
     if result.reason != "exit":
         return f"{title} stopped: {result.reason}"
