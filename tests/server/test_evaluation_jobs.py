@@ -149,6 +149,7 @@ def test_an_uploaded_evaluator_is_built_active_and_its_job_writes_metrics_and_an
 
     viewed = viewer(env, "a", "sources")
     (shown,) = [run for run in viewed["runs"] if run["label"] == "evaluation-jobs/scores-1.results.json"]
+    assert shown["target"] == "evaluator capitals on capitals" and shown["date"]
     summary = viewer(env, "a", f"runs/{shown['id']}")
     assert summary["records"] == 4 and summary["name"] == "job scores-1"
     assert summary["summary"]["metrics"]["score"]["mean"] == pytest.approx(job["metrics"]["score"])

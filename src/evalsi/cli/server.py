@@ -20,7 +20,10 @@ if TYPE_CHECKING:  # the server extra is imported only when a command runs
     from evalsi.server import ServerConfig, TokenStore
 
 app = typer.Typer(
-    help="Run the evalsi server (Reward Service over gRPC, Connect and HTTP), and manage its API tokens.",
+    help=(
+        "Run the evalsi server (rewards, runs, evaluators and evaluation jobs over gRPC, Connect and HTTP JSON;"
+        " the results viewer at /ui), and manage its API tokens."
+    ),
     invoke_without_command=True,
 )
 token_app = typer.Typer(help="Create, list and revoke API tokens.", no_args_is_help=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -76,11 +77,15 @@ def job_document(job: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> d
         "name": f"job {job['job_id']}",
         "status": "complete",
         "spec": {"evaluator": job["evaluator_id"], "inputDataset": job["input_dataset"]},
-        "target": {"kind": "evaluation-job", "outputDataset": job["output_dataset"]},
+        "target": {
+            "kind": "evaluation-job",
+            "description": f"evaluator {job['evaluator_id']} on {job['input_dataset']}",
+            "outputDataset": job["output_dataset"],
+        },
         "fingerprints": {},
         "metrics": [{"name": m.name, "threshold": m.threshold} for m in metrics],
         "onError": "none",
-        "timings": {},
+        "timings": {"started": _iso(job["created_at"]), "finished": _iso(job["updated_at"])},
         "summary": summary.to_dict(),
         "evaluationJob": {
             "id": job["job_id"],
@@ -89,6 +94,10 @@ def job_document(job: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> d
         },
         "records": [r.to_json() for r in records],
     }
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).isoformat()
 
 
 class JobExporter:

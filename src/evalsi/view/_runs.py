@@ -125,6 +125,8 @@ def describe_target(target: Any) -> str:
         return str(target or "")
     if "callable" in target:
         return str(target["callable"])
+    if target.get("description"):
+        return str(target["description"])
     parts = [str(target[k]) for k in ("model", "baseUrl", "base_url") if target.get(k)]
     return " @ ".join(parts) if parts else orjson.dumps(target).decode()
 
