@@ -6,6 +6,7 @@ One server process serves the module, with one named target: the scripted OpenAI
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
@@ -64,9 +65,14 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
             "database": {"url": database},
             "evaluators": {"storage_dir": str(storage)},
             "jobs": {"workers": 2, "batch_rows": 2, "max_active_per_project": 4},
-            "targets": {"tiny": target},
+            "targets": {
+                "tiny": target,
+                "keyed": {**target, "api_key_env": "EVALSI_TEST_TARGET_KEY"},
+                "unkeyed": {**target, "api_key_env": "EVALSI_TEST_TARGET_KEY_UNSET"},
+            },
         }
         config = write_config(directory, spec)
+        os.environ["EVALSI_TEST_TARGET_KEY"] = "sk-test-operator-key"  # the server process inherits it
         token = make_token(database, "team-g", ALL)
         ops = make_token(database, "ops", ["metrics.read"])
         with ServerProcess(config) as server:
@@ -76,6 +82,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
             assert post(server, token, "datasets", {"datasetId": "questions", "jsonl": jsonl(QUESTIONS)}).is_success
             assert wait_built(server, token, "capitals")["state"] == "ACTIVE"
             yield Env(server, upstream, token, ops)
+    os.environ.pop("EVALSI_TEST_TARGET_KEY", None)
     shutil.rmtree(storage, ignore_errors=True)
 
 
@@ -282,3 +289,17 @@ def test_the_cli_creates_a_generating_job_with_params(env: Env) -> None:
                                   "--output-dataset", "cli-gen-out-2", "--param", "temperature=0.7"],
                             env=cli_env)  # fmt: skip
     assert refused.exit_code == 2 and "--target" in refused.output
+
+
+def test_a_targets_api_key_comes_from_the_servers_environment_and_a_missing_one_fails_the_job(env: Env) -> None:
+    lone = [chat("Capital of Chile?", None, "Santiago")]
+    assert post(env.server, env.token, "datasets", {"datasetId": "chile", "jsonl": jsonl(lone)}).is_success
+    since = len(env.upstream.headers)
+    assert create(env, "gen-keyed", "chile", "gen-keyed-out", target="keyed").status_code == 200
+    assert wait_state(env.server, env.token, "gen-keyed", TERMINAL)["state"] == "COMPLETED"
+    assert [h.get("authorization") for h in env.upstream.headers[since:]] == ["Bearer sk-test-operator-key"]
+
+    assert create(env, "gen-unkeyed", "chile", "gen-unkeyed-out", target="unkeyed").status_code == 200
+    failed = wait_state(env.server, env.token, "gen-unkeyed", TERMINAL)
+    assert failed["state"] == "FAILED" and "'unkeyed'" in failed["message"] and "API key" in failed["message"]
+    assert len(env.upstream.headers) == since + 1  # nothing was sent without the key
