@@ -46,11 +46,13 @@ SECRET_BODY = "injected"  # what the loopback server's injected failures answer:
 class Env:
     """The running server, the scripted upstream, and the module's token."""
 
-    def __init__(self, server: ServerProcess, upstream: OpenAIServer, token: str, ops: str) -> None:
+    def __init__(self, server: ServerProcess, upstream: OpenAIServer, token: str, ops: str, others: list[str]) -> None:
         self.server = server
         self.upstream = upstream
         self.token = token
         self.ops = ops
+        self.others = others
+        """Tokens of two further projects."""
 
 
 @pytest.fixture(scope="module")
@@ -64,24 +66,26 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         spec = {
             "database": {"url": database},
             "evaluators": {"storage_dir": str(storage)},
-            "jobs": {"workers": 2, "batch_rows": 2, "max_active_per_project": 4},
+            "jobs": {"workers": 4, "batch_rows": 2, "max_active_per_project": 4},
             "targets": {
                 "tiny": target,
                 "keyed": {**target, "api_key_env": "EVALSI_TEST_TARGET_KEY"},
                 "unkeyed": {**target, "api_key_env": "EVALSI_TEST_TARGET_KEY_UNSET"},
+                "narrow": {**target, "max_concurrency": 2},  # each project: project_share 0.5 of it, 1 request
             },
         }
         config = write_config(directory, spec)
         os.environ["EVALSI_TEST_TARGET_KEY"] = "sk-test-operator-key"  # the server process inherits it
         token = make_token(database, "team-g", ALL)
         ops = make_token(database, "ops", ["metrics.read"])
+        others = [make_token(database, project, ALL) for project in ("team-h", "team-i")]
         with ServerProcess(config) as server:
             files = {"test_capitals.py": CAPITALS}
             uploaded = upload(server, token, "capitals", files, "test_capitals.py::test_capitals")
             assert uploaded.status_code == 200, uploaded.text
             assert post(server, token, "datasets", {"datasetId": "questions", "jsonl": jsonl(QUESTIONS)}).is_success
             assert wait_built(server, token, "capitals")["state"] == "ACTIVE"
-            yield Env(server, upstream, token, ops)
+            yield Env(server, upstream, token, ops, others)
     os.environ.pop("EVALSI_TEST_TARGET_KEY", None)
     shutil.rmtree(storage, ignore_errors=True)
 
@@ -303,3 +307,36 @@ def test_a_targets_api_key_comes_from_the_servers_environment_and_a_missing_one_
     failed = wait_state(env.server, env.token, "gen-unkeyed", TERMINAL)
     assert failed["state"] == "FAILED" and "'unkeyed'" in failed["message"] and "API key" in failed["message"]
     assert len(env.upstream.headers) == since + 1  # nothing was sent without the key
+
+
+def test_a_targets_requests_are_bounded_across_jobs_and_each_project_holds_its_share(env: Env) -> None:
+    tokens = [env.token, *env.others]
+    for token in env.others:
+        assert upload(env.server, token, "capitals", {"test_capitals.py": CAPITALS},
+                      "test_capitals.py::test_capitals").status_code == 200  # fmt: skip
+    for project, token in enumerate(tokens):
+        rows = [chat(f"Narrow {project}-{i}?", None, "x") for i in range(4)]
+        assert post(env.server, token, "datasets", {"datasetId": "narrow", "jsonl": jsonl(rows)}).is_success
+    for token in env.others:
+        assert wait_built(env.server, token, "capitals")["state"] == "ACTIVE"
+
+    def run(job_id: str, project_tokens: list[str]) -> None:
+        for project in range(len(project_tokens)):
+            for i in range(4):
+                env.upstream.inject(delay=0.4, prompt=f"Narrow {project}-{i}?")
+        env.upstream.reset_peak("Narrow ")
+        for token in project_tokens:
+            body = {"evaluator": "capitals", "inputDataset": "narrow", "outputDataset": f"{job_id}-out",
+                    "target": "narrow"}  # fmt: skip
+            created = post(env.server, token, "evaluationJobs", {"evaluationJob": body, "evaluationJobId": job_id})
+            assert created.status_code == 200, created.text
+        for token in project_tokens:
+            job = wait_state(env.server, token, job_id, TERMINAL)
+            assert job["state"] == "COMPLETED" and int(job["outputStats"]["generated"]) == 4, job
+
+    # One project alone: its share of the target is one request, though a batch has two rows to generate.
+    run("narrow-1", tokens[:1])
+    assert env.upstream.peak_in_flight == 1
+    # Three projects at once: one request each would be three, but the target allows two across all jobs.
+    run("narrow-3", tokens)
+    assert env.upstream.peak_in_flight == 2
