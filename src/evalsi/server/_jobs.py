@@ -28,7 +28,6 @@ from sqlalchemy import Engine, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from evalsi.errors import EvalsiError
-from evalsi.runs import Generation
 from evalsi.sandbox import Isolation, Limits
 from evalsi.server._config import ServerConfig
 from evalsi.server._datasets import Datasets, has_reply
@@ -38,7 +37,15 @@ from evalsi.server._evaluators_ids import check_id, resource_id, timestamp
 from evalsi.server._evaluators_sandbox import ScoringSession
 from evalsi.server._evaluators_tables import evaluation_jobs
 from evalsi.server._fair import FairPool, share_of
-from evalsi.server._jobs_generation import PARAMS_PATH, Failed, Generators, Outcome, check_params
+from evalsi.server._jobs_generation import (
+    PARAMS_PATH,
+    Failed,
+    Generators,
+    Outcome,
+    check_params,
+    generation_record,
+    with_reply,
+)
 from evalsi.server._jobs_metrics import EvaluationMetrics
 from evalsi.server._jobs_stats import summarise
 from evalsi.server._proto.evalsi.v1alpha1 import evaluation_pb2 as pb
@@ -239,7 +246,7 @@ class Jobs:
         results: list[dict[str, Any]] = [{"error": NO_REPLY} for _ in rows]
         target, params = str(job["target"] or ""), orjson.loads(job["completion_params"] or "{}")
         generated: dict[int, dict[str, Any]] = {}  # row index -> what the output row records of its generation
-        failed = 0
+        failed = 0  # rows whose generation failed
         limits = Limits(
             wall_time=self.settings.batch_timeout,
             cpu_time=max(1, int(self.settings.batch_timeout)),
@@ -262,14 +269,14 @@ class Jobs:
                 indices = range(start, min(start + size, len(rows)))
                 if target:
                     missing = [i for i in indices if not has_reply(rows[i])]
-                    for index, outcome in zip(missing, self._generate(project, job_id, target, params,
-                                                                      [rows[i] for i in missing]), strict=True):
+                    outcomes = self._generate(project, job_id, target, params, [rows[i] for i in missing])
+                    for index, outcome in zip(missing, outcomes, strict=True):
                         if isinstance(outcome, Failed):
                             results[index] = {"error": f"generation failed: {outcome.reason}"}
                             failed += 1
                         else:
-                            rows[index] = _with_reply(rows[index], outcome)
-                            generated[index] = _generation_record(target, outcome)
+                            rows[index] = with_reply(rows[index], outcome)
+                            generated[index] = generation_record(target, outcome)
                 batch = [i for i in indices if has_reply(rows[i])]
                 if not batch:
                     continue
@@ -281,8 +288,7 @@ class Jobs:
             session.close()
         self._check_running(project, job_id)
         self._advance(project, job_id, WRITING_RESULTS)
-        output = [_output_row(row, result, generated.get(i)) for i, (row, result) in enumerate(zip(rows, results,
-                                                                                                      strict=True))]
+        output = [_output_row(row, results[i], generated.get(i)) for i, row in enumerate(rows)]
         metrics, stats = summarise(results)
         stats.update(generated=len(generated), generation_failed=failed)
         if rows and not stats["scored"]:
@@ -369,21 +375,6 @@ def _sandbox_row(row: dict[str, Any], index: int) -> dict[str, Any]:
         "row_id": str(row.get("id", row.get("row_id", index))),
         "metadata": metadata,
     }
-
-
-def _with_reply(row: dict[str, Any], generation: Generation) -> dict[str, Any]:
-    """The row with the generated reply as its last message."""
-    reply = {"role": "assistant", "content": generation.text}
-    return {**row, "messages": [*(row.get("messages") or []), reply]}
-
-
-def _generation_record(target: str, generation: Generation) -> dict[str, Any]:
-    """What an output row records of its generated reply: the target, why it stopped, tokens, seconds."""
-    record: dict[str, Any] = {"target": target, "finish_reason": generation.finish_reason,
-                              "latency_s": round(generation.latency, 6)}  # fmt: skip
-    if generation.tokens is not None:
-        record["completion_tokens"] = generation.tokens
-    return record
 
 
 def _output_row(row: dict[str, Any], result: dict[str, Any], generation: dict[str, Any] | None) -> dict[str, Any]:

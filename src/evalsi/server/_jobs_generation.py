@@ -92,6 +92,21 @@ def _whole(value: Any, where: str) -> Any:
     return value
 
 
+def with_reply(row: dict[str, Any], generation: Generation) -> dict[str, Any]:
+    """The row with the generated reply as its last message."""
+    reply = {"role": "assistant", "content": generation.text}
+    return {**row, "messages": [*(row.get("messages") or []), reply]}
+
+
+def generation_record(target: str, generation: Generation) -> dict[str, Any]:
+    """What an output row records of its generated reply: the target, why it stopped, tokens, seconds."""
+    record: dict[str, Any] = {"target": target, "finish_reason": generation.finish_reason,
+                              "latency_s": round(generation.latency, 6)}  # fmt: skip
+    if generation.tokens is not None:
+        record["completion_tokens"] = generation.tokens
+    return record
+
+
 class Generators:
     """The named targets, their shared request slots, and the event loop generating on them."""
 
