@@ -16,6 +16,8 @@ Usage::
         server.delay = 0.01                   # every request takes at least 10 ms
         server.requests                       # every JSON body received, in order
         server.headers                        # and each request's headers (lower-case names)
+        server.reset_peak("Narrow")           # count open requests for prompts starting "Narrow" from now on
+        server.peak_in_flight                 # the most of them held open at once
 
 The prompt is the ``prompt`` of a completions request, or the content of the last user message of a chat
 request. An answer is a string, a list (successive samples for that prompt cycle through it, across requests),
@@ -62,6 +64,9 @@ class OpenAIServer:
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.statuses: list[int] = []
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        self._watched = ""
         self._faults: list[Fault] = []
         self._cursor: dict[str, itertools.count[int]] = {}
         self._lock = threading.Lock()
@@ -88,6 +93,12 @@ class OpenAIServer:
         """Make the next ``times`` requests (for ``prompt``, when given) fail with ``status`` and/or stall."""
         with self._lock:
             self._faults.append(Fault(status, delay, times, prompt, retry_after))
+
+    def reset_peak(self, prefix: str = "") -> None:
+        """Count ``in_flight`` and ``peak_in_flight`` again, from now, over the prompts starting with ``prefix``."""
+        with self._lock:
+            self._watched = prefix
+            self.in_flight = self.peak_in_flight = 0
 
     def request_count(self, prompt: str | None = None) -> int:
         """How many requests arrived (for one prompt, when given), faults included."""
@@ -174,8 +185,19 @@ class OpenAIServer:
         prompt = _prompt_of(body)
         fault = self._take_fault(body, prompt)
         wait = self.delay + (fault.delay if fault else 0.0)
-        if wait:
-            await asyncio.sleep(wait)
+        with self._lock:
+            watched = self._watched
+            counted = prompt.startswith(watched)
+            if counted:
+                self.in_flight += 1
+                self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        try:
+            if wait:
+                await asyncio.sleep(wait)
+        finally:
+            with self._lock:
+                if counted and self._watched == watched:
+                    self.in_flight -= 1
         if fault is not None and fault.status is not None:
             headers = {} if fault.retry_after is None else {"Retry-After": f"{fault.retry_after:g}"}
             with self._lock:

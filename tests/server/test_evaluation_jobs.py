@@ -54,7 +54,7 @@ ROWS = [
     chat("Capital of France?", "It is Paris.", "Paris"),
     chat("Capital of Japan?", "Kyoto", "Tokyo"),
     chat("Capital of Italy?", "Rome, of course", "Rome"),
-    chat("Capital of Peru?", None, "Lima"),  # no reply: a job scores replies as given and generates none
+    chat("Capital of Peru?", None, "Lima"),  # no reply: a job without a target errors it
 ]
 
 

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from evalsi._util.http import status_text, transport_failure
 from evalsi._util.modules import import_file
 from evalsi._util.retry import RETRY_STATUSES, AsyncRetryTransport, RetryNotice, RetryPolicy, attempts_phrase
 from evalsi.errors import EvalsiError
@@ -31,7 +32,16 @@ RetryListener = Callable[[RetryNotice], None]
 
 
 class GenerationError(EvalsiError, RuntimeError):
-    """A target could not produce completions for a record (after retries); the record stays unfinished."""
+    """A target could not produce completions for a record (after retries); the record stays unfinished.
+
+    ``public`` says what failed without the endpoint's address or anything it answered (its status and standard
+    phrase, a timeout, a failed connection): what a server may tell a tenant. It defaults to the message, for
+    errors holding nothing the upstream sent.
+    """
+
+    def __init__(self, message: str, public: str = "") -> None:
+        super().__init__(message)
+        self.public = public or message
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,11 +134,13 @@ class OpenAITarget:
             try:
                 response = await self._client.post(self._path, json=body)
             except httpx.TransportError as exc:
-                raise GenerationError(f"{self.url}: {gave_up}{type(exc).__name__}: {exc}") from None
+                public = f"{gave_up}{transport_failure(exc, self.spec.timeout)}"
+                raise GenerationError(f"{self.url}: {gave_up}{type(exc).__name__}: {exc}", public) from None
         if response.status_code == 200:
             return _parse(response, self.spec.api, time.perf_counter() - started, n)
         failure = f"HTTP {response.status_code}: {response.text[:200]}"
-        raise GenerationError(f"{self.url}: {gave_up if response.status_code in RETRY_STATUSES else ''}{failure}")
+        retried = gave_up if response.status_code in RETRY_STATUSES else ""
+        raise GenerationError(f"{self.url}: {retried}{failure}", f"{retried}{status_text(response.status_code)}")
 
     def _body(self, prompt: Content, n: int) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.spec.model, **self._fields}
@@ -160,7 +172,8 @@ def _parse(response: httpx.Response, api: str, latency: float, n: int) -> list[G
         payload = response.json()
         choices = sorted(payload["choices"], key=lambda c: c.get("index", 0))
     except (ValueError, KeyError, TypeError) as exc:
-        raise GenerationError(f"not an OpenAI completion response: {exc}") from None
+        public = "not an OpenAI completion response"
+        raise GenerationError(f"{public}: {exc}", public) from None
     usage = payload.get("usage") or {}
     tokens = usage.get("completion_tokens") if n == 1 else None
     out: list[Generation] = []

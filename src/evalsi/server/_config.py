@@ -26,6 +26,8 @@ Example::
         strict: {model: gpt-4o-mini, base_url: http://127.0.0.1:8000/v1, api_key_env: JUDGE_KEY}
       reward_models:
         rm-7b: {url: http://127.0.0.1:5000/get_reward}
+      targets:                   # what evaluation jobs may generate replies with (``target: NAME``)
+        qwen-7b: {base_url: http://127.0.0.1:8000/v1, model: qwen2.5-7b-instruct, max_tokens: 2048}
       sandbox: {min_isolation: namespaced}     # the floor; a request may raise it, never lower it
       metrics: {port: 9090}                    # /metrics without a token, on its own port
 
@@ -41,7 +43,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from evalsi.server._evaluators_config import DatasetsConfig, EvaluatorsConfig, JobsConfig
+from evalsi.server._evaluators_config import DatasetsConfig, EvaluatorsConfig, JobsConfig, TargetConfig
 from evalsi.specs import API_VERSION, document_from_mapping, load_resources, parse_resources, select_resource
 from evalsi.specs import SpecModel as _Model
 
@@ -228,6 +230,9 @@ class ServerSpec(_Model):
     """Uploaded evaluators: storage, size limits, what a build may install."""
     datasets: DatasetsConfig = Field(default_factory=DatasetsConfig)
     jobs: JobsConfig = Field(default_factory=JobsConfig)
+    targets: dict[str, TargetConfig] = Field(default_factory=dict)
+    """Named OpenAI-compatible endpoints an evaluation job's ``target: NAME`` generates missing replies with. On a
+    server a target is always named: a job never gives a URL or a credential."""
     imports: list[str] = Field(default_factory=list)
     """Modules imported at start, so evaluators they register can be used as ``ref`` (besides entry points)."""
     drain_timeout: float = 60.0

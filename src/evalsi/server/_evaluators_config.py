@@ -12,6 +12,9 @@ Example::
       index_url: https://pypi.internal/simple   # and wheels the server downloads from this index (no other)
     datasets: {max_bytes: 16777216, max_rows: 100000}
     jobs: {workers: 2, max_active_per_project: 4, batch_rows: 256, batch_timeout: 2m}
+    targets:                           # what a job's ``target: NAME`` generates replies with
+      qwen-7b: {base_url: http://127.0.0.1:8000/v1, model: qwen2.5-7b-instruct, api_key_env: VLLM_KEY,
+                max_tokens: 2048, max_concurrency: 16, timeout: 2m, retries: 2}
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from evalsi.specs import SpecModel as _Model
+from evalsi.specs import TargetSpec
 
 
 def _seconds(value: Any) -> float:
@@ -86,3 +90,48 @@ class JobsConfig(_Model):
     @classmethod
     def _duration(cls, value: Any) -> float:
         return _seconds(value)
+
+
+class TargetConfig(_Model):
+    """A named OpenAI-compatible endpoint evaluation jobs may generate replies with (``/chat/completions``).
+
+    Only the operator names the URL and the credential; a job names the target and may set sampling fields
+    within these ceilings.
+    """
+
+    base_url: str
+    """The endpoint's base URL, such as ``http://127.0.0.1:8000/v1`` (vLLM, SGLang, OpenAI...)."""
+    model: str
+    """The ``model`` sent with each request."""
+    api_key_env: str | None = None
+    """The environment variable of the server process holding the API key (never the key); none sends no key."""
+    max_tokens: int = Field(default=4096, ge=1)
+    """The most tokens a reply may have: a job's larger ``max_tokens`` is clamped to it, and a job that sets
+    none is sent this."""
+    max_concurrency: int = Field(default=16, ge=1)
+    """Requests open at once to this target, across all jobs; one project holds at most ``rewards.project_share``
+    of them."""
+    timeout: float = Field(default=120.0, gt=0)
+    """Seconds one request may take before it is retried: seconds, or ``2m``."""
+    retries: int = Field(default=2, ge=0)
+    """Retries of a request after 408, 409, 425, 429, 500, 502, 503, 504, a timeout or a dropped connection."""
+    retry_backoff: float = Field(default=1.0, ge=0)
+    """Seconds before the first retry, doubled each time (a ``Retry-After`` header wins)."""
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> float:
+        return _seconds(value)
+
+    def target_spec(self) -> TargetSpec:
+        """The run engine's target for this endpoint (chat completions)."""
+        return TargetSpec(
+            base_url=self.base_url,
+            model=self.model,
+            api="chat",
+            api_key_env=self.api_key_env,
+            max_concurrency=self.max_concurrency,
+            timeout=self.timeout,
+            max_retries=self.retries,
+            retry_backoff=self.retry_backoff,
+        )

@@ -1,4 +1,6 @@
-"""The tables of uploaded evaluators, datasets and evaluation jobs (``0003_evaluation_jobs`` creates them).
+"""The tables of uploaded evaluators, datasets and evaluation jobs.
+
+``0003_evaluation_jobs`` creates them; ``0005_job_targets`` adds a job's target and completion params.
 
 Every row belongs to a project; every query names the caller's project, so one project never sees another's.
 """
@@ -51,6 +53,8 @@ evaluation_jobs = Table(
     Column("message", Text, nullable=False, default=""),
     Column("metrics", Text, nullable=False, default="{}"),  # JSON: name -> score
     Column("output_stats", Text, nullable=False, default="{}"),  # JSON
+    Column("target", String(200), nullable=False, default=""),  # a name of the config's targets; "": none
+    Column("completion_params", Text, nullable=False, default="{}"),  # JSON: the checked sampling fields
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
 )

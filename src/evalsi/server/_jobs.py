@@ -3,7 +3,9 @@
 States: ``VALIDATING`` (queued, then the evaluator and datasets are checked again) -> ``RUNNING`` (batches of
 ``jobs.batch_rows`` rows scored in one sandbox) -> ``WRITING_RESULTS`` (the output dataset) -> ``COMPLETED`` with
 ``metrics`` and ``outputStats``; or ``FAILED`` with a message, or ``CANCELLED``. Rows already ending with the
-assistant's reply are scored as they are; the server never generates replies, so other rows are errored.
+assistant's reply are scored as they are. A job naming a ``target`` (one of the config's ``targets:``) first gets
+a reply generated for each other row of a batch, in the server process (see :mod:`._jobs_generation`); without
+one, those rows are errored.
 At most ``jobs.workers`` jobs run at once, a project's at most ``rewards.project_share`` of them (its further
 jobs wait in its own queue, so one project's long jobs never hold every worker); a project may have
 ``jobs.max_active_per_project`` (or its quota's ``max_evaluation_jobs``) jobs queued or running, and a further
@@ -12,6 +14,7 @@ create is refused ``resource_exhausted``.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import logging
 import secrets
@@ -20,6 +23,7 @@ import time
 from typing import Any
 
 import orjson
+from google.protobuf import json_format
 from sqlalchemy import Engine, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
@@ -33,6 +37,15 @@ from evalsi.server._evaluators_ids import check_id, resource_id, timestamp
 from evalsi.server._evaluators_sandbox import ScoringSession
 from evalsi.server._evaluators_tables import evaluation_jobs
 from evalsi.server._fair import FairPool, share_of
+from evalsi.server._jobs_generation import (
+    PARAMS_PATH,
+    Failed,
+    Generators,
+    Outcome,
+    check_params,
+    generation_record,
+    with_reply,
+)
 from evalsi.server._jobs_metrics import EvaluationMetrics
 from evalsi.server._jobs_stats import summarise
 from evalsi.server._proto.evalsi.v1alpha1 import evaluation_pb2 as pb
@@ -43,7 +56,7 @@ log = logging.getLogger("evalsi.server")
 VALIDATING, RUNNING, WRITING_RESULTS = "VALIDATING", "RUNNING", "WRITING_RESULTS"
 COMPLETED, FAILED, CANCELLED = "COMPLETED", "FAILED", "CANCELLED"
 ACTIVE_STATES = (VALIDATING, RUNNING, WRITING_RESULTS)
-NO_REPLY = "the row has no assistant reply to score (jobs score replies as given; this server generates none)"
+NO_REPLY = "the row has no assistant reply to score (name a target in the job to generate one)"
 
 
 class _Stopped(Exception):
@@ -68,6 +81,8 @@ class Jobs:
         self._lock = threading.Lock()
         self._cancelled: dict[tuple[str, str], threading.Event] = {}
         self._sessions: dict[tuple[str, str], ScoringSession] = {}
+        self._generating: dict[tuple[str, str], concurrent.futures.Future[list[Outcome]]] = {}
+        self.generators = Generators(config)
         self.metrics: EvaluationMetrics | None = None
         """Counts finished jobs by state (set by the server)."""
 
@@ -99,6 +114,7 @@ class Jobs:
         job_id = check_id(request.evaluation_job_id or f"job-{secrets.token_hex(6)}", "evaluationJobId")
         self.evaluators.ready(project, evaluator_id, "evaluationJob.evaluator")
         self.datasets.row(project, input_id, "evaluationJob.inputDataset")
+        target, params = self._generation(spec)
         self._refuse_existing_output(project, output_id)
         now = time.time()
         values = {
@@ -111,6 +127,8 @@ class Jobs:
             "message": "",
             "metrics": "{}",
             "output_stats": "{}",
+            "target": target,
+            "completion_params": orjson.dumps(params).decode(),
             "created_at": now,
             "updated_at": now,
         }
@@ -144,6 +162,20 @@ class Jobs:
         self._pool.submit(project, self._run, project, job_id)
         return _message(values)
 
+    def _generation(self, spec: pb.EvaluationJob) -> tuple[str, dict[str, Any]]:
+        """The job's target name and checked completion params (``("", {})`` when it generates nothing)."""
+        raw = json_format.MessageToDict(spec.completion_params) if spec.HasField("completion_params") else {}
+        if not spec.target:
+            if raw:
+                raise ServiceError(
+                    "invalid_argument",
+                    f"{PARAMS_PATH}: completion params need evaluationJob.target (the target that generates replies)",
+                    path=PARAMS_PATH,
+                )
+            return "", {}
+        target = self.generators.target(spec.target)
+        return spec.target, check_params(raw, target)
+
     def _refuse_existing_output(self, project: str, output_id: str) -> None:
         if self.datasets.exists(project, output_id):
             raise ServiceError(
@@ -170,8 +202,11 @@ class Jobs:
         with self._lock:
             event = self._cancelled.get(key)
             session = self._sessions.get(key)
+            generating = self._generating.get(key)
         if event is not None:
             event.set()
+        if generating is not None:
+            generating.cancel()
         if session is not None:
             session.close()
         return _message(self._row(project, job_id))
@@ -193,6 +228,7 @@ class Jobs:
             with self._lock:
                 self._cancelled.pop(key, None)
                 self._sessions.pop(key, None)
+                self._generating.pop(key, None)
             if self.metrics is not None:
                 self.metrics.running.dec()
                 with contextlib.suppress(Exception):  # counting never fails a job
@@ -208,7 +244,9 @@ class Jobs:
         self._refuse_existing_output(project, job["output_dataset"])
         self._advance(project, job_id, RUNNING)
         results: list[dict[str, Any]] = [{"error": NO_REPLY} for _ in rows]
-        scorable = [i for i, row in enumerate(rows) if has_reply(row)]
+        target, params = str(job["target"] or ""), orjson.loads(job["completion_params"] or "{}")
+        generated: dict[int, dict[str, Any]] = {}  # row index -> what the output row records of its generation
+        failed = 0  # rows whose generation failed
         limits = Limits(
             wall_time=self.settings.batch_timeout,
             cpu_time=max(1, int(self.settings.batch_timeout)),
@@ -226,9 +264,23 @@ class Jobs:
             self._sessions[(project, job_id)] = session
         try:
             size = self.settings.batch_rows
-            for start in range(0, len(scorable), size):
+            for start in range(0, len(rows), size):
                 self._check_running(project, job_id)
-                batch = scorable[start : start + size]
+                indices = range(start, min(start + size, len(rows)))
+                if target:
+                    missing = [i for i in indices if not has_reply(rows[i])]
+                    outcomes = self._generate(project, job_id, target, params, [rows[i] for i in missing])
+                    for index, outcome in zip(missing, outcomes, strict=True):
+                        if isinstance(outcome, Failed):
+                            results[index] = {"error": f"generation failed: {outcome.reason}"}
+                            failed += 1
+                        else:
+                            rows[index] = with_reply(rows[index], outcome)
+                            generated[index] = generation_record(target, outcome)
+                batch = [i for i in indices if has_reply(rows[i])]
+                if not batch:
+                    continue
+                self._check_running(project, job_id)
                 scored = session.score([_sandbox_row(rows[i], i) for i in batch])
                 for index, result in zip(batch, scored, strict=True):
                     results[index] = result
@@ -236,14 +288,35 @@ class Jobs:
             session.close()
         self._check_running(project, job_id)
         self._advance(project, job_id, WRITING_RESULTS)
-        output = [_output_row(row, result) for row, result in zip(rows, results, strict=True)]
+        output = [_output_row(row, results[i], generated.get(i)) for i, row in enumerate(rows)]
         metrics, stats = summarise(results)
+        stats.update(generated=len(generated), generation_failed=failed)
         if rows and not stats["scored"]:
             first = next((r["error"] for r in results if "error" in r), "")
             raise ServiceError("failed_precondition", f"no row could be scored; row 1: {first}")
         self.datasets.store(project, job["output_dataset"], output, source_job=job_id)
         self._advance(project, job_id, COMPLETED, metrics=orjson.dumps(metrics).decode(),
                       output_stats=orjson.dumps(stats).decode())  # fmt: skip
+
+    def _generate(
+        self, project: str, job_id: str, target: str, params: dict[str, Any], rows: list[dict[str, Any]]
+    ) -> list[Outcome]:
+        """A reply for each row from ``target``; a cancel stops the requests in flight at once."""
+        if not rows:
+            return []
+        key = (project, job_id)
+        future = self.generators.start(project, target, params, [list(row.get("messages") or []) for row in rows])
+        with self._lock:
+            self._generating[key] = future
+        try:
+            self._check_running(project, job_id)  # a cancel that came before the future was registered
+            return future.result()
+        except concurrent.futures.CancelledError:
+            raise _Stopped from None
+        finally:
+            future.cancel()
+            with self._lock:
+                self._generating.pop(key, None)
 
     def _check_running(self, project: str, job_id: str) -> None:
         event = self._cancelled.get((project, job_id))
@@ -284,10 +357,14 @@ class Jobs:
         with self._lock:
             events = list(self._cancelled.values())
             sessions = list(self._sessions.values())
+            futures = list(self._generating.values())
         for event in events:
             event.set()
+        for future in futures:
+            future.cancel()
         for session in sessions:
             session.close()
+        self.generators.close()
 
 
 def _sandbox_row(row: dict[str, Any], index: int) -> dict[str, Any]:
@@ -300,8 +377,10 @@ def _sandbox_row(row: dict[str, Any], index: int) -> dict[str, Any]:
     }
 
 
-def _output_row(row: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+def _output_row(row: dict[str, Any], result: dict[str, Any], generation: dict[str, Any] | None) -> dict[str, Any]:
     out = dict(row)
+    if generation is not None:
+        out["generation"] = generation
     if "error" in result:
         out["evaluation_error"] = str(result["error"])
     else:
@@ -325,7 +404,11 @@ def _message(row: dict[str, Any]) -> pb.EvaluationJob:
         metrics=orjson.loads(row["metrics"] or "{}"),
         create_time=timestamp(row["created_at"]),
         update_time=timestamp(row["updated_at"]),
+        target=row.get("target") or "",
     )
+    params = orjson.loads(row.get("completion_params") or "{}")
+    if params:
+        job.completion_params.update(params)
     if stats:
         job.output_stats.CopyFrom(pb.OutputStats(**stats))
     return job

@@ -1,3 +1,4 @@
+from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -111,7 +112,7 @@ class GetEvaluationJobRequest(_message.Message):
     def __init__(self, evaluation_job_id: _Optional[str] = ...) -> None: ...
 
 class EvaluationJob(_message.Message):
-    __slots__ = ("name", "evaluator", "input_dataset", "output_dataset", "state", "message", "metrics", "output_stats", "create_time", "update_time")
+    __slots__ = ("name", "evaluator", "input_dataset", "output_dataset", "state", "message", "metrics", "output_stats", "create_time", "update_time", "target", "completion_params")
     class MetricsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -129,6 +130,8 @@ class EvaluationJob(_message.Message):
     OUTPUT_STATS_FIELD_NUMBER: _ClassVar[int]
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
     UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_PARAMS_FIELD_NUMBER: _ClassVar[int]
     name: str
     evaluator: str
     input_dataset: str
@@ -139,20 +142,26 @@ class EvaluationJob(_message.Message):
     output_stats: OutputStats
     create_time: str
     update_time: str
-    def __init__(self, name: _Optional[str] = ..., evaluator: _Optional[str] = ..., input_dataset: _Optional[str] = ..., output_dataset: _Optional[str] = ..., state: _Optional[str] = ..., message: _Optional[str] = ..., metrics: _Optional[_Mapping[str, float]] = ..., output_stats: _Optional[_Union[OutputStats, _Mapping]] = ..., create_time: _Optional[str] = ..., update_time: _Optional[str] = ...) -> None: ...
+    target: str
+    completion_params: _struct_pb2.Struct
+    def __init__(self, name: _Optional[str] = ..., evaluator: _Optional[str] = ..., input_dataset: _Optional[str] = ..., output_dataset: _Optional[str] = ..., state: _Optional[str] = ..., message: _Optional[str] = ..., metrics: _Optional[_Mapping[str, float]] = ..., output_stats: _Optional[_Union[OutputStats, _Mapping]] = ..., create_time: _Optional[str] = ..., update_time: _Optional[str] = ..., target: _Optional[str] = ..., completion_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class OutputStats(_message.Message):
-    __slots__ = ("rows", "scored", "errored", "mean_score", "min_score", "max_score")
+    __slots__ = ("rows", "scored", "errored", "mean_score", "min_score", "max_score", "generated", "generation_failed")
     ROWS_FIELD_NUMBER: _ClassVar[int]
     SCORED_FIELD_NUMBER: _ClassVar[int]
     ERRORED_FIELD_NUMBER: _ClassVar[int]
     MEAN_SCORE_FIELD_NUMBER: _ClassVar[int]
     MIN_SCORE_FIELD_NUMBER: _ClassVar[int]
     MAX_SCORE_FIELD_NUMBER: _ClassVar[int]
+    GENERATED_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FAILED_FIELD_NUMBER: _ClassVar[int]
     rows: int
     scored: int
     errored: int
     mean_score: float
     min_score: float
     max_score: float
-    def __init__(self, rows: _Optional[int] = ..., scored: _Optional[int] = ..., errored: _Optional[int] = ..., mean_score: _Optional[float] = ..., min_score: _Optional[float] = ..., max_score: _Optional[float] = ...) -> None: ...
+    generated: int
+    generation_failed: int
+    def __init__(self, rows: _Optional[int] = ..., scored: _Optional[int] = ..., errored: _Optional[int] = ..., mean_score: _Optional[float] = ..., min_score: _Optional[float] = ..., max_score: _Optional[float] = ..., generated: _Optional[int] = ..., generation_failed: _Optional[int] = ...) -> None: ...
