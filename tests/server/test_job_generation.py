@@ -263,7 +263,7 @@ def test_a_generating_job_over_grpc_and_connect(env: Env) -> None:
     create_path = env.server.http + "/evalsi.v1alpha1.EvaluationJobService/CreateEvaluationJob"
     connect_job = {"evaluator": "capitals", "inputDataset": "questions", "outputDataset": "connect-gen-out",
                    "target": "tiny", "completionParams": {"seed": 1}}  # fmt: skip
-    refused = httpx.post(
+    c_refused = httpx.post(
         create_path,
         headers=connect_headers,
         timeout=30,
@@ -271,15 +271,15 @@ def test_a_generating_job_over_grpc_and_connect(env: Env) -> None:
             {"evaluationJob": {**connect_job, "completionParams": {"extra_body": {}}}, "evaluationJobId": "connect-gen"}
         ),
     )
-    assert refused.status_code == 403 and refused.json()["code"] == "permission_denied", refused.text
-    assert "completionParams.extra_body" in refused.json()["message"]
-    created = httpx.post(
+    assert c_refused.status_code == 403 and c_refused.json()["code"] == "permission_denied", c_refused.text
+    assert "completionParams.extra_body" in c_refused.json()["message"]
+    c_created = httpx.post(
         create_path,
         headers=connect_headers,
         timeout=30,
         content=orjson.dumps({"evaluationJob": connect_job, "evaluationJobId": "connect-gen"}),
     )
-    assert created.status_code == 200 and created.json()["completionParams"] == {"seed": 1, "max_tokens": 64}
+    assert c_created.status_code == 200 and c_created.json()["completionParams"] == {"seed": 1, "max_tokens": 64}
     assert wait_state(env.server, env.token, "connect-gen", TERMINAL)["state"] == "COMPLETED"
     answer = httpx.post(
         env.server.http + "/evalsi.v1alpha1.EvaluationJobService/GetEvaluationJob",
