@@ -267,3 +267,45 @@ def test_an_evaluator_still_building_is_not_deleted(env: Env) -> None:
     active(env, "a", "building")
     assert delete(env, "a", "evaluators/building").status_code == 200
     assert get(env.server, env["a"], "evaluators/building").status_code == 404
+
+
+def test_the_cli_lists_as_a_table_or_json_and_deletes(env: Env) -> None:
+    from typer.testing import CliRunner
+
+    from evalsi.cli.main import app
+
+    active(env, "a", "capitals")
+    assert create_job(env.server, env["a"], "cli-list", "capitals", "capitals", "cli-list-out").status_code == 200
+    assert wait_state(env.server, env["a"], "cli-list", TERMINAL)["state"] == "COMPLETED"
+    cli_env = {"EVALSI_SERVER": env.server.http, "EVALSI_TOKEN": env["a"], "COLUMNS": "160"}
+    runner = CliRunner()
+
+    table = runner.invoke(app, ["evaluators", "list", "--uploaded"], env=cli_env)
+    assert table.exit_code == 0, table.output
+    assert "capitals" in table.stdout and "ACTIVE" in table.stdout and "exact-match" not in table.stdout
+    local = runner.invoke(app, ["evaluators", "list", "--json"], env=cli_env)  # the built-in ones, as before
+    assert local.exit_code == 0 and "exact-match" in [e["name"] for e in orjson.loads(local.stdout)]
+    listed = runner.invoke(app, ["evaluators", "list", "--uploaded", "--json"], env=cli_env)
+    assert listed.exit_code == 0 and "capitals" in [e["evaluatorId"] for e in orjson.loads(listed.stdout)]
+
+    datasets = runner.invoke(app, ["datasets", "list"], env=cli_env)
+    assert datasets.exit_code == 0 and "cli-list-out" in datasets.stdout and "b-rows" not in datasets.stdout
+    first = runner.invoke(app, ["datasets", "list", "--json", "--limit", "1"], env=cli_env)
+    assert first.exit_code == 0 and [d["datasetId"] for d in orjson.loads(first.stdout)] == ["cli-list-out"]
+    assert "--limit 0" in first.stderr
+
+    jobs = runner.invoke(app, ["jobs", "list", "--state", "completed", "--evaluator", "capitals"], env=cli_env)
+    assert jobs.exit_code == 0 and "cli-list" in jobs.stdout and "0.500" in jobs.stdout
+    found = runner.invoke(app, ["jobs", "list", "--json", "--state", "COMPLETED"], env=cli_env)
+    assert all(j["state"] == "COMPLETED" for j in orjson.loads(found.stdout))
+    bad = runner.invoke(app, ["jobs", "list", "--state", "DONE"], env=cli_env)
+    assert bad.exit_code == 2 and "COMPLETED" in bad.output
+
+    assert runner.invoke(app, ["jobs", "delete", "cli-list"], env=cli_env).exit_code == 0
+    gone = runner.invoke(app, ["jobs", "list", "--json"], env=cli_env)
+    assert "evaluationJobs/cli-list" not in [j["name"] for j in orjson.loads(gone.stdout)]
+    assert runner.invoke(app, ["evaluators", "delete", "no-such-evaluator"], env=cli_env).exit_code == 2
+    assert upload(env.server, env["a"], "cli-doomed", CAPITALS_FILES, CAPITALS_ENTRY).status_code == 200
+    active(env, "a", "cli-doomed")
+    assert runner.invoke(app, ["evaluators", "delete", "cli-doomed"], env=cli_env).exit_code == 0
+    assert get(env.server, env["a"], "evaluators/cli-doomed").status_code == 404
