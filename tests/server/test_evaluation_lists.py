@@ -309,3 +309,30 @@ def test_the_cli_lists_as_a_table_or_json_and_deletes(env: Env) -> None:
     active(env, "a", "cli-doomed")
     assert runner.invoke(app, ["evaluators", "delete", "cli-doomed"], env=cli_env).exit_code == 0
     assert get(env.server, env["a"], "evaluators/cli-doomed").status_code == 404
+
+
+def test_an_evaluator_deleted_on_one_replica_stops_scoring_on_another_at_once(tmp_path: Path) -> None:
+    database = f"sqlite:///{tmp_path / 'shared.db'}"
+    storage = Path(tempfile.mkdtemp(prefix="evalsi-replicas-test-"))  # both replicas' evaluator storage
+    spec = {"database": {"url": database}, "evaluators": {"storage_dir": str(storage)}}
+    token = make_token(database, "team-r", ALL)
+    reward = {"components": [{"ref": "evaluator/shared", "name": "capital"}]}
+    try:
+        with ServerProcess(write_config(tmp_path, spec, "one.yaml")) as one:
+            assert upload(one, token, "shared", CAPITALS_FILES, CAPITALS_ENTRY).status_code == 200
+            assert wait_built(one, token, "shared")["state"] == "ACTIVE"
+            with ServerProcess(write_config(tmp_path, spec, "two.yaml")) as two:  # started once nothing builds
+                for server in (one, two):  # each replica now remembers the evaluator as ACTIVE
+                    scored = post_http(server, token, reward, ROLLOUTS)
+                    assert scored.status_code == 200 and scored.json()["results"][0]["total"] == 1.0
+                assert httpx.delete(f"{one.http}/v1alpha1/evaluators/shared", headers=headers(token)).is_success
+                refused = post_http(two, token, reward, ROLLOUTS)
+                assert refused.status_code == 404 and "spec.components[0].ref" in refused.text
+
+                halved = {"test_capitals.py": CAPITALS.replace("1.0 if", "0.5 if")}
+                assert upload(one, token, "shared", halved, CAPITALS_ENTRY).status_code == 200
+                assert wait_built(one, token, "shared")["state"] == "ACTIVE"
+                again = post_http(two, token, reward, ROLLOUTS)
+                assert again.status_code == 200 and again.json()["results"][0]["total"] == 0.5
+    finally:
+        shutil.rmtree(storage, ignore_errors=True)
