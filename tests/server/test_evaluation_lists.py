@@ -191,6 +191,18 @@ def test_jobs_are_listed_by_state_and_by_evaluator(env: Env) -> None:
         assert every_page(env, "b", "evaluationJobs", "evaluationJobs")[0] == []
         job = get(env.server, env["a"], "evaluationJobs?evaluator=capitals&pageSize=1").json()["evaluationJobs"][0]
         assert job["state"] == "COMPLETED" and job["metrics"]["score"] == pytest.approx(0.5)
+        with grpc.insecure_channel(env.server.grpc) as channel:
+            rpc = channel.unary_unary(
+                "/evalsi.v1alpha1.EvaluationJobService/ListEvaluationJobs",
+                request_serializer=pb.ListEvaluationJobsRequest.SerializeToString,
+                response_deserializer=pb.ListEvaluationJobsResponse.FromString,
+            )
+            request = pb.ListEvaluationJobsRequest(state="RUNNING", evaluator="slow")
+            answer = rpc(request, metadata=(("authorization", f"Bearer {env['a']}"),), timeout=30)
+            assert [j.name for j in answer.evaluation_jobs] == ["evaluationJobs/list-slow"]
+            with pytest.raises(grpc.RpcError) as refused:
+                rpc(pb.ListEvaluationJobsRequest(page_token="!"), metadata=(("authorization", f"Bearer {env['a']}"),))
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     finally:
         post(env.server, env["a"], "evaluationJobs/list-slow/cancel")
 
@@ -210,7 +222,12 @@ def test_only_a_finished_job_is_deleted_and_its_output_dataset_stays(env: Env) -
     assert create_job(env.server, env["a"], "del-done", "capitals", "capitals", "del-done-out").status_code == 200
     assert wait_state(env.server, env["a"], "del-done", TERMINAL)["state"] == "COMPLETED"
     assert delete(env, "b", "evaluationJobs/del-done").status_code == 404  # another project's job
-    deleted = delete(env, "a", "evaluationJobs/del-done")
+    deleted = httpx.post(  # over Connect
+        env.server.http + "/evalsi.v1alpha1.EvaluationJobService/DeleteEvaluationJob",
+        content=orjson.dumps({"evaluationJobId": "del-done"}),
+        headers={**headers(env["a"]), "Content-Type": "application/json", "Connect-Protocol-Version": "1"},
+        timeout=30,
+    )
     assert deleted.status_code == 200 and deleted.json() == {"name": "evaluationJobs/del-done"}
     assert get(env.server, env["a"], "evaluationJobs/del-done").status_code == 404
     assert "del-done" not in every_page(env, "a", "evaluationJobs", "evaluationJobs")[0]
