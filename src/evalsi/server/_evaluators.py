@@ -73,7 +73,8 @@ class Evaluators:
         self.rung = rung
         self.root = config.evaluators_dir
         self._runtime: Path | None = None
-        self._ready: dict[tuple[str, str], tuple[ReadyEvaluator, tuple[int, int]]] = {}
+        self._ready: dict[tuple[str, str], tuple[ReadyEvaluator, str, tuple[int, int]]] = {}
+        """ACTIVE evaluators by (project, id), with their archive's path and its inode and mtime then."""
         self.metrics: EvaluationMetrics | None = None
         """Counts finished builds by state (set by the server)."""
         self._prepare_lock = threading.Lock()
@@ -251,7 +252,7 @@ class Evaluators:
 
         """
         known = self._ready.get((project, evaluator_id))
-        if known is not None and _stamp(known[0].directory) == known[1]:
+        if known is not None and _stamp(known[1]) == known[2]:
             return known[0]
         self._ready.pop((project, evaluator_id), None)
         row = self._row(project, evaluator_id, where)
@@ -264,11 +265,12 @@ class Evaluators:
                 path=where,
             )
         ready = ReadyEvaluator(evaluator_id, row["entry"], self.directory(project, evaluator_id), row["archive_sha256"])
-        stamp = _stamp(ready.directory)
+        archive = str(ready.directory / "upload" / ARCHIVE_NAME)
+        stamp = _stamp(archive)
         if stamp is not None:
             if len(self._ready) >= _READY_MEMO:
                 self._ready.clear()
-            self._ready[(project, evaluator_id)] = (ready, stamp)
+            self._ready[(project, evaluator_id)] = (ready, archive, stamp)
         return ready
 
     def listing(self, principal: Principal, request: pb.ListEvaluatorsRequest) -> pb.ListEvaluatorsResponse:
@@ -384,10 +386,10 @@ def check_reachable(root: Path) -> None:
             )
 
 
-def _stamp(directory: Path) -> tuple[int, int] | None:
-    """The stored archive's inode and mtime (``None`` once it is gone)."""
+def _stamp(archive: str) -> tuple[int, int] | None:
+    """A stored archive's inode and mtime (``None`` once it is gone); one ``stat``, no database query."""
     try:
-        found = (directory / "upload" / ARCHIVE_NAME).stat()
+        found = os.stat(archive)
     except OSError:
         return None
     return found.st_ino, found.st_mtime_ns
