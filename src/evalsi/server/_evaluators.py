@@ -306,9 +306,20 @@ class Evaluators:
             )
             .order_by(evaluation_jobs.c.created_at)
         )
+        directory = self.directory(project, evaluator_id)
         with self.engine.begin() as connection:
-            row = self._row(project, evaluator_id)
-            if row["state"] == BUILDING:
+            row = connection.execute(
+                select(evaluators.c.state).where(
+                    evaluators.c.project == project, evaluators.c.evaluator_id == evaluator_id
+                )
+            ).first()
+            if row is None:
+                raise ServiceError(
+                    "not_found",
+                    f"evaluatorId: no evaluator {evaluator_id!r} in project {project!r}",
+                    path="evaluatorId",
+                )
+            if row.state == BUILDING:
                 raise ServiceError(
                     "failed_precondition",
                     f"evaluator {evaluator_id!r} is BUILDING: delete it once its build ends",
@@ -326,32 +337,31 @@ class Evaluators:
             connection.execute(
                 delete(evaluators).where(evaluators.c.project == project, evaluators.c.evaluator_id == evaluator_id)
             )
+            doomed = self._set_aside(directory)  # before the id is free: an upload under it gets a new directory
         self._ready.pop((project, evaluator_id), None)
-        self._remove_files(self.directory(project, evaluator_id))
+        if doomed is not None:
+            _remove(doomed)
         return pb.DeleteEvaluatorResponse(name=f"evaluators/{evaluator_id}")
 
     @staticmethod
-    def _remove_files(directory: Path) -> None:
-        """Move the directory aside at once (its id may be uploaded again), then remove it."""
+    def _set_aside(directory: Path) -> Path | None:
+        """Move an evaluator's directory to a name no evaluator has (``None`` when it has none).
+
+        Raises:
+            ServiceError: ``unavailable`` when it cannot be moved (the evaluator is then kept).
+
+        """
         if not directory.exists():
-            return
+            return None
         doomed = directory.with_name(f".deleted-{directory.name}-{secrets.token_hex(4)}")
         try:
             directory.rename(doomed)
         except OSError as exc:
-            log.error("removing evaluator files %s failed: %s", directory, exc)
-            return
-
-        try:
-            shutil.rmtree(doomed)
-        except OSError:
-            for folder, _, _ in os.walk(doomed):  # a directory the build left without the owner's write bit
-                with contextlib.suppress(OSError):
-                    os.chmod(folder, 0o755)
-            try:
-                shutil.rmtree(doomed)
-            except OSError as exc:
-                log.error("removing evaluator files %s failed: %s", doomed, exc)
+            log.error("moving evaluator files %s aside failed: %s", directory, exc)
+            raise ServiceError(
+                "unavailable", "the server could not remove the evaluator's files; retry later"
+            ) from None
+        return doomed
 
     def _row(self, project: str, evaluator_id: str, where: str = "evaluatorId") -> dict[str, Any]:
         query = select(evaluators).where(evaluators.c.project == project, evaluators.c.evaluator_id == evaluator_id)
@@ -384,6 +394,20 @@ def check_reachable(root: Path) -> None:
                 f"{parent} is not searchable by others (mode {stat.S_IMODE(parent.stat().st_mode):o}); choose a "
                 "directory whose parents are (e.g. /var/lib/evalsi)"
             )
+
+
+def _remove(doomed: Path) -> None:
+    """Remove a deleted evaluator's files (logged, never raised: the evaluator is already gone)."""
+    try:
+        shutil.rmtree(doomed)
+    except OSError:
+        for folder, _, _ in os.walk(doomed):  # a directory the build left without the owner's write bit
+            with contextlib.suppress(OSError):
+                os.chmod(folder, 0o755)
+        try:
+            shutil.rmtree(doomed)
+        except OSError as exc:
+            log.error("removing evaluator files %s failed: %s", doomed, exc)
 
 
 def _stamp(archive: str) -> tuple[int, int] | None:
