@@ -1,15 +1,18 @@
-"""``evalsi datasets create|get|delete``: datasets stored on an evalsi server, for evaluation jobs."""
+"""``evalsi datasets create|get|list|delete``: datasets stored on an evalsi server, for evaluation jobs."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
+from rich.markup import escape
 
+from evalsi.cli import _listing
 from evalsi.cli._console import fail, stderr
 from evalsi.cli._remote import SERVER_HELP, call, show
 
-app = typer.Typer(help="Create, show and delete datasets on an evalsi server.", no_args_is_help=True)
+app = typer.Typer(help="Create, show, list and delete datasets on an evalsi server.", no_args_is_help=True)
 
 
 @app.command("create")
@@ -39,6 +42,28 @@ def get_command(
         output.write_text(str(answer.pop("jsonl", "")), encoding="utf-8")
         stderr.print(f"wrote {answer.get('rowCount', 0)} rows to {output}", highlight=False)
     show(answer)
+
+
+@app.command("list")
+def list_command(
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON array (for scripts)."),
+    limit: int = typer.Option(100, "--limit", min=0, help="The newest N (0: all)."),
+    server: str | None = typer.Option(None, "--server", help=SERVER_HELP),
+) -> None:
+    """List your project's datasets, newest first: rows, size and the job that wrote each."""
+    items, more = _listing.fetch(server, "/v1alpha1/datasets", "datasets", limit, {})
+    columns = ("id", "rows", "size", "written by", "created")
+    _listing.show_list(items, more, as_json, "datasets", columns, ("rows", "size"), _row)
+
+
+def _row(item: dict[str, Any]) -> list[str]:
+    return [
+        escape(str(item.get("datasetId", ""))),
+        str(item.get("rowCount", 0)),
+        _listing.size(item.get("sizeBytes")),
+        escape(str(item.get("sourceJob") or "")),
+        _listing.when(item.get("createTime")),
+    ]
 
 
 @app.command("delete")

@@ -1,7 +1,7 @@
 """``evalsi evaluators list|describe``: what evaluators exist, their params, defaults and what they read.
 
-``evalsi evaluators upload|get|log``: a project's evaluation test uploaded to an evalsi server, built there in the
-sandbox, and its state and build log.
+``evalsi evaluators upload|get|log|delete`` and ``list --uploaded``: a project's evaluation tests uploaded to an
+evalsi server, built there in the sandbox, their state and build log.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pydantic_core import PydanticUndefined
 from rich.markup import escape
 from rich.table import Table
 
+from evalsi.cli import _listing
 from evalsi.cli._archive import PackError, pack
 from evalsi.cli._console import EXIT_FAILED, fail, stderr, stdout
 from evalsi.cli._remote import SERVER_HELP, call, show
@@ -34,14 +35,41 @@ BUILDING = "BUILDING"
 
 
 @app.command("list")
-def list_command() -> None:
-    """List every evaluator: built-in packs and installed ones."""
+def list_command(
+    uploaded: bool = typer.Option(False, "--uploaded", help="List your project's evaluators on an evalsi server."),
+    server: str | None = typer.Option(None, "--server", help=SERVER_HELP + " Implies --uploaded."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON array (for scripts)."),
+    limit: int = typer.Option(100, "--limit", min=0, help="With --uploaded: the newest N (0: all)."),
+) -> None:
+    """List every evaluator: built-in packs and installed ones; with --uploaded, those uploaded to the server."""
+    if uploaded or server is not None:
+        items, more = _listing.fetch(server, "/v1alpha1/evaluators", "evaluators", limit, {})
+        columns = ("id", "state", "mode", "entry", "archive", "created")
+        _listing.show_list(items, more, as_json, "uploaded evaluators", columns, ("archive",), _uploaded_row)
+        return
+    if as_json:
+        found = [
+            {"name": c.name, "pack": c.pack, "runsCode": c.runs_code, "summary": c.summary} for c in all_evaluators()
+        ]
+        stdout.print_json(data=found)
+        return
     table = Table(title="evaluators", title_justify="left")
     for column in ("name", "pack", "runs code", "what it checks"):
         table.add_column(column, overflow="fold")
     for cls in all_evaluators():
         table.add_row(escape(cls.name), cls.pack, "yes" if cls.runs_code else "", escape(cls.summary))
     stdout.print(table)
+
+
+def _uploaded_row(item: dict[str, Any]) -> list[str]:
+    return [
+        escape(str(item.get("evaluatorId", ""))),
+        _listing.state(item.get("state")),
+        escape(str(item.get("mode", ""))),
+        escape(str(item.get("entry", ""))),
+        _listing.size(item.get("archiveBytes")),
+        _listing.when(item.get("createTime")),
+    ]
 
 
 @app.command("describe")
@@ -154,3 +182,12 @@ def log_command(
     """Print an uploaded evaluator's build log."""
     answer = call(server, "GET", f"/v1alpha1/evaluators/{evaluator_id}/log")
     stdout.print(escape(str(answer.get("log", ""))), highlight=False, soft_wrap=True)
+
+
+@app.command("delete")
+def delete_command(
+    evaluator_id: str = typer.Argument(..., help="The evaluator's id."),
+    server: str | None = typer.Option(None, "--server", help=SERVER_HELP),
+) -> None:
+    """Delete an uploaded evaluator and its files (refused while a queued or running job uses it)."""
+    show(call(server, "DELETE", f"/v1alpha1/evaluators/{evaluator_id}"))

@@ -1,4 +1,4 @@
-"""``evalsi jobs create|get|wait|cancel``: evaluation jobs on an evalsi server.
+"""``evalsi jobs create|get|list|wait|cancel|delete``: evaluation jobs on an evalsi server.
 
 ``wait`` polls until the job ends: exit 0 when COMPLETED, 1 when FAILED or CANCELLED (or the wait timed out).
 """
@@ -10,11 +10,15 @@ from typing import Any
 
 import typer
 import yaml
+from rich.markup import escape
 
+from evalsi.cli import _listing
 from evalsi.cli._console import EXIT_FAILED, fail
 from evalsi.cli._remote import SERVER_HELP, call, show
 
-app = typer.Typer(help="Create, follow and cancel evaluation jobs on an evalsi server.", no_args_is_help=True)
+app = typer.Typer(
+    help="Create, list, follow, cancel and delete evaluation jobs on an evalsi server.", no_args_is_help=True
+)
 TERMINAL = ("COMPLETED", "FAILED", "CANCELLED")
 
 
@@ -105,3 +109,46 @@ def cancel_command(
 ) -> None:
     """Cancel a queued or running job (its sandbox processes are killed)."""
     show(call(server, "POST", f"/v1alpha1/evaluationJobs/{job_id}/cancel"))
+
+
+@app.command("list")
+def list_command(
+    state: str | None = typer.Option(
+        None,
+        "--state",
+        help="Only jobs in this state (VALIDATING, RUNNING, WRITING_RESULTS, COMPLETED, FAILED, CANCELLED).",
+    ),
+    evaluator: str | None = typer.Option(None, "--evaluator", help="Only jobs of this evaluator."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON array (for scripts)."),
+    limit: int = typer.Option(100, "--limit", min=0, help="The newest N (0: all)."),
+    server: str | None = typer.Option(None, "--server", help=SERVER_HELP),
+) -> None:
+    """List your project's evaluation jobs, newest first, with their state and score."""
+    query = {"state": state.upper()} if state else {}
+    if evaluator:
+        query["evaluator"] = evaluator
+    items, more = _listing.fetch(server, "/v1alpha1/evaluationJobs", "evaluationJobs", limit, query)
+    columns = ("id", "state", "evaluator", "input", "output", "score", "created")
+    _listing.show_list(items, more, as_json, "evaluation jobs", columns, ("score",), _row)
+
+
+def _row(job: dict[str, Any]) -> list[str]:
+    score = (job.get("metrics") or {}).get("score")
+    return [
+        escape(str(job.get("name", "")).removeprefix("evaluationJobs/")),
+        _listing.state(job.get("state")),
+        escape(str(job.get("evaluator", "")).removeprefix("evaluators/")),
+        escape(str(job.get("inputDataset", "")).removeprefix("datasets/")),
+        escape(str(job.get("outputDataset", "")).removeprefix("datasets/")),
+        f"{score:.3f}" if isinstance(score, int | float) else "",
+        _listing.when(job.get("createTime")),
+    ]
+
+
+@app.command("delete")
+def delete_command(
+    job_id: str = typer.Argument(..., help="The job's id."),
+    server: str | None = typer.Option(None, "--server", help=SERVER_HELP),
+) -> None:
+    """Delete a COMPLETED, FAILED or CANCELLED job (its output dataset stays)."""
+    show(call(server, "DELETE", f"/v1alpha1/evaluationJobs/{job_id}"))

@@ -17,6 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from evalsi.server._config import ServerConfig
 from evalsi.server._errors import ServiceError
 from evalsi.server._evaluators_ids import check_id, resource_id, timestamp
+from evalsi.server._evaluators_pages import page
 from evalsi.server._evaluators_tables import datasets
 from evalsi.server._proto.evalsi.v1alpha1 import evaluation_pb2 as pb
 from evalsi.server._service import require
@@ -158,6 +159,19 @@ class Datasets:
         if not done.rowcount:
             raise _missing(principal.project, dataset_id, "datasetId")
         return pb.DeleteDatasetResponse(name=f"datasets/{dataset_id}")
+
+    def listing(self, principal: Principal, request: pb.ListDatasetsRequest) -> pb.ListDatasetsResponse:
+        """One page of the caller's project's datasets, newest first, without their rows."""
+        require(principal, RUN)
+        columns = [c for c in datasets.c if c.name != "content"]  # never read the rows to list them
+        query = select(*columns).where(datasets.c.project == principal.project)
+        with self.engine.connect() as connection:
+            rows, token = page(
+                connection, query, datasets.c.created_at, datasets.c.dataset_id, request.page_size, request.page_token
+            )
+        return pb.ListDatasetsResponse(
+            datasets=[_message({**r, "content": b""}, with_rows=False) for r in rows], next_page_token=token
+        )
 
     def exists(self, project: str, dataset_id: str) -> bool:
         """Whether the project has a dataset of that id."""

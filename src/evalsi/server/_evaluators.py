@@ -3,13 +3,18 @@
 ``CreateEvaluator`` checks the caller (``evaluators.write`` and ``resource.runs_code``), the id, the entry and the
 archive (size, then :func:`check_archive`) in the request, stores the archive and answers ``BUILDING``; a build
 worker then runs :func:`evalsi.server._evaluators_sandbox.build` and records ``ACTIVE`` or ``BUILD_FAILED`` with
-the log. Only ``ACTIVE`` evaluators score (jobs, ``ref: evaluator/ID`` components).
+the log. Only ``ACTIVE`` evaluators score (jobs, ``ref: evaluator/ID`` components). ``DeleteEvaluator`` removes
+the row, then the files; a replica that remembered the evaluator as ACTIVE notices at its next use (the archive it
+remembered is gone), so a deleted evaluator stops scoring at once everywhere.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
+import os
+import secrets
 import shutil
 import stat
 import threading
@@ -18,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, insert, select, update
+from sqlalchemy import Engine, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from evalsi.sandbox import Isolation
@@ -27,9 +32,10 @@ from evalsi.server._config import ServerConfig
 from evalsi.server._errors import ServiceError
 from evalsi.server._evaluators_archive import check_archive, normalised
 from evalsi.server._evaluators_ids import check_id, project_dir, resource_id, timestamp
+from evalsi.server._evaluators_pages import page
 from evalsi.server._evaluators_runtime import runtime_dir
 from evalsi.server._evaluators_sandbox import ARCHIVE_NAME, build
-from evalsi.server._evaluators_tables import evaluators
+from evalsi.server._evaluators_tables import evaluation_jobs, evaluators
 from evalsi.server._fair import FairPool, share_of
 from evalsi.server._jobs_metrics import EvaluationMetrics
 from evalsi.server._proto.evalsi.v1alpha1 import evaluation_pb2 as pb
@@ -67,7 +73,8 @@ class Evaluators:
         self.rung = rung
         self.root = config.evaluators_dir
         self._runtime: Path | None = None
-        self._ready: dict[tuple[str, str], ReadyEvaluator] = {}
+        self._ready: dict[tuple[str, str], tuple[ReadyEvaluator, str, tuple[int, int]]] = {}
+        """ACTIVE evaluators by (project, id), with their archive's path and its inode and mtime then."""
         self.metrics: EvaluationMetrics | None = None
         """Counts finished builds by state (set by the server)."""
         self._prepare_lock = threading.Lock()
@@ -236,16 +243,18 @@ class Evaluators:
     def ready(self, project: str, evaluator_id: str, where: str) -> ReadyEvaluator:
         """An ACTIVE evaluator of ``project`` for scoring.
 
-        An ACTIVE evaluator never changes (ids are not reused), so it is remembered: reward calls naming it cost
-        no query after the first.
+        An ACTIVE evaluator never changes, so it is remembered with its archive's inode and mtime: reward calls
+        naming it cost a ``stat`` and no query after the first, and one deleted (or deleted and uploaded again under
+        its id), here or by another replica, is looked up afresh.
 
         Raises:
             ServiceError: ``not_found``, or ``invalid_argument`` when it is not ACTIVE (both naming ``where``).
 
         """
         known = self._ready.get((project, evaluator_id))
-        if known is not None:
-            return known
+        if known is not None and _stamp(known[1]) == known[2]:
+            return known[0]
+        self._ready.pop((project, evaluator_id), None)
         row = self._row(project, evaluator_id, where)
         if row["state"] != ACTIVE:
             detail = f": {row['message']}" if row["message"] else ""
@@ -256,10 +265,103 @@ class Evaluators:
                 path=where,
             )
         ready = ReadyEvaluator(evaluator_id, row["entry"], self.directory(project, evaluator_id), row["archive_sha256"])
-        if len(self._ready) >= _READY_MEMO:
-            self._ready.clear()
-        self._ready[(project, evaluator_id)] = ready
+        archive = str(ready.directory / "upload" / ARCHIVE_NAME)
+        stamp = _stamp(archive)
+        if stamp is not None:
+            if len(self._ready) >= _READY_MEMO:
+                self._ready.clear()
+            self._ready[(project, evaluator_id)] = (ready, archive, stamp)
         return ready
+
+    def listing(self, principal: Principal, request: pb.ListEvaluatorsRequest) -> pb.ListEvaluatorsResponse:
+        """One page of the caller's project's evaluators, newest first."""
+        require(principal, RUN, "listing evaluators needs evaluations.run")
+        query = select(evaluators).where(evaluators.c.project == principal.project)
+        with self.engine.connect() as connection:
+            rows, token = page(
+                connection, query, evaluators.c.created_at, evaluators.c.evaluator_id, request.page_size,
+                request.page_token,
+            )  # fmt: skip
+        return pb.ListEvaluatorsResponse(evaluators=[_message(dict(r)) for r in rows], next_page_token=token)
+
+    def delete(self, principal: Principal, evaluator_id: str) -> pb.DeleteEvaluatorResponse:
+        """Delete the caller's evaluator, then its archive and environment; it stops scoring at once.
+
+        Raises:
+            ServiceError: ``not_found``; ``failed_precondition`` while it is BUILDING or a queued or running job
+                uses it (naming the job).
+
+        """
+        from evalsi.server._jobs import ACTIVE_STATES  # the jobs module builds on this one
+
+        require(principal, EVALUATORS_WRITE, "deleting an evaluator needs evaluators.write")
+        evaluator_id = resource_id(evaluator_id, "evaluators", "evaluatorId")
+        project = principal.project
+        using = (
+            select(evaluation_jobs.c.job_id, evaluation_jobs.c.state)
+            .where(
+                evaluation_jobs.c.project == project,
+                evaluation_jobs.c.evaluator_id == evaluator_id,
+                evaluation_jobs.c.state.in_(ACTIVE_STATES),
+            )
+            .order_by(evaluation_jobs.c.created_at)
+        )
+        directory = self.directory(project, evaluator_id)
+        with self.engine.begin() as connection:
+            row = connection.execute(
+                select(evaluators.c.state).where(
+                    evaluators.c.project == project, evaluators.c.evaluator_id == evaluator_id
+                )
+            ).first()
+            if row is None:
+                raise ServiceError(
+                    "not_found",
+                    f"evaluatorId: no evaluator {evaluator_id!r} in project {project!r}",
+                    path="evaluatorId",
+                )
+            if row.state == BUILDING:
+                raise ServiceError(
+                    "failed_precondition",
+                    f"evaluator {evaluator_id!r} is BUILDING: delete it once its build ends",
+                    "evaluator_building",
+                )
+            jobs = connection.execute(using).all()
+            if jobs:
+                named = ", ".join(f"{job.job_id} ({job.state})" for job in jobs[:5])
+                raise ServiceError(
+                    "failed_precondition",
+                    f"evaluator {evaluator_id!r} is used by {len(jobs)} queued or running evaluation job(s): {named}; "
+                    "cancel them or wait for them to end",
+                    "evaluator_in_use",
+                )
+            connection.execute(
+                delete(evaluators).where(evaluators.c.project == project, evaluators.c.evaluator_id == evaluator_id)
+            )
+            doomed = self._set_aside(directory)  # before the id is free: an upload under it gets a new directory
+        self._ready.pop((project, evaluator_id), None)
+        if doomed is not None:
+            _remove(doomed)
+        return pb.DeleteEvaluatorResponse(name=f"evaluators/{evaluator_id}")
+
+    @staticmethod
+    def _set_aside(directory: Path) -> Path | None:
+        """Move an evaluator's directory to a name no evaluator has (``None`` when it has none).
+
+        Raises:
+            ServiceError: ``unavailable`` when it cannot be moved (the evaluator is then kept).
+
+        """
+        if not directory.exists():
+            return None
+        doomed = directory.with_name(f".deleted-{directory.name}-{secrets.token_hex(4)}")
+        try:
+            directory.rename(doomed)
+        except OSError as exc:
+            log.error("moving evaluator files %s aside failed: %s", directory, exc)
+            raise ServiceError(
+                "unavailable", "the server could not remove the evaluator's files; retry later"
+            ) from None
+        return doomed
 
     def _row(self, project: str, evaluator_id: str, where: str = "evaluatorId") -> dict[str, Any]:
         query = select(evaluators).where(evaluators.c.project == project, evaluators.c.evaluator_id == evaluator_id)
@@ -292,6 +394,29 @@ def check_reachable(root: Path) -> None:
                 f"{parent} is not searchable by others (mode {stat.S_IMODE(parent.stat().st_mode):o}); choose a "
                 "directory whose parents are (e.g. /var/lib/evalsi)"
             )
+
+
+def _remove(doomed: Path) -> None:
+    """Remove a deleted evaluator's files (logged, never raised: the evaluator is already gone)."""
+    try:
+        shutil.rmtree(doomed)
+    except OSError:
+        for folder, _, _ in os.walk(doomed):  # a directory the build left without the owner's write bit
+            with contextlib.suppress(OSError):
+                os.chmod(folder, 0o755)
+        try:
+            shutil.rmtree(doomed)
+        except OSError as exc:
+            log.error("removing evaluator files %s failed: %s", doomed, exc)
+
+
+def _stamp(archive: str) -> tuple[int, int] | None:
+    """A stored archive's inode and mtime (``None`` once it is gone); one ``stat``, no database query."""
+    try:
+        found = os.stat(archive)
+    except OSError:
+        return None
+    return found.st_ino, found.st_mtime_ns
 
 
 def _check_entry(entry: str) -> str:

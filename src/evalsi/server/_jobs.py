@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 from google.protobuf import json_format
-from sqlalchemy import Engine, func, insert, select, update
+from sqlalchemy import Engine, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from evalsi.errors import EvalsiError
@@ -34,6 +34,7 @@ from evalsi.server._datasets import Datasets, has_reply
 from evalsi.server._errors import ServiceError, redact
 from evalsi.server._evaluators import Evaluators
 from evalsi.server._evaluators_ids import check_id, resource_id, timestamp
+from evalsi.server._evaluators_pages import page
 from evalsi.server._evaluators_sandbox import ScoringSession
 from evalsi.server._evaluators_tables import evaluation_jobs
 from evalsi.server._fair import FairPool, share_of
@@ -56,6 +57,9 @@ log = logging.getLogger("evalsi.server")
 VALIDATING, RUNNING, WRITING_RESULTS = "VALIDATING", "RUNNING", "WRITING_RESULTS"
 COMPLETED, FAILED, CANCELLED = "COMPLETED", "FAILED", "CANCELLED"
 ACTIVE_STATES = (VALIDATING, RUNNING, WRITING_RESULTS)
+TERMINAL_STATES = (COMPLETED, FAILED, CANCELLED)
+_LET_GO = 5.0
+"""Seconds a delete waits for the worker of a job that just ended to let it go."""
 NO_REPLY = "the row has no assistant reply to score (name a target in the job to generate one)"
 
 
@@ -190,6 +194,77 @@ class Jobs:
         """The caller's job."""
         require(principal, RUN)
         return _message(self._row(principal.project, resource_id(job_id, "evaluationJobs", "evaluationJobId")))
+
+    def listing(self, principal: Principal, request: pb.ListEvaluationJobsRequest) -> pb.ListEvaluationJobsResponse:
+        """One page of the caller's project's jobs, newest first, of one state or evaluator when asked.
+
+        Raises:
+            ServiceError: ``invalid_argument`` for an unknown state, a bad evaluator id, page size or token.
+
+        """
+        require(principal, RUN)
+        query = select(evaluation_jobs).where(evaluation_jobs.c.project == principal.project)
+        if request.state:
+            if request.state not in (*ACTIVE_STATES, *TERMINAL_STATES):
+                raise ServiceError(
+                    "invalid_argument",
+                    f"state: {request.state[:40]!r} is not a job state (one of "
+                    f"{', '.join((*ACTIVE_STATES, *TERMINAL_STATES))})",
+                    path="state",
+                )
+            query = query.where(evaluation_jobs.c.state == request.state)
+        if request.evaluator:
+            evaluator_id = resource_id(request.evaluator, "evaluators", "evaluator")
+            query = query.where(evaluation_jobs.c.evaluator_id == evaluator_id)
+        with self.engine.connect() as connection:
+            rows, token = page(
+                connection, query, evaluation_jobs.c.created_at, evaluation_jobs.c.job_id, request.page_size,
+                request.page_token,
+            )  # fmt: skip
+        return pb.ListEvaluationJobsResponse(evaluation_jobs=[_message(dict(r)) for r in rows], next_page_token=token)
+
+    def delete(self, principal: Principal, job_id: str) -> pb.DeleteEvaluationJobResponse:
+        """Delete the caller's finished job (COMPLETED, FAILED or CANCELLED); its output dataset stays.
+
+        Raises:
+            ServiceError: ``not_found``; ``failed_precondition`` while it is queued or running, or while the worker
+                of a job just cancelled has not let it go yet (its id could not be reused safely before).
+
+        """
+        require(principal, RUN)
+        job_id = resource_id(job_id, "evaluationJobs", "evaluationJobId")
+        project = principal.project
+        state = self._row(project, job_id)["state"]
+        deadline = time.monotonic() + _LET_GO
+        while state in TERMINAL_STATES:
+            with self._lock:
+                stopping = (project, job_id) in self._cancelled
+                if not stopping:
+                    with self.engine.begin() as connection:
+                        done = connection.execute(
+                            delete(evaluation_jobs).where(
+                                evaluation_jobs.c.project == project,
+                                evaluation_jobs.c.job_id == job_id,
+                                evaluation_jobs.c.state.in_(TERMINAL_STATES),
+                            )
+                        )
+                    if done.rowcount:
+                        return pb.DeleteEvaluationJobResponse(name=f"evaluationJobs/{job_id}")
+                    state = self._row(project, job_id)["state"]
+                    continue
+            if time.monotonic() >= deadline:
+                raise ServiceError(
+                    "failed_precondition",
+                    f"evaluation job {job_id!r} is {state} but its worker has not stopped yet; retry in a moment",
+                    "job_not_finished",
+                )
+            time.sleep(0.05)
+        raise ServiceError(
+            "failed_precondition",
+            f"evaluation job {job_id!r} is {state}: only a COMPLETED, FAILED or CANCELLED job can be deleted; "
+            "cancel it first, or wait for it to end",
+            "job_not_finished",
+        )
 
     def cancel(self, principal: Principal, job_id: str) -> pb.EvaluationJob:
         """Cancel the caller's job: a queued one never starts, a running one's sandbox is killed now."""

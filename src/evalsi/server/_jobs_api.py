@@ -34,6 +34,8 @@ from evalsi.server._proto.evalsi.v1alpha1 import evaluation_pb2 as pb
 from evalsi.server._tokens import Principal
 
 PACKAGE = "evalsi.v1alpha1"
+QUERY = "?"
+"""A route whose request message is its query parameters (``?pageSize=10&state=RUNNING``)."""
 Handler = Callable[[Principal, Any], Message]
 Authenticator = Callable[[str | None], Awaitable[Principal]]
 
@@ -78,15 +80,24 @@ class EvaluationApi:
                    lambda p, r: e.get(p, r.evaluator_id)),
             Method("EvaluatorService", "GetEvaluatorBuildLog", pb.GetEvaluatorRequest, pb.EvaluatorBuildLog,
                    lambda p, r: e.build_log(p, r.evaluator_id)),
+            Method("EvaluatorService", "ListEvaluators", pb.ListEvaluatorsRequest, pb.ListEvaluatorsResponse,
+                   e.listing),
+            Method("EvaluatorService", "DeleteEvaluator", pb.GetEvaluatorRequest, pb.DeleteEvaluatorResponse,
+                   lambda p, r: e.delete(p, r.evaluator_id)),
             Method("DatasetService", "CreateDataset", pb.CreateDatasetRequest, pb.Dataset, d.create),
             Method("DatasetService", "GetDataset", pb.GetDatasetRequest, pb.Dataset, d.get),
             Method("DatasetService", "DeleteDataset", pb.GetDatasetRequest, pb.DeleteDatasetResponse, d.delete),
+            Method("DatasetService", "ListDatasets", pb.ListDatasetsRequest, pb.ListDatasetsResponse, d.listing),
             Method("EvaluationJobService", "CreateEvaluationJob", pb.CreateEvaluationJobRequest, pb.EvaluationJob,
                    j.create),
             Method("EvaluationJobService", "GetEvaluationJob", pb.GetEvaluationJobRequest, pb.EvaluationJob,
                    lambda p, r: j.get(p, r.evaluation_job_id)),
             Method("EvaluationJobService", "CancelEvaluationJob", pb.GetEvaluationJobRequest, pb.EvaluationJob,
                    lambda p, r: j.cancel(p, r.evaluation_job_id)),
+            Method("EvaluationJobService", "ListEvaluationJobs", pb.ListEvaluationJobsRequest,
+                   pb.ListEvaluationJobsResponse, j.listing),
+            Method("EvaluationJobService", "DeleteEvaluationJob", pb.GetEvaluationJobRequest,
+                   pb.DeleteEvaluationJobResponse, lambda p, r: j.delete(p, r.evaluation_job_id)),
         ]  # fmt: skip
         self._by_name = {m.name: m for m in self.methods}
 
@@ -103,13 +114,18 @@ class EvaluationApi:
         base = "/v1alpha1"
         table = [
             (f"{base}/evaluators", "POST", "CreateEvaluator", None),
+            (f"{base}/evaluators", "GET", "ListEvaluators", QUERY),
             (f"{base}/evaluators/{{id}}", "GET", "GetEvaluator", "evaluator_id"),
+            (f"{base}/evaluators/{{id}}", "DELETE", "DeleteEvaluator", "evaluator_id"),
             (f"{base}/evaluators/{{id}}/log", "GET", "GetEvaluatorBuildLog", "evaluator_id"),
             (f"{base}/datasets", "POST", "CreateDataset", None),
+            (f"{base}/datasets", "GET", "ListDatasets", QUERY),
             (f"{base}/datasets/{{id}}", "GET", "GetDataset", "dataset_id"),
             (f"{base}/datasets/{{id}}", "DELETE", "DeleteDataset", "dataset_id"),
             (f"{base}/evaluationJobs", "POST", "CreateEvaluationJob", None),
+            (f"{base}/evaluationJobs", "GET", "ListEvaluationJobs", QUERY),
             (f"{base}/evaluationJobs/{{id}}", "GET", "GetEvaluationJob", "evaluation_job_id"),
+            (f"{base}/evaluationJobs/{{id}}", "DELETE", "DeleteEvaluationJob", "evaluation_job_id"),
             (f"{base}/evaluationJobs/{{id}}/cancel", "POST", "CancelEvaluationJob", "evaluation_job_id"),
         ]
         return [Route(path, self._endpoint(name, field), methods=[verb]) for path, verb, name, field in table]
@@ -123,7 +139,9 @@ class EvaluationApi:
                 if principal is None:
                     principal = await self.authenticate(request.headers.get("authorization"))
                 message = method.request()
-                if id_field is None:
+                if id_field == QUERY:
+                    _parse_query(dict(request.query_params), message, name)
+                elif id_field is None:
                     _parse(await request.body(), message, name)
                 else:
                     setattr(message, id_field, request.path_params["id"])
@@ -237,6 +255,13 @@ def _parse(body: bytes, message: Message, name: str) -> None:
         raise ServiceError(
             "invalid_argument", f"the body is not a valid {type(message).__name__} for {name}: {exc}"
         ) from None
+
+
+def _parse_query(params: dict[str, str], message: Message, name: str) -> None:
+    try:
+        json_format.ParseDict(params, message)
+    except json_format.ParseError as exc:
+        raise ServiceError("invalid_argument", f"the query is not valid for {name}: {exc}") from None
 
 
 def _json(data: Any, status: int = 200) -> Response:

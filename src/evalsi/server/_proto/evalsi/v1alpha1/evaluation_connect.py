@@ -26,6 +26,12 @@ class EvaluatorService(Protocol):
     async def get_evaluator_build_log(self, request: evalsi_dot_v1alpha1_dot_evaluation__pb2.GetEvaluatorRequest, ctx: RequestContext) -> evalsi_dot_v1alpha1_dot_evaluation__pb2.EvaluatorBuildLog:
         raise ConnectError(Code.UNIMPLEMENTED, "Not implemented")
 
+    async def list_evaluators(self, request: evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluatorsRequest, ctx: RequestContext) -> evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluatorsResponse:
+        raise ConnectError(Code.UNIMPLEMENTED, "Not implemented")
+
+    async def delete_evaluator(self, request: evalsi_dot_v1alpha1_dot_evaluation__pb2.GetEvaluatorRequest, ctx: RequestContext) -> evalsi_dot_v1alpha1_dot_evaluation__pb2.DeleteEvaluatorResponse:
+        raise ConnectError(Code.UNIMPLEMENTED, "Not implemented")
+
 
 class EvaluatorServiceASGIApplication(ConnectASGIApplication[EvaluatorService]):
     def __init__(self, service: EvaluatorService | AsyncGenerator[EvaluatorService], *, interceptors: Iterable[Interceptor]=(), read_max_bytes: int | None = None, compressions: Iterable[Compression] | None = None) -> None:
@@ -61,6 +67,26 @@ class EvaluatorServiceASGIApplication(ConnectASGIApplication[EvaluatorService]):
                         idempotency_level=IdempotencyLevel.UNKNOWN,
                     ),
                     function=svc.get_evaluator_build_log,
+                ),
+                "/evalsi.v1alpha1.EvaluatorService/ListEvaluators": Endpoint.unary(
+                    method=MethodInfo(
+                        name="ListEvaluators",
+                        service_name="evalsi.v1alpha1.EvaluatorService",
+                        input=evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluatorsRequest,
+                        output=evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluatorsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                    ),
+                    function=svc.list_evaluators,
+                ),
+                "/evalsi.v1alpha1.EvaluatorService/DeleteEvaluator": Endpoint.unary(
+                    method=MethodInfo(
+                        name="DeleteEvaluator",
+                        service_name="evalsi.v1alpha1.EvaluatorService",
+                        input=evalsi_dot_v1alpha1_dot_evaluation__pb2.GetEvaluatorRequest,
+                        output=evalsi_dot_v1alpha1_dot_evaluation__pb2.DeleteEvaluatorResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                    ),
+                    function=svc.delete_evaluator,
                 ),
             },
             interceptors=interceptors,
@@ -135,6 +161,46 @@ class EvaluatorServiceClient(ConnectClient):
             timeout_ms=timeout_ms,
         )
 
+    async def list_evaluators(
+        self,
+        request: evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluatorsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None,
+        timeout_ms: int | None = None,
+    ) -> evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluatorsResponse:
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListEvaluators",
+                service_name="evalsi.v1alpha1.EvaluatorService",
+                input=evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluatorsRequest,
+                output=evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluatorsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+
+    async def delete_evaluator(
+        self,
+        request: evalsi_dot_v1alpha1_dot_evaluation__pb2.GetEvaluatorRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None,
+        timeout_ms: int | None = None,
+    ) -> evalsi_dot_v1alpha1_dot_evaluation__pb2.DeleteEvaluatorResponse:
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="DeleteEvaluator",
+                service_name="evalsi.v1alpha1.EvaluatorService",
+                input=evalsi_dot_v1alpha1_dot_evaluation__pb2.GetEvaluatorRequest,
+                output=evalsi_dot_v1alpha1_dot_evaluation__pb2.DeleteEvaluatorResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+
 
 
 class DatasetService(Protocol):
@@ -145,6 +211,9 @@ class DatasetService(Protocol):
         raise ConnectError(Code.UNIMPLEMENTED, "Not implemented")
 
     async def delete_dataset(self, request: evalsi_dot_v1alpha1_dot_evaluation__pb2.GetDatasetRequest, ctx: RequestContext) -> evalsi_dot_v1alpha1_dot_evaluation__pb2.DeleteDatasetResponse:
+        raise ConnectError(Code.UNIMPLEMENTED, "Not implemented")
+
+    async def list_datasets(self, request: evalsi_dot_v1alpha1_dot_evaluation__pb2.ListDatasetsRequest, ctx: RequestContext) -> evalsi_dot_v1alpha1_dot_evaluation__pb2.ListDatasetsResponse:
         raise ConnectError(Code.UNIMPLEMENTED, "Not implemented")
 
 
@@ -182,6 +251,16 @@ class DatasetServiceASGIApplication(ConnectASGIApplication[DatasetService]):
                         idempotency_level=IdempotencyLevel.UNKNOWN,
                     ),
                     function=svc.delete_dataset,
+                ),
+                "/evalsi.v1alpha1.DatasetService/ListDatasets": Endpoint.unary(
+                    method=MethodInfo(
+                        name="ListDatasets",
+                        service_name="evalsi.v1alpha1.DatasetService",
+                        input=evalsi_dot_v1alpha1_dot_evaluation__pb2.ListDatasetsRequest,
+                        output=evalsi_dot_v1alpha1_dot_evaluation__pb2.ListDatasetsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                    ),
+                    function=svc.list_datasets,
                 ),
             },
             interceptors=interceptors,
@@ -256,6 +335,26 @@ class DatasetServiceClient(ConnectClient):
             timeout_ms=timeout_ms,
         )
 
+    async def list_datasets(
+        self,
+        request: evalsi_dot_v1alpha1_dot_evaluation__pb2.ListDatasetsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None,
+        timeout_ms: int | None = None,
+    ) -> evalsi_dot_v1alpha1_dot_evaluation__pb2.ListDatasetsResponse:
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListDatasets",
+                service_name="evalsi.v1alpha1.DatasetService",
+                input=evalsi_dot_v1alpha1_dot_evaluation__pb2.ListDatasetsRequest,
+                output=evalsi_dot_v1alpha1_dot_evaluation__pb2.ListDatasetsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+
 
 
 class EvaluationJobService(Protocol):
@@ -266,6 +365,12 @@ class EvaluationJobService(Protocol):
         raise ConnectError(Code.UNIMPLEMENTED, "Not implemented")
 
     async def cancel_evaluation_job(self, request: evalsi_dot_v1alpha1_dot_evaluation__pb2.GetEvaluationJobRequest, ctx: RequestContext) -> evalsi_dot_v1alpha1_dot_evaluation__pb2.EvaluationJob:
+        raise ConnectError(Code.UNIMPLEMENTED, "Not implemented")
+
+    async def list_evaluation_jobs(self, request: evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluationJobsRequest, ctx: RequestContext) -> evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluationJobsResponse:
+        raise ConnectError(Code.UNIMPLEMENTED, "Not implemented")
+
+    async def delete_evaluation_job(self, request: evalsi_dot_v1alpha1_dot_evaluation__pb2.GetEvaluationJobRequest, ctx: RequestContext) -> evalsi_dot_v1alpha1_dot_evaluation__pb2.DeleteEvaluationJobResponse:
         raise ConnectError(Code.UNIMPLEMENTED, "Not implemented")
 
 
@@ -303,6 +408,26 @@ class EvaluationJobServiceASGIApplication(ConnectASGIApplication[EvaluationJobSe
                         idempotency_level=IdempotencyLevel.UNKNOWN,
                     ),
                     function=svc.cancel_evaluation_job,
+                ),
+                "/evalsi.v1alpha1.EvaluationJobService/ListEvaluationJobs": Endpoint.unary(
+                    method=MethodInfo(
+                        name="ListEvaluationJobs",
+                        service_name="evalsi.v1alpha1.EvaluationJobService",
+                        input=evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluationJobsRequest,
+                        output=evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluationJobsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                    ),
+                    function=svc.list_evaluation_jobs,
+                ),
+                "/evalsi.v1alpha1.EvaluationJobService/DeleteEvaluationJob": Endpoint.unary(
+                    method=MethodInfo(
+                        name="DeleteEvaluationJob",
+                        service_name="evalsi.v1alpha1.EvaluationJobService",
+                        input=evalsi_dot_v1alpha1_dot_evaluation__pb2.GetEvaluationJobRequest,
+                        output=evalsi_dot_v1alpha1_dot_evaluation__pb2.DeleteEvaluationJobResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                    ),
+                    function=svc.delete_evaluation_job,
                 ),
             },
             interceptors=interceptors,
@@ -377,6 +502,46 @@ class EvaluationJobServiceClient(ConnectClient):
             timeout_ms=timeout_ms,
         )
 
+    async def list_evaluation_jobs(
+        self,
+        request: evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluationJobsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None,
+        timeout_ms: int | None = None,
+    ) -> evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluationJobsResponse:
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListEvaluationJobs",
+                service_name="evalsi.v1alpha1.EvaluationJobService",
+                input=evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluationJobsRequest,
+                output=evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluationJobsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+
+    async def delete_evaluation_job(
+        self,
+        request: evalsi_dot_v1alpha1_dot_evaluation__pb2.GetEvaluationJobRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None,
+        timeout_ms: int | None = None,
+    ) -> evalsi_dot_v1alpha1_dot_evaluation__pb2.DeleteEvaluationJobResponse:
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="DeleteEvaluationJob",
+                service_name="evalsi.v1alpha1.EvaluationJobService",
+                input=evalsi_dot_v1alpha1_dot_evaluation__pb2.GetEvaluationJobRequest,
+                output=evalsi_dot_v1alpha1_dot_evaluation__pb2.DeleteEvaluationJobResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+
 
 class EvaluatorServiceSync(Protocol):
     def create_evaluator(self, request: evalsi_dot_v1alpha1_dot_evaluation__pb2.CreateEvaluatorRequest, ctx: RequestContext) -> evalsi_dot_v1alpha1_dot_evaluation__pb2.Evaluator:
@@ -384,6 +549,10 @@ class EvaluatorServiceSync(Protocol):
     def get_evaluator(self, request: evalsi_dot_v1alpha1_dot_evaluation__pb2.GetEvaluatorRequest, ctx: RequestContext) -> evalsi_dot_v1alpha1_dot_evaluation__pb2.Evaluator:
         raise ConnectError(Code.UNIMPLEMENTED, "Not implemented")
     def get_evaluator_build_log(self, request: evalsi_dot_v1alpha1_dot_evaluation__pb2.GetEvaluatorRequest, ctx: RequestContext) -> evalsi_dot_v1alpha1_dot_evaluation__pb2.EvaluatorBuildLog:
+        raise ConnectError(Code.UNIMPLEMENTED, "Not implemented")
+    def list_evaluators(self, request: evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluatorsRequest, ctx: RequestContext) -> evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluatorsResponse:
+        raise ConnectError(Code.UNIMPLEMENTED, "Not implemented")
+    def delete_evaluator(self, request: evalsi_dot_v1alpha1_dot_evaluation__pb2.GetEvaluatorRequest, ctx: RequestContext) -> evalsi_dot_v1alpha1_dot_evaluation__pb2.DeleteEvaluatorResponse:
         raise ConnectError(Code.UNIMPLEMENTED, "Not implemented")
 
 
@@ -420,6 +589,26 @@ class EvaluatorServiceWSGIApplication(ConnectWSGIApplication):
                         idempotency_level=IdempotencyLevel.UNKNOWN,
                     ),
                     function=service.get_evaluator_build_log,
+                ),
+                "/evalsi.v1alpha1.EvaluatorService/ListEvaluators": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="ListEvaluators",
+                        service_name="evalsi.v1alpha1.EvaluatorService",
+                        input=evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluatorsRequest,
+                        output=evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluatorsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                    ),
+                    function=service.list_evaluators,
+                ),
+                "/evalsi.v1alpha1.EvaluatorService/DeleteEvaluator": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="DeleteEvaluator",
+                        service_name="evalsi.v1alpha1.EvaluatorService",
+                        input=evalsi_dot_v1alpha1_dot_evaluation__pb2.GetEvaluatorRequest,
+                        output=evalsi_dot_v1alpha1_dot_evaluation__pb2.DeleteEvaluatorResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                    ),
+                    function=service.delete_evaluator,
                 ),
             },
             interceptors=interceptors,
@@ -494,12 +683,54 @@ class EvaluatorServiceClientSync(ConnectClientSync):
             timeout_ms=timeout_ms,
         )
 
+    def list_evaluators(
+        self,
+        request: evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluatorsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None,
+        timeout_ms: int | None = None,
+    ) -> evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluatorsResponse:
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListEvaluators",
+                service_name="evalsi.v1alpha1.EvaluatorService",
+                input=evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluatorsRequest,
+                output=evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluatorsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+
+    def delete_evaluator(
+        self,
+        request: evalsi_dot_v1alpha1_dot_evaluation__pb2.GetEvaluatorRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None,
+        timeout_ms: int | None = None,
+    ) -> evalsi_dot_v1alpha1_dot_evaluation__pb2.DeleteEvaluatorResponse:
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="DeleteEvaluator",
+                service_name="evalsi.v1alpha1.EvaluatorService",
+                input=evalsi_dot_v1alpha1_dot_evaluation__pb2.GetEvaluatorRequest,
+                output=evalsi_dot_v1alpha1_dot_evaluation__pb2.DeleteEvaluatorResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+
 class DatasetServiceSync(Protocol):
     def create_dataset(self, request: evalsi_dot_v1alpha1_dot_evaluation__pb2.CreateDatasetRequest, ctx: RequestContext) -> evalsi_dot_v1alpha1_dot_evaluation__pb2.Dataset:
         raise ConnectError(Code.UNIMPLEMENTED, "Not implemented")
     def get_dataset(self, request: evalsi_dot_v1alpha1_dot_evaluation__pb2.GetDatasetRequest, ctx: RequestContext) -> evalsi_dot_v1alpha1_dot_evaluation__pb2.Dataset:
         raise ConnectError(Code.UNIMPLEMENTED, "Not implemented")
     def delete_dataset(self, request: evalsi_dot_v1alpha1_dot_evaluation__pb2.GetDatasetRequest, ctx: RequestContext) -> evalsi_dot_v1alpha1_dot_evaluation__pb2.DeleteDatasetResponse:
+        raise ConnectError(Code.UNIMPLEMENTED, "Not implemented")
+    def list_datasets(self, request: evalsi_dot_v1alpha1_dot_evaluation__pb2.ListDatasetsRequest, ctx: RequestContext) -> evalsi_dot_v1alpha1_dot_evaluation__pb2.ListDatasetsResponse:
         raise ConnectError(Code.UNIMPLEMENTED, "Not implemented")
 
 
@@ -536,6 +767,16 @@ class DatasetServiceWSGIApplication(ConnectWSGIApplication):
                         idempotency_level=IdempotencyLevel.UNKNOWN,
                     ),
                     function=service.delete_dataset,
+                ),
+                "/evalsi.v1alpha1.DatasetService/ListDatasets": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="ListDatasets",
+                        service_name="evalsi.v1alpha1.DatasetService",
+                        input=evalsi_dot_v1alpha1_dot_evaluation__pb2.ListDatasetsRequest,
+                        output=evalsi_dot_v1alpha1_dot_evaluation__pb2.ListDatasetsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                    ),
+                    function=service.list_datasets,
                 ),
             },
             interceptors=interceptors,
@@ -610,12 +851,36 @@ class DatasetServiceClientSync(ConnectClientSync):
             timeout_ms=timeout_ms,
         )
 
+    def list_datasets(
+        self,
+        request: evalsi_dot_v1alpha1_dot_evaluation__pb2.ListDatasetsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None,
+        timeout_ms: int | None = None,
+    ) -> evalsi_dot_v1alpha1_dot_evaluation__pb2.ListDatasetsResponse:
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListDatasets",
+                service_name="evalsi.v1alpha1.DatasetService",
+                input=evalsi_dot_v1alpha1_dot_evaluation__pb2.ListDatasetsRequest,
+                output=evalsi_dot_v1alpha1_dot_evaluation__pb2.ListDatasetsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+
 class EvaluationJobServiceSync(Protocol):
     def create_evaluation_job(self, request: evalsi_dot_v1alpha1_dot_evaluation__pb2.CreateEvaluationJobRequest, ctx: RequestContext) -> evalsi_dot_v1alpha1_dot_evaluation__pb2.EvaluationJob:
         raise ConnectError(Code.UNIMPLEMENTED, "Not implemented")
     def get_evaluation_job(self, request: evalsi_dot_v1alpha1_dot_evaluation__pb2.GetEvaluationJobRequest, ctx: RequestContext) -> evalsi_dot_v1alpha1_dot_evaluation__pb2.EvaluationJob:
         raise ConnectError(Code.UNIMPLEMENTED, "Not implemented")
     def cancel_evaluation_job(self, request: evalsi_dot_v1alpha1_dot_evaluation__pb2.GetEvaluationJobRequest, ctx: RequestContext) -> evalsi_dot_v1alpha1_dot_evaluation__pb2.EvaluationJob:
+        raise ConnectError(Code.UNIMPLEMENTED, "Not implemented")
+    def list_evaluation_jobs(self, request: evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluationJobsRequest, ctx: RequestContext) -> evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluationJobsResponse:
+        raise ConnectError(Code.UNIMPLEMENTED, "Not implemented")
+    def delete_evaluation_job(self, request: evalsi_dot_v1alpha1_dot_evaluation__pb2.GetEvaluationJobRequest, ctx: RequestContext) -> evalsi_dot_v1alpha1_dot_evaluation__pb2.DeleteEvaluationJobResponse:
         raise ConnectError(Code.UNIMPLEMENTED, "Not implemented")
 
 
@@ -652,6 +917,26 @@ class EvaluationJobServiceWSGIApplication(ConnectWSGIApplication):
                         idempotency_level=IdempotencyLevel.UNKNOWN,
                     ),
                     function=service.cancel_evaluation_job,
+                ),
+                "/evalsi.v1alpha1.EvaluationJobService/ListEvaluationJobs": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="ListEvaluationJobs",
+                        service_name="evalsi.v1alpha1.EvaluationJobService",
+                        input=evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluationJobsRequest,
+                        output=evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluationJobsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                    ),
+                    function=service.list_evaluation_jobs,
+                ),
+                "/evalsi.v1alpha1.EvaluationJobService/DeleteEvaluationJob": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="DeleteEvaluationJob",
+                        service_name="evalsi.v1alpha1.EvaluationJobService",
+                        input=evalsi_dot_v1alpha1_dot_evaluation__pb2.GetEvaluationJobRequest,
+                        output=evalsi_dot_v1alpha1_dot_evaluation__pb2.DeleteEvaluationJobResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                    ),
+                    function=service.delete_evaluation_job,
                 ),
             },
             interceptors=interceptors,
@@ -720,6 +1005,46 @@ class EvaluationJobServiceClientSync(ConnectClientSync):
                 service_name="evalsi.v1alpha1.EvaluationJobService",
                 input=evalsi_dot_v1alpha1_dot_evaluation__pb2.GetEvaluationJobRequest,
                 output=evalsi_dot_v1alpha1_dot_evaluation__pb2.EvaluationJob,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+
+    def list_evaluation_jobs(
+        self,
+        request: evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluationJobsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None,
+        timeout_ms: int | None = None,
+    ) -> evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluationJobsResponse:
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListEvaluationJobs",
+                service_name="evalsi.v1alpha1.EvaluationJobService",
+                input=evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluationJobsRequest,
+                output=evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluationJobsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+
+    def delete_evaluation_job(
+        self,
+        request: evalsi_dot_v1alpha1_dot_evaluation__pb2.GetEvaluationJobRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None,
+        timeout_ms: int | None = None,
+    ) -> evalsi_dot_v1alpha1_dot_evaluation__pb2.DeleteEvaluationJobResponse:
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="DeleteEvaluationJob",
+                service_name="evalsi.v1alpha1.EvaluationJobService",
+                input=evalsi_dot_v1alpha1_dot_evaluation__pb2.GetEvaluationJobRequest,
+                output=evalsi_dot_v1alpha1_dot_evaluation__pb2.DeleteEvaluationJobResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
             ),
             headers=headers,

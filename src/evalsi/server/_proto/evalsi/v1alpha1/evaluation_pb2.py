@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n evalsi/v1alpha1/evaluation.proto\x12\x0f\x65valsi.v1alpha1\x1a\x1cgoogle/protobuf/struct.proto\"N\n\x16\x43reateEvaluatorRequest\x12\x14\n\x0c\x65valuator_id\x18\x01 \x01(\t\x12\r\n\x05\x65ntry\x18\x02 \x01(\t\x12\x0f\n\x07\x61rchive\x18\x03 \x01(\x0c\"+\n\x13GetEvaluatorRequest\x12\x14\n\x0c\x65valuator_id\x18\x01 \x01(\t\"\xc5\x01\n\tEvaluator\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x14\n\x0c\x65valuator_id\x18\x02 \x01(\t\x12\r\n\x05\x65ntry\x18\x03 \x01(\t\x12\r\n\x05state\x18\x04 \x01(\t\x12\x0f\n\x07message\x18\x05 \x01(\t\x12\x0c\n\x04mode\x18\x06 \x01(\t\x12\x15\n\rarchive_bytes\x18\x07 \x01(\x03\x12\x16\n\x0e\x61rchive_sha256\x18\x08 \x01(\t\x12\x13\n\x0b\x63reate_time\x18\t \x01(\t\x12\x13\n\x0bupdate_time\x18\n \x01(\t\"E\n\x11\x45valuatorBuildLog\x12\x14\n\x0c\x65valuator_id\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\x0b\n\x03log\x18\x03 \x01(\t\"9\n\x14\x43reateDatasetRequest\x12\x12\n\ndataset_id\x18\x01 \x01(\t\x12\r\n\x05jsonl\x18\x02 \x01(\t\"5\n\x11GetDatasetRequest\x12\x12\n\ndataset_id\x18\x01 \x01(\t\x12\x0c\n\x04rows\x18\x02 \x01(\x08\"\x8a\x01\n\x07\x44\x61taset\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\ndataset_id\x18\x02 \x01(\t\x12\x11\n\trow_count\x18\x03 \x01(\x03\x12\x12\n\nsize_bytes\x18\x04 \x01(\x03\x12\x12\n\nsource_job\x18\x05 \x01(\t\x12\x13\n\x0b\x63reate_time\x18\x06 \x01(\t\x12\r\n\x05jsonl\x18\x07 \x01(\t\"%\n\x15\x44\x65leteDatasetResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\"o\n\x1a\x43reateEvaluationJobRequest\x12\x36\n\x0e\x65valuation_job\x18\x01 \x01(\x0b\x32\x1e.evalsi.v1alpha1.EvaluationJob\x12\x19\n\x11\x65valuation_job_id\x18\x02 \x01(\t\"4\n\x17GetEvaluationJobRequest\x12\x19\n\x11\x65valuation_job_id\x18\x01 \x01(\t\"\x8f\x03\n\rEvaluationJob\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tevaluator\x18\x02 \x01(\t\x12\x15\n\rinput_dataset\x18\x03 \x01(\t\x12\x16\n\x0eoutput_dataset\x18\x04 \x01(\t\x12\r\n\x05state\x18\x05 \x01(\t\x12\x0f\n\x07message\x18\x06 \x01(\t\x12<\n\x07metrics\x18\x07 \x03(\x0b\x32+.evalsi.v1alpha1.EvaluationJob.MetricsEntry\x12\x32\n\x0coutput_stats\x18\x08 \x01(\x0b\x32\x1c.evalsi.v1alpha1.OutputStats\x12\x13\n\x0b\x63reate_time\x18\t \x01(\t\x12\x13\n\x0bupdate_time\x18\n \x01(\t\x12\x0e\n\x06target\x18\x0b \x01(\t\x12\x32\n\x11\x63ompletion_params\x18\x0c \x01(\x0b\x32\x17.google.protobuf.Struct\x1a.\n\x0cMetricsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\xde\x01\n\x0bOutputStats\x12\x0c\n\x04rows\x18\x01 \x01(\x03\x12\x0e\n\x06scored\x18\x02 \x01(\x03\x12\x0f\n\x07\x65rrored\x18\x03 \x01(\x03\x12\x17\n\nmean_score\x18\x04 \x01(\x01H\x00\x88\x01\x01\x12\x16\n\tmin_score\x18\x05 \x01(\x01H\x01\x88\x01\x01\x12\x16\n\tmax_score\x18\x06 \x01(\x01H\x02\x88\x01\x01\x12\x11\n\tgenerated\x18\x07 \x01(\x03\x12\x19\n\x11generation_failed\x18\x08 \x01(\x03\x42\r\n\x0b_mean_scoreB\x0c\n\n_min_scoreB\x0c\n\n_max_score2\x9e\x02\n\x10\x45valuatorService\x12V\n\x0f\x43reateEvaluator\x12\'.evalsi.v1alpha1.CreateEvaluatorRequest\x1a\x1a.evalsi.v1alpha1.Evaluator\x12P\n\x0cGetEvaluator\x12$.evalsi.v1alpha1.GetEvaluatorRequest\x1a\x1a.evalsi.v1alpha1.Evaluator\x12`\n\x14GetEvaluatorBuildLog\x12$.evalsi.v1alpha1.GetEvaluatorRequest\x1a\".evalsi.v1alpha1.EvaluatorBuildLog2\x8b\x02\n\x0e\x44\x61tasetService\x12P\n\rCreateDataset\x12%.evalsi.v1alpha1.CreateDatasetRequest\x1a\x18.evalsi.v1alpha1.Dataset\x12J\n\nGetDataset\x12\".evalsi.v1alpha1.GetDatasetRequest\x1a\x18.evalsi.v1alpha1.Dataset\x12[\n\rDeleteDataset\x12\".evalsi.v1alpha1.GetDatasetRequest\x1a&.evalsi.v1alpha1.DeleteDatasetResponse2\xb9\x02\n\x14\x45valuationJobService\x12\x62\n\x13\x43reateEvaluationJob\x12+.evalsi.v1alpha1.CreateEvaluationJobRequest\x1a\x1e.evalsi.v1alpha1.EvaluationJob\x12\\\n\x10GetEvaluationJob\x12(.evalsi.v1alpha1.GetEvaluationJobRequest\x1a\x1e.evalsi.v1alpha1.EvaluationJob\x12_\n\x13\x43\x61ncelEvaluationJob\x12(.evalsi.v1alpha1.GetEvaluationJobRequest\x1a\x1e.evalsi.v1alpha1.EvaluationJobb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n evalsi/v1alpha1/evaluation.proto\x12\x0f\x65valsi.v1alpha1\x1a\x1cgoogle/protobuf/struct.proto\"N\n\x16\x43reateEvaluatorRequest\x12\x14\n\x0c\x65valuator_id\x18\x01 \x01(\t\x12\r\n\x05\x65ntry\x18\x02 \x01(\t\x12\x0f\n\x07\x61rchive\x18\x03 \x01(\x0c\"+\n\x13GetEvaluatorRequest\x12\x14\n\x0c\x65valuator_id\x18\x01 \x01(\t\"\xc5\x01\n\tEvaluator\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x14\n\x0c\x65valuator_id\x18\x02 \x01(\t\x12\r\n\x05\x65ntry\x18\x03 \x01(\t\x12\r\n\x05state\x18\x04 \x01(\t\x12\x0f\n\x07message\x18\x05 \x01(\t\x12\x0c\n\x04mode\x18\x06 \x01(\t\x12\x15\n\rarchive_bytes\x18\x07 \x01(\x03\x12\x16\n\x0e\x61rchive_sha256\x18\x08 \x01(\t\x12\x13\n\x0b\x63reate_time\x18\t \x01(\t\x12\x13\n\x0bupdate_time\x18\n \x01(\t\"E\n\x11\x45valuatorBuildLog\x12\x14\n\x0c\x65valuator_id\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\x0b\n\x03log\x18\x03 \x01(\t\">\n\x15ListEvaluatorsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"a\n\x16ListEvaluatorsResponse\x12.\n\nevaluators\x18\x01 \x03(\x0b\x32\x1a.evalsi.v1alpha1.Evaluator\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\'\n\x17\x44\x65leteEvaluatorResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\"9\n\x14\x43reateDatasetRequest\x12\x12\n\ndataset_id\x18\x01 \x01(\t\x12\r\n\x05jsonl\x18\x02 \x01(\t\"5\n\x11GetDatasetRequest\x12\x12\n\ndataset_id\x18\x01 \x01(\t\x12\x0c\n\x04rows\x18\x02 \x01(\x08\"\x8a\x01\n\x07\x44\x61taset\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\ndataset_id\x18\x02 \x01(\t\x12\x11\n\trow_count\x18\x03 \x01(\x03\x12\x12\n\nsize_bytes\x18\x04 \x01(\x03\x12\x12\n\nsource_job\x18\x05 \x01(\t\x12\x13\n\x0b\x63reate_time\x18\x06 \x01(\t\x12\r\n\x05jsonl\x18\x07 \x01(\t\"%\n\x15\x44\x65leteDatasetResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\"<\n\x13ListDatasetsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"[\n\x14ListDatasetsResponse\x12*\n\x08\x64\x61tasets\x18\x01 \x03(\x0b\x32\x18.evalsi.v1alpha1.Dataset\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"o\n\x1a\x43reateEvaluationJobRequest\x12\x36\n\x0e\x65valuation_job\x18\x01 \x01(\x0b\x32\x1e.evalsi.v1alpha1.EvaluationJob\x12\x19\n\x11\x65valuation_job_id\x18\x02 \x01(\t\"4\n\x17GetEvaluationJobRequest\x12\x19\n\x11\x65valuation_job_id\x18\x01 \x01(\t\"d\n\x19ListEvaluationJobsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12\r\n\x05state\x18\x03 \x01(\t\x12\x11\n\tevaluator\x18\x04 \x01(\t\"n\n\x1aListEvaluationJobsResponse\x12\x37\n\x0f\x65valuation_jobs\x18\x01 \x03(\x0b\x32\x1e.evalsi.v1alpha1.EvaluationJob\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"+\n\x1b\x44\x65leteEvaluationJobResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x8f\x03\n\rEvaluationJob\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tevaluator\x18\x02 \x01(\t\x12\x15\n\rinput_dataset\x18\x03 \x01(\t\x12\x16\n\x0eoutput_dataset\x18\x04 \x01(\t\x12\r\n\x05state\x18\x05 \x01(\t\x12\x0f\n\x07message\x18\x06 \x01(\t\x12<\n\x07metrics\x18\x07 \x03(\x0b\x32+.evalsi.v1alpha1.EvaluationJob.MetricsEntry\x12\x32\n\x0coutput_stats\x18\x08 \x01(\x0b\x32\x1c.evalsi.v1alpha1.OutputStats\x12\x13\n\x0b\x63reate_time\x18\t \x01(\t\x12\x13\n\x0bupdate_time\x18\n \x01(\t\x12\x0e\n\x06target\x18\x0b \x01(\t\x12\x32\n\x11\x63ompletion_params\x18\x0c \x01(\x0b\x32\x17.google.protobuf.Struct\x1a.\n\x0cMetricsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\xde\x01\n\x0bOutputStats\x12\x0c\n\x04rows\x18\x01 \x01(\x03\x12\x0e\n\x06scored\x18\x02 \x01(\x03\x12\x0f\n\x07\x65rrored\x18\x03 \x01(\x03\x12\x17\n\nmean_score\x18\x04 \x01(\x01H\x00\x88\x01\x01\x12\x16\n\tmin_score\x18\x05 \x01(\x01H\x01\x88\x01\x01\x12\x16\n\tmax_score\x18\x06 \x01(\x01H\x02\x88\x01\x01\x12\x11\n\tgenerated\x18\x07 \x01(\x03\x12\x19\n\x11generation_failed\x18\x08 \x01(\x03\x42\r\n\x0b_mean_scoreB\x0c\n\n_min_scoreB\x0c\n\n_max_score2\xe4\x03\n\x10\x45valuatorService\x12V\n\x0f\x43reateEvaluator\x12\'.evalsi.v1alpha1.CreateEvaluatorRequest\x1a\x1a.evalsi.v1alpha1.Evaluator\x12P\n\x0cGetEvaluator\x12$.evalsi.v1alpha1.GetEvaluatorRequest\x1a\x1a.evalsi.v1alpha1.Evaluator\x12`\n\x14GetEvaluatorBuildLog\x12$.evalsi.v1alpha1.GetEvaluatorRequest\x1a\".evalsi.v1alpha1.EvaluatorBuildLog\x12\x61\n\x0eListEvaluators\x12&.evalsi.v1alpha1.ListEvaluatorsRequest\x1a\'.evalsi.v1alpha1.ListEvaluatorsResponse\x12\x61\n\x0f\x44\x65leteEvaluator\x12$.evalsi.v1alpha1.GetEvaluatorRequest\x1a(.evalsi.v1alpha1.DeleteEvaluatorResponse2\xe8\x02\n\x0e\x44\x61tasetService\x12P\n\rCreateDataset\x12%.evalsi.v1alpha1.CreateDatasetRequest\x1a\x18.evalsi.v1alpha1.Dataset\x12J\n\nGetDataset\x12\".evalsi.v1alpha1.GetDatasetRequest\x1a\x18.evalsi.v1alpha1.Dataset\x12[\n\rDeleteDataset\x12\".evalsi.v1alpha1.GetDatasetRequest\x1a&.evalsi.v1alpha1.DeleteDatasetResponse\x12[\n\x0cListDatasets\x12$.evalsi.v1alpha1.ListDatasetsRequest\x1a%.evalsi.v1alpha1.ListDatasetsResponse2\x97\x04\n\x14\x45valuationJobService\x12\x62\n\x13\x43reateEvaluationJob\x12+.evalsi.v1alpha1.CreateEvaluationJobRequest\x1a\x1e.evalsi.v1alpha1.EvaluationJob\x12\\\n\x10GetEvaluationJob\x12(.evalsi.v1alpha1.GetEvaluationJobRequest\x1a\x1e.evalsi.v1alpha1.EvaluationJob\x12_\n\x13\x43\x61ncelEvaluationJob\x12(.evalsi.v1alpha1.GetEvaluationJobRequest\x1a\x1e.evalsi.v1alpha1.EvaluationJob\x12m\n\x12ListEvaluationJobs\x12*.evalsi.v1alpha1.ListEvaluationJobsRequest\x1a+.evalsi.v1alpha1.ListEvaluationJobsResponse\x12m\n\x13\x44\x65leteEvaluationJob\x12(.evalsi.v1alpha1.GetEvaluationJobRequest\x1a,.evalsi.v1alpha1.DeleteEvaluationJobResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -42,28 +42,44 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_EVALUATOR']._serialized_end=406
   _globals['_EVALUATORBUILDLOG']._serialized_start=408
   _globals['_EVALUATORBUILDLOG']._serialized_end=477
-  _globals['_CREATEDATASETREQUEST']._serialized_start=479
-  _globals['_CREATEDATASETREQUEST']._serialized_end=536
-  _globals['_GETDATASETREQUEST']._serialized_start=538
-  _globals['_GETDATASETREQUEST']._serialized_end=591
-  _globals['_DATASET']._serialized_start=594
-  _globals['_DATASET']._serialized_end=732
-  _globals['_DELETEDATASETRESPONSE']._serialized_start=734
-  _globals['_DELETEDATASETRESPONSE']._serialized_end=771
-  _globals['_CREATEEVALUATIONJOBREQUEST']._serialized_start=773
-  _globals['_CREATEEVALUATIONJOBREQUEST']._serialized_end=884
-  _globals['_GETEVALUATIONJOBREQUEST']._serialized_start=886
-  _globals['_GETEVALUATIONJOBREQUEST']._serialized_end=938
-  _globals['_EVALUATIONJOB']._serialized_start=941
-  _globals['_EVALUATIONJOB']._serialized_end=1340
-  _globals['_EVALUATIONJOB_METRICSENTRY']._serialized_start=1294
-  _globals['_EVALUATIONJOB_METRICSENTRY']._serialized_end=1340
-  _globals['_OUTPUTSTATS']._serialized_start=1343
-  _globals['_OUTPUTSTATS']._serialized_end=1565
-  _globals['_EVALUATORSERVICE']._serialized_start=1568
-  _globals['_EVALUATORSERVICE']._serialized_end=1854
-  _globals['_DATASETSERVICE']._serialized_start=1857
-  _globals['_DATASETSERVICE']._serialized_end=2124
-  _globals['_EVALUATIONJOBSERVICE']._serialized_start=2127
-  _globals['_EVALUATIONJOBSERVICE']._serialized_end=2440
+  _globals['_LISTEVALUATORSREQUEST']._serialized_start=479
+  _globals['_LISTEVALUATORSREQUEST']._serialized_end=541
+  _globals['_LISTEVALUATORSRESPONSE']._serialized_start=543
+  _globals['_LISTEVALUATORSRESPONSE']._serialized_end=640
+  _globals['_DELETEEVALUATORRESPONSE']._serialized_start=642
+  _globals['_DELETEEVALUATORRESPONSE']._serialized_end=681
+  _globals['_CREATEDATASETREQUEST']._serialized_start=683
+  _globals['_CREATEDATASETREQUEST']._serialized_end=740
+  _globals['_GETDATASETREQUEST']._serialized_start=742
+  _globals['_GETDATASETREQUEST']._serialized_end=795
+  _globals['_DATASET']._serialized_start=798
+  _globals['_DATASET']._serialized_end=936
+  _globals['_DELETEDATASETRESPONSE']._serialized_start=938
+  _globals['_DELETEDATASETRESPONSE']._serialized_end=975
+  _globals['_LISTDATASETSREQUEST']._serialized_start=977
+  _globals['_LISTDATASETSREQUEST']._serialized_end=1037
+  _globals['_LISTDATASETSRESPONSE']._serialized_start=1039
+  _globals['_LISTDATASETSRESPONSE']._serialized_end=1130
+  _globals['_CREATEEVALUATIONJOBREQUEST']._serialized_start=1132
+  _globals['_CREATEEVALUATIONJOBREQUEST']._serialized_end=1243
+  _globals['_GETEVALUATIONJOBREQUEST']._serialized_start=1245
+  _globals['_GETEVALUATIONJOBREQUEST']._serialized_end=1297
+  _globals['_LISTEVALUATIONJOBSREQUEST']._serialized_start=1299
+  _globals['_LISTEVALUATIONJOBSREQUEST']._serialized_end=1399
+  _globals['_LISTEVALUATIONJOBSRESPONSE']._serialized_start=1401
+  _globals['_LISTEVALUATIONJOBSRESPONSE']._serialized_end=1511
+  _globals['_DELETEEVALUATIONJOBRESPONSE']._serialized_start=1513
+  _globals['_DELETEEVALUATIONJOBRESPONSE']._serialized_end=1556
+  _globals['_EVALUATIONJOB']._serialized_start=1559
+  _globals['_EVALUATIONJOB']._serialized_end=1958
+  _globals['_EVALUATIONJOB_METRICSENTRY']._serialized_start=1912
+  _globals['_EVALUATIONJOB_METRICSENTRY']._serialized_end=1958
+  _globals['_OUTPUTSTATS']._serialized_start=1961
+  _globals['_OUTPUTSTATS']._serialized_end=2183
+  _globals['_EVALUATORSERVICE']._serialized_start=2186
+  _globals['_EVALUATORSERVICE']._serialized_end=2670
+  _globals['_DATASETSERVICE']._serialized_start=2673
+  _globals['_DATASETSERVICE']._serialized_end=3033
+  _globals['_EVALUATIONJOBSERVICE']._serialized_start=3036
+  _globals['_EVALUATIONJOBSERVICE']._serialized_end=3571
 # @@protoc_insertion_point(module_scope)

@@ -2,7 +2,7 @@ from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
@@ -57,6 +57,28 @@ class EvaluatorBuildLog(_message.Message):
     log: str
     def __init__(self, evaluator_id: _Optional[str] = ..., state: _Optional[str] = ..., log: _Optional[str] = ...) -> None: ...
 
+class ListEvaluatorsRequest(_message.Message):
+    __slots__ = ("page_size", "page_token")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListEvaluatorsResponse(_message.Message):
+    __slots__ = ("evaluators", "next_page_token")
+    EVALUATORS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    evaluators: _containers.RepeatedCompositeFieldContainer[Evaluator]
+    next_page_token: str
+    def __init__(self, evaluators: _Optional[_Iterable[_Union[Evaluator, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class DeleteEvaluatorResponse(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
 class CreateDatasetRequest(_message.Message):
     __slots__ = ("dataset_id", "jsonl")
     DATASET_ID_FIELD_NUMBER: _ClassVar[int]
@@ -97,6 +119,22 @@ class DeleteDatasetResponse(_message.Message):
     name: str
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
+class ListDatasetsRequest(_message.Message):
+    __slots__ = ("page_size", "page_token")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListDatasetsResponse(_message.Message):
+    __slots__ = ("datasets", "next_page_token")
+    DATASETS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    datasets: _containers.RepeatedCompositeFieldContainer[Dataset]
+    next_page_token: str
+    def __init__(self, datasets: _Optional[_Iterable[_Union[Dataset, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
 class CreateEvaluationJobRequest(_message.Message):
     __slots__ = ("evaluation_job", "evaluation_job_id")
     EVALUATION_JOB_FIELD_NUMBER: _ClassVar[int]
@@ -110,6 +148,32 @@ class GetEvaluationJobRequest(_message.Message):
     EVALUATION_JOB_ID_FIELD_NUMBER: _ClassVar[int]
     evaluation_job_id: str
     def __init__(self, evaluation_job_id: _Optional[str] = ...) -> None: ...
+
+class ListEvaluationJobsRequest(_message.Message):
+    __slots__ = ("page_size", "page_token", "state", "evaluator")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    EVALUATOR_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    state: str
+    evaluator: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., state: _Optional[str] = ..., evaluator: _Optional[str] = ...) -> None: ...
+
+class ListEvaluationJobsResponse(_message.Message):
+    __slots__ = ("evaluation_jobs", "next_page_token")
+    EVALUATION_JOBS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    evaluation_jobs: _containers.RepeatedCompositeFieldContainer[EvaluationJob]
+    next_page_token: str
+    def __init__(self, evaluation_jobs: _Optional[_Iterable[_Union[EvaluationJob, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class DeleteEvaluationJobResponse(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class EvaluationJob(_message.Message):
     __slots__ = ("name", "evaluator", "input_dataset", "output_dataset", "state", "message", "metrics", "output_stats", "create_time", "update_time", "target", "completion_params")

@@ -49,6 +49,16 @@ class EvaluatorServiceStub:
                 request_serializer=evalsi_dot_v1alpha1_dot_evaluation__pb2.GetEvaluatorRequest.SerializeToString,
                 response_deserializer=evalsi_dot_v1alpha1_dot_evaluation__pb2.EvaluatorBuildLog.FromString,
                 _registered_method=True)
+        self.ListEvaluators = channel.unary_unary(
+                '/evalsi.v1alpha1.EvaluatorService/ListEvaluators',
+                request_serializer=evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluatorsRequest.SerializeToString,
+                response_deserializer=evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluatorsResponse.FromString,
+                _registered_method=True)
+        self.DeleteEvaluator = channel.unary_unary(
+                '/evalsi.v1alpha1.EvaluatorService/DeleteEvaluator',
+                request_serializer=evalsi_dot_v1alpha1_dot_evaluation__pb2.GetEvaluatorRequest.SerializeToString,
+                response_deserializer=evalsi_dot_v1alpha1_dot_evaluation__pb2.DeleteEvaluatorResponse.FromString,
+                _registered_method=True)
 
 
 class EvaluatorServiceServicer:
@@ -74,6 +84,21 @@ class EvaluatorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListEvaluators(self, request, context):
+        """Needs `evaluations.run`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteEvaluator(self, request, context):
+        """Needs `evaluators.write`. Refused while a queued or running job uses it, or while it is BUILDING; removes its
+        archive and environment, and it stops scoring (jobs, `ref: evaluator/ID`) at once.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EvaluatorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -91,6 +116,16 @@ def add_EvaluatorServiceServicer_to_server(servicer, server):
                     servicer.GetEvaluatorBuildLog,
                     request_deserializer=evalsi_dot_v1alpha1_dot_evaluation__pb2.GetEvaluatorRequest.FromString,
                     response_serializer=evalsi_dot_v1alpha1_dot_evaluation__pb2.EvaluatorBuildLog.SerializeToString,
+            ),
+            'ListEvaluators': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListEvaluators,
+                    request_deserializer=evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluatorsRequest.FromString,
+                    response_serializer=evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluatorsResponse.SerializeToString,
+            ),
+            'DeleteEvaluator': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteEvaluator,
+                    request_deserializer=evalsi_dot_v1alpha1_dot_evaluation__pb2.GetEvaluatorRequest.FromString,
+                    response_serializer=evalsi_dot_v1alpha1_dot_evaluation__pb2.DeleteEvaluatorResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -184,6 +219,60 @@ class EvaluatorService:
             metadata,
             _registered_method=True)
 
+    @staticmethod
+    def ListEvaluators(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evalsi.v1alpha1.EvaluatorService/ListEvaluators',
+            evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluatorsRequest.SerializeToString,
+            evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluatorsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteEvaluator(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evalsi.v1alpha1.EvaluatorService/DeleteEvaluator',
+            evalsi_dot_v1alpha1_dot_evaluation__pb2.GetEvaluatorRequest.SerializeToString,
+            evalsi_dot_v1alpha1_dot_evaluation__pb2.DeleteEvaluatorResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
 
 class DatasetServiceStub:
     """Missing associated documentation comment in .proto file."""
@@ -209,6 +298,11 @@ class DatasetServiceStub:
                 request_serializer=evalsi_dot_v1alpha1_dot_evaluation__pb2.GetDatasetRequest.SerializeToString,
                 response_deserializer=evalsi_dot_v1alpha1_dot_evaluation__pb2.DeleteDatasetResponse.FromString,
                 _registered_method=True)
+        self.ListDatasets = channel.unary_unary(
+                '/evalsi.v1alpha1.DatasetService/ListDatasets',
+                request_serializer=evalsi_dot_v1alpha1_dot_evaluation__pb2.ListDatasetsRequest.SerializeToString,
+                response_deserializer=evalsi_dot_v1alpha1_dot_evaluation__pb2.ListDatasetsResponse.FromString,
+                _registered_method=True)
 
 
 class DatasetServiceServicer:
@@ -233,6 +327,13 @@ class DatasetServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListDatasets(self, request, context):
+        """The project's datasets, without their rows.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DatasetServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -250,6 +351,11 @@ def add_DatasetServiceServicer_to_server(servicer, server):
                     servicer.DeleteDataset,
                     request_deserializer=evalsi_dot_v1alpha1_dot_evaluation__pb2.GetDatasetRequest.FromString,
                     response_serializer=evalsi_dot_v1alpha1_dot_evaluation__pb2.DeleteDatasetResponse.SerializeToString,
+            ),
+            'ListDatasets': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDatasets,
+                    request_deserializer=evalsi_dot_v1alpha1_dot_evaluation__pb2.ListDatasetsRequest.FromString,
+                    response_serializer=evalsi_dot_v1alpha1_dot_evaluation__pb2.ListDatasetsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -343,6 +449,33 @@ class DatasetService:
             metadata,
             _registered_method=True)
 
+    @staticmethod
+    def ListDatasets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evalsi.v1alpha1.DatasetService/ListDatasets',
+            evalsi_dot_v1alpha1_dot_evaluation__pb2.ListDatasetsRequest.SerializeToString,
+            evalsi_dot_v1alpha1_dot_evaluation__pb2.ListDatasetsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
 
 class EvaluationJobServiceStub:
     """Missing associated documentation comment in .proto file."""
@@ -367,6 +500,16 @@ class EvaluationJobServiceStub:
                 '/evalsi.v1alpha1.EvaluationJobService/CancelEvaluationJob',
                 request_serializer=evalsi_dot_v1alpha1_dot_evaluation__pb2.GetEvaluationJobRequest.SerializeToString,
                 response_deserializer=evalsi_dot_v1alpha1_dot_evaluation__pb2.EvaluationJob.FromString,
+                _registered_method=True)
+        self.ListEvaluationJobs = channel.unary_unary(
+                '/evalsi.v1alpha1.EvaluationJobService/ListEvaluationJobs',
+                request_serializer=evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluationJobsRequest.SerializeToString,
+                response_deserializer=evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluationJobsResponse.FromString,
+                _registered_method=True)
+        self.DeleteEvaluationJob = channel.unary_unary(
+                '/evalsi.v1alpha1.EvaluationJobService/DeleteEvaluationJob',
+                request_serializer=evalsi_dot_v1alpha1_dot_evaluation__pb2.GetEvaluationJobRequest.SerializeToString,
+                response_deserializer=evalsi_dot_v1alpha1_dot_evaluation__pb2.DeleteEvaluationJobResponse.FromString,
                 _registered_method=True)
 
 
@@ -393,6 +536,19 @@ class EvaluationJobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListEvaluationJobs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteEvaluationJob(self, request, context):
+        """Only a COMPLETED, FAILED or CANCELLED job; its output dataset stays.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EvaluationJobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -410,6 +566,16 @@ def add_EvaluationJobServiceServicer_to_server(servicer, server):
                     servicer.CancelEvaluationJob,
                     request_deserializer=evalsi_dot_v1alpha1_dot_evaluation__pb2.GetEvaluationJobRequest.FromString,
                     response_serializer=evalsi_dot_v1alpha1_dot_evaluation__pb2.EvaluationJob.SerializeToString,
+            ),
+            'ListEvaluationJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListEvaluationJobs,
+                    request_deserializer=evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluationJobsRequest.FromString,
+                    response_serializer=evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluationJobsResponse.SerializeToString,
+            ),
+            'DeleteEvaluationJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteEvaluationJob,
+                    request_deserializer=evalsi_dot_v1alpha1_dot_evaluation__pb2.GetEvaluationJobRequest.FromString,
+                    response_serializer=evalsi_dot_v1alpha1_dot_evaluation__pb2.DeleteEvaluationJobResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -493,6 +659,60 @@ class EvaluationJobService:
             '/evalsi.v1alpha1.EvaluationJobService/CancelEvaluationJob',
             evalsi_dot_v1alpha1_dot_evaluation__pb2.GetEvaluationJobRequest.SerializeToString,
             evalsi_dot_v1alpha1_dot_evaluation__pb2.EvaluationJob.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListEvaluationJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evalsi.v1alpha1.EvaluationJobService/ListEvaluationJobs',
+            evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluationJobsRequest.SerializeToString,
+            evalsi_dot_v1alpha1_dot_evaluation__pb2.ListEvaluationJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteEvaluationJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evalsi.v1alpha1.EvaluationJobService/DeleteEvaluationJob',
+            evalsi_dot_v1alpha1_dot_evaluation__pb2.GetEvaluationJobRequest.SerializeToString,
+            evalsi_dot_v1alpha1_dot_evaluation__pb2.DeleteEvaluationJobResponse.FromString,
             options,
             channel_credentials,
             insecure,
