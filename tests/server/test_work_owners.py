@@ -13,7 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy
+from alembic import command
+from alembic.config import Config
 
+from evalsi.errors import SpecError
+from evalsi.server._config import config_from_mapping
+from evalsi.server._db import MIGRATIONS, open_engine
 from tests.server.evaluation import SLOW, chat, create_job, get, jsonl, post, upload, wait_built, wait_state
 from tests.server.harness import ServerProcess, make_token, write_config
 from tests.server.postgres import fresh_database, running_postgres
@@ -91,3 +97,48 @@ def test_replicas_on_a_sqlite_file_fail_only_the_work_of_a_killed_server(tmp_pat
 def test_replicas_on_postgresql_fail_only_the_work_of_a_killed_server(tmp_path: Path, storage: Path) -> None:
     with running_postgres() as cluster:
         _replicas(tmp_path, storage, fresh_database(cluster, "owners"))
+
+
+def test_jobs_left_running_before_the_migration_are_failed_once_their_last_update_is_older_than_the_window(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    engine = open_engine(url)
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    insert = sqlalchemy.text(
+        "INSERT INTO evaluation_jobs (project, job_id, evaluator_id, input_dataset, output_dataset, state, "
+        "message, metrics, output_stats, created_at, updated_at) "
+        "VALUES (:p, :j, 'e', 'in', :j, 'RUNNING', '', '{}', '{}', :t, :t)"
+    )
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0005")
+        connection.execute(insert, {"p": "p", "j": "stale", "t": time.time() - 3600})
+        connection.execute(insert, {"p": "p", "j": "recent", "t": time.time()})
+        command.upgrade(config, "head")
+        command.downgrade(config, "0005")  # the columns go and come back without touching the rows
+        command.upgrade(config, "head")
+        owners = connection.execute(sqlalchemy.text("SELECT owner, heartbeat_at FROM evaluation_jobs")).all()
+        assert [tuple(row) for row in owners] == [(None, None), (None, None)]
+    engine.dispose()
+    spec = {"database": {"url": url}, "jobs": {"heartbeat_interval": "0.5s", "orphan_after": f"{ORPHAN_AFTER:g}s"}}
+    token = make_token(url, "p", ["evaluations.run"])
+    with ServerProcess(write_config(tmp_path, spec)) as server:
+        answer = get(server, token, "evaluationJobs/stale")
+        assert answer.is_success, (answer.text, "".join(server.stderr_lines)[-3000:])
+        stale = answer.json()
+        assert stale["state"] == "FAILED" and "no heartbeat for 4s" in stale["message"], stale
+        assert get(server, token, "evaluationJobs/recent").json()["state"] == "RUNNING"
+        recent = wait_state(server, token, "recent", ("FAILED",), timeout=ORPHAN_AFTER * 4)
+        assert recent["state"] == "FAILED", recent
+
+
+def test_an_orphan_window_shorter_than_two_heartbeats_is_refused_naming_both_settings() -> None:
+    with pytest.raises(SpecError) as refused:
+        config_from_mapping({"jobs": {"heartbeat_interval": "10s", "orphan_after": "15s"}})
+    assert "orphan_after (15s) must be at least twice heartbeat_interval (10s)" in str(refused.value)
+    jobs = config_from_mapping({"jobs": {"heartbeat_interval": "2s", "orphan_after": "1m"}}).spec.jobs
+    assert (jobs.heartbeat_interval, jobs.orphan_after) == (2.0, 60.0)
+    defaults = config_from_mapping({}).spec.jobs
+    assert (defaults.heartbeat_interval, defaults.orphan_after) == (5.0, 60.0)
