@@ -229,10 +229,15 @@ class Evaluators:
         (upload / ARCHIVE_NAME).chmod(0o644)
 
     def _finish(self, project: str, evaluator_id: str, state: str, mode: str, message: str, build_log: str) -> None:
+        """Record a build's outcome, unless another server already failed the build as abandoned."""
         with self.engine.begin() as connection:
             connection.execute(
                 update(evaluators)
-                .where(evaluators.c.project == project, evaluators.c.evaluator_id == evaluator_id)
+                .where(
+                    evaluators.c.project == project,
+                    evaluators.c.evaluator_id == evaluator_id,
+                    evaluators.c.state == BUILDING,
+                )
                 .values(state=state, mode=mode, message=message, build_log=build_log, updated_at=time.time())
             )
 
