@@ -63,7 +63,7 @@ def _replicas(directory: Path, storage: Path, database: str) -> None:
     config = write_config(directory, spec)
     token = make_token(database, "p", ["evaluations.run", "resource.runs_code", "evaluators.write"])
     with ServerProcess(config) as a:
-        assert upload(a, token, "slow", {"test_sleepy.py": SLOW}, "test_sleepy.py::test_slow").is_success
+        assert upload(a, token, "slow", {"test_owned.py": SLOW}, "test_owned.py::test_slow").is_success
         assert wait_built(a, token, "slow")["state"] == "ACTIVE"
         rows = jsonl([chat(f"q{i}", "a", "t") for i in range(3)])  # 30 s of scoring per row, one row a batch
         assert post(a, token, "datasets", {"datasetId": "rows", "jsonl": rows}).is_success
