@@ -5,7 +5,9 @@ archive (size, then :func:`check_archive`) in the request, stores the archive an
 worker then runs :func:`evalsi.server._evaluators_sandbox.build` and records ``ACTIVE`` or ``BUILD_FAILED`` with
 the log. Only ``ACTIVE`` evaluators score (jobs, ``ref: evaluator/ID`` components). ``DeleteEvaluator`` removes
 the row, then the files; a replica that remembered the evaluator as ACTIVE notices at its next use (the archive it
-remembered is gone), so a deleted evaluator stops scoring at once everywhere.
+remembered is gone), so a deleted evaluator stops scoring at once everywhere. A build belongs to the server
+process that took the upload and keeps its heartbeat fresh; it is failed only when that heartbeat is older than
+``jobs.orphan_after`` (see :mod:`._work_owners`), never by another replica merely starting.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from evalsi.server._jobs_metrics import EvaluationMetrics
 from evalsi.server._proto.evalsi.v1alpha1 import evaluation_pb2 as pb
 from evalsi.server._service import require
 from evalsi.server._tokens import EVALUATORS_WRITE, RUN, RUNS_CODE, Principal
+from evalsi.server._work_owners import new_instance, orphaned
 
 log = logging.getLogger("evalsi.server")
 BUILDING, ACTIVE, BUILD_FAILED = "BUILDING", "ACTIVE", "BUILD_FAILED"
@@ -67,8 +70,11 @@ def readable(principal: Principal) -> None:
 class Evaluators:
     """The evaluator store and its build workers."""
 
-    def __init__(self, config: ServerConfig, engine: Engine, rung: Isolation) -> None:
+    def __init__(self, config: ServerConfig, engine: Engine, rung: Isolation, instance: str | None = None) -> None:
         self.settings = config.spec.evaluators
+        self.orphan_after = config.spec.jobs.orphan_after
+        self.instance = instance or new_instance()
+        """This server process: the owner of the builds it starts."""
         self.engine = engine
         self.rung = rung
         self.root = config.evaluators_dir
@@ -110,18 +116,29 @@ class Evaluators:
         return self.root / project_dir(project) / evaluator_id
 
     def recover(self) -> int:
-        """Fail the builds a previous server process left running (their sandbox is gone); returns how many."""
+        """Fail the builds whose server stopped beating for ``jobs.orphan_after``; returns how many."""
+        window = self.orphan_after
         with self.engine.begin() as connection:
             done = connection.execute(
                 update(evaluators)
-                .where(evaluators.c.state == BUILDING)
+                .where(evaluators.c.state == BUILDING, orphaned(evaluators, self.instance, time.time() - window))
                 .values(
                     state=BUILD_FAILED,
-                    message="the server stopped during the build: upload the evaluator again",
+                    message=f"the server building it stopped (no heartbeat for {window:g}s): upload the evaluator "
+                    "again",
                     updated_at=time.time(),
                 )
             )
         return int(done.rowcount or 0)
+
+    def beat(self) -> None:
+        """Refresh the heartbeat of this process's builds, queued or running."""
+        with self.engine.begin() as connection:
+            connection.execute(
+                update(evaluators)
+                .where(evaluators.c.owner == self.instance, evaluators.c.state == BUILDING)
+                .values(heartbeat_at=time.time())
+            )
 
     def create(self, principal: Principal, request: pb.CreateEvaluatorRequest) -> pb.Evaluator:
         """Check and store an upload, start its build, and answer it ``BUILDING``.
@@ -167,6 +184,8 @@ class Evaluators:
             "archive_sha256": digest,
             "created_at": now,
             "updated_at": now,
+            "owner": self.instance,
+            "heartbeat_at": now,
         }
         try:
             with self.engine.begin() as connection:
@@ -217,10 +236,15 @@ class Evaluators:
         (upload / ARCHIVE_NAME).chmod(0o644)
 
     def _finish(self, project: str, evaluator_id: str, state: str, mode: str, message: str, build_log: str) -> None:
+        """Record a build's outcome, unless another server already failed the build as abandoned."""
         with self.engine.begin() as connection:
             connection.execute(
                 update(evaluators)
-                .where(evaluators.c.project == project, evaluators.c.evaluator_id == evaluator_id)
+                .where(
+                    evaluators.c.project == project,
+                    evaluators.c.evaluator_id == evaluator_id,
+                    evaluators.c.state == BUILDING,
+                )
                 .values(state=state, mode=mode, message=message, build_log=build_log, updated_at=time.time())
             )
 

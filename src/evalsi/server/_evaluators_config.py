@@ -11,7 +11,8 @@ Example::
       find_links: /srv/wheelhouse      # requirements.txt may install wheels from this directory
       index_url: https://pypi.internal/simple   # and wheels the server downloads from this index (no other)
     datasets: {max_bytes: 16777216, max_rows: 100000}
-    jobs: {workers: 2, max_active_per_project: 4, batch_rows: 256, batch_timeout: 2m}
+    jobs: {workers: 2, max_active_per_project: 4, batch_rows: 256, batch_timeout: 2m,
+           heartbeat_interval: 5s, orphan_after: 60s}
     targets:                           # what a job's ``target: NAME`` generates replies with
       qwen-7b: {base_url: http://127.0.0.1:8000/v1, model: qwen2.5-7b-instruct, api_key_env: VLLM_KEY,
                 max_tokens: 2048, max_concurrency: 16, timeout: 2m, retries: 2}
@@ -22,7 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from evalsi.specs import SpecModel as _Model
 from evalsi.specs import TargetSpec
@@ -85,11 +86,25 @@ class JobsConfig(_Model):
     """Seconds one batch may take in the sandbox; a slower batch fails its rows."""
     memory_mb: int = Field(default=1024, ge=64)
     """Memory of a scoring sandbox call."""
+    heartbeat_interval: float = Field(default=5.0, gt=0)
+    """How often a server refreshes the heartbeat of the jobs and builds it owns (queued or running)."""
+    orphan_after: float = Field(default=60.0, gt=0)
+    """A job or build whose heartbeat is older than this has lost its server (killed, or its host gone): any
+    server on the database then marks it failed (at start, and every ``orphan_after / 2``)."""
 
-    @field_validator("batch_timeout", mode="before")
+    @field_validator("batch_timeout", "heartbeat_interval", "orphan_after", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> float:
         return _seconds(value)
+
+    @model_validator(mode="after")
+    def _orphan_window(self) -> JobsConfig:
+        if self.orphan_after < 2 * self.heartbeat_interval:
+            raise ValueError(
+                f"orphan_after ({self.orphan_after:g}s) must be at least twice heartbeat_interval "
+                f"({self.heartbeat_interval:g}s): a live server's work would otherwise look abandoned"
+            )
+        return self
 
 
 class TargetConfig(_Model):

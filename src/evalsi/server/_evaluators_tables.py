@@ -1,6 +1,7 @@
 """The tables of uploaded evaluators, datasets and evaluation jobs.
 
-``0003_evaluation_jobs`` creates them; ``0005_job_targets`` adds a job's target and completion params.
+``0003_evaluation_jobs`` creates them; ``0005_job_targets`` adds a job's target and completion params;
+``0006_work_owners`` adds the server process owning an unfinished job or build and its last heartbeat.
 
 Every row belongs to a project; every query names the caller's project, so one project never sees another's.
 """
@@ -25,6 +26,8 @@ evaluators = Table(
     Column("archive_sha256", String(64), nullable=False),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
+    Column("owner", String(36), nullable=True),  # the instance id of the server building it
+    Column("heartbeat_at", Float, nullable=True),  # its owner's last sign of life (NULL: use updated_at)
 )
 """Uploaded evaluators; the archive and the built environment are files under ``evaluators.storage_dir``."""
 
@@ -57,5 +60,7 @@ evaluation_jobs = Table(
     Column("completion_params", Text, nullable=False, default="{}"),  # JSON: the checked sampling fields
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
+    Column("owner", String(36), nullable=True),  # the instance id of the server queueing and running it
+    Column("heartbeat_at", Float, nullable=True),  # its owner's last sign of life (NULL: use updated_at)
 )
 """Evaluation jobs and their outcome."""

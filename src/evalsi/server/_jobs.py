@@ -10,6 +10,10 @@ At most ``jobs.workers`` jobs run at once, a project's at most ``rewards.project
 jobs wait in its own queue, so one project's long jobs never hold every worker); a project may have
 ``jobs.max_active_per_project`` (or its quota's ``max_evaluation_jobs``) jobs queued or running, and a further
 create is refused ``resource_exhausted``.
+A job belongs to the server process (``instance``) that queued it, which keeps its heartbeat fresh (see
+:mod:`._work_owners`); another replica starting never touches it, and it is failed only once that heartbeat is
+older than ``jobs.orphan_after``. A queued job of a vanished server is failed too, not re-queued: the create
+was answered long ago, and a server that is only cut off (not dead) could still run it.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from evalsi.server._jobs_stats import summarise
 from evalsi.server._proto.evalsi.v1alpha1 import evaluation_pb2 as pb
 from evalsi.server._service import require
 from evalsi.server._tokens import RUN, Principal
+from evalsi.server._work_owners import new_instance, orphaned
 
 log = logging.getLogger("evalsi.server")
 VALIDATING, RUNNING, WRITING_RESULTS = "VALIDATING", "RUNNING", "WRITING_RESULTS"
@@ -71,9 +76,17 @@ class Jobs:
     """The job store, the background workers, and cancellation."""
 
     def __init__(
-        self, config: ServerConfig, engine: Engine, evaluators: Evaluators, datasets: Datasets, rung: Isolation
+        self,
+        config: ServerConfig,
+        engine: Engine,
+        evaluators: Evaluators,
+        datasets: Datasets,
+        rung: Isolation,
+        instance: str | None = None,
     ) -> None:
         self.settings = config.spec.jobs
+        self.instance = instance or new_instance()
+        """This server process: the owner of the jobs it queues."""
         self.quotas = {name: q.max_evaluation_jobs for name, q in config.spec.quotas.items()}
         self.engine = engine
         self.evaluators = evaluators
@@ -91,15 +104,31 @@ class Jobs:
         """Counts finished jobs by state (set by the server)."""
 
     def recover(self) -> int:
-        """Fail the jobs a previous server process left unfinished; returns how many."""
+        """Fail the unfinished jobs whose server stopped beating for ``jobs.orphan_after``; returns how many."""
+        window = self.settings.orphan_after
         with self.engine.begin() as connection:
             done = connection.execute(
                 update(evaluation_jobs)
-                .where(evaluation_jobs.c.state.in_(ACTIVE_STATES))
-                .values(state=FAILED, message="the server stopped while the job ran: create it again",
-                        updated_at=time.time())
-            )  # fmt: skip
+                .where(
+                    evaluation_jobs.c.state.in_(ACTIVE_STATES),
+                    orphaned(evaluation_jobs, self.instance, time.time() - window),
+                )
+                .values(
+                    state=FAILED,
+                    message=f"the server running the job stopped (no heartbeat for {window:g}s): create it again",
+                    updated_at=time.time(),
+                )
+            )
         return int(done.rowcount or 0)
+
+    def beat(self) -> None:
+        """Refresh the heartbeat of this process's unfinished jobs, queued or running."""
+        with self.engine.begin() as connection:
+            connection.execute(
+                update(evaluation_jobs)
+                .where(evaluation_jobs.c.owner == self.instance, evaluation_jobs.c.state.in_(ACTIVE_STATES))
+                .values(heartbeat_at=time.time())
+            )
 
     def create(self, principal: Principal, request: pb.CreateEvaluationJobRequest) -> pb.EvaluationJob:
         """Check a job, queue it (``VALIDATING``) and answer it.
@@ -135,6 +164,8 @@ class Jobs:
             "completion_params": orjson.dumps(params).decode(),
             "created_at": now,
             "updated_at": now,
+            "owner": self.instance,
+            "heartbeat_at": now,
         }
         limit = self.quotas.get(project) or self.settings.max_active_per_project
         with self._lock:  # the count and the insert together: two creates cannot both take the last place
@@ -427,7 +458,10 @@ class Jobs:
         return dict(found)
 
     def close(self) -> None:
-        """Cancel queued jobs' threads and kill running jobs' sandboxes (their state says the server stopped)."""
+        """Cancel queued jobs' threads and kill running jobs' sandboxes, then fail this process's unfinished jobs.
+
+        Failing them now spares the caller the ``jobs.orphan_after`` wait before another server could tell.
+        """
         self._pool.shutdown()
         with self._lock:
             events = list(self._cancelled.values())
@@ -440,6 +474,16 @@ class Jobs:
         for session in sessions:
             session.close()
         self.generators.close()
+        try:
+            with self.engine.begin() as connection:
+                connection.execute(
+                    update(evaluation_jobs)
+                    .where(evaluation_jobs.c.owner == self.instance, evaluation_jobs.c.state.in_(ACTIVE_STATES))
+                    .values(state=FAILED, message="the server stopped while the job ran: create it again",
+                            updated_at=time.time())
+                )  # fmt: skip
+        except Exception:  # the database is gone too: the orphan sweep of another server fails them later
+            log.exception("marking this server's unfinished jobs failed")
 
 
 def _sandbox_row(row: dict[str, Any], index: int) -> dict[str, Any]:

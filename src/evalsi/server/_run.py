@@ -43,6 +43,7 @@ from evalsi.server._tokens import TokenStore
 from evalsi.server._ui import ProjectExporter, ServerUi
 from evalsi.server._ui_jobs import JobExporter
 from evalsi.server._ui_runs import RunExporter
+from evalsi.server._work_owners import Heartbeat, new_instance
 
 log = logging.getLogger("evalsi.server")
 ReadyHook = Callable[[dict[str, Any]], None]
@@ -59,6 +60,7 @@ class Parts:
     service: RewardService
     state: ServerState
     evaluation: EvaluationApi
+    heartbeat: Heartbeat
 
 
 def build(config: ServerConfig) -> Parts:
@@ -77,27 +79,28 @@ def build(config: ServerConfig) -> Parts:
     shared = SharedScores(engine, rewards.shared_cache_ttl) if rewards.shared_cache else None
     metrics = Metrics()
     service = RewardService(config, tokens, shared, metrics)
-    evaluation = _evaluation(config, engine, service)
+    evaluation, heartbeat = _evaluation(config, engine, service)
     exporters: list[ProjectExporter] = [RunExporter(RunStore(engine)), JobExporter(engine, evaluation.datasets)]
     ui = ServerUi(service.authenticate, exporters) if config.spec.ui.enabled else None
-    return Parts(engine, tokens, shared, metrics, service, ServerState(service, evaluation, ui), evaluation)
+    state = ServerState(service, evaluation, ui)
+    return Parts(engine, tokens, shared, metrics, service, state, evaluation, heartbeat)
 
 
-def _evaluation(config: ServerConfig, engine: Engine, service: RewardService) -> EvaluationApi:
-    """Uploaded evaluators, datasets and jobs; work a previous process left unfinished is marked failed."""
+def _evaluation(config: ServerConfig, engine: Engine, service: RewardService) -> tuple[EvaluationApi, Heartbeat]:
+    """Uploaded evaluators, datasets and jobs, owned by a new instance id; work whose server stopped is failed."""
     from evalsi.server._evaluators_reward import EvaluatorRefs  # registers the `evaluator` component
     from evalsi.server._jobs_metrics import EvaluationMetrics
 
     rung = config.spec.sandbox.min_isolation
-    evaluators = Evaluators(config, engine, rung)
+    instance = new_instance()
+    evaluators = Evaluators(config, engine, rung, instance)
     datasets = Datasets(config, engine)
-    jobs = Jobs(config, engine, evaluators, datasets, rung)
-    builds, runs = evaluators.recover(), jobs.recover()
-    if builds or runs:
-        log.warning("marked %d unfinished builds and %d unfinished jobs as failed", builds, runs)
+    jobs = Jobs(config, engine, evaluators, datasets, rung, instance)
+    heartbeat = Heartbeat(config.spec.jobs, (evaluators, jobs))
+    heartbeat.sweep()  # work of replicas still beating is left alone
     evaluators.metrics = jobs.metrics = EvaluationMetrics(service.metrics.registry)
     service.resolver = EvaluatorRefs(evaluators)
-    return EvaluationApi(evaluators, datasets, jobs, service.authenticate, lambda: service.draining)
+    return EvaluationApi(evaluators, datasets, jobs, service.authenticate, lambda: service.draining), heartbeat
 
 
 class _Uvicorn(uvicorn.Server):
@@ -167,6 +170,7 @@ async def serve_async(config: ServerConfig, ready: ReadyHook = default_ready) ->
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop)
     pruner = asyncio.create_task(_prune_forever(parts)) if parts.shared is not None else None
+    parts.heartbeat.start()
     serving = asyncio.create_task(http.serve())
     scraping = asyncio.create_task(metrics_http.serve()) if metrics_http is not None else None
     while (
@@ -227,6 +231,7 @@ async def _shutdown(
     except TimeoutError:
         drained = False
         log.error("drain timeout exceeded with calls still in flight; exiting without them")
+    parts.heartbeat.close()
     parts.evaluation.jobs.close()
     parts.evaluation.evaluators.close()
     parts.service.close()
