@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -205,3 +206,16 @@ def attempts_phrase(count: int) -> str:
 
     """
     return f"{count} attempt" if count == 1 else f"{count} attempts"
+
+
+def server_client(token: str | None, timeout: float, retries: int, backoff: float) -> httpx.Client:
+    """A JSON client of an evalsi server: the bearer ``token`` (else ``EVALSI_TOKEN``) and the shared retries."""
+    token = token if token is not None else os.environ.get("EVALSI_TOKEN")
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    return httpx.Client(
+        headers=headers,
+        timeout=httpx.Timeout(timeout, connect=10.0),
+        transport=RetryTransport(RetryPolicy(retries, backoff)),
+    )

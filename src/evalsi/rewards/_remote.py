@@ -25,7 +25,6 @@ non-2xx), in the JSON forms of :mod:`evalsi.rewards.wire`:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,7 @@ import httpx
 import orjson
 from pydantic import ValidationError
 
-from evalsi._util.retry import RetryPolicy, RetryTransport, attempts_phrase
+from evalsi._util.retry import attempts_phrase, server_client
 from evalsi.errors import EvalsiError, RewardServiceError
 from evalsi.rewards._batch import plain
 from evalsi.rewards._compose import ComponentRule, RewardResult
@@ -80,16 +79,8 @@ class RemoteReward:
             for c in body.components
         ]
         self.retries = retries
-        token = token if token is not None else os.environ.get("EVALSI_TOKEN")
-        headers = {"Content-Type": "application/json"}
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
         # Calls past the server's max_inflight wait there (back-pressure), so the read timeout is long.
-        self._client = httpx.Client(
-            headers=headers,
-            timeout=httpx.Timeout(timeout, connect=10.0),
-            transport=RetryTransport(RetryPolicy(retries, BACKOFF)),
-        )
+        self._client = server_client(token, timeout, retries, BACKOFF)
 
     source: str | None = None
     """The spec file this reward was read from, if any (set by :meth:`from_file`)."""

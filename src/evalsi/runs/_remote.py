@@ -15,7 +15,6 @@ Example:
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Any
 import httpx
 import orjson
 
-from evalsi._util.retry import RetryPolicy, RetryTransport, attempts_phrase
+from evalsi._util.retry import attempts_phrase, server_client
 from evalsi.errors import DataError, EvalsiError
 from evalsi.runs._compare import MetricComparison, comparison_from_dict
 from evalsi.runs._results import read_results
@@ -49,15 +48,7 @@ class RunsClient:
     def __init__(self, server: str, *, token: str | None = None, timeout: float = 120.0, retries: int = 3) -> None:
         self.server = server.rstrip("/")
         self.retries = retries
-        token = token if token is not None else os.environ.get("EVALSI_TOKEN")
-        headers = {"Content-Type": "application/json"}
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
-        self._client = httpx.Client(
-            headers=headers,
-            timeout=httpx.Timeout(timeout, connect=10.0),
-            transport=RetryTransport(RetryPolicy(retries, BACKOFF)),
-        )
+        self._client = server_client(token, timeout, retries, BACKOFF)
 
     def url(self, path: str) -> str:
         """The full URL of a route."""

@@ -27,6 +27,9 @@ from evalsi.server._evaluators_tables import evaluation_jobs
 from evalsi.server._ui_runs import safe_name
 from evalsi.specs import PassKSpec
 
+CLOCK_MARGIN = 300.0
+"""Seconds before the newest completion already read that the next read starts at: replicas' clocks differ."""
+
 SCORE = "score"
 """The metric every job reports: the evaluator's score of the row."""
 
@@ -107,18 +110,23 @@ class JobExporter:
         self.engine = engine
         self.datasets = datasets
         self._done: dict[str, set[str]] = {}
+        self._since: dict[str, float] = {}
         self._lock = threading.Lock()
 
     def export(self, project: str, directory: Path) -> None:
         """Write the jobs completed since the last call."""
         with self._lock:
             done = self._done.setdefault(project, set())
+            since = self._since.get(project, float("-inf")) - CLOCK_MARGIN
             query = select(evaluation_jobs).where(
-                evaluation_jobs.c.project == project, evaluation_jobs.c.state == "COMPLETED"
+                evaluation_jobs.c.project == project,
+                evaluation_jobs.c.state == "COMPLETED",
+                evaluation_jobs.c.updated_at >= since,  # completed jobs never change: only the newer ones are read
             )
             with self.engine.connect() as connection:
                 jobs = [dict(row) for row in connection.execute(query).mappings()]
             for job in jobs:
+                self._since[project] = max(self._since.get(project, float("-inf")), job["updated_at"])
                 if job["job_id"] in done:
                     continue
                 done.add(job["job_id"])
