@@ -46,8 +46,11 @@ class Mount:
 
 @dataclass(frozen=True, slots=True)
 class Scratch:
-    """A writable directory at ``target`` in memory (a tmpfs) holding at most ``max_bytes``: a write past it fails
-    with ``ENOSPC``, whatever the program does. It lives as long as the workspace (``namespaced``, ``gvisor``)."""
+    """A writable directory at ``target`` in memory (a tmpfs) holding at most ``max_bytes``.
+
+    A write past it fails with ``ENOSPC``, whatever the program does. It lives as long as the workspace
+    (``namespaced`` and ``gvisor`` rungs).
+    """
 
     target: str
     max_bytes: int
