@@ -1,7 +1,8 @@
 """Uploaded evaluators: stored per project, built in the sandbox in the background, looked up when used.
 
-``CreateEvaluator`` checks the caller (``evaluators.write`` and ``resource.runs_code``), the id, the entry and the
-archive (size, then :func:`check_archive`) in the request, stores the archive and answers ``BUILDING``; a build
+``CreateEvaluator`` checks the caller (``evaluators.write`` and ``resource.runs_code``), the id, the entry, the
+archive (size, then :func:`check_archive`) and its ``requirements.txt`` (plain requirements only) in the request,
+stores the archive with the server's copy of the checked requirements and answers ``BUILDING``; a build
 worker then runs :func:`evalsi.server._evaluators_sandbox.build` and records ``ACTIVE`` or ``BUILD_FAILED`` with
 the log. Only ``ACTIVE`` evaluators score (jobs, ``ref: evaluator/ID`` components). ``DeleteEvaluator`` removes
 the row, then the files; a replica that remembered the evaluator as ACTIVE notices at its next use (the archive it
