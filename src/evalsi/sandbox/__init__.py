@@ -19,7 +19,7 @@ from evalsi.sandbox._pool import SandboxPool, close_shared_pools, shared_pool
 from evalsi.sandbox._rungs import Availability, Rung
 from evalsi.sandbox._sandbox import Case, CaseOutcome, Sandbox
 from evalsi.sandbox._types import ISOLATION_ORDER, Isolation, Limits, RunResult, StopReason, isolation_level
-from evalsi.sandbox._workspace import MAX_SANDBOXES, Mount, Workspace
+from evalsi.sandbox._workspace import MAX_SANDBOXES, Mount, Scratch, Workspace
 
 __all__ = [
     "ISOLATION_ORDER",
@@ -36,6 +36,7 @@ __all__ = [
     "Sandbox",
     "SandboxError",
     "SandboxPool",
+    "Scratch",
     "StopReason",
     "Workspace",
     "available_rungs",

@@ -4,7 +4,9 @@ The bundle's root is an empty read-only directory holding only ``/usr`` (and the
 private tmpfs work dir and a fresh ``/dev``, no ``/proc``: the host's files, secrets and the project checkout
 are not there. No network (``--network=none``); rootless ``runsc`` started as the sandbox's unprivileged uid;
 the program runs as uid 1000 inside, non-dumpable, with no capabilities and the same seccomp deny list as the
-``namespaced`` rung. Debian and Ubuntu package runsc (``apt-get install runsc``).
+``namespaced`` rung. With a writable mount it runs as uid 0 inside instead, still with no capabilities: rootless
+runsc maps only that uid to a host uid (the sandbox's), and a file can be created in a mount only by a uid the
+host knows. Debian and Ubuntu package runsc (``apt-get install runsc``).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ class GvisorRung(Rung):
     name: Isolation = "gvisor"
     binds: tuple[tuple[str, str, bool], ...] = ()
     """Extra ``(host path, sandbox path, writable)`` mounts (a workspace's)."""
+    scratch: tuple[tuple[str, int], ...] = ()
+    """Extra ``(sandbox path, bytes)`` writable tmpfs mounts of at most that size (a workspace's)."""
 
     def availability(self) -> Availability:
         """Runsc installed, and a probe sandbox starts."""
@@ -46,7 +50,7 @@ class GvisorRung(Rung):
         state = os.path.join(bundle, "state")
         os.mkdir(state, 0o700)
         argv = [python, "-I", "-S", "-c", server_source, SANDBOX_WORKDIR, "all", "harden"]
-        _write_bundle(bundle, argv, python, self.binds)
+        _write_bundle(bundle, argv, python, self.binds, self.scratch)
         if running_as_root():
             os.chown(state, uid, uid)
         runsc = shutil.which("runsc") or "runsc"
@@ -61,7 +65,13 @@ class GvisorRung(Rung):
         )
 
 
-def _write_bundle(bundle: str, args: list[str], python: str, binds: tuple[tuple[str, str, bool], ...] = ()) -> None:
+def _write_bundle(
+    bundle: str,
+    args: list[str],
+    python: str,
+    binds: tuple[tuple[str, str, bool], ...] = (),
+    scratch: tuple[tuple[str, int], ...] = (),
+) -> None:
     """The OCI bundle: an empty read-only root with mount points, and ``config.json``."""
     os.chmod(bundle, 0o755)
     root = os.path.join(bundle, "rootfs")
@@ -82,13 +92,20 @@ def _write_bundle(bundle: str, args: list[str], python: str, binds: tuple[tuple[
         os.makedirs(os.path.join(root, target.lstrip("/")), exist_ok=True)
         mounts.append({"destination": target, "type": "bind", "source": source,
                        "options": ["rbind", "rw" if writable else "ro"]})  # fmt: skip
+    for target, size in scratch:
+        os.makedirs(os.path.join(root, target.lstrip("/")), exist_ok=True)
+        mounts.append({"destination": target, "type": "tmpfs", "source": "tmpfs",
+                       "options": ["nosuid", "nodev", f"size={size}", "mode=1777"]})  # fmt: skip
     for path in interpreter_dirs(python):
         os.makedirs(os.path.join(root, path.lstrip("/")), exist_ok=True)
         mounts.append({"destination": path, "type": "bind", "source": path, "options": ["rbind", "ro"]})
+    # uid 0 of rootless runsc is the host's sandbox uid: the one uid that can create files in a writable mount
+    uid = 0 if any(writable for _, _, writable in binds) else 1000
     config = {
         "ociVersion": "1.0.0",
         "process": {
-            "user": {"uid": 1000, "gid": 1000},
+            "user": {"uid": uid, "gid": uid},
+            "capabilities": {name: [] for name in ("bounding", "effective", "inheritable", "permitted", "ambient")},
             "args": args,
             "env": ["PATH=/usr/bin:/bin", f"HOME={SANDBOX_WORKDIR}", "LANG=C.UTF-8", f"TMPDIR={SANDBOX_WORKDIR}"],
             "cwd": SANDBOX_WORKDIR,

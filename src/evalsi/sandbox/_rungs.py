@@ -143,12 +143,21 @@ class NamespacedRung(Rung):
 
 
 def bwrap_argv(
-    python: str, seccomp_fd: int, binds: Sequence[tuple[str, str, bool]] = (), root: str | None = None
+    python: str,
+    seccomp_fd: int,
+    binds: Sequence[tuple[str, str, bool]] = (),
+    root: str | None = None,
+    scratch: Sequence[tuple[str, int]] = (),
 ) -> list[str]:
     """Bubblewrap options: what the sandbox sees and which namespaces it gets (the command follows ``--``).
 
     ``binds`` adds ``(host path, sandbox path, writable)`` mounts; ``root`` takes the system directories from a
-    root filesystem directory instead of the host's.
+    root filesystem directory instead of the host's; ``scratch`` adds ``(sandbox path, bytes)`` writable tmpfs
+    mounts of at most that size (the kernel refuses writes past it).
+
+    Raises:
+        SandboxUnavailableError: ``scratch`` is asked for but this bubblewrap cannot cap a tmpfs (before 0.7).
+
     """
     args = [
         shutil.which("bwrap") or "bwrap",
@@ -176,6 +185,10 @@ def bwrap_argv(
     ]  # fmt: skip
     for source, target, writable in binds:
         args += ["--bind" if writable else "--ro-bind", source, target]
+    for target, size in scratch:
+        if not _if_supported("--size"):
+            raise SandboxUnavailableError("a size-capped scratch directory needs bubblewrap 0.7 or later (--size)")
+        args += ["--size", str(size), "--perms", "0755", "--tmpfs", target]
     args += [
         "--remount-ro", "/",
         "--chdir", SANDBOX_WORKDIR,

@@ -7,6 +7,8 @@ Example::
       max_upload_bytes: 16777216       # a larger archive is refused
       max_unpacked_bytes: 67108864     # an archive unpacking to more is refused
       max_files: 5000
+      max_build_bytes: 1073741824      # what one build may write (in memory while it runs), downloads included
+      max_evaluator_bytes: 1073741824  # what one evaluator keeps in storage_dir (archive, source, environment)
       build_timeout: 10m
       find_links: /srv/wheelhouse      # requirements.txt may install wheels from this directory
       index_url: https://pypi.internal/simple   # and wheels the server downloads from this index (no other)
@@ -46,6 +48,14 @@ class EvaluatorsConfig(_Model):
     """Largest total size of the archive's files once unpacked."""
     max_files: int = Field(default=5000, ge=1)
     """Most entries (files and directories) in one archive."""
+    max_build_bytes: int = Field(default=1 << 30, ge=8 << 20)
+    """Most bytes one build may write: the wheels downloaded from ``index_url`` (on disk, checked as they arrive)
+    and the evaluator's unpacked source and environment, built in a memory filesystem (tmpfs) of what is left,
+    where the kernel refuses a write past it. Held in memory while the build runs: ``jobs.workers`` builds at
+    once may hold this much each."""
+    max_evaluator_bytes: int = Field(default=1 << 30, ge=8 << 20)
+    """Most bytes one evaluator keeps in ``storage_dir`` (its archive, source and environment), checked file by
+    file as the build stores them: a larger build fails and keeps nothing but its archive."""
     build_timeout: float = Field(default=600.0, gt=0)
     """Seconds each build step (unpack, environment, install, self-check) may take: seconds or ``10m``."""
     build_memory_mb: int = Field(default=2048, ge=128)
@@ -61,6 +71,15 @@ class EvaluatorsConfig(_Model):
     @classmethod
     def _duration(cls, value: Any) -> float:
         return _seconds(value)
+
+    @model_validator(mode="after")
+    def _room_for_the_archive(self) -> EvaluatorsConfig:
+        if self.max_evaluator_bytes <= self.max_upload_bytes:
+            raise ValueError(
+                f"max_evaluator_bytes ({self.max_evaluator_bytes}) must be larger than max_upload_bytes "
+                f"({self.max_upload_bytes}): an evaluator keeps its archive besides its source and environment"
+            )
+        return self
 
 
 class DatasetsConfig(_Model):
