@@ -93,6 +93,15 @@ BaseModel = Annotated[
     str | None, typer.Option("--base-model", help="transformers: the model a state dictionary (step-N.pt) loads into.")
 ]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")]
+Restart = Annotated[
+    bool,
+    typer.Option(
+        "--restart",
+        help="Evaluate each step from scratch, discarding its earlier results (complete or partial). Without it, "
+        "results are reused or resumed only when the same checkpoint files, served the same way with the same "
+        "sampling, produced them.",
+    ),
+]
 Server = Annotated[
     str | None,
     typer.Option(
@@ -242,6 +251,7 @@ def _evaluator(
     overrides: list[str] | None,
     display: Display,
     server: str | None = None,
+    restart: bool = False,
 ) -> CheckpointEvaluator:
     try:
         return CheckpointEvaluator(
@@ -254,6 +264,7 @@ def _evaluator(
             progress=display.enabled,
             on_stage=display.stage,
             server=server,
+            restart=restart,
         )
     except (SpecError, DataError) as exc:
         fail(str(exc))
@@ -284,6 +295,7 @@ def eval_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the step's result as JSON.")] = False,
     quiet: Quiet = False,
     server: Server = None,
+    restart: Restart = False,
 ) -> None:
     """Evaluate one checkpoint (or the base model) against the run specs; results go to LOG_DIR (and --server).
 
@@ -292,7 +304,7 @@ def eval_command(
     number = parse_step_option(step)
     serving = make_serving(serve, base_url, model, vllm_bin, vllm_args, device, base_model, log_dir)
     display = Display(not quiet)
-    evaluator = _evaluator(files, training_run, serving, regression, log_dir, overrides, display, server)
+    evaluator = _evaluator(files, training_run, serving, regression, log_dir, overrides, display, server, restart)
     try:
         with _terminate_as_interrupt():
             location = fetch_location(model_or_path, number, log_dir / "downloads" / training_run)
@@ -355,6 +367,7 @@ def watch_command(
     base_model: BaseModel = None,
     quiet: Quiet = False,
     server: Server = None,
+    restart: Restart = False,
 ) -> None:
     """Evaluate each new checkpoint in DIRECTORY once, in step order, as it settles. Stop with Ctrl-C.
 
@@ -364,9 +377,9 @@ def watch_command(
     """
     serving = make_serving(serve, base_url, model, vllm_bin, vllm_args, device, base_model, log_dir)
     display = Display(not quiet)
-    evaluator = _evaluator(files, training_run, serving, regression, log_dir, overrides, display, server)
+    evaluator = _evaluator(files, training_run, serving, regression, log_dir, overrides, display, server, restart)
     try:
-        base_done = evaluator.is_done(None)
+        base_done = evaluator.has_results(None)
     except EvalsiError as exc:  # the server is unreachable or refused the token
         fail(str(exc), EXIT_FAILED)
     if evaluator.rules and not base_done:
