@@ -90,7 +90,20 @@ VllmArgs = Annotated[
 ]
 Device = Annotated[str, typer.Option("--device", help="transformers: cpu, cuda, cuda:1...")]
 BaseModel = Annotated[
-    str | None, typer.Option("--base-model", help="transformers: the model a state dictionary (step-N.pt) loads into.")
+    str | None,
+    typer.Option(
+        "--base-model",
+        help="transformers: the model the checkpoints were trained from: what a state dictionary (step-N.pt) loads "
+        "into, and the tokenizer of checkpoints saved without one.",
+    ),
+]
+TokenizerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--tokenizer",
+        help="transformers, vllm: the tokenizer (path or name) to serve checkpoints with, in place of their own "
+        "(for checkpoints a Trainer saved without processing_class).",
+    ),
 ]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")]
 Restart = Annotated[
@@ -121,6 +134,7 @@ def make_serving(
     device: str,
     base_model: str | None,
     log_dir: Path,
+    tokenizer: str | None = None,
 ) -> ServingStrategy:
     """The serving strategy the options name."""
     if serve == "endpoint":
@@ -130,9 +144,9 @@ def make_serving(
             fail("--serve lora needs --base-url (the running vLLM, e.g. http://localhost:8000/v1)")
         return LoRA(base_url, base_model=model)
     if serve == "vllm":
-        return VLLM(vllm_bin, vllm_args or [], log_dir=log_dir / "vllm-logs")
+        return VLLM(vllm_bin, vllm_args or [], log_dir=log_dir / "vllm-logs", tokenizer=tokenizer)
     if serve == "transformers":
-        return Transformers(device, base_model=base_model)
+        return Transformers(device, base_model=base_model, tokenizer=tokenizer)
     fail(f"--serve {serve!r} is not one of {', '.join(SERVE_CHOICES)}")
 
 
@@ -296,13 +310,14 @@ def eval_command(
     quiet: Quiet = False,
     server: Server = None,
     restart: Restart = False,
+    tokenizer: TokenizerOption = None,
 ) -> None:
     """Evaluate one checkpoint (or the base model) against the run specs; results go to LOG_DIR (and --server).
 
     Exit codes: 0 ok; 1 it could not be served or evaluated; 2 bad usage or spec; 3 it regressed or failed a gate.
     """
     number = parse_step_option(step)
-    serving = make_serving(serve, base_url, model, vllm_bin, vllm_args, device, base_model, log_dir)
+    serving = make_serving(serve, base_url, model, vllm_bin, vllm_args, device, base_model, log_dir, tokenizer)
     display = Display(not quiet)
     evaluator = _evaluator(files, training_run, serving, regression, log_dir, overrides, display, server, restart)
     try:
@@ -368,6 +383,7 @@ def watch_command(
     quiet: Quiet = False,
     server: Server = None,
     restart: Restart = False,
+    tokenizer: TokenizerOption = None,
 ) -> None:
     """Evaluate each new checkpoint in DIRECTORY once, in step order, as it settles. Stop with Ctrl-C.
 
@@ -375,7 +391,7 @@ def watch_command(
     half-evaluated step. Exit codes: 0 ok; 1 a checkpoint could not be evaluated; 2 bad usage or spec;
     3 a checkpoint regressed or failed its spec's gates.
     """
-    serving = make_serving(serve, base_url, model, vllm_bin, vllm_args, device, base_model, log_dir)
+    serving = make_serving(serve, base_url, model, vllm_bin, vllm_args, device, base_model, log_dir, tokenizer)
     display = Display(not quiet)
     evaluator = _evaluator(files, training_run, serving, regression, log_dir, overrides, display, server, restart)
     try:
