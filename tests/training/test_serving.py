@@ -213,3 +213,43 @@ def test_vllm_startup_timeout_stops_the_process(
         pass
     pid = next(e["pid"] for e in read_log(log) if e["event"] == "start")
     assert not alive(pid)
+
+
+def test_checkpoints_eval_tokenizer_reaches_vllm_serve(
+    tmp_path: Path, vllm_bin: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from evalsi.cli.main import app
+    from tests.training.conftest import answers, write_spec
+
+    log = tmp_path / "standin.log"
+    monkeypatch.setenv("VLLM_STANDIN_LOG", str(log))
+    checkpoint = write_model(tmp_path / "out" / "checkpoint-5", answers())
+    result = CliRunner().invoke(
+        app,
+        [
+            "checkpoints",
+            "eval",
+            str(checkpoint),
+            "--step",
+            "5",
+            "-f",
+            str(write_spec(tmp_path / "specs")),
+            "--training-run",
+            "t",
+            "--log-dir",
+            str(tmp_path / "logs"),
+            "--serve",
+            "vllm",
+            "--vllm-bin",
+            str(vllm_bin),
+            "--tokenizer",
+            "org/base-model",
+            "-q",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    start = next(e for e in read_log(log) if e["event"] == "start")
+    position = start["argv"].index("--tokenizer")
+    assert start["argv"][position + 1] == "org/base-model"

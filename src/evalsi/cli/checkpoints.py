@@ -90,9 +90,31 @@ VllmArgs = Annotated[
 ]
 Device = Annotated[str, typer.Option("--device", help="transformers: cpu, cuda, cuda:1...")]
 BaseModel = Annotated[
-    str | None, typer.Option("--base-model", help="transformers: the model a state dictionary (step-N.pt) loads into.")
+    str | None,
+    typer.Option(
+        "--base-model",
+        help="transformers: the model the checkpoints were trained from: what a state dictionary (step-N.pt) loads "
+        "into, and the tokenizer of checkpoints saved without one.",
+    ),
+]
+TokenizerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--tokenizer",
+        help="transformers, vllm: the tokenizer (path or name) to serve checkpoints with, in place of their own "
+        "(for checkpoints a Trainer saved without processing_class).",
+    ),
 ]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")]
+Restart = Annotated[
+    bool,
+    typer.Option(
+        "--restart",
+        help="Evaluate each step from scratch, discarding its earlier results (complete or partial). Without it, "
+        "results are reused or resumed only when the same checkpoint files, served the same way with the same "
+        "sampling, produced them.",
+    ),
+]
 Server = Annotated[
     str | None,
     typer.Option(
@@ -112,6 +134,7 @@ def make_serving(
     device: str,
     base_model: str | None,
     log_dir: Path,
+    tokenizer: str | None = None,
 ) -> ServingStrategy:
     """The serving strategy the options name."""
     if serve == "endpoint":
@@ -121,9 +144,9 @@ def make_serving(
             fail("--serve lora needs --base-url (the running vLLM, e.g. http://localhost:8000/v1)")
         return LoRA(base_url, base_model=model)
     if serve == "vllm":
-        return VLLM(vllm_bin, vllm_args or [], log_dir=log_dir / "vllm-logs")
+        return VLLM(vllm_bin, vllm_args or [], log_dir=log_dir / "vllm-logs", tokenizer=tokenizer)
     if serve == "transformers":
-        return Transformers(device, base_model=base_model)
+        return Transformers(device, base_model=base_model, tokenizer=tokenizer)
     fail(f"--serve {serve!r} is not one of {', '.join(SERVE_CHOICES)}")
 
 
@@ -242,6 +265,7 @@ def _evaluator(
     overrides: list[str] | None,
     display: Display,
     server: str | None = None,
+    restart: bool = False,
 ) -> CheckpointEvaluator:
     try:
         return CheckpointEvaluator(
@@ -254,6 +278,7 @@ def _evaluator(
             progress=display.enabled,
             on_stage=display.stage,
             server=server,
+            restart=restart,
         )
     except (SpecError, DataError) as exc:
         fail(str(exc))
@@ -284,15 +309,17 @@ def eval_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the step's result as JSON.")] = False,
     quiet: Quiet = False,
     server: Server = None,
+    restart: Restart = False,
+    tokenizer: TokenizerOption = None,
 ) -> None:
     """Evaluate one checkpoint (or the base model) against the run specs; results go to LOG_DIR (and --server).
 
     Exit codes: 0 ok; 1 it could not be served or evaluated; 2 bad usage or spec; 3 it regressed or failed a gate.
     """
     number = parse_step_option(step)
-    serving = make_serving(serve, base_url, model, vllm_bin, vllm_args, device, base_model, log_dir)
+    serving = make_serving(serve, base_url, model, vllm_bin, vllm_args, device, base_model, log_dir, tokenizer)
     display = Display(not quiet)
-    evaluator = _evaluator(files, training_run, serving, regression, log_dir, overrides, display, server)
+    evaluator = _evaluator(files, training_run, serving, regression, log_dir, overrides, display, server, restart)
     try:
         with _terminate_as_interrupt():
             location = fetch_location(model_or_path, number, log_dir / "downloads" / training_run)
@@ -355,6 +382,8 @@ def watch_command(
     base_model: BaseModel = None,
     quiet: Quiet = False,
     server: Server = None,
+    restart: Restart = False,
+    tokenizer: TokenizerOption = None,
 ) -> None:
     """Evaluate each new checkpoint in DIRECTORY once, in step order, as it settles. Stop with Ctrl-C.
 
@@ -362,11 +391,11 @@ def watch_command(
     half-evaluated step. Exit codes: 0 ok; 1 a checkpoint could not be evaluated; 2 bad usage or spec;
     3 a checkpoint regressed or failed its spec's gates.
     """
-    serving = make_serving(serve, base_url, model, vllm_bin, vllm_args, device, base_model, log_dir)
+    serving = make_serving(serve, base_url, model, vllm_bin, vllm_args, device, base_model, log_dir, tokenizer)
     display = Display(not quiet)
-    evaluator = _evaluator(files, training_run, serving, regression, log_dir, overrides, display, server)
+    evaluator = _evaluator(files, training_run, serving, regression, log_dir, overrides, display, server, restart)
     try:
-        base_done = evaluator.is_done(None)
+        base_done = evaluator.has_results(None)
     except EvalsiError as exc:  # the server is unreachable or refused the token
         fail(str(exc), EXIT_FAILED)
     if evaluator.rules and not base_done:

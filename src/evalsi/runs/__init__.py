@@ -33,7 +33,7 @@ from evalsi.runs._compare import (
     run_from_document,
 )
 from evalsi.runs._datasets import Item, load_items, read_rows, rows_to_items
-from evalsi.runs._driver import Runner, RunOutcome, RunVerdict, load_run_items
+from evalsi.runs._driver import Runner, RunOutcome, RunVerdict, generated_otherwise, load_run_items
 from evalsi.runs._overrides import apply_overrides
 from evalsi.runs._remote import RunNotFoundError, RunsClient, RunServiceError
 from evalsi.runs._results import (
@@ -80,6 +80,7 @@ __all__ = [
     "comparison_from_dict",
     "comparison_to_dict",
     "fingerprint",
+    "generated_otherwise",
     "hub_cache_dirs",
     "journal_path",
     "load_builtin",

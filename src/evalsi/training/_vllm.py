@@ -44,6 +44,8 @@ class VLLM:
         host: The interface to listen on.
         startup_timeout: Seconds to wait for ``/health`` to answer 200.
         log_dir: Where each server's output is kept (default: a temporary directory).
+        tokenizer: The tokenizer (path or name) to serve with (``vllm serve --tokenizer``), for checkpoints saved
+            without their own.
 
     """
 
@@ -57,9 +59,11 @@ class VLLM:
         host: str = "127.0.0.1",
         startup_timeout: float = 900.0,
         log_dir: Path | None = None,
+        tokenizer: str | None = None,
     ) -> None:
         self.executable = executable
         self.args = list(args)
+        self.tokenizer = tokenizer
         self.host = host
         self.startup_timeout = startup_timeout
         self.log_dir = log_dir
@@ -77,6 +81,7 @@ class VLLM:
             str(port),
             "--served-model-name",
             ref.served_name,
+            *(["--tokenizer", self.tokenizer] if self.tokenizer is not None else []),
             *self.args,
         ]
 
