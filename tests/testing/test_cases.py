@@ -194,3 +194,22 @@ def test_an_override_of_the_completion_params_makes_the_cases(
         both = [{"model": m, "base_url": server.base_url} for m in ("org/ckpt150", "ckpt20")]
         monkeypatch.setenv("EVALSI_COMPLETION_PARAMS", json.dumps(both))
         pytester.runpytest_inprocess().assert_outcomes(passed=1, failed=1)
+
+
+def test_marks_on_the_scoring_function_apply_to_every_case(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_marked="""
+        import pytest
+        from evalsi.testing import EvaluationRow, NoOp, evaluation_test
+
+        @evaluation_test(input_rows=[{"prompt": "q"}], completion_params=[{"model": "a"}, {"model": "b"}],
+                         rollout_processor=NoOp())
+        @pytest.mark.nightly
+        def test_marked(row: EvaluationRow) -> EvaluationRow:
+            row.score = 1.0
+            return row
+    """
+    )
+    pytester.makeini("[pytest]\nmarkers = nightly: slow evaluations\n")
+    pytester.runpytest_inprocess("-m", "not nightly").assert_outcomes(deselected=2)
+    pytester.runpytest_inprocess("-m", "nightly").assert_outcomes(passed=2)
