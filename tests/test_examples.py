@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -49,6 +50,26 @@ def test_code_example() -> None:
     totals = [row["total"] for row in rows]
     assert totals == pytest.approx([1.0, 0.1, 0.0, 0.1 + 0.9 / 3, 1.0, 0.1, 1.0, 0.1])
     assert "timeout" in rows[7]["components"]["tests"]["reason"]
+
+
+def test_the_run_example_writes_its_results_in_the_working_directory(tmp_path: Path) -> None:
+    """As a user runs it from a clone: the results land where the command runs, never beside the spec."""
+    example = tmp_path / "examples"
+    example.mkdir()
+    for name in ("math-run.yaml", "toy_model.py", "math-problems.jsonl"):
+        shutil.copy(EXAMPLES / name, example / name)
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-m", "evalsi", "run", "-q", "-f", str(example / "math-run.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=work,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in work.iterdir()) == ["gsm-toy.results.json"]
+    assert sorted(p.name for p in example.iterdir()) == ["math-problems.jsonl", "math-run.yaml", "toy_model.py"]
 
 
 def test_run_example(tmp_path: Path) -> None:

@@ -48,11 +48,14 @@ def test_agent_episodes_are_rollouts_and_the_checker_scores_them(
 ) -> None:
     monkeypatch.setenv("EVALSI_RESULTS_DB", str(tmp_path / "results.sqlite"))
     with OpenAIServer(default=reply) as server:
-        declare(server, 0.5)()
-        with pytest.raises(EvaluationFailed, match=r"score 0\.5000"):
-            declare(server, 0.9)()
-    stored = stored_results()[0]["evaluationTest"]
-    assert stored["perVariant"] == {"solver": 1.0, "quitter": 0.0}
+        declared = declare(server, 0.9).evaluation
+        solver, quitter = declared.cases()  # each model is its own case, with its own verdict
+        declared.check(solver)
+        with pytest.raises(EvaluationFailed, match=r"test_agent\[quitter\]: score 0\.0000"):
+            declared.check(quitter)
+    stored = {d["evaluationTest"]["case"]: d["evaluationTest"] for d in stored_results()}
+    assert stored["solver"]["perVariant"] == {"solver": 1.0} and stored["solver"]["passed"] is True
+    assert stored["quitter"]["perVariant"] == {"quitter": 0.0} and stored["quitter"]["passed"] is False
 
 
 def test_a_row_without_a_task_is_a_failed_rollout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -38,8 +38,8 @@ def run_command(
         typer.Option(
             "--output",
             "-o",
-            help="The results file, relative to the current directory (default: "
-            "spec.output, relative to the spec file).",
+            help="The results file, relative to the current directory (default: the spec's output, relative to "
+            "the spec file; without one, <name>.results.json in the current directory, never beside the spec).",
         ),
     ] = None,
     restart: Annotated[
@@ -49,8 +49,13 @@ def run_command(
 ) -> None:
     """Generate completions from the spec's target, score them, write the results file and summarise.
 
-    Every spec field can be overridden: --set numSamples=50 --set target.model=my-lora. An
-    interrupted run resumes from its finished records when run again with the same spec.
+    Every spec field can be overridden: --set numSamples=50 --set samples=8 --set target.model=my-lora.
+
+    numSamples: how many dataset records are evaluated (the first N; -1, the default, all of them).
+
+    samples: how many completions are generated for each record (OpenAI's n; pass@k needs samples >= k).
+
+    An interrupted run resumes from its finished records when run again with the same spec.
 
     Exit codes: 0 ok; 1 records failed (rerun to resume); 2 bad usage, spec or data; 3 a gate failed.
     """

@@ -18,6 +18,7 @@ from pydantic.alias_generators import to_camel
 
 from evalsi.errors import SpecError
 from evalsi.specs import Resource, RunSpecBody, describe_pydantic_error, format_path
+from evalsi.specs._run import sample_count_hint
 
 _FREE_FORM = frozenset({"params", "extra", "headers", "judge"})
 """Mappings whose keys are passed on as written (not spec fields, so not camelCased)."""
@@ -99,7 +100,7 @@ def _check_overrides(spec: dict[str, Any], applied: Sequence[Override]) -> None:
             message = describe_pydantic_error(first)
             if first["type"] == "extra_forbidden":
                 close = _close_fields(loc)
-                message += f"; did you mean {', '.join(close)}?" if close else ""
+                message += (f"; did you mean {', '.join(close)}?" if close else "") + sample_count_hint(str(loc[-1]))
             raise SpecError(message, file="--set", path=f"{override.dotted} ({format_path(('spec', *loc))})")
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from evalsi.errors import SpecError
+from evalsi.specs._run import sample_count_hint
 from evalsi.specs._yaml import Document, PathKey, format_path, load_yaml_documents, read_yaml_file
 
 API_VERSION = "evals.si/v1alpha1"
@@ -36,6 +37,8 @@ class Resource:
         first = errors[0]
         path = (*root, *first["loc"])
         message = describe_pydantic_error(first)
+        if self.kind == "RunSpec" and first["type"] == "extra_forbidden" and first["loc"]:
+            message += sample_count_hint(str(first["loc"][-1]))
         if len(errors) > 1:
             others = "; ".join(f"{format_path((*root, *e['loc']))}: {describe_pydantic_error(e)}" for e in errors[1:4])
             message += f" (also: {others})"

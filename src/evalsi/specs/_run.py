@@ -176,9 +176,11 @@ class RunSpecBody(_Model):
     sampling: SamplingSpec = Field(default_factory=SamplingSpec)
     dataset: DatasetSpec
     samples: int = Field(default=1, ge=1)
-    """Completions per record. With ``passK`` and no explicit value, the largest k."""
+    """Completions generated per record (OpenAI's ``n``). With ``passK`` and no explicit value, the largest k.
+    Not the number of records: that is ``numSamples``."""
     num_samples: int = Field(default=-1, ge=-1)
-    """How many dataset records to evaluate (the first ones); -1 for all."""
+    """How many dataset records to evaluate (the first ones; Telescope's ``num_samples``); -1 for all. Not the
+    completions per record: that is ``samples``."""
     evaluators: list[ComponentSpec] = Field(default_factory=list)
     """Components as in a RewardSpec; a built-in eval brings its own when none are given."""
     pass_k: PassKSpec = Field(default_factory=PassKSpec)
@@ -210,6 +212,30 @@ class RunSpecBody(_Model):
         if not self.evaluators and self.dataset.builtin is None:
             raise ValueError("evaluators is required (only a built-in eval brings its own)")
         return self
+
+
+_SAMPLE_COUNT_NAMES = frozenset(
+    {
+        "n", "nsamples", "numsamples", "samples", "maxsamples", "numcompletions", "ncompletions", "completions",
+        "numreturnsequences", "bestof", "epochs", "repeats", "numrepeats", "limit", "numrecords", "records",
+        "numexamples", "examples", "numrows", "maxrows",
+    }
+)  # fmt: skip
+"""Unknown RunSpec fields (lower case, without ``_`` and ``-``) that are most likely one of the two counts."""
+
+
+def sample_count_hint(field: str) -> str:
+    """What ``numSamples`` and ``samples`` mean, for an unknown RunSpec field that looks like either; else ``""``.
+
+    ``n`` (OpenAI), ``num_samples`` under ``sampling``, ``limit`` (lm-evaluation-harness, inspect_ai) or ``epochs``
+    (inspect_ai) each mean one of the two counts elsewhere, so the error says which field means what.
+    """
+    if field.replace("_", "").replace("-", "").lower() not in _SAMPLE_COUNT_NAMES:
+        return ""
+    return (
+        " (spec.numSamples: how many dataset records are evaluated, the first N or -1 for all; spec.samples: how "
+        "many completions are generated per record, OpenAI's n)"
+    )
 
 
 class RunSpec(BaseModel):
