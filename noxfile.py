@@ -24,8 +24,16 @@ def integrations(session: nox.Session) -> None:
 def trl(session: nox.Session) -> None:
     """GRPOTrainer with evalsi rewards on a tiny local model; OpenRLHF's own SingleTurnAgentExecutor (CPU)."""
     # Versions pinned to the ones these tests were written against, so a new release cannot break CI unseen.
+    # tensorboard: the trainer's TensorBoard logging, read back by the tests.
     session.install(
-        "torch==2.13.0", "trl==1.16.0", "transformers==5.24.0", "aiohttp", "pylatexenc", "-e", ".[dev,trl,serve]"
+        "torch==2.13.0",
+        "trl==1.16.0",
+        "transformers==5.24.0",
+        "tensorboard==2.21.0",
+        "aiohttp",
+        "pylatexenc",
+        "-e",
+        ".[dev,trl,serve]",
     )
     # OpenRLHF pins deepspeed/flash-attn, which need a GPU; the executor we drive does not.
     session.install("--no-deps", "openrlhf==0.11.2")
@@ -69,14 +77,14 @@ def browser(session: nox.Session) -> None:
 def torch(session: nox.Session) -> None:
     """Checkpoints served in-process by transformers (CPU); the Trainer callback and the PyTorch hook that evaluate
     each save (DDP on gloo included)."""
-    session.install("torch==2.13.0", "transformers==5.24.0", "accelerate>=1.1.0", "-e", ".[dev]")
+    session.install("torch==2.13.0", "transformers==5.24.0", "accelerate>=1.1.0", "tensorboard==2.21.0", "-e", ".[dev]")
     session.run("pytest", "-q", "tests/integrations/torch", env={"EVALSI_INTEGRATION": "1", "HF_HUB_OFFLINE": "1"})
 
 
 @nox.session(name="lightning")
 def lightning(session: nox.Session) -> None:
     """lightning_checkpoint_callback in a real Lightning Trainer on the CPU."""
-    session.install("torch==2.13.0", "pytorch-lightning==2.6.6", "-e", ".[dev]")
+    session.install("torch==2.13.0", "pytorch-lightning==2.6.6", "tensorboard==2.21.0", "-e", ".[dev]")
     session.run("pytest", "-q", "tests/integrations/lightning", env={"EVALSI_INTEGRATION": "1"})
 
 
