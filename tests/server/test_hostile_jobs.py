@@ -21,7 +21,7 @@ import pytest
 
 from tests.helpers.openai_server import OpenAIServer
 from tests.server.evaluation import TERMINAL, get, jsonl, post, upload, wait_built, wait_state
-from tests.server.harness import ServerProcess, make_token, write_config
+from tests.server.harness import ServerProcess, make_token, post_http, write_config
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.sandbox]
 
@@ -66,6 +66,70 @@ def test_any_reply(row: EvaluationRow) -> EvaluationRow:
     row.score = 1.0 if row.last_text else 0.0
     return row
 """
+
+
+HOLD = """
+import os, select, signal, struct, time
+
+
+def hold(n, size):
+    \"\"\"Fork n children that each allocate and touch size bytes; how many hold it together at the end.\"\"\"
+    r, w = os.pipe()
+    children = []
+    for _ in range(n):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                block = bytearray(size)
+                for i in range(0, size, 4096):
+                    block[i] = 1
+                os.write(w, struct.pack("i", os.getpid()))
+                time.sleep(60)
+            finally:
+                os._exit(0)
+        children.append(pid)
+    holding, ended = set(), set()
+
+    def reap():
+        for pid in children:
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    ended.add(pid)
+            except ChildProcessError:
+                ended.add(pid)
+
+    deadline = time.time() + 60
+    while len(holding | ended) < n and time.time() < deadline:
+        if select.select([r], [], [], 0.05)[0]:
+            data = os.read(r, 4 * n)
+            holding.update(struct.unpack(f"{len(data) // 4}i", data))
+        reap()
+    time.sleep(0.5)
+    reap()
+    held = len(holding - ended)
+    for pid in children:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    return held
+"""
+CHILDREN, CHILD_MB = 7, 150
+"""What the forking programs ask: 7 children of 150 MiB each, 1050 MiB together, in sandboxes of 256 MiB."""
+FORKING_TEST = (
+    HOLD
+    + f"""
+from evalsi.testing import EvaluationRow, evaluation_test
+
+
+@evaluation_test()
+def test_forking(row: EvaluationRow) -> EvaluationRow:
+    held = hold({CHILDREN}, {CHILD_MB} << 20)
+    row.score = 1.0 if held == {CHILDREN} else 0.0
+    row.reason = f"held={{held}}"
+    return row
+"""
+)
 
 
 def row(text: str, reply: str | None = "fine") -> dict[str, Any]:
@@ -175,12 +239,14 @@ def tight(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tight]:
     storage = Path(tempfile.mkdtemp(prefix="evalsi-hostile-jobs-"))
     with OpenAIServer(default="two words") as upstream:
         targets = {name: {"base_url": upstream.base_url, **target} for name, target in TARGETS.items()}
-        jobs = {"batch_rows": 4, "max_output_bytes": 65536, "max_reason_bytes": 256, "max_batch_output_bytes": 65536}
+        jobs = {"batch_rows": 4, "max_output_bytes": 65536, "max_reason_bytes": 256, "max_batch_output_bytes": 65536,
+                "memory_mb": 256, "max_processes": 8}  # fmt: skip
         spec = {"jobs": {**jobs, "workers": 2, "max_active_per_project": 8}, "targets": targets}
         server, tokens = start(tmp_path_factory.mktemp("tight"), storage, spec, {"t": "team-t", "u": "team-u"})
         with server:
             for token in tokens.values():
-                for name, source in (("chatty", CHATTY), ("forged", FORGED), ("any_reply", ANY_REPLY)):
+                sources = (("chatty", CHATTY), ("forged", FORGED), ("any_reply", ANY_REPLY), ("forking", FORKING_TEST))
+                for name, source in sources:
                     ready(server, token, name, source)
             yield Tight(server, upstream, tokens)
     shutil.rmtree(storage, ignore_errors=True)
@@ -350,3 +416,29 @@ def test_a_projects_tokens_on_a_budgeted_target_are_reserved_then_settled_from_u
     assert used <= 20 and int(job["outputStats"]["generated"]) > 20 // 8
     refused = [r["evaluation_error"] for r in out if "evaluation_error" in r]
     assert refused and all("max_tokens=20" in e for e in refused)
+
+
+# ---- memory of a sandbox as a whole ----------------------------------------------------------------------------
+
+
+def test_a_jobs_evaluator_forking_children_is_held_to_the_sandboxs_memory_as_a_whole(tight: Tight) -> None:
+    token = tight.tokens["t"]
+    job = run_job(tight.server, token, "forking", "forking", [row("f1")])
+    if job["state"] == "FAILED":  # the batch was killed for memory: its row errored
+        assert "memory" in job["message"] or "stopped" in job["message"], job
+        return
+    _, rows = output(tight.server, token, "forking")
+    held = int(rows[0]["evaluation_result"]["reason"].removeprefix("held="))
+    # 256 MiB, plus the sandbox's work dir (256 MiB of tmpfs) and runtime (64 MiB): at most 3 children of 150 MiB
+    assert held * CHILD_MB <= 256 + 256 + 64, rows[0]
+
+
+def test_a_code_exec_program_forking_children_is_held_to_the_sandboxs_memory_as_a_whole(tight: Tight) -> None:
+    program = HOLD + f"\nprint(f'held={{hold({CHILDREN}, {CHILD_MB} << 20)}}')\n"
+    rollout = {"completion": f"```python\n{program}\n```", "tests": [{"input": "", "output": f"held={CHILDREN}"}]}
+    params = {"memory_mb": 256, "max_processes": CHILDREN + 1, "timeout": 60}
+    spec = {"components": [{"ref": "code-exec-tests", "params": params}]}
+    answer = post_http(tight.server, tight.tokens["t"], spec, [rollout], timeout=300)
+    assert answer.status_code == 200, answer.text
+    [score] = answer.json()["results"][0]["components"].values()
+    assert score["value"] == 0.0, score  # not every child could hold its memory at once
