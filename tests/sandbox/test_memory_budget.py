@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from evalsi.cli.sandbox import app
-from evalsi.sandbox import Limits, Workspace, run
+from evalsi.sandbox import Isolation, Limits, Workspace, run
 from evalsi.sandbox._cgroups import controllers
 from evalsi.sandbox._rungs import RUNTIME_BYTES, TMPFS_BYTES
 
@@ -80,7 +80,7 @@ def no_cgroup(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 @pytest.mark.parametrize("rung", RUNG_NAMES)
-def test_children_that_each_allocate_are_held_to_the_sandbox_wide_budget(rung: str) -> None:
+def test_children_that_each_allocate_are_held_to_the_sandbox_wide_budget(rung: Isolation) -> None:
     result = run([PY, "-I", "-S", "-c", FORKING], limits=BUDGET, rung=rung)
     if result.reason == "memory":  # the runtime itself (gVisor's sentry holds its program's memory) was killed
         assert result.exit_code is None or result.exit_code < 0
@@ -99,7 +99,7 @@ def test_the_same_program_within_a_large_enough_budget_holds_every_child() -> No
 
 @pytest.mark.usefixtures("no_cgroup")
 @pytest.mark.parametrize("rung", RUNG_NAMES)
-def test_without_a_cgroup_each_process_gets_the_budget_divided_across_the_processes_allowed(rung: str) -> None:
+def test_without_a_cgroup_each_process_gets_the_budget_divided_across_the_processes_allowed(rung: Isolation) -> None:
     one = f"b = bytearray({(256 << 20) // (CHILDREN + 1) + (8 << 20)}); print('allocated')"
     assert run([PY, "-I", "-S", "-c", one], limits=BUDGET, rung=rung).reason == "memory"
     result = run([PY, "-I", "-S", "-c", FORKING], limits=BUDGET, rung=rung)
