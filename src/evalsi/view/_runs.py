@@ -517,7 +517,7 @@ class RunData:
         """The memory this run is estimated to hold once its index and search text are built, in bytes.
 
         Records read from bytes on demand hold their bytes and about as much again in the index and search text;
-        records parsed whole hold Python objects, about three times their JSON, besides.
+        records parsed whole hold Python objects instead, two to three times their JSON.
         """
         per_byte = HELD_PER_BYTE if self.records.nbytes else PARSED_PER_BYTE
         return max(self.size, self.records.nbytes) * per_byte + 64 * len(self.records) + 4096
@@ -689,8 +689,9 @@ def _summarize(
 
 HELD_PER_BYTE = 2
 """Estimated memory per byte of a run read in place: its bytes, and its index and search text."""
-PARSED_PER_BYTE = 4
-"""Estimated memory per byte of a run parsed whole: Python objects (about three times the JSON), and its index."""
+PARSED_PER_BYTE = 3
+"""Estimated memory per byte of a run parsed whole: its Python objects (two to three times the JSON), its index and
+search text."""
 CACHE_BYTES = 1 << 30
 """Default estimated memory of the runs a viewer keeps open (:attr:`RunData.cost`)."""
 
