@@ -24,7 +24,8 @@ from evalsi.evaluators import Score
 from evalsi.runs import MetricInfo, RecordResult, SampleResult, summarize
 from evalsi.server._datasets import Datasets
 from evalsi.server._errors import ServiceError
-from evalsi.server._evaluators_tables import datasets, evaluation_jobs
+from evalsi.server._evaluators_tables import datasets as dataset_rows
+from evalsi.server._evaluators_tables import evaluation_jobs
 from evalsi.specs import PassKSpec
 from evalsi.view import Records
 
@@ -124,7 +125,7 @@ class CompletedJobs:
                 evaluation_jobs.c.project == project,
                 evaluation_jobs.c.state == "COMPLETED",
                 exists().where(
-                    datasets.c.project == project, datasets.c.dataset_id == evaluation_jobs.c.output_dataset
+                    dataset_rows.c.project == project, dataset_rows.c.dataset_id == evaluation_jobs.c.output_dataset
                 ),
             )
             .order_by(evaluation_jobs.c.updated_at.desc())
