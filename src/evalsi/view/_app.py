@@ -297,7 +297,7 @@ class Viewer:
                 {
                     "step": p.step,
                     "status": p.status,
-                    "run": run_ids.get(p.path),
+                    "run": run_ids.get(p.path) or run_ids.get(p.path.resolve()),
                     "estimates": p.estimates,
                     "versusBase": p.versus_base,
                 }
