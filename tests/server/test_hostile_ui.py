@@ -363,6 +363,15 @@ def test_a_sign_out_posted_from_another_site_is_refused(site: Site) -> None:
     assert _with(site.server, cookie).status_code == 200
 
 
+def test_the_viewers_own_sign_out_form_is_accepted(site: Site) -> None:
+    cookie, _ = _sign_in(site.server, site.tokens["a"])
+    # The viewer's pages say Referrer-Policy: no-referrer, so a browser posts their forms with Origin: null.
+    own = {"Cookie": cookie, "Sec-Fetch-Site": "same-origin", "Origin": "null"}
+    with _client(site.server) as client:
+        assert client.post("/ui/logout", headers=own).status_code == 303
+    assert _with(site.server, cookie).status_code == 401
+
+
 def test_revoking_the_token_ends_its_sessions(site: Site) -> None:
     cookie, _ = _sign_in(site.server, site.tokens["revoked"])
     assert _with(site.replica, cookie).status_code == 200

@@ -179,14 +179,19 @@ def cross_site(scope: Scope) -> str | None:
 
     Browsers send ``Sec-Fetch-Site`` with every request, and ``Origin`` with every POST: a form another site posts
     says ``cross-site`` (or ``same-site`` from a sibling domain) and names its own origin, which is not this host.
-    A request without either header (a script, ``curl``) is not a browser's, so no other site can have sent it.
+    ``Origin: null`` (what a page with ``Referrer-Policy: no-referrer``, like the viewer's, sends for its own forms)
+    passes only when ``Sec-Fetch-Site`` says the request is the site's own. A request with neither header is not a
+    browser's (a script, ``curl``), so no other site can have sent it.
     """
     headers = {key.lower(): value for key, value in scope.get("headers", ())}
     site = headers.get(b"sec-fetch-site")
-    if site is not None and site.decode("latin-1").strip().lower() not in _SAME_SITE:
+    own = site is not None and site.decode("latin-1").strip().lower() in _SAME_SITE
+    if site is not None and not own:
         return "a sign-in sent from another site is refused: open this page and sign in here"
     origin = headers.get(b"origin")
-    if origin is not None and not _same_host(origin.decode("latin-1"), headers.get(b"host", b"").decode("latin-1")):
+    if origin is None or (own and origin.strip() == b"null"):
+        return None
+    if not _same_host(origin.decode("latin-1"), headers.get(b"host", b"").decode("latin-1")):
         return "a sign-in sent from another origin is refused: open this page and sign in here"
     return None
 
