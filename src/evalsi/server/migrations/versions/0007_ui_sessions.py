@@ -1,6 +1,6 @@
 """Browser sign-ins of the results viewer under ``/ui``, shared by replicas on one database.
 
-Revision ID: 0009
+Revision ID: 0007
 Revises: 0006
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0009"
+revision = "0007"
 down_revision = "0006"
 branch_labels = None
 depends_on = None
