@@ -1,11 +1,14 @@
 """Evaluating one checkpoint: serve it, run every run spec against it, store the results, compare with the base.
 
 The run spec's target is pointed at the served checkpoint (``baseUrl`` and ``model`` from the serving strategy);
-everything else (dataset, sampling, evaluators, gates) is the spec's. Results go to one file per step and spec
-(:mod:`evalsi.training._results`), so an evaluation that is already complete is never run again, and one that
-was interrupted resumes where it stopped. With ``server=``, each finished step is also stored as a run on an
-evalsi server (labelled ``training-run``, ``training-step`` and ``spec``), a step counts as done when the server
-holds it, and comparisons with the base are the server's (``CompareRuns``).
+everything else (dataset, sampling, evaluators, gates) is the spec's. A spec with ``every: N`` is due at the steps
+divisible by N, at the base and at the final step; a step no spec is due at is not served at all.
+
+Results go to one file per step and spec (:mod:`evalsi.training._results`), so an evaluation that is already
+complete is never run again, and one that was interrupted resumes where it stopped. With ``server=``, each
+finished step is also stored as a run on an evalsi server (labelled ``training-run``, ``training-step`` and
+``spec``), a step counts as done when the server holds it, and comparisons with the base are the server's
+(``CompareRuns``).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from evalsi.errors import DataError, SpecError
+from evalsi.errors import EvalsiError, SpecError
 from evalsi.runs import (
     BoundRun,
     ResumeError,
@@ -33,11 +36,12 @@ from evalsi.runs import (
     read_results,
 )
 from evalsi.specs import Resource, load_resources, select_resource
-from evalsi.stats import PairedComparison, RegressionRule, regressed
+from evalsi.stats import Estimate, PairedComparison, RegressionRule, regressed
 from evalsi.training._checkpoints import Checkpoint
+from evalsi.training._curve import summary_estimates
 from evalsi.training._results import add_checkpoint_metadata, is_complete, step_file
 from evalsi.training._server_runs import ServerRuns
-from evalsi.training._serving import Endpoint, ModelRef, Served, ServingStrategy, model_ref
+from evalsi.training._serving import Endpoint, ModelRef, Served, ServingStrategy, check_servable, model_ref
 
 log = logging.getLogger(__name__)
 
@@ -57,14 +61,18 @@ class SpecStep:
     """``complete`` or ``partial`` (records failed to generate, or the run stopped under ``onError: raise``)."""
     gates_passed: bool
     comparisons: dict[str, PairedComparison] = field(default_factory=dict)
-    """Metric -> paired comparison with the base (step − base), for the metrics with a regression rule."""
+    """Metric -> paired comparison with the base (step − base), for every metric (none without base results)."""
     regressions: list[RegressionRule] = field(default_factory=list)
     reused: bool = False
     """Whether the results were already complete (nothing was evaluated)."""
     run_id: str | None = None
     """The run's id on the evalsi server (with ``server=``)."""
     summary: dict[str, Any] | None = None
-    """The run's summary as the server holds it (with ``server=``; else it is read from ``path``)."""
+    """The run's summary (read from ``path``, or as the server holds it with ``server=``)."""
+    means: dict[str, Estimate] = field(default_factory=dict)
+    """Metric -> its mean with the 95% interval at this step."""
+    reason: str = ""
+    """Why the spec is not ``ok`` at this step: records not generated, the run stopped, the gates that failed."""
 
 
 @dataclass
@@ -73,7 +81,10 @@ class StepResult:
 
     step: int | None
     specs: list[SpecStep]
+    """The specs due at this step (see ``not_due`` for the others)."""
     seconds: float = 0.0
+    not_due: dict[str, int] = field(default_factory=dict)
+    """Spec -> its ``every``: the specs not due at this step, so not evaluated."""
 
     @property
     def label(self) -> str:
@@ -95,19 +106,19 @@ class StepResult:
         """Whether every spec finished every record."""
         return all(s.status == "complete" for s in self.specs)
 
+    @property
+    def evaluated(self) -> bool:
+        """Whether any spec was due at this step (a step no spec is due at is neither served nor evaluated)."""
+        return bool(self.specs)
+
     def log_metrics(self) -> dict[str, float]:
         """Every spec's metric means as a trainer logs them: ``eval/<spec>/<metric>``."""
-        out: dict[str, float] = {}
-        for spec in self.specs:
-            try:
-                summary = spec.summary if spec.summary is not None else read_results(spec.path).get("summary") or {}
-            except DataError:
-                continue
-            for metric, estimate in (summary.get("metrics") or {}).items():
-                mean = estimate.get("mean") if isinstance(estimate, dict) else None
-                if isinstance(mean, int | float) and not isinstance(mean, bool):
-                    out[f"eval/{spec.spec}/{metric}"] = float(mean)
-        return out
+        return {
+            f"eval/{spec.spec}/{metric}": estimate.mean
+            for spec in self.specs
+            for metric, estimate in spec.means.items()
+            if not math.isnan(estimate.mean)
+        }
 
     @property
     def status(self) -> str:
@@ -122,9 +133,15 @@ class StepResult:
 @dataclass
 class _Spec:
     resource: Resource
+    """The spec with the caller's overrides applied."""
     base_dir: Path
     name: str
     metrics: list[str]
+    every: int | None
+
+    def due(self, step: int | None, final: bool) -> bool:
+        """Whether this spec is evaluated at ``step``: the base, the final step, and every ``every`` steps."""
+        return step is None or final or self.every is None or step % self.every == 0
 
 
 class CheckpointEvaluator:
@@ -135,8 +152,9 @@ class CheckpointEvaluator:
         training_run: The training run's name (results go under ``log_dir/training_run``).
         serving: How a checkpoint is served (default: the spec's own endpoint).
         regression: ``METRIC[:MAX_DROP]`` rules checked against the base model's results.
-        log_dir: Where step results are kept.
-        overrides: ``path.to.field=value`` overrides applied to every spec (as ``evalsi run --set``).
+        log_dir: Where step results are kept (relative to the working directory when the evaluator is made).
+        overrides: ``path.to.field=value`` overrides applied to every spec (as ``evalsi run --set``; a path they
+            set is relative to the working directory, as the spec files and ``log_dir`` are).
         progress: Show each run's progress bar on stderr.
         on_stage: Called as each step enters a stage (for progress displays).
         server: An evalsi server's URL: each step is stored there as a run, and compared there with the base.
@@ -168,12 +186,14 @@ class CheckpointEvaluator:
             raise SpecError("the training run needs a name (--training-run NAME)")
         self.training_run = training_run
         self.serving: ServingStrategy = serving if serving is not None else Endpoint()
-        self.log_dir = Path(log_dir)
+        # Paths are fixed now, against the working directory of the caller: the spec's own paths are relative to
+        # its file, and nothing follows a later change of directory (a trainer's, a notebook's).
+        self.log_dir = Path(log_dir).expanduser().absolute()
         self.overrides = list(overrides)
         self.progress = progress
         self.on_stage = on_stage
         self.server = ServerRuns(RunsClient(server, token=token), training_run) if server else None
-        self.specs = [self._load(Path(path)) for path in paths]
+        self.specs = [self._load(Path(path).expanduser().absolute()) for path in paths]
         names = [s.name for s in self.specs]
         if len(set(names)) != len(names):
             raise SpecError(f"two run specs share a name ({', '.join(names)}); their results would mix")
@@ -190,12 +210,29 @@ class CheckpointEvaluator:
                 )
 
     def _load(self, path: Path) -> _Spec:
-        resource = select_resource(load_resources(path), "RunSpec", None, str(path))
+        resource = apply_overrides(select_resource(load_resources(path), "RunSpec", None, str(path)), self.overrides)
         probe = self._target_overrides(Served("http://127.0.0.1:1/v1", "model"))
         if isinstance(self.serving, Endpoint) and self.serving.base_url is None:
             probe = []  # the spec's own target is used as written
-        bound = bind_run(apply_overrides(resource, [*self.overrides, *probe]), path.parent)
-        return _Spec(resource, path.parent, resource.name, bound.metric_names())
+        bound = bind_run(apply_overrides(resource, probe), path.parent)
+        return _Spec(resource, path.parent, resource.name, bound.metric_names(), bound.body.every)
+
+    # --- cadence ----------------------------------------------------------------------------------------------
+
+    def due(self, step: int | None, *, final: bool = False) -> list[str]:
+        """The names of the specs evaluated at ``step``.
+
+        All of them at the base and the ``final`` step; else those whose ``every`` divides the step (a spec
+        without ``every`` is due at every step).
+        """
+        return [s.name for s in self.specs if s.due(step, final)]
+
+    def cadence(self) -> dict[str, int]:
+        """Spec -> its ``every``, for the specs that set one (the others are due at every step)."""
+        return {s.name: s.every for s in self.specs if s.every is not None}
+
+    def _due(self, step: int | None, final: bool) -> list[_Spec]:
+        return [s for s in self.specs if s.due(step, final)]
 
     # --- results ----------------------------------------------------------------------------------------------
 
@@ -203,14 +240,15 @@ class CheckpointEvaluator:
         """Where a spec's results for a step are kept."""
         return step_file(self.log_dir, self.training_run, spec, step)
 
-    def is_done(self, step: int | None) -> bool:
-        """Whether every spec's results for this step are complete (it is never evaluated again).
+    def is_done(self, step: int | None, *, final: bool = False) -> bool:
+        """Whether the results of every spec due at this step are complete (it is never evaluated again).
 
         With a server, the server's runs decide: a step evaluated here but not yet stored there is not done.
         """
+        due = self._due(step, final)
         if self.server is not None:
-            return all(self.server.is_complete(s.name, step) for s in self.specs)
-        return all(is_complete(self.result_path(s.name, step)) for s in self.specs)
+            return all(self.server.is_complete(s.name, step) for s in due)
+        return all(is_complete(self.result_path(s.name, step)) for s in due)
 
     def _stored(self, spec: str, step: int | None) -> bool:
         """Whether this step of ``spec`` needs no evaluation: complete here (embedded) or on the server."""
@@ -221,11 +259,23 @@ class CheckpointEvaluator:
     # --- evaluation -------------------------------------------------------------------------------------------
 
     def evaluate(
-        self, checkpoint: str | Path | Checkpoint, step: int | None = None, *, settled_at: float | None = None
+        self,
+        checkpoint: str | Path | Checkpoint,
+        step: int | None = None,
+        *,
+        settled_at: float | None = None,
+        final: bool = False,
     ) -> StepResult:
-        """Serve and evaluate a checkpoint (``step`` None: the base model), unless its results are complete.
+        """Serve and evaluate a checkpoint (``step`` None: the base model) against the specs due at its step.
 
-        ``checkpoint`` is a local path, a :class:`Checkpoint`, or for the base model a served model's name.
+        ``checkpoint`` is a local path, a :class:`Checkpoint`, or for the base model a served model's name. A
+        spec is due at the base, at the ``final`` step (the last of training), and at the steps its ``every``
+        divides; complete results are reused, and a step no spec is due at is not served at all.
+
+        Raises:
+            UnservableError: The checkpoint is not there, or the serving strategy cannot serve what it holds.
+            EvalsiError: Serving or generation failed, or the results were not written where they belong.
+
         """
         if isinstance(checkpoint, Checkpoint):
             location: str | Path = checkpoint.path
@@ -233,23 +283,28 @@ class CheckpointEvaluator:
         else:
             location = checkpoint
         started = time.perf_counter()
+        due = self._due(step, final)
+        not_due = {name: every for name, every in self.cadence().items() if name not in {s.name for s in due}}
+        if not due:
+            return StepResult(step, [], 0.0, not_due)
         ref = model_ref(location, step, self.training_run)
-        todo = [s for s in self.specs if not self._stored(s.name, step)]
+        todo = [s for s in due if not self._stored(s.name, step)]
         if todo:
+            check_servable(self.serving, ref)
             self._stage(ref.label, f"serving ({self.serving.name})")
             with self.serving.serve(ref) as served:
                 for spec in todo:
                     self._stage(ref.label, f"evaluating {spec.name}")
                     self._run(spec, ref, served, settled_at)
         if self.server is not None:
-            for spec in self.specs:  # finished here, not yet on the server (also after an interrupted upload)
+            for spec in due:  # finished here, not yet on the server (also after an interrupted upload)
                 path = self.result_path(spec.name, step)
                 if not self.server.is_complete(spec.name, step) and path.exists():
                     self._stage(ref.label, f"storing {spec.name} on {self.server.client.server}")
                     self.server.store(path, spec.name, step)
         self._stage(ref.label, "comparing with base")
         result = StepResult(
-            step, [self._outcome(s, step, reused=s not in todo) for s in self.specs], time.perf_counter() - started
+            step, [self._outcome(s, step, reused=s not in todo) for s in due], time.perf_counter() - started, not_due
         )
         self._stage(ref.label, result.status)
         return result
@@ -274,10 +329,13 @@ class CheckpointEvaluator:
             f"metadata.name={json.dumps(name)}",
             *self._target_overrides(served),
         ]
-        return bind_run(apply_overrides(spec.resource, [*self.overrides, *extra]), spec.base_dir)
+        return bind_run(apply_overrides(spec.resource, extra), spec.base_dir)
 
     def _run(self, spec: _Spec, ref: ModelRef, served: Served, settled_at: float | None) -> None:
         bound = self._bind(spec, ref, served)
+        expected = self.result_path(spec.name, ref.step)
+        if bound.output.absolute() != expected:  # the step files are where is_done, the curve and the hooks look
+            raise EvalsiError(f"{spec.name}: results would go to {bound.output}, not {expected}")
         try:
             outcome = Runner(bound, progress=self.progress).run()
         except ResumeError:
@@ -301,11 +359,15 @@ class CheckpointEvaluator:
         )
 
     def _outcome(self, spec: _Spec, step: int | None, *, reused: bool) -> SpecStep:
+        rules = [r for r in self.rules if r.metric in spec.metrics]
+        path = self.result_path(spec.name, step)
+        data = read_results(path) if path.exists() else {}
         if self.server is not None:
-            found = self.server.outcome(spec.name, step, [r for r in self.rules if r.metric in spec.metrics])
+            found = self.server.outcome(spec.name, step, rules, spec.metrics)
+            summary = found.summary or {}
             return SpecStep(
                 spec.name,
-                self.result_path(spec.name, step),
+                path,
                 found.status,
                 found.gates_passed,
                 found.comparisons,
@@ -313,29 +375,62 @@ class CheckpointEvaluator:
                 reused=reused,
                 run_id=found.run_id,
                 summary=found.summary,
+                means=summary_estimates(summary),
+                reason=spec_reason(found.status, summary, data),
             )
-        path = self.result_path(spec.name, step)
-        data = read_results(path) if path.exists() else {}
-        gates = (data.get("summary") or {}).get("gates") or []
+        summary = data.get("summary") or {}
+        status = str(data.get("status", "missing"))
         out = SpecStep(
-            spec.name, path, str(data.get("status", "missing")), all(g.get("passed") for g in gates), reused=reused
+            spec.name,
+            path,
+            status,
+            all(g.get("passed") for g in summary.get("gates") or []),
+            reused=reused,
+            summary=summary,
+            means=summary_estimates(summary),
+            reason=spec_reason(status, summary, data) if path.exists() else f"no results at {path}",
         )
         base = self.result_path(spec.name, None)
-        rules = [r for r in self.rules if r.metric in spec.metrics]
-        if step is not None and rules and base.exists() and path.exists():
-            out.comparisons, out.regressions = compare_with_base(base, path, rules)
+        if step is not None and base.exists() and path.exists():
+            out.comparisons, out.regressions = compare_with_base(base, path, rules, spec.metrics)
         return out
 
 
 def compare_with_base(
-    base: Path, step: Path, rules: Sequence[RegressionRule]
+    base: Path, step: Path, rules: Sequence[RegressionRule], metrics: Sequence[str] = ()
 ) -> tuple[dict[str, PairedComparison], list[RegressionRule]]:
-    """Paired comparisons of a step with the base for the rules' metrics, and the rules that failed."""
-    if not rules:
+    """Paired comparisons of a step with the base for ``metrics`` and the rules' metrics, and the rules that failed.
+
+    A metric one of the two runs lacks is left out (a rule on it does not fail).
+    """
+    wanted = list(dict.fromkeys([*metrics, *(r.metric for r in rules)]))
+    if not wanted:
         return {}, []
-    compared = compare_runs(load_results(base), load_results(step), list(dict.fromkeys(r.metric for r in rules)))
-    by_metric = {c.metric: c.comparison for c in compared}
-    return by_metric, [r for r in rules if regressed(by_metric[r.metric], r)]
+    base_run, step_run = load_results(base), load_results(step)
+    names = [{m.name for m in run.metrics} | set(run.pass_k) for run in (base_run, step_run)]
+    shared = [m for m in wanted if m in names[0] and m in names[1]]
+    if not shared:
+        return {}, []
+    by_metric = {c.metric: c.comparison for c in compare_runs(base_run, step_run, shared)}
+    return by_metric, [r for r in rules if r.metric in by_metric and regressed(by_metric[r.metric], r)]
+
+
+def spec_reason(status: str, summary: dict[str, Any], data: dict[str, Any]) -> str:
+    """Why a spec's step is not ``ok``: the run stopped, records were not generated, or gates failed ('' if ok).
+
+    ``data`` is the step's results file (empty when there is none here, as with a server's run).
+    """
+    aborted = data.get("aborted")
+    if aborted:
+        return f"the run stopped (onError: raise): {aborted}"
+    failed = data.get("failed") or {}
+    if failed:
+        key, why = next(iter(failed.items()))
+        return f"{len(failed)} record(s) could not be generated (first: {key}: {why}); run again to resume them"
+    if status != "complete":
+        return f"the run is {status}"
+    gates = [g for g in summary.get("gates") or [] if not g.get("passed")]
+    return "; ".join(f"gate {g.get('metric')} failed: {g.get('reason') or 'outside its bounds'}" for g in gates)
 
 
 def _iso(seconds: float) -> str:
@@ -343,7 +438,11 @@ def _iso(seconds: float) -> str:
 
 
 def describe_result(result: StepResult) -> dict[str, Any]:
-    """JSON form of a step's evaluation (what ``checkpoints eval --json`` prints)."""
+    """JSON form of a step's evaluation (what ``checkpoints eval --json`` prints).
+
+    Per spec: each metric's mean with its 95% interval (``metrics``), its change from the base (``differences``,
+    with ``significant``), the rules that regressed, and why a spec is not ok (``reason``).
+    """
     return {
         "step": result.step,
         "label": result.label,
@@ -356,10 +455,15 @@ def describe_result(result: StepResult) -> dict[str, Any]:
                 "status": s.status,
                 "gatesPassed": s.gates_passed,
                 "reused": s.reused,
+                "reason": s.reason,
+                "metrics": {m: e.to_dict() for m, e in s.means.items()},
                 "regressions": [str(r) for r in s.regressions],
-                "differences": {m: c.difference.to_dict() for m, c in s.comparisons.items()},
+                "differences": {
+                    m: {**c.difference.to_dict(), "significant": c.significant} for m, c in s.comparisons.items()
+                },
                 **({"runId": s.run_id} if s.run_id is not None else {}),
             }
             for s in result.specs
         ],
+        "notDue": dict(result.not_due),
     }
