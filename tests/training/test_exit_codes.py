@@ -92,3 +92,12 @@ def test_a_spec_whose_dataset_is_missing_exits_2_from_eval_and_watch(tmp_path: P
     every = cli("watch", str(tmp_path / "out"), *args, "--once", "--settle", "1")
     assert (one.exit_code, every.exit_code) == (2, 2), one.output + every.output
     assert "forgetting.jsonl" in said(one) and "forgetting.jsonl" in said(every)
+
+
+def test_an_option_the_serving_strategy_would_ignore_is_refused(tmp_path: Path) -> None:
+    checkpoint = str(write_model(tmp_path / "checkpoint-1"))
+    vllm = cli("eval", checkpoint, "--step", "1", *common(tmp_path, "vllm", "--base-url", "http://127.0.0.1:9/v1"))
+    assert vllm.exit_code == 2
+    assert "--base-url does not apply to --serve vllm (it is for --serve lora and --serve endpoint)" in said(vllm)
+    lora = cli("watch", str(tmp_path), *common(tmp_path, *LORA, "--base-model", "org/base"), "--once")
+    assert lora.exit_code == 2 and "--base-model does not apply to --serve lora" in said(lora), lora.output

@@ -56,6 +56,13 @@ app = typer.Typer(
 )
 
 SERVE_CHOICES = ("transformers", "vllm", "lora", "endpoint")
+SERVE_OPTIONS = {
+    "transformers": ("--device", "--base-model"),
+    "vllm": ("--vllm-bin", "--vllm-arg"),
+    "lora": ("--base-url", "--model"),
+    "endpoint": ("--base-url", "--model"),
+}
+"""The options each serving strategy reads."""
 
 Files = Annotated[list[Path], typer.Option("--file", "-f", help="A RunSpec YAML file (repeatable).")]
 TrainingRun = Annotated[str, typer.Option("--training-run", help="The training run's name (groups its results).")]
@@ -119,7 +126,20 @@ def make_serving(
     base_model: str | None,
     log_dir: Path,
 ) -> ServingStrategy:
-    """The serving strategy the options name."""
+    """The serving strategy the options name; an option the strategy would ignore is refused."""
+    given = {
+        "--base-url": base_url is not None,
+        "--model": model is not None,
+        "--vllm-bin": vllm_bin != "vllm",
+        "--vllm-arg": bool(vllm_args),
+        "--device": device != "cpu",
+        "--base-model": base_model is not None,
+    }
+    if serve in SERVE_OPTIONS:
+        unused = [name for name, set_ in given.items() if set_ and name not in SERVE_OPTIONS[serve]]
+        if unused:
+            users = [f"--serve {s}" for s, names in SERVE_OPTIONS.items() if unused[0] in names]
+            fail(f"{unused[0]} does not apply to --serve {serve} (it is for {' and '.join(users)}); remove it")
     if serve == "endpoint":
         return Endpoint(base_url, model)
     if serve == "lora":

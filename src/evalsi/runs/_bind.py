@@ -99,7 +99,11 @@ def run_from_mapping(data: Mapping[str, Any], source: str | None = None, base_di
 
 
 def bind_run(resource: Resource, base_dir: Path | None = None) -> BoundRun:
-    """Validate a RunSpec resource and bind its evaluators (a built-in eval's own when none are given)."""
+    """Validate a RunSpec resource and bind its evaluators (a built-in eval's own when none are given).
+
+    ``base_dir`` is the folder the spec's relative paths are relative to (made absolute now); None leaves them
+    relative to the working directory.
+    """
     try:
         body = RunSpecBody.model_validate(resource.spec)
     except ValidationError as exc:
@@ -121,7 +125,7 @@ def bind_run(resource: Resource, base_dir: Path | None = None) -> BoundRun:
         bound.append(bind_component(resource, component, reward_body, where, base_dir))
     reward = Reward(RewardSpec(name=resource.name, spec=reward_body, source=resource.document.file), bound)
     metrics = [MetricInfo(c.display_name, c.threshold) for c in components]
-    run = BoundRun(spec, reward, metrics, base_dir)
+    run = BoundRun(spec, reward, metrics, None if base_dir is None else base_dir.absolute())
     _check_metric_names(resource, run)
     return run
 

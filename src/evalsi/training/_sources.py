@@ -157,7 +157,7 @@ class RemoteDirectory:
         self.root = root.rstrip("/")
         self.url = url
         self.description = url
-        self.cache_dir = cache_dir
+        self.cache_dir = cache_dir.expanduser().absolute()
 
     def discover(self) -> list[Checkpoint]:
         """Checkpoints directly in the remote directory, by step."""
