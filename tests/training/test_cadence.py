@@ -130,6 +130,8 @@ def test_a_continuous_watch_knows_the_final_step_from_the_trainer_state(tmp_path
     report = watcher.run(until=lambda: len(watcher.report.evaluated) + len(watcher.report.skipped) >= 3)
     assert serving.steps == [10, 15]
     assert [c.step for c in report.skipped] == [12]
+    again = Watcher(evaluator, tmp_path / "out", settle=0, once=True).run()  # restarted: nothing is left to do
+    assert serving.steps == [10, 15] and not again.evaluated and [c.step for c in again.skipped] == [10, 12, 15]
 
 
 def test_eval_honours_the_cadence_and_final_evaluates_every_spec(tmp_path: Path, server: OpenAIServer) -> None:

@@ -171,13 +171,14 @@ class Watcher:
     def _evaluate(self, checkpoint: Checkpoint, report: WatchReport) -> None:
         settled_at = self.tracker.settles_at(checkpoint.path)
         final = self._final(checkpoint)
-        if not self.evaluator.due(checkpoint.step, final=final):
+        if self.evaluator.is_done(checkpoint.step, final=final):  # no spec is due, or those due are complete
             self.tracker.forget([checkpoint.path])
             self._done.add(checkpoint.step)
             report.skipped.append(checkpoint)
-            if self.display is not None:
+            shown = getattr(self.display, "skipped", None)  # a display written before it existed has none
+            if callable(shown) and not self.evaluator.due(checkpoint.step, final=final):
                 cadence = ", ".join(f"{name} every {n}" for name, n in self.evaluator.cadence().items())
-                self.display.skipped(checkpoint, f"no run spec is due at step {checkpoint.step} ({cadence})")
+                shown(checkpoint, f"no run spec is due at step {checkpoint.step} ({cadence})")
             return
         try:
             local = self.source.fetch(checkpoint)
