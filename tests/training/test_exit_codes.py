@@ -101,3 +101,8 @@ def test_an_option_the_serving_strategy_would_ignore_is_refused(tmp_path: Path) 
     assert "--base-url does not apply to --serve vllm (it is for --serve lora and --serve endpoint)" in said(vllm)
     lora = cli("watch", str(tmp_path), *common(tmp_path, *LORA, "--base-model", "org/base"), "--once")
     assert lora.exit_code == 2 and "--base-model does not apply to --serve lora" in said(lora), lora.output
+
+
+def test_watch_once_on_a_directory_that_is_not_there_exits_2(tmp_path: Path) -> None:
+    result = cli("watch", "outt", *common(tmp_path, *LORA), "--once")
+    assert result.exit_code == 2 and "outt: no such directory" in said(result), result.output

@@ -36,6 +36,7 @@ from evalsi.training import (
     Curve,
     CurvePoint,
     Endpoint,
+    LocalDirectory,
     LoRA,
     RemoteDirectory,
     ServingStrategy,
@@ -473,6 +474,10 @@ def watch_command(
         fail(str(exc))
     except EvalsiError as exc:  # a registry that does not answer
         fail(str(exc), EXIT_FAILED)
+    if isinstance(source, LocalDirectory) and not source.path.is_dir():
+        if once:  # nothing can appear there before --once returns: a mistyped directory
+            fail(f"{directory}: no such directory (it resolves to {source.path})")
+        stderr.print(f"[yellow]note:[/] {escape(str(source.path))} does not exist yet; waiting for it", highlight=False)
     watcher = Watcher(evaluator, source, settle=settle, poll=poll, stop_file=stop_file, once=once, display=display)
     report = watcher.report
     try:
