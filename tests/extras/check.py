@@ -284,7 +284,8 @@ def check_server(c: Check) -> None:
 
 
 def check_trl(c: Check) -> None:
-    """TRL reward functions score a batch as GRPOTrainer calls them; ``evalsi_callback`` is a TrainerCallback."""
+    """TRL reward functions score a batch as GRPOTrainer calls them; ``evalsi_callback`` is a TrainerCallback; a
+    checkpoint is served in-process (``--serve transformers``, the default) and evaluated."""
     spec = exact_match_reward(c.work)
     c.python(f"""
         from transformers import TrainerCallback
@@ -296,15 +297,14 @@ def check_trl(c: Check) -> None:
         assert totals == [1.0, 0.0] and weights[0] == 1.0, (totals, weights)
         assert isinstance(evalsi_callback(None, stop_file="STOP"), TrainerCallback)
         assert GRPOConfig.__name__ == "GRPOConfig"
-    """)
-    # in-process serving (`--serve transformers`, the default) of a tiny model built here
-    c.python("""
+
+        # a tiny model, served in-process below (`--serve transformers`, the default)
         import torch
         from tokenizers import Tokenizer, models, pre_tokenizers
         from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
         torch.manual_seed(0)
         words = ["<eos>", "<unk>", "Paris", "Lima", "4"]
-        core = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+        core = Tokenizer(models.WordLevel(dict(zip(words, range(len(words)))), unk_token="<unk>"))
         core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
         tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<eos>", unk_token="<unk>")
         config = GPT2Config(vocab_size=len(words), n_positions=64, n_embd=16, n_layer=1, n_head=2, eos_token_id=0,
@@ -313,8 +313,8 @@ def check_trl(c: Check) -> None:
         tokenizer.save_pretrained("checkpoint-1")
     """)
     server = c.model()  # the spec's target, replaced by the served checkpoint
-    spec = run_spec(c.work, server.base_url)
-    c.run(c.bin("evalsi"), "checkpoints", "eval", "checkpoint-1", "--step", "1", "-f", str(spec),
+    run = run_spec(c.work, server.base_url)
+    c.run(c.bin("evalsi"), "checkpoints", "eval", "checkpoint-1", "--step", "1", "-f", str(run),
           "--training-run", "trl-run", "--serve", "transformers", "--log-dir", "logs", "-q")  # fmt: skip
     exact_match_mean(c.work / "logs/trl-run/forgetting/step-1.json")  # complete (a random model scores what it may)
     expect(server.request_count() == 0, "the checkpoint was not served in-process: the spec's target was asked")
