@@ -6,9 +6,8 @@ with the keys :class:`~evalsi.testing.SingleTurn` takes: ``model`` and ``base_ur
 ``headers``, ``timeout``, ``max_retries``, ``retry_backoff``; sampling ``temperature``, ``top_p``, ``max_tokens``,
 ``seed``, ``stop``; any other key is sent in every request body as it is. Each of the episode's requests is one
 chat completion with these settings, retried as evalsi's other HTTP clients are. The row's messages become the
-episode's chat, and
-``row.metadata["reward"]`` holds the checker's reward (None when it could not run; the reason is in
-``row.metadata["checker"]``), for the test to score::
+episode's chat, and ``row.metadata["reward"]`` holds the checker's reward (None when it could not run; the reason
+is in ``row.metadata["checker"]``), for the test to score::
 
     @evaluation_test(input_rows=[{"prompt": "write-file", "task": "tasks/write-file.yaml"}],
                      completion_params=[{"model": "m", "base_url": URL}], rollout_processor=AgentLoop())
