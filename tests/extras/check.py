@@ -60,7 +60,7 @@ class Check:
         self.work = work
         self.stack = stack
         self.vars = {k: v for k, v in os.environ.items() if not k.startswith(("EVALSI_", "VIRTUAL_ENV", "PYTHON"))}
-        self.vars["PATH"] = f"{env / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
+        self.vars["PATH"] = os.pathsep.join([str(env / "bin"), "/usr/local/bin", "/usr/bin", "/bin"])  # no other venv
         self.vars["HOME"] = str(work / "home")
         (work / "home").mkdir()
 
