@@ -131,6 +131,8 @@ def test_compare_marks_significant_changes_and_lists_flips(
     data = orjson.loads(invoke("compare", str(a), str(b), "--json").output)
     assert data[0]["metric"] == "exact-match" and data[0]["significant"] is True
     assert data[0]["mcnemar"]["aOnly"] == 20 and data[0]["mcnemar"]["pValue"] < 1e-5
+    ci = data[0]["difference"]["ci"]  # Newcombe's interval for a change of pass rate, named, within [-1, 1]
+    assert ci["method"] == "newcombe" and -1.0 <= ci["low"] < ci["high"] < 0.0
     same = invoke("compare", str(a), str(a), "--json")
     assert orjson.loads(same.output)[0]["significant"] is False
 

@@ -79,3 +79,6 @@ def test_comparison_keeps_numbers_whole_at_80_columns() -> None:
     ):
         assert whole in text, whole
     assert "runs/baseline-checkpoint.results.json" in text and "excludes 0" in text
+    # The 95% interval of a difference of pass rates is Newcombe's, and the table says so.
+    assert c.difference.method == "newcombe" and -1.0 <= c.difference.ci_low <= c.difference.ci_high <= 1.0
+    assert "95% CI: Newcombe's paired score interval" in " ".join(text.split())

@@ -194,6 +194,7 @@ def test_connect_and_grpc_answer_as_http_json(
         same_ids = {**reference, "baseRunId": request.base_run_id, "candidateRunId": request.candidate_run_id}
         assert plain == _plain(json_format.ParseDict(same_ids, pb.CompareRunsResponse())), protocol
         assert plain["comparisons"][0]["difference"]["mean"] == pytest.approx(-0.3)
+        assert plain["comparisons"][0]["difference"]["ci"]["method"] == "newcombe"  # the interval names its method
 
         status, listed = (
             _grpc(process, token, "ListRuns", pb.ListRunsRequest(labels={"training-run": protocol}))

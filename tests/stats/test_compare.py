@@ -6,7 +6,7 @@ import math
 from fractions import Fraction
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evalsi.stats import mcnemar_exact, paired_comparison, record_means, standard_error
@@ -73,6 +73,7 @@ runs = st.dictionaries(
 )
 
 
+@settings(deadline=None)  # the bootstrap draws 1,000 resamples: slow on a loaded machine
 @given(runs, runs)
 def test_swapping_runs_negates_the_difference(a: dict[str, list[float]], b: dict[str, list[float]]) -> None:
     ab, ba = paired_comparison(a, b), paired_comparison(b, a)
@@ -86,6 +87,7 @@ def test_swapping_runs_negates_the_difference(a: dict[str, list[float]], b: dict
     assert len(ab.flips) == len(ba.flips)
 
 
+@settings(deadline=None)  # the bootstrap draws 1,000 resamples: slow on a loaded machine
 @given(runs)
 def test_a_run_against_itself_shows_no_change(a: dict[str, list[float]]) -> None:
     cmp = paired_comparison(a, a)
@@ -96,6 +98,7 @@ def test_a_run_against_itself_shows_no_change(a: dict[str, list[float]]) -> None
         assert cmp.mcnemar.p_value == 1.0
 
 
+@settings(deadline=None)  # the bootstrap draws 1,000 resamples: slow on a loaded machine
 @given(runs, runs)
 def test_difference_error_is_the_paired_standard_error(a: dict[str, list[float]], b: dict[str, list[float]]) -> None:
     cmp = paired_comparison(a, b)

@@ -6,7 +6,7 @@ import math
 import statistics
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evalsi.stats import clustered_estimate, estimate, mean, standard_error, t_quantile_975
@@ -19,9 +19,15 @@ def test_worked_example() -> None:
     est = estimate([1.0, 0.0, 1.0, 1.0])
     assert est.mean == 0.75
     assert est.se == pytest.approx(0.25)  # s^2 = 0.25, se = sqrt(0.25 / 4)
-    assert est.ci_low == pytest.approx(0.75 - 3.1824 * 0.25)
-    assert est.ci_high == pytest.approx(0.75 + 3.1824 * 0.25)
+    # A proportion: Wilson's interval (z = 1.96), where mean ± t·se gave [-0.046, 1.546], outside [0, 1].
+    z2 = 1.959963984540054**2
+    centre = (0.75 + z2 / 8) / (1 + z2 / 4)
+    half = math.sqrt(z2) * math.sqrt(0.75 * 0.25 / 4 + z2 / 64) / (1 + z2 / 4)
+    assert est.ci_low == pytest.approx(centre - half) == pytest.approx(0.3006, abs=1e-4)
+    assert est.ci_high == pytest.approx(centre + half) == pytest.approx(0.9544, abs=1e-4)
+    assert est.method == "wilson"
     assert (est.n, est.clusters) == (4, 4)
+    assert est.to_dict()["ci"] == {"low": est.ci_low, "high": est.ci_high, "method": "wilson"}
 
 
 def test_clustered_worked_example() -> None:
@@ -46,12 +52,14 @@ def test_t_quantiles_known_values() -> None:
 def test_degenerate_inputs() -> None:
     assert math.isnan(estimate([]).mean)
     one = estimate([0.3])
-    assert one.mean == 0.3 and math.isnan(one.se) and math.isnan(one.ci_low)
+    assert one.mean == 0.3 and math.isnan(one.se) and math.isnan(one.ci_low) and one.method == ""
+    assert one.to_dict()["ci"] is None
     assert math.isnan(standard_error([1.0]))
     assert clustered_estimate([[], [1.0], []]).clusters == 1
     assert estimate([0.3]).to_dict()["se"] is None
 
 
+@settings(deadline=None)  # the bootstrap draws 1,000 resamples: slow on a loaded machine
 @given(values_2)
 def test_standard_error_matches_statistics(values: list[float]) -> None:
     expected = statistics.stdev(values) / math.sqrt(len(values))
@@ -59,6 +67,7 @@ def test_standard_error_matches_statistics(values: list[float]) -> None:
     assert estimate(values).se == pytest.approx(expected, rel=1e-6, abs=1e-9)
 
 
+@settings(deadline=None)  # the bootstrap draws 1,000 resamples: slow on a loaded machine
 @given(values_2)
 def test_interval_contains_the_mean(values: list[float]) -> None:
     est = estimate(values)
@@ -66,6 +75,7 @@ def test_interval_contains_the_mean(values: list[float]) -> None:
     assert est.mean == pytest.approx(mean(values))
 
 
+@settings(deadline=None)  # the bootstrap draws 1,000 resamples: slow on a loaded machine
 @given(st.integers(2, 8), st.lists(st.lists(finite, min_size=1, max_size=1), min_size=2, max_size=20))
 def test_equal_clusters_reduce_to_record_means(size: int, seeds: list[list[float]]) -> None:
     # Equal-size clusters: the cluster-robust SE is the plain SE of the per-record means.
@@ -76,6 +86,7 @@ def test_equal_clusters_reduce_to_record_means(size: int, seeds: list[list[float
     assert est.se == pytest.approx(standard_error(record_means), rel=1e-6, abs=1e-6)
 
 
+@settings(deadline=None)  # the bootstrap draws 1,000 resamples: slow on a loaded machine
 @given(st.lists(st.lists(finite, min_size=1, max_size=4), min_size=2, max_size=15), st.randoms())
 def test_cluster_order_does_not_matter(clusters: list[list[float]], rnd: object) -> None:
     shuffled = list(clusters)
@@ -85,6 +96,7 @@ def test_cluster_order_does_not_matter(clusters: list[list[float]], rnd: object)
     assert a.se == pytest.approx(b.se, rel=1e-6, abs=1e-6)
 
 
+@settings(deadline=None)  # the bootstrap draws 1,000 resamples: slow on a loaded machine
 @given(values_2, finite)
 def test_shifting_values_moves_the_mean_not_the_error(values: list[float], shift: float) -> None:
     a, b = estimate(values), estimate([v + shift for v in values])

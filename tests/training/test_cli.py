@@ -82,8 +82,12 @@ def test_curve_json_and_plots(evaluated: tuple[Path, Path, Any], tmp_path: Path)
     assert data["latest"] == "300" and data["failed"] is True
     point = data["points"][3]["metrics"]["exact-match"]
     assert point["regressed"] and point["significant"] and point["change"]["mean"] == pytest.approx(-0.4)
+    # Intervals name their method and stay in the range: Wilson's for a pass rate, Newcombe's for its change.
+    assert point["ci"]["method"] == "wilson" and 0.0 <= point["ci"]["low"] <= point["ci"]["high"] <= 1.0
+    assert point["change"]["ci"]["method"] == "newcombe" and -1.0 <= point["change"]["ci"]["low"] < 0.0
     page = html.read_text()
     assert page.count("<svg") == 1 and page.count("class='regression'") == 1 and "class='base'" in page
+    assert "Wilson score interval" in page and "Newcombe&#x27;s paired score interval" in page
     assert "<script" not in page and "http" not in page.replace("http://www.w3.org/2000/svg", "")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
 

@@ -10,8 +10,11 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 
 from rich import box
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
+
+from evalsi.stats import describe_method
 
 
 def number_table(
@@ -45,3 +48,21 @@ def number_table(
     for row in body:
         table.add_row(*row)
     return table
+
+
+def interval_note(methods: Iterable[tuple[str, str]]) -> str | None:
+    """Which method gave each 95% interval, from ``(name, method)`` pairs (None when none has an interval).
+
+    One method: ``95% CI: Wilson score interval``; several: each with the names it applies to.
+    """
+    by_method: dict[str, list[str]] = {}
+    for name, method in methods:
+        names = by_method.setdefault(method, []) if method else None
+        if names is not None and name not in names:
+            names.append(name)
+    if not by_method:
+        return None
+    if len(by_method) == 1:
+        return f"95% CI: {describe_method(next(iter(by_method)))}"
+    parts = [f"{describe_method(method)} ({escape(', '.join(names))})" for method, names in by_method.items()]
+    return "95% CI: " + "; ".join(parts)

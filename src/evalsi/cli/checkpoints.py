@@ -25,9 +25,10 @@ from rich.table import Table
 from rich.text import Text
 
 from evalsi.cli._console import EXIT_FAILED, EXIT_GATE, EXIT_OK, fail, stderr, stdout
+from evalsi.cli._tables import interval_note
 from evalsi.errors import DataError, EvalsiError, SpecError
 from evalsi.runs import RunsClient, load_run
-from evalsi.stats import RegressionRule
+from evalsi.stats import RegressionRule, describe_method
 from evalsi.training import (
     DEFAULT_LOG_DIR,
     VLLM,
@@ -297,7 +298,8 @@ def step_lines(result: StepResult) -> list[str]:
             d = spec.comparisons[rule.metric].difference
             lines.append(
                 f"    [bold red]regression[/] {escape(rule.metric)} "
-                f"{d.mean:+.4f} (95% CI [{d.ci_low:+.4f}, {d.ci_high:+.4f}]) beyond {escape(str(rule))}"
+                f"{d.mean:+.4f} (95% CI [{d.ci_low:+.4f}, {d.ci_high:+.4f}], {describe_method(d.method)}) "
+                f"beyond {escape(str(rule))}"
             )
     for name, every in result.not_due.items():
         lines.append(f"  {escape(name)}: not due at this step (every {every})")
@@ -586,6 +588,11 @@ def curve_command(
             stdout.print(curve_table(curve))
         if any(p.changes for c in curves for p in c.points):
             stdout.print("* marks a significant change, ! a regression.", highlight=False)
+        note = interval_note(
+            (name, change.difference.method) for c in curves for p in c.points for name, change in p.changes.items()
+        )
+        if note is not None:
+            stdout.print(f"change from the base, {note}", highlight=False)
     if any(c.failed for c in curves):
         raise typer.Exit(EXIT_GATE)
 

@@ -13,10 +13,10 @@ from rich.markup import escape
 from rich.text import Text
 
 from evalsi.cli._console import EXIT_GATE, fail, stderr, stdout
-from evalsi.cli._tables import number_table
+from evalsi.cli._tables import interval_note, number_table
 from evalsi.errors import DataError
 from evalsi.runs import LoadedRun, MetricComparison, compare_runs, comparison_to_dict, load_results, record_overlap
-from evalsi.stats import RegressionRule, regressed
+from evalsi.stats import RegressionRule, describe_method, regressed
 
 SHARED_WARNING = 0.9
 """Below this fraction of shared records, compare warns: the runs may not be over the same data."""
@@ -88,7 +88,7 @@ def compare_command(
         d = by_metric[metric].comparison.difference
         stderr.print(
             f"[bold red]regression:[/] {escape(metric)} dropped {-d.mean:.4f} (95% CI of B − A "
-            f"[{d.ci_low:+.4f}, {d.ci_high:+.4f}]), more than {rule.max_drop:g}",
+            f"[{d.ci_low:+.4f}, {d.ci_high:+.4f}], {describe_method(d.method)}), more than {rule.max_drop:g}",
             highlight=False,
         )
     if warnings and strict:
@@ -163,6 +163,9 @@ def comparison_table(
         notes.append("! a regression")
     if any(item.comparison.mcnemar is not None for item in compared):
         notes.append("flips: records that went +right or −wrong")
+    method_note = interval_note((item.metric, item.comparison.difference.method) for item in compared)
+    if method_note is not None:
+        notes.append(method_note)
     table = number_table(title, columns, columns[1:], rows, caption="; ".join(notes) or None)
     return Group(table, *details)
 

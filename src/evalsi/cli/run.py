@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from evalsi.cli._console import EXIT_FAILED, EXIT_GATE, EXIT_OK, fail, stderr
-from evalsi.cli._tables import number_table
+from evalsi.cli._tables import interval_note, number_table
 from evalsi.errors import DataError, SpecError
 from evalsi.runs import GenerationError, Runner, RunOutcome, RunVerdict, load_run
 from evalsi.stats import Estimate
@@ -112,7 +112,10 @@ def run_summary(outcome: RunOutcome) -> Group:
         statuses = [str(counts[s]) for s in ("ok", "skipped", "error")] if counts else ["", "", ""]
         rows.append([escape(metric), fmt(est.mean), interval(est), fmt(est.se), str(est.clusters), *statuses])
     columns = ("metric", "mean", "95% CI", "se", "records", "ok", "skipped", "errored")
-    table = number_table(f"{escape(str(outcome.path))}: {len(outcome.records)} records", columns, columns[1:], rows)
+    note = interval_note((metric, est.method) for metric, est in summary.metrics.items())
+    table = number_table(
+        f"{escape(str(outcome.path))}: {len(outcome.records)} records", columns, columns[1:], rows, caption=note
+    )
     parts: list[Table | Text] = [table]
     for metric, reason in summary.unscored.items():
         parts.append(Text(f"{metric}: nothing was scored; {reason}", style="yellow"))

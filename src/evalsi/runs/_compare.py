@@ -162,14 +162,7 @@ def comparison_from_dict(data: Mapping[str, Any]) -> MetricComparison:
 
     try:
         raw = data.get("difference") or {}
-        difference = Estimate(
-            number(raw, "mean"),
-            number(raw, "se"),
-            number(raw, "ci_low"),
-            number(raw, "ci_high"),
-            int(raw.get("n") or 0),
-            int(raw.get("clusters") or 0),
-        )
+        difference = Estimate.from_dict(raw)
         test = data.get("mcnemar")
         mcnemar = (
             None

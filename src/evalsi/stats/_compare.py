@@ -2,18 +2,22 @@
 
 Records are paired by key (a record's ``id``, else its content hash). Each record's samples are averaged
 first, so a record counts once whatever its number of samples; the difference ``B − A`` is then estimated
-over the paired records with a t interval. For pass/fail metrics (every paired per-record value is 0 or 1)
-McNemar's exact test is given too, with the records that flipped.
+over the paired records. For pass/fail metrics (every paired per-record value is 0 or 1) its 95% interval is
+Newcombe's paired score interval, and McNemar's exact test is given too, with the records that flipped; for
+other metrics the interval is the paired bootstrap over records (:mod:`evalsi.stats._intervals`). Either stays
+within the range a difference can take, at any number of pairs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from evalsi.stats._mean import Estimate, estimate, mean
+from evalsi.stats._intervals import BOOTSTRAP_MAX_RECORDS, Interval, bootstrap, newcombe_paired, normal_within
+from evalsi.stats._mean import Estimate, clustered_estimate, mean
 
 Direction = Literal["improved", "regressed"]
 
@@ -45,8 +49,9 @@ class Flip:
 class PairedComparison:
     """B compared with A over their common records.
 
-    ``difference`` is the mean of per-record ``B − A`` with its standard error and 95% interval;
-    ``significant`` means the interval excludes zero. ``only_a``/``only_b`` count records present in one
+    ``difference`` is the mean of per-record ``B − A`` with its standard error and 95% interval (its
+    ``method`` says which: ``newcombe``, ``paired-bootstrap`` or ``paired-normal``); ``significant`` means the
+    interval excludes zero. ``only_a``/``only_b`` count records present in one
     run only (left out).
     """
 
@@ -68,6 +73,13 @@ class PairedComparison:
         """Whether the 95% interval of the difference excludes zero."""
         d = self.difference
         return not math.isnan(d.ci_low) and (d.ci_low > 0 or d.ci_high < 0)
+
+
+def paired_interval(differences: Sequence[float], plain: Estimate) -> Interval:
+    """The 95% interval of the mean of per-record differences: the paired bootstrap (normal past its limit)."""
+    if len(differences) > BOOTSTRAP_MAX_RECORDS:
+        return normal_within(plain.mean, plain.se, min(differences), max(differences), "paired-normal")
+    return bootstrap(differences, method="paired-bootstrap")
 
 
 def record_means(values: Mapping[str, Sequence[float]]) -> dict[str, float]:
@@ -107,7 +119,8 @@ def paired_comparison(a: Mapping[str, Sequence[float]], b: Mapping[str, Sequence
     keys = sorted(means_a.keys() & means_b.keys())
     pa = [means_a[k] for k in keys]
     pb = [means_b[k] for k in keys]
-    difference = estimate([y - x for x, y in zip(pa, pb, strict=True)])
+    differences = [y - x for x, y in zip(pa, pb, strict=True)]
+    plain = clustered_estimate([[d] for d in differences], interval=False)
     binary = bool(keys) and all(v in (0.0, 1.0) for v in (*pa, *pb))
     test: McNemar | None = None
     flips: list[Flip] = []
@@ -116,6 +129,11 @@ def paired_comparison(a: Mapping[str, Sequence[float]], b: Mapping[str, Sequence
         a_only = sum(1 for f in flips if f.a > f.b)
         b_only = len(flips) - a_only
         test = McNemar(a_only, b_only, mcnemar_exact(a_only, b_only))
+        both = sum(1 for x, y in zip(pa, pb, strict=True) if x == 1.0 and y == 1.0)
+        interval = newcombe_paired(both, b_only, a_only, len(keys) - both - len(flips))
+    else:
+        interval = paired_interval(differences, plain)
+    difference = dataclasses.replace(plain, ci_low=interval.low, ci_high=interval.high, method=interval.method)
     return PairedComparison(
         mean_a=mean(pa),
         mean_b=mean(pb),

@@ -1,81 +1,35 @@
 """Means with standard errors and 95% confidence intervals, clustered by record when it has several samples.
 
-With one value per record this is the textbook estimate: ``se = s / sqrt(n)``. With several samples per record
+With one value per record the standard error is the textbook ``s / sqrt(n)``. With several samples per record
 the samples of one record are not independent (they share a prompt), so the standard error is the
 cluster-robust one (clusters = records), which reduces to the textbook formula when every cluster has one
 value.
-Intervals use Student's t with ``clusters - 1`` degrees of freedom: AIME has 30 records, where a normal
-interval would be too narrow.
+
+The 95% interval is not ``mean ± t·se``, which leaves the range a mean can take at small n or near an edge
+(:mod:`evalsi.stats._intervals`): a proportion (0/1 values, one per record) gets the Wilson score interval; any
+other mean the bootstrap over records, which resamples a record's samples together (the normal interval within
+the observed range past :data:`~evalsi.stats._intervals.BOOTSTRAP_MAX_RECORDS` records). ``Estimate.method``
+names the one used.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-_T975 = (
-    12.7062,
-    4.3027,
-    3.1824,
-    2.7764,
-    2.5706,
-    2.4469,
-    2.3646,
-    2.3060,
-    2.2622,
-    2.2281,
-    2.2010,
-    2.1788,
-    2.1604,
-    2.1448,
-    2.1314,
-    2.1199,
-    2.1098,
-    2.1009,
-    2.0930,
-    2.0860,
-    2.0796,
-    2.0739,
-    2.0687,
-    2.0639,
-    2.0595,
-    2.0555,
-    2.0518,
-    2.0484,
-    2.0452,
-    2.0423,
-)
-"""The 97.5% quantile of Student's t for 1..30 degrees of freedom."""
-
-Z975 = 1.959963984540054
-"""The 97.5% quantile of the standard normal distribution."""
-
-
-def t_quantile_975(df: int) -> float:
-    """The 97.5% quantile of Student's t with ``df`` degrees of freedom (two-sided 95% intervals).
-
-    A table up to 30, then the Cornish-Fisher expansion around the normal quantile (error below 1e-5 there).
-    """
-    if df < 1:
-        raise ValueError(f"degrees of freedom must be at least 1, got {df}")
-    if df <= len(_T975):
-        return _T975[df - 1]
-    z, v = Z975, float(df)
-    return (
-        z
-        + (z**3 + z) / (4 * v)
-        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
-        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3)
-    )
+from evalsi.stats._intervals import BOOTSTRAP_MAX_RECORDS, NO_INTERVAL, Interval, bootstrap, normal_within, wilson
 
 
 @dataclass(frozen=True, slots=True)
 class Estimate:
-    """A mean with its standard error and 95% interval.
+    """A mean with its standard error and 95% interval, and the method of the interval.
 
-    ``se`` and the interval are ``nan`` when they cannot be estimated (fewer than two records); ``n`` counts
-    values and ``clusters`` counts records.
+    ``se`` and the interval are ``nan`` when they cannot be estimated (``se`` needs two records, the interval
+    two records or a proportion); ``n`` counts values and ``clusters`` counts records. ``method`` names the
+    interval (``wilson``, ``bootstrap``, ``normal``, ``newcombe``, ``paired-bootstrap``, ``paired-normal``;
+    empty when there is none): :func:`evalsi.stats.describe_method` says it in words.
     """
 
     mean: float
@@ -84,9 +38,42 @@ class Estimate:
     ci_high: float
     n: int
     clusters: int
+    method: str = ""
 
-    def to_dict(self) -> dict[str, float | int | None]:
-        """JSON form; a ``nan`` becomes ``None``."""
+    @classmethod
+    def from_dict(cls, value: Mapping[str, Any]) -> Estimate:
+        """An estimate from its JSON form (:meth:`to_dict`: a summary's metric, a comparison's difference).
+
+        The interval is read from ``ci`` (``{"low", "high", "method"}``), else from ``ci_low`` and ``ci_high``
+        (files written before intervals named their method); a missing number is ``nan``.
+        """
+
+        def number(source: Mapping[str, Any], key: str) -> float:
+            item = source.get(key)
+            return float(item) if isinstance(item, int | float) and not isinstance(item, bool) else math.nan
+
+        def whole(key: str) -> int:
+            item = value.get(key)
+            return int(item) if isinstance(item, int | float) and not isinstance(item, bool) else 0
+
+        ci = value.get("ci")
+        if isinstance(ci, Mapping):
+            low, high, method = number(ci, "low"), number(ci, "high"), str(ci.get("method") or "")
+        else:
+            low, high, method = number(value, "ci_low"), number(value, "ci_high"), ""
+        return cls(number(value, "mean"), number(value, "se"), low, high, whole("n"), whole("clusters"), method)
+
+    @property
+    def has_interval(self) -> bool:
+        """Whether the interval could be estimated."""
+        return not (math.isnan(self.ci_low) or math.isnan(self.ci_high))
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON form; a ``nan`` becomes ``None``.
+
+        The interval is given twice: as ``ci`` (``{"low", "high", "method"}``, None without one) and, for readers
+        of earlier files, as ``ci_low`` and ``ci_high``.
+        """
 
         def clean(x: float) -> float | None:
             return None if math.isnan(x) else x
@@ -96,6 +83,7 @@ class Estimate:
             "se": clean(self.se),
             "ci_low": clean(self.ci_low),
             "ci_high": clean(self.ci_high),
+            "ci": {"low": self.ci_low, "high": self.ci_high, "method": self.method} if self.has_interval else None,
             "n": self.n,
             "clusters": self.clusters,
         }
@@ -120,15 +108,24 @@ def standard_error(values: Sequence[float]) -> float:
 
 
 def estimate(values: Sequence[float]) -> Estimate:
-    """Mean, standard error and t-based 95% interval of independent values (one per record)."""
+    """Mean, standard error and 95% interval of independent values (one per record).
+
+    Example:
+        >>> est = estimate([1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0])
+        >>> est.method, round(est.ci_low, 3), round(est.ci_high, 3)
+        ('wilson', 0.529, 0.978)
+
+    """
     return clustered_estimate([[v] for v in values])
 
 
-def clustered_estimate(clusters: Sequence[Sequence[float]]) -> Estimate:
-    """Mean over every value, with a cluster-robust standard error (one cluster per record).
+def clustered_estimate(clusters: Sequence[Sequence[float]], *, interval: bool = True) -> Estimate:
+    """Mean over every value, with a cluster-robust standard error (one cluster per record) and a 95% interval.
 
     ``se² = G/(G-1) · Σ_g (Σ_i (x_gi − mean))² / N²`` for ``G`` non-empty clusters and ``N`` values. Empty
-    clusters (a record whose samples all errored or were skipped) are ignored.
+    clusters (a record whose samples all errored or were skipped) are ignored. The interval is Wilson's for 0/1
+    values one per record, else the bootstrap over records (see the module doc); ``interval=False`` leaves it
+    out (``nan``), for a caller that works out its own.
     """
     groups = [list(g) for g in clusters if len(g) > 0]
     values = [x for g in groups for x in g]
@@ -136,9 +133,29 @@ def clustered_estimate(clusters: Sequence[Sequence[float]]) -> Estimate:
     if n == 0:
         return EMPTY
     m = mean(values)
-    if g_count < 2:
-        return Estimate(m, math.nan, math.nan, math.nan, n, g_count)
-    residual_sums = math.fsum(math.fsum(x - m for x in g) ** 2 for g in groups)
-    se = math.sqrt(g_count / (g_count - 1) * residual_sums) / n
-    half = t_quantile_975(g_count - 1) * se
-    return Estimate(m, se, m - half, m + half, n, g_count)
+    se = math.nan
+    if g_count >= 2:
+        residual_sums = math.fsum(math.fsum(x - m for x in g) ** 2 for g in groups)
+        se = math.sqrt(g_count / (g_count - 1) * residual_sums) / n
+    if not interval:
+        return Estimate(m, se, math.nan, math.nan, n, g_count)
+    found = _interval(groups, m, se)
+    return Estimate(m, se, found.low, found.high, n, g_count, found.method)
+
+
+def _interval(groups: list[list[float]], m: float, se: float) -> Interval:
+    if is_proportion(groups):
+        return wilson(sum(1 for g in groups if g[0] == 1.0), len(groups))
+    if len(groups) < 2:
+        return NO_INTERVAL
+    sums = [math.fsum(g) for g in groups]
+    counts = [len(g) for g in groups]
+    if len(groups) > BOOTSTRAP_MAX_RECORDS:
+        record_means = [s / c for s, c in zip(sums, counts, strict=True)]
+        return normal_within(m, se, min(record_means), max(record_means))
+    return bootstrap(sums, counts)
+
+
+def is_proportion(groups: Sequence[Sequence[float]]) -> bool:
+    """Whether every record holds exactly one value and each is 0 or 1 (a proportion: Wilson's interval)."""
+    return all(len(g) == 1 and (g[0] == 0.0 or g[0] == 1.0) for g in groups)

@@ -95,6 +95,7 @@ class Curve:
                     "mean": _clean(est.mean),
                     "ciLow": _clean(est.ci_low),
                     "ciHigh": _clean(est.ci_high),
+                    "ci": est.to_dict()["ci"],
                     "change": None if change is None else change.difference.to_dict(),
                     "significant": bool(change is not None and change.significant),
                     "regressed": point.regressed_on(name),
@@ -165,18 +166,4 @@ def summary_estimates(summary: Mapping[str, Any]) -> dict[str, Estimate]:
 
 
 def _estimate(value: Any) -> Estimate:
-    if not isinstance(value, dict):
-        return EMPTY
-
-    def number(key: str) -> float:
-        item = value.get(key)
-        return float(item) if isinstance(item, int | float) else math.nan
-
-    return Estimate(
-        number("mean"),
-        number("se"),
-        number("ci_low"),
-        number("ci_high"),
-        int(value.get("n") or 0),
-        int(value.get("clusters") or 0),
-    )
+    return Estimate.from_dict(value) if isinstance(value, dict) else EMPTY

@@ -11,8 +11,9 @@ import math
 from pathlib import Path
 
 from evalsi._util.atomic import atomic_writer
+from evalsi._util.axis import nice_ticks, tick_label
 from evalsi.errors import EvalsiError
-from evalsi.stats import EMPTY
+from evalsi.stats import EMPTY, describe_method
 from evalsi.training._curve import Curve, CurvePoint
 
 MATPLOTLIB_SUFFIXES = (".png", ".svg", ".pdf")
@@ -66,7 +67,10 @@ def _matplotlib(curves: list[Curve], path: Path) -> None:
         steps = [p.step for p, *_ in series]
         means = [m for _, m, _, _ in series]
         errors = [[m - lo for _, m, lo, _ in series], [hi - m for _, m, _, hi in series]]
-        ax.errorbar(steps, means, yerr=errors, marker="o", capsize=3, label="checkpoint (95% CI)")
+        methods = sorted({describe_method(p.means[metric].method) for p, *_ in series if p.means[metric].method})
+        label = f"checkpoint (95% CI: {', '.join(methods)})" if methods else "checkpoint"
+        ax.errorbar(steps, means, yerr=errors, marker="o", capsize=3, label=label)
+        ax.grid(True, color="#e5e5e5")
         base = curve.base
         base_est = base.means.get(metric, EMPTY) if base is not None else EMPTY
         if not math.isnan(base_est.mean):
@@ -102,11 +106,29 @@ def curve_html(curves: list[Curve]) -> str:
             parts.append(f"<h2>{html.escape(metric)}</h2>")
             parts.append(_svg(curve, metric))
         parts.append(_table(curve))
-    parts.append("<p>* a significant change from the base (95% CI excludes 0); ! a regression.</p></body></html>")
+    methods = sorted({est.method for c in curves for p in c.points for est in p.means.values() if est.method})
+    changes = sorted({d.difference.method for c in curves for p in c.points for d in p.changes.values()})
+    note = "; ".join(
+        part
+        for part in (
+            "bars: 95% CI (" + ", ".join(map(describe_method, methods)) + ")" if methods else "",
+            "changes: " + ", ".join(map(describe_method, [m for m in changes if m])) if any(changes) else "",
+        )
+        if part
+    )
+    parts.append(
+        f"<p>* a significant change from the base (95% CI excludes 0); ! a regression. {html.escape(note)}</p>"
+        "</body></html>"
+    )
     return "".join(parts)
 
 
-def _svg(curve: Curve, metric: str, width: int = 640, height: int = 260) -> str:
+def _svg(curve: Curve, metric: str, width: int = 640, height: int = 280) -> str:
+    """One metric's chart, steps on a numeric x axis.
+
+    Round ticks and gridlines on both axes, the base's mean as a dashed line over its interval, each step's mean
+    with its interval, regressions in red.
+    """
     series = _series(curve, metric)
     base = curve.base
     base_est = base.means.get(metric, EMPTY) if base is not None else EMPTY
@@ -114,30 +136,36 @@ def _svg(curve: Curve, metric: str, width: int = 640, height: int = 260) -> str:
     values += [v for v in (base_est.mean, base_est.ci_low, base_est.ci_high) if not math.isnan(v)]
     if not values:
         return "<p>no values</p>"
-    low, high = min(values), max(values)
-    if high - low < 1e-9:
-        low, high = low - 0.5, high + 0.5
-    pad = (high - low) * 0.1
-    low, high = low - pad, high + pad
+    y_ticks = nice_ticks(min(values), max(values))
+    low, high = y_ticks[0], y_ticks[-1]
     steps = [p.step or 0 for p, *_ in series] or [0]
-    first, last = min(steps), max(steps)
-    span = (last - first) or 1
-    left, right, top, bottom = 50, width - 20, 15, height - 30
+    x_ticks = nice_ticks(min(0, *steps), max(steps), 6)
+    first, last = x_ticks[0], x_ticks[-1]
+    left, right, top, bottom = 56, width - 20, 15, height - 40
 
     def x(step: float) -> float:
-        return left + (step - first) / span * (right - left) if len(series) > 1 else (left + right) / 2
+        return left + (step - first) / ((last - first) or 1) * (right - left)
 
     def y(value: float) -> float:
-        return bottom - (value - low) / (high - low) * (bottom - top)
+        return bottom - (value - low) / ((high - low) or 1) * (bottom - top)
 
     out = [
         f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' role='img' "
         f"aria-label='{html.escape(metric)} per step'>",
-        f"<line x1='{left}' y1='{bottom}' x2='{right}' y2='{bottom}' stroke='#999'/>",
-        f"<line x1='{left}' y1='{top}' x2='{left}' y2='{bottom}' stroke='#999'/>",
-        f"<text x='{left - 5}' y='{y(high - pad) + 4:.1f}' font-size='10' text-anchor='end'>{high - pad:.3f}</text>",
-        f"<text x='{left - 5}' y='{y(low + pad) + 4:.1f}' font-size='10' text-anchor='end'>{low + pad:.3f}</text>",
     ]
+    for tick in y_ticks:
+        out.append(
+            f"<line x1='{left}' x2='{right}' y1='{y(tick):.1f}' y2='{y(tick):.1f}' stroke='#e5e5e5'/>"
+            f"<text x='{left - 6}' y='{y(tick) + 4:.1f}' font-size='10' text-anchor='end'>{tick_label(tick)}</text>"
+        )
+    for tick in x_ticks:
+        out.append(
+            f"<line x1='{x(tick):.1f}' x2='{x(tick):.1f}' y1='{top}' y2='{bottom}' stroke='#eeeeee'/>"
+            f"<text x='{x(tick):.1f}' y='{bottom + 15}' font-size='10' text-anchor='middle'>{tick_label(tick)}</text>"
+        )
+    out.append(f"<line x1='{left}' y1='{bottom}' x2='{right}' y2='{bottom}' stroke='#999'/>")
+    out.append(f"<line x1='{left}' y1='{top}' x2='{left}' y2='{bottom}' stroke='#999'/>")
+    out.append(f"<text x='{(left + right) / 2:.0f}' y='{height - 6}' font-size='11' text-anchor='middle'>step</text>")
     if not math.isnan(base_est.mean):
         if not math.isnan(base_est.ci_low):
             out.append(
@@ -158,13 +186,13 @@ def _svg(curve: Curve, metric: str, width: int = 640, height: int = 260) -> str:
         px = x(point.step or 0)
         bad = point.regressed_on(metric)
         colour = "#c00" if bad else "#1f77b4"
+        method = describe_method(point.means[metric].method)
         out.append(f"<line x1='{px:.1f}' x2='{px:.1f}' y1='{y(lo):.1f}' y2='{y(hi):.1f}' stroke='{colour}'/>")
         out.append(
             f"<circle class='{'regression' if bad else 'step'}' cx='{px:.1f}' cy='{y(mean):.1f}' r='4' "
             f"fill='{colour}'><title>step {point.step}: {mean:.4f} [{lo:.4f}, {hi:.4f}]"
-            f"{' regression' if bad else ''}</title></circle>"
+            f"{html.escape(f' ({method})' if method else '')}{' regression' if bad else ''}</title></circle>"
         )
-        out.append(f"<text x='{px:.1f}' y='{height - 12}' font-size='10' text-anchor='middle'>{point.step}</text>")
     out.append("</svg>")
     return "".join(out)
 

@@ -170,20 +170,32 @@ class CompareRunsRequest(_message.Message):
     def __init__(self, base_run_id: _Optional[str] = ..., candidate_run_id: _Optional[str] = ..., metrics: _Optional[_Iterable[str]] = ..., regression: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Estimate(_message.Message):
-    __slots__ = ("mean", "se", "ci_low", "ci_high", "n", "clusters")
+    __slots__ = ("mean", "se", "ci_low", "ci_high", "n", "clusters", "ci")
     MEAN_FIELD_NUMBER: _ClassVar[int]
     SE_FIELD_NUMBER: _ClassVar[int]
     CI_LOW_FIELD_NUMBER: _ClassVar[int]
     CI_HIGH_FIELD_NUMBER: _ClassVar[int]
     N_FIELD_NUMBER: _ClassVar[int]
     CLUSTERS_FIELD_NUMBER: _ClassVar[int]
+    CI_FIELD_NUMBER: _ClassVar[int]
     mean: float
     se: float
     ci_low: float
     ci_high: float
     n: int
     clusters: int
-    def __init__(self, mean: _Optional[float] = ..., se: _Optional[float] = ..., ci_low: _Optional[float] = ..., ci_high: _Optional[float] = ..., n: _Optional[int] = ..., clusters: _Optional[int] = ...) -> None: ...
+    ci: Interval
+    def __init__(self, mean: _Optional[float] = ..., se: _Optional[float] = ..., ci_low: _Optional[float] = ..., ci_high: _Optional[float] = ..., n: _Optional[int] = ..., clusters: _Optional[int] = ..., ci: _Optional[_Union[Interval, _Mapping]] = ...) -> None: ...
+
+class Interval(_message.Message):
+    __slots__ = ("low", "high", "method")
+    LOW_FIELD_NUMBER: _ClassVar[int]
+    HIGH_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    low: float
+    high: float
+    method: str
+    def __init__(self, low: _Optional[float] = ..., high: _Optional[float] = ..., method: _Optional[str] = ...) -> None: ...
 
 class McNemarTest(_message.Message):
     __slots__ = ("a_only", "b_only", "p_value")
