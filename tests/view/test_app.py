@@ -268,3 +268,23 @@ def test_a_broken_results_file_is_listed_with_its_error_and_its_page_says_what_i
     assert "not a readable results file" in item["error"]
     answer = client.get(f"/runs/{item['id']}")
     assert answer.status_code == 422 and "not a readable results file" in answer.text
+
+
+def test_steps_are_listed_in_numeric_order_and_targets_in_words(tmp_path: Path) -> None:
+    for step in (120, 30, 150, 34):
+        simple_run(tmp_path / f"step-{step}.json", f"gsm-tiny@step-{step}", [True, False])
+    endpoint = tmp_path / "step-30.json"  # an endpoint spec leaves `callable` unset: it is no description
+    data = orjson.loads(endpoint.read_bytes())
+    data["spec"]["target"] = {"callable": None, "model": "tiny", "baseUrl": "http://127.0.0.1:9/v1"}
+    del data["target"]
+    endpoint.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
+    odd = tmp_path / "step-34.json"  # a target of no known shape: compact JSON, cut short
+    data = orjson.loads(odd.read_bytes())
+    data["target"] = {"kind": "evaluation-test", "cases": ["x" * 50 for _ in range(10)]}
+    odd.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
+    client = TestClient(create_app([tmp_path]))
+    runs = client.get("/api/sources").json()["runs"]
+    assert [r["name"] for r in runs] == [f"gsm-tiny@step-{s}" for s in (30, 34, 120, 150)]
+    assert runs[0]["target"] == "tiny @ http://127.0.0.1:9/v1"
+    assert runs[1]["target"].startswith('{"kind":"evaluation-test"') and len(runs[1]["target"]) == 120
+    assert runs[1]["target"].endswith("…")

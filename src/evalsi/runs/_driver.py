@@ -182,6 +182,7 @@ class Runner:
         self._aborted: str | None = None
         self._scoring_seconds = 0.0
         self._resumed = 0
+        self._resumed_outside_journal = 0
         self._generated = 0
         self._bar: RunProgress | None = None
 
@@ -205,6 +206,7 @@ class Runner:
         )
         try:
             writer, todo, rescore = self._resume(items, target)
+            writer.begin(len(items), self._resumed_outside_journal)
             try:
                 with RunProgress(run.spec.name, len(items), len(self._done), self._progress_enabled) as bar:
                     self._bar = bar
@@ -264,6 +266,7 @@ class Runner:
                 writer.append(kept.values())
         self._done.update(kept)
         self._resumed = len(kept)
+        self._resumed_outside_journal = 0 if resumed.stale else len(kept)
         return writer, todo, [(by_key[k], _generations(r)) for k, r in previous.items() if k not in kept]
 
     def _finish(self, writer: ResultsWriter, total: int, timings: dict[str, Any]) -> RunOutcome:

@@ -27,6 +27,7 @@ import hashlib
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -254,13 +255,30 @@ def _differing_parts(found: Mapping[str, Any], expected: Mapping[str, Any], by_h
 
 
 class ResultsWriter:
-    """Appends finished records to the journal and writes the results file atomically."""
+    """Appends finished records to the journal and writes the results file atomically.
+
+    The journal's first line describes the run for whoever watches it before its results file exists (the viewer
+    lists a run in progress from it): ``{"fingerprints", "run": <the header>, "total": <records>, "resumed":
+    <records finished earlier and not in the journal>, "started"}``; every further line is a finished record.
+    """
 
     def __init__(self, path: Path, header: Mapping[str, Any]) -> None:
         self.path = path
         self.header = dict(header)
         self.journal = journal_path(path)
         self._handle: IO[bytes] | None = None
+        self._progress: dict[str, Any] = {}
+
+    def begin(self, total: int, resumed: int = 0) -> None:
+        """Open the journal now (not at the first finished record), so the run shows as in progress at once.
+
+        Args:
+            total: The records the run evaluates.
+            resumed: Records already finished that the journal does not hold (taken over from a results file).
+
+        """
+        self._progress = {"total": total, "resumed": resumed, "started": datetime.now(UTC).isoformat()}
+        self.append(())
 
     def restart(self) -> None:
         """Forget an earlier run: remove its results file and journal."""
@@ -275,7 +293,9 @@ class ResultsWriter:
             fresh = not self.journal.exists() or self.journal.stat().st_size == 0
             self._handle = self.journal.open("ab")
             if fresh:
-                self._handle.write(orjson.dumps({"fingerprints": self.header["fingerprints"]}) + b"\n")
+                run = {k: v for k, v in self.header.items() if k != "fingerprints"}
+                first = {"fingerprints": self.header["fingerprints"], "run": run, **self._progress}
+                self._handle.write(orjson.dumps(first, default=str) + b"\n")
         payload = b"".join(orjson.dumps(r.to_json(), default=str) + b"\n" for r in records)
         self._handle.write(payload)
         self._handle.flush()

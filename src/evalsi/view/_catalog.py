@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
@@ -25,7 +26,7 @@ import orjson
 
 from evalsi.errors import DataError
 from evalsi.view import _curves
-from evalsi.view._runs import RunData, file_headline, load_run, stamp
+from evalsi.view._runs import RunData, file_headline, load_run, read_journal_start, stamp
 
 Kind = Literal["run", "rewards", "curve"]
 
@@ -36,6 +37,8 @@ MAX_DEPTH = 6
 """How deep below a given directory files are looked for."""
 
 SNIFF_BYTES = 4096
+
+_DIGITS = re.compile(r"(\d+)")
 
 HEADLINES = 4096
 """Run list entries kept (each until its file changes); the least recently listed beyond this are read again."""
@@ -49,6 +52,20 @@ class Source:
     kind: Kind
     path: Path
     label: str
+
+
+JOURNAL = ".journal"
+
+
+def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
+    """Text ordered with its numbers as numbers: ``step-30`` before ``step-120``.
+
+    Example:
+        >>> sorted(["step-120.json", "step-30.json", "base.json"], key=natural_key)
+        ['base.json', 'step-30.json', 'step-120.json']
+
+    """
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in _DIGITS.split(text) if part)
 
 
 def source_id(path: Path, kind: Kind) -> str:
@@ -97,7 +114,7 @@ class Catalog:
                 found[source.id] = source
         self._sources = found
         order = {"run": 0, "curve": 1, "rewards": 2}
-        return sorted(found.values(), key=lambda s: (order[s.kind], str(s.path)))
+        return sorted(found.values(), key=lambda s: (order[s.kind], natural_key(str(s.path))))
 
     def get(self, source_id: str, kind: Kind) -> Source | None:
         """The source with this id and kind, rescanning once when it is unknown (a file may be new)."""
@@ -167,7 +184,13 @@ class Catalog:
             names[:] = sorted(n for n in names if n not in SKIP_DIRS and depth < MAX_DEPTH)
             if _curves.is_curve_dir(here):
                 yield self._source(here, "curve", root)
-            for name in sorted(files):
+            present = set(files)
+            for name in sorted(files, key=natural_key):
+                if name.endswith(JOURNAL) and name.removesuffix(JOURNAL) not in present:
+                    path = here / name.removesuffix(JOURNAL)  # a run in progress: its journal alone so far
+                    if self.allowed(path.parent.resolve()) and read_journal_start(path.parent.resolve() / name):
+                        yield self._source(path.parent.resolve() / path.name, "run", root)
+                    continue
                 if not name.endswith((".json", ".jsonl")):
                     continue
                 path = here / name

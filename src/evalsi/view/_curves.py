@@ -34,19 +34,23 @@ def step_of_name(name: str) -> int | str | None:
 
 
 def is_curve_dir(directory: Path) -> bool:
-    """Whether a directory holds a learning curve: at least one step file (by name)."""
-    try:
-        return any(step_of_name(p.name) is not None for p in directory.iterdir() if p.is_file())
-    except OSError:
-        return False
+    """Whether a directory holds a learning curve: at least one step file (or a step's journal), by name."""
+    return bool(step_paths(directory))
 
 
 def step_paths(directory: Path) -> list[Path]:
-    """The step files of a curve directory, in name order."""
+    """The step files of a curve directory, the base first and then by step number.
+
+    A step being evaluated may have only its journal so far (``step-300.json.journal``): its step file's path is
+    given all the same, and reading it reads the journal.
+    """
     try:
-        return sorted(p for p in directory.iterdir() if p.is_file() and step_of_name(p.name) is not None)
+        names = {p.name.removesuffix(".journal") for p in directory.iterdir() if p.is_file()}
     except OSError:
         return []
+    steps = [(step, name) for name in names if (step := step_of_name(name)) is not None]
+    steps.sort(key=lambda item: -1 if item[0] == BASE else int(item[0]))
+    return [directory / name for _, name in steps]
 
 
 def curve_stamp(directory: Path) -> str:

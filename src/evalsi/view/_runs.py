@@ -12,7 +12,7 @@ import mmap
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,6 +126,84 @@ def _loads_object(text: bytes, path: Path) -> dict[str, Any]:
     return value
 
 
+@dataclass(frozen=True)
+class JournalStart:
+    """What a run's journal says of the run before its results file exists: its header and records to do."""
+
+    header: dict[str, Any]
+    total: int | None
+    resumed: int
+
+
+JOURNAL_FIRST_LINE_BYTES = 16 << 20
+"""The most of a journal's first line read (it holds the run's spec)."""
+
+
+def read_journal_start(journal: Path) -> JournalStart | None:
+    """The run a journal's first line describes (as ``ResultsWriter.begin`` writes it), or None.
+
+    None when there is no journal, or its first line is not such a description (a journal from an earlier evalsi,
+    which holds the fingerprints alone).
+    """
+    try:
+        with journal.open("rb") as handle:
+            line = handle.readline(JOURNAL_FIRST_LINE_BYTES)
+    except OSError:
+        return None
+    try:
+        first = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    run = first.get("run") if isinstance(first, dict) else None
+    if not isinstance(run, dict):
+        return None
+    header = {"version": 1, "kind": "RunResults", **run, "status": "running"}
+    header.setdefault("fingerprints", first.get("fingerprints"))
+    if isinstance(first.get("started"), str):
+        header.setdefault("timings", {"started": first["started"]})
+    total = first.get("total")
+    resumed = first.get("resumed")
+    return JournalStart(
+        header,
+        total if isinstance(total, int) and not isinstance(total, bool) else None,
+        resumed if isinstance(resumed, int) and not isinstance(resumed, bool) else 0,
+    )
+
+
+_JOURNAL_LINES: OrderedDict[Path, tuple[int, int, int]] = OrderedDict()
+"""Per journal: the bytes counted, the newlines in them, and the file's inode (counted on from there as it grows)."""
+_JOURNAL_LINES_LOCK = threading.Lock()
+
+
+def journal_records(journal: Path) -> int:
+    """The finished records a journal holds: its complete lines after the first, counted as the file grows.
+
+    A journal only grows while its run works, so each call reads what was appended since the last one.
+    """
+    try:
+        st = journal.stat()
+    except OSError:
+        return 0
+    with _JOURNAL_LINES_LOCK:
+        counted, lines, inode = _JOURNAL_LINES.get(journal, (0, 0, st.st_ino))
+    if inode != st.st_ino or st.st_size < counted:  # started over
+        counted, lines = 0, 0
+    try:
+        with journal.open("rb") as handle:
+            handle.seek(counted)
+            while chunk := handle.read(1 << 20):
+                lines += chunk.count(b"\n")
+                counted += len(chunk)
+    except OSError:
+        return 0
+    with _JOURNAL_LINES_LOCK:
+        _JOURNAL_LINES[journal] = (counted, lines, st.st_ino)
+        _JOURNAL_LINES.move_to_end(journal)
+        while len(_JOURNAL_LINES) > 4096:
+            _JOURNAL_LINES.popitem(last=False)
+    return max(0, lines - 1)
+
+
 MAX_HEADER_BYTES = 16 << 20
 """The most of a results file :func:`read_header` reads to find its header."""
 _FIRST_READ = 1 << 16
@@ -162,17 +240,25 @@ def _parse_header(head: bytes) -> dict[str, Any] | None:
     return None
 
 
-def headline(header: RunHeader, status: str) -> dict[str, Any]:
-    """What the run list shows of a run: name, target, date, status and the metrics' means and gates."""
+def headline(header: RunHeader, status: str, progress: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """What the run list shows of a run.
+
+    Name, target, date, status, the metrics' means and gates, the training run and step of a checkpoint's
+    evaluation, and for a run in progress ``progress``: ``{"done", "total"}`` records.
+    """
     timings = header.timings
     summary = header.summary
+    checkpoint = header.checkpoint
     return {
         "name": header.name,
-        "target": describe_target(header.spec.get("target") or header.target or {}),
+        "target": describe_target(header.target or header.spec.get("target") or {}),
         "date": (timings.finished or timings.started) if timings is not None else None,
         "status": status,
         "metrics": {} if summary is None else {name: est.mean for name, est in summary.metrics.items()},
         "gates": [] if summary is None else [gate.passed for gate in summary.gates],
+        "trainingRun": None if checkpoint is None else checkpoint.training_run,
+        "step": None if checkpoint is None else checkpoint.step,
+        "progress": dict(progress) if progress is not None else None,
     }
 
 
@@ -183,27 +269,52 @@ def file_headline(path: Path) -> dict[str, Any]:
         DataError: The file is not readable or its header has the wrong shape (the message names the field).
 
     """
-    data = read_header(path)
+    journal = journal_path(path)
+    started = read_journal_start(journal) if not path.exists() else None
+    data = read_header(path) if started is None else started.header
     try:
         header = header_of(data)
     except ValidationError as exc:
         raise DataError(validation_message(exc), file=str(path)) from None
     status = header.status
-    if status != "complete" and journal_path(path).exists():
+    progress = None
+    if status != "complete" and journal.exists():
         status = "running"
-    return headline(header, status)
+        start = started or read_journal_start(journal)
+        if start is not None and start.total is not None:
+            done = start.resumed + journal_records(journal)
+            progress = {"done": min(done, start.total), "total": start.total}
+    return headline(header, status, progress)
+
+
+TARGET_CHARS = 120
+"""The most of a target's description the run list shows (the run page shows it whole)."""
 
 
 def describe_target(target: Any) -> str:
-    """A target in a few words: its model and endpoint, or its callable."""
+    """A target in a few words: its description, its callable, or its model and endpoint.
+
+    A setting left unset (``callable: null`` in an endpoint's spec) is not a description; a target of no known
+    shape is shown as compact JSON, cut to :data:`TARGET_CHARS`.
+    """
     if not isinstance(target, dict):
         return str(target or "")
-    if "callable" in target:
-        return str(target["callable"])
     if target.get("description"):
         return str(target["description"])
+    if target.get("callable"):
+        return str(target["callable"])
     parts = [str(target[k]) for k in ("model", "baseUrl", "base_url") if target.get(k)]
-    return " @ ".join(parts) if parts else orjson.dumps(target).decode()
+    if parts:
+        return " @ ".join(parts)
+    text = orjson.dumps({k: v for k, v in target.items() if v is not None}, default=str).decode()
+    return text if len(text) <= TARGET_CHARS else text[: TARGET_CHARS - 1] + "…"
+
+
+def target_of(header: Mapping[str, Any]) -> str:
+    """A run's target in a few words: what the run recorded of it, else its spec's."""
+    recorded = header.get("target")
+    spec = header.get("spec")
+    return describe_target(recorded or (spec.get("target") if isinstance(spec, Mapping) else None) or {})
 
 
 @dataclass
@@ -508,6 +619,8 @@ class RunData:
     status: str
     size: int = 0
     """The bytes the run was read from (its file, or its records' JSON)."""
+    progress: dict[str, int] | None = None
+    """A run in progress: ``{"done", "total"}`` records (None when it is finished or does not say)."""
     _index: Future[RowIndex] = field(default_factory=Future)
     _started: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -602,16 +715,25 @@ def load_run(path: Path) -> RunData:
     """
     journal = journal_path(path)
     live = journal.exists()
+    started = read_journal_start(journal) if live and not path.exists() else None
     mapped = None if live else _map(path)
     split = None if mapped is None else split_records(mapped)
     if split is not None:
         data, records = split
+    elif started is not None:  # nothing written but the journal yet: its first line is the header
+        data = dict(started.header)
+        records = Records(parsed=_merge_journal([], journal))
     else:
         data = read_results(path)
         raw: list[dict[str, Any]] = list(data.pop("records", None) or [])
         records = Records(parsed=_merge_journal(raw, journal) if live else raw)
-    size = len(mapped) if mapped is not None else _size(path)
-    return make_run(path, data, records, live=live, size=size)
+    size = len(mapped) if mapped is not None else _size(path) + _size(journal)
+    run = make_run(path, data, records, live=live, size=size)
+    if live and started is None:
+        started = read_journal_start(journal)
+    if started is not None and started.total is not None:
+        run.progress = {"done": min(len(records), started.total), "total": started.total}
+    return run
 
 
 def make_run(path: Path, data: dict[str, Any], records: Records, *, live: bool = False, size: int = 0) -> RunData:
