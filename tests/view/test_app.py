@@ -184,12 +184,22 @@ def test_curve_marks_the_regression_and_links_steps_to_runs(client: TestClient) 
     assert by_step[100]["versusBase"]["acc"]["regressed"] is False
     html = client.get(f"/curves/{cid}").text
     # one chart per metric (acc and pass@1/acc): only step 200 is marked on each
-    assert html.count('class="point regressed"') == 2
-    assert html.count('data-step="200"><circle class="point regressed"') == 2
+    assert html.count('class="point series-0 regressed"') == 2
+    assert html.count('data-step="200"><circle class="point series-0 regressed"') == 2
+    # Steps sit on a numeric axis (the base at 0 is the dashed line): 200 is twice as far from 0 as 100.
+    x = {
+        int(m[1]): float(m[0])
+        for m in re.findall(r'<circle class="point[^"]*" cx="([0-9.]+)" cy="[0-9.]+" r="5" data-step="(\d+)"', html)
+    }
+    origin = float(
+        re.findall(r'x1="([0-9.]+)" y1="[0-9.]+" x2="[0-9.]+" y2="[0-9.]+"/><text class="tick x-tick"[^>]*>0<', html)[0]
+    )
+    assert x[200] - origin == pytest.approx(2 * (x[100] - origin), abs=0.2)
+    assert 'class="base series-0"' in html and ">grpo-1 base 0.750<" in html
     runs = ids(page, "runs")
     assert f'href="/runs/{runs["grpo-1 200"]}" class="step-link"' in html
     assert "grpo-1 / forgetting" in html
-    assert client.get(f"/curves/{cid}", params={"drop": "0.5"}).text.count('class="point regressed"') == 0
+    assert client.get(f"/curves/{cid}", params={"drop": "0.5"}).text.count("regressed") == 0
 
 
 def test_a_run_in_progress_is_summarised_from_its_journal_and_its_stamp_moves(tmp_path: Path) -> None:
@@ -288,3 +298,52 @@ def test_steps_are_listed_in_numeric_order_and_targets_in_words(tmp_path: Path) 
     assert runs[0]["target"] == "tiny @ http://127.0.0.1:9/v1"
     assert runs[1]["target"].startswith('{"kind":"evaluation-test"') and len(runs[1]["target"]) == 120
     assert runs[1]["target"].endswith("…")
+
+
+def training_run(root: Path, name: str, steps: dict[int | None, int], records: int = 40) -> None:
+    """A training run's evaluations of the spec ``forgetting``: per step (None: the base) the records right."""
+    curve = root / "logs" / name / "forgetting"
+    curve.mkdir(parents=True)
+    for step, correct in steps.items():
+        label = "base" if step is None else str(step)
+        section = {"trainingRun": name, "step": step, "label": label}
+        simple_run(
+            curve / ("base.json" if step is None else f"step-{step}.json"),
+            f"gsm-tiny@{label}" if step is not None else f"{name} base",
+            [True] * correct + [False] * (records - correct),
+            checkpoint=section,
+        )
+
+
+def test_the_home_page_groups_runs_by_training_run_and_overlays_their_curves(tmp_path: Path) -> None:
+    training_run(tmp_path, "grpo-1", {None: 30, 120: 31, 30: 32, 150: 12, 34: 30})
+    training_run(tmp_path, "grpo-2", {None: 30, 30: 36, 60: 38})
+    simple_run(tmp_path / "adhoc.results.json", "adhoc", [True, False])
+    client = TestClient(create_app([tmp_path]))
+    page = client.get("/").text
+    sections = re.findall(r'<section class="training" data-training-run="([^"]+)">(.*?)</section>', page, re.S)
+    assert [name for name, _ in sections] == ["grpo-1", "grpo-2"]
+    steps = re.findall(r'<tr data-step="([^"]+)">', sections[0][1])
+    assert steps == ["base", "30", "34", "120", "150"]  # numeric order, not 120, 150, 30, 34
+    # One chart for the spec, a line per training run, each with its base; steps spaced by their number.
+    charts = re.findall(r'<figure class="chart-box" data-spec="forgetting">(.*?)</figure>', page, re.S)
+    assert len(charts) == 1
+    chart = charts[0]
+    assert 'class="line series-0"' in chart and 'class="line series-1"' in chart
+    assert chart.count('class="base series-') == 2 and "grpo-1</li>" in chart and "grpo-2</li>" in chart
+    x = {
+        int(m[1]): float(m[0])
+        for m in re.findall(
+            r'<circle class="point series-0[^"]*" cx="([0-9.]+)" cy="[0-9.]+" r="5" data-step="(\d+)"', chart
+        )
+    }
+    assert x[34] - x[30] == pytest.approx((x[120] - x[30]) * 4 / 90, abs=0.2)
+    assert 'class="point series-0 regressed"' in chart  # step 150 dropped well below the base
+    y_ticks = re.findall(r'class="tick y-tick"[^>]*>([^<]+)<', chart)
+    assert len(y_ticks) >= 3 and all(len(t) <= 4 for t in y_ticks)  # round ticks, not the min and max
+    # Runs outside any training run are listed apart; a training run's steps are not repeated there.
+    others = re.search(r'<table class="grid" id="runs">(.*?)</table>', page, re.S)
+    assert others is not None and ">adhoc</a>" in others.group(1) and "gsm-tiny" not in others.group(1)
+    # The metric picker shows another metric on the same charts.
+    picked = client.get("/", params={"metric": "pass@1/acc"}).text
+    assert '<option value="pass@1/acc" selected>' in picked and "forgetting · pass@1/acc" in picked

@@ -7,6 +7,7 @@ Policy), so a completion holding ``<script>`` is shown as text and could not run
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 from collections.abc import Iterable
@@ -15,7 +16,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import orjson
-from jinja2 import Environment, PackageLoader, select_autoescape
+from jinja2 import Environment, PackageLoader, Undefined, select_autoescape
 from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
@@ -29,6 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from evalsi.errors import DataError
 from evalsi.runs import RECORD, compare_runs, comparison_to_dict, validation_message
+from evalsi.stats import describe_method
 from evalsi.view import _charts
 from evalsi.view._catalog import Catalog, Kind, Source
 from evalsi.view._curves import BASE, load_curve
@@ -72,7 +74,7 @@ class NotFound(Exception):
 
 
 def _num(value: Any, digits: int = 4) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if value is None or isinstance(value, Undefined) or (isinstance(value, float) and math.isnan(value)):
         return "–"
     if isinstance(value, bool):
         return str(value).lower()
@@ -85,7 +87,8 @@ def _num(value: Any, digits: int = 4) -> str:
 
 
 def _signed(value: Any) -> str:
-    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{float(value):+.4f}"
+    missing = value is None or isinstance(value, Undefined) or (isinstance(value, float) and math.isnan(value))
+    return "–" if missing else f"{float(value):+.4f}"
 
 
 class Viewer:
@@ -177,9 +180,74 @@ class Viewer:
 
     # -- pages -----------------------------------------------------------------------------------------------------
 
+    def training(self, base_url: str, metric: str | None) -> dict[str, Any]:
+        """The learning curves grouped by training run, with one chart per spec overlaying the training runs.
+
+        ``metric`` picks the metric the charts show (default: the first any curve reports). Returns ``metrics``
+        (to pick from), ``metric``, ``charts`` (spec → chart) and ``runs`` (training run → its curves' data, or
+        ``error`` for a curve that could not be read).
+        """
+        curves: list[dict[str, Any]] = []
+        for source in self.catalog.scan():
+            if source.kind != "curve":
+                continue
+            try:
+                curves.append({"source": source, "data": self.curve_data(source, 0.0)})
+            except DataError as exc:
+                name = f"{source.path.parent.name} / {source.path.name}"
+                curves.append({"source": source, "error": str(exc.detail), "name": name})
+        metrics: list[str] = []
+        for item in curves:
+            metrics.extend(m for m in item.get("data", {}).get("metrics", []) if m not in metrics)
+        chosen = metric if metric in metrics else (metrics[0] if metrics else None)
+        by_spec: dict[str, list[dict[str, Any]]] = {}
+        runs: dict[str, list[dict[str, Any]]] = {}
+        for item in curves:
+            data = item.get("data")
+            training_run = data["trainingRun"] if data else item["source"].path.parent.name
+            runs.setdefault(training_run, []).append(item)
+            if data and chosen in data["metrics"]:
+                by_spec.setdefault(data["spec"], []).append(data)
+        charts = {
+            spec: _charts.line_chart(
+                [curve_line(d, chosen, base_url, d["trainingRun"]) for d in group], f"{spec}: {chosen}"
+            )
+            for spec, group in by_spec.items()
+            if chosen is not None
+        }
+        return {"metrics": metrics, "metric": chosen, "charts": charts, "runs": runs}
+
+    def listing_stamp(self) -> str:
+        """What changes when any run or step file appears or changes (the list page polls it)."""
+        parts = []
+        for source in self.catalog.scan():
+            if source.kind == "run":
+                parts.append(f"{source.id}:{self.catalog.version(source.path)}")
+            elif source.kind == "curve":
+                parts.append(f"{source.id}:{self.catalog.curve_stamp(source)}")
+        return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
     def home(self, request: Request) -> Response:
-        """The list of runs, curves and reward files."""
-        return self.page(request, "list.html", listing=self.listing())
+        """Training runs first (their curves, overlaid per spec, and steps), then the other runs and reward files."""
+        base_url = request.scope.get("root_path", "").rstrip("/")
+        listing = self.listing()
+        training = self.training(base_url, request.query_params.get("metric"))
+        in_training = {
+            p["run"]
+            for curves in training["runs"].values()
+            for c in curves
+            for p in c.get("data", {}).get("points", [])
+        }
+        template = "_list_live.html" if request.query_params.get("fragment") == "live" else "list.html"
+        return self.page(
+            request,
+            template,
+            listing=listing,
+            training=training,
+            headlines={r["id"]: r for r in listing["runs"]},
+            others=[r for r in listing["runs"] if r["id"] not in in_training],
+            stamp=self.listing_stamp(),
+        )
 
     def run_page(self, request: Request) -> Response:
         """A run: metrics, gates, status counts and the record table."""
@@ -292,6 +360,8 @@ class Viewer:
         run_ids = {s.path: s.id for s in self.catalog.scan() if s.kind == "run"}
         return {
             "name": curve.name,
+            "trainingRun": curve.training_run,
+            "spec": curve.spec,
             "metrics": curve.metrics,
             "points": [
                 {
@@ -311,25 +381,10 @@ class Viewer:
         max_drop = float(request.query_params.get("drop") or 0.0)
         data = self.curve_data(source, max_drop)
         base_url = request.scope.get("root_path", "").rstrip("/")
-        charts = {}
-        for metric in data["metrics"]:
-            base_point = next((p for p in data["points"] if p["step"] == BASE), None)
-            base_mean = (base_point or {}).get("estimates", {}).get(metric, {}).get("mean") if base_point else None
-            points = []
-            for p in data["points"]:
-                est = p["estimates"].get(metric) or {}
-                href = f"{base_url}/runs/{p['run']}" if p["run"] else "#"
-                points.append(
-                    _charts.CurvePoint(
-                        str(p["step"]),
-                        est.get("mean"),
-                        est.get("ci_low"),
-                        est.get("ci_high"),
-                        bool(p["versusBase"].get(metric, {}).get("regressed")),
-                        href,
-                    )
-                )
-            charts[metric] = _charts.curve_svg(points, base_mean, metric)
+        charts = {
+            metric: _charts.line_chart([curve_line(data, metric, base_url, data["trainingRun"])], metric)
+            for metric in data["metrics"]
+        }
         template = "_curve_live.html" if request.query_params.get("fragment") == "live" else "curve.html"
         return self.page(
             request,
@@ -350,6 +405,10 @@ class Viewer:
     def api_run(self, request: Request) -> Response:
         """A run's header and summary."""
         return self.json(self.run_summary(self.source(request, "run")))
+
+    def api_sources_stamp(self, request: Request) -> Response:
+        """What changes when any run or step changes (the list page polls it)."""
+        return self.json({"stamp": self.listing_stamp()})
 
     def api_stamp(self, request: Request) -> Response:
         """What changes when the run's files change (the live page polls it)."""
@@ -402,6 +461,47 @@ class Viewer:
         return self.json(self.curve_data(self.source(request, "curve"), float(request.query_params.get("drop") or 0)))
 
 
+def curve_line(data: dict[str, Any], metric: str, base_url: str, label: str) -> _charts.Line:
+    """One metric of a learning curve (:meth:`Viewer.curve_data`) as a chart line: steps by number, the base apart.
+
+    Each step's point carries its 95% interval (its method in the tooltip), links to its run, is red when it
+    regressed and hollow while it is being evaluated; the base is the line's reference.
+    """
+    points = []
+    reference = None
+    for p in data["points"]:
+        est = p["estimates"].get(metric) or {}
+        mean = est.get("mean")
+        if mean is None:
+            continue
+        low, high = est.get("ci_low"), est.get("ci_high")
+        method = describe_method(str((est.get("ci") or {}).get("method") or ""))
+        interval = (
+            "" if low is None or high is None else f" [{_num(low)}, {_num(high)}]{f' ({method})' if method else ''}"
+        )
+        if p["step"] == BASE:
+            reference = _charts.Reference(mean, low, high, f"{label} base {_num(mean, 3)}")
+            continue
+        if not isinstance(p["step"], int):
+            continue
+        regressed = bool((p["versusBase"].get(metric) or {}).get("regressed"))
+        running = p["status"] == "running"
+        tip = f"{label} step {p['step']}: {_num(mean)}{interval}{' running' if running else ''}"
+        points.append(
+            _charts.Point(
+                float(p["step"]),
+                mean,
+                low,
+                high,
+                regressed=regressed,
+                live=running,
+                href=f"{base_url}/runs/{p['run']}" if p["run"] else "",
+                tip=tip + (" regressed" if regressed else ""),
+            )
+        )
+    return _charts.Line(label, points, reference)
+
+
 def _errors(viewer: Viewer) -> dict[Any, Any]:
     def handler(status: int) -> Any:
         async def handle(request: Request, exc: Exception) -> Response:
@@ -445,6 +545,7 @@ def create_app(
         Route("/rewards/{id}/bins", viewer.rewards_bin_page),
         Route("/curves/{id}", viewer.curve_page),
         Route("/api/sources", viewer.api_sources),
+        Route("/api/sources/stamp", viewer.api_sources_stamp),
         Route("/api/runs/{id}", viewer.api_run),
         Route("/api/runs/{id}/stamp", viewer.api_stamp),
         Route("/api/runs/{id}/records", viewer.api_records),

@@ -6,11 +6,13 @@ Every label is escaped; bars and points are links, so a click works without Java
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 
 from markupsafe import Markup, escape
 
+from evalsi._util.axis import nice_ticks, tick_label
 from evalsi.view._rewards import Histogram
 
 WIDTH, HEIGHT = 560, 200
@@ -53,63 +55,163 @@ def histogram_svg(hist: Histogram, href: Callable[[int], str], title: str) -> Ma
 
 
 @dataclass(frozen=True)
-class CurvePoint:
-    """One step on a curve: its label, mean and interval, whether it regressed, and the link to its run."""
+class Point:
+    """One point of a line: a step, its mean and 95% interval, and how to show it."""
 
-    label: str
-    mean: float | None
+    x: float
+    mean: float
+    low: float | None = None
+    high: float | None = None
+    regressed: bool = False
+    live: bool = False
+    """A step still being evaluated (drawn hollow)."""
+    href: str = ""
+    tip: str = ""
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A horizontal reference: the base model's mean, with its interval as a band."""
+
+    mean: float
     low: float | None
     high: float | None
-    regressed: bool
-    href: str
+    label: str
 
 
-def curve_svg(points: Sequence[CurvePoint], base: float | None, title: str) -> Markup:
-    """Means with their 95% intervals per step, the base as a dashed line, regressions in red."""
-    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
-    ys = [v for p in points for v in (p.mean, p.low, p.high) if v is not None and not math.isnan(v)]
-    if base is not None:
-        ys.append(base)
+@dataclass(frozen=True)
+class Line:
+    """One series: its points in step order and, optionally, its base as a reference line."""
+
+    label: str
+    points: Sequence[Point]
+    reference: Reference | None = None
+    markers: bool = True
+    """Draw each point (with its interval); a dense series (a trainer's log) is drawn as a line alone."""
+
+
+CHART_W, CHART_H = 720, 260
+PAD_LEFT, PAD_RIGHT, PAD_TOP, PAD_BOTTOM = 56, 16, 14, 40
+SERIES_CLASSES = 8
+"""Series colours (``series-0`` … ``series-7`` in the stylesheet), reused in turn past eight lines."""
+
+
+def x_domain(*groups: Iterable[float]) -> tuple[float, float]:
+    """The step range charts that share an x axis draw: from 0 (the base) to the last step, at round ticks."""
+    xs = [x for group in groups for x in group]
+    ticks = nice_ticks(min([0.0, *xs]), max([1.0, *xs]), 6)
+    return ticks[0], ticks[-1]
+
+
+def line_chart(
+    lines: Sequence[Line],
+    title: str,
+    *,
+    x_label: str = "step",
+    x_range: tuple[float, float] | None = None,
+    legend: bool | None = None,
+) -> Markup:
+    """Lines over a numeric x axis (steps spaced by their value), with round ticks and gridlines on both axes.
+
+    Each point shows its 95% interval as a bar; a line's reference (the base) is a dashed line over its interval's
+    band; regressions are red with a ``!``; points link to their runs; a step still running is drawn hollow.
+    ``x_range`` makes charts that show the same steps share their x axis (the evals and the trainer's rewards).
+    """
+    plot_w, plot_h = CHART_W - PAD_LEFT - PAD_RIGHT, CHART_H - PAD_TOP - PAD_BOTTOM
+    ys = [v for line in lines for p in line.points for v in (p.mean, p.low, p.high) if _finite(v)]
+    ys += [v for line in lines if line.reference for v in _reference_values(line.reference)]
     if not ys:
-        return Markup(f'<p class="empty">{escape(title)}: no values</p>')
-    lo, hi = min(ys), max(ys)
-    pad = (hi - lo) * 0.1 or 0.05
-    lo, hi = lo - pad, hi + pad
+        return Markup(f'<p class="empty">{escape(title)}: no values yet</p>')
+    y_ticks = nice_ticks(min(ys), max(ys))
+    y_lo, y_hi = y_ticks[0], y_ticks[-1]
+    x_lo, x_hi = x_range or x_domain(p.x for line in lines for p in line.points)
+    x_ticks = [t for t in nice_ticks(x_lo, x_hi, 6) if x_lo - 1e-9 <= t <= x_hi + 1e-9]
 
-    def y(v: float) -> float:
-        return TOP + plot_h * (1 - (v - lo) / (hi - lo))
+    def x(value: float) -> float:
+        return PAD_LEFT + plot_w * (value - x_lo) / ((x_hi - x_lo) or 1)
 
-    step = plot_w / max(len(points), 1)
+    def y(value: float) -> float:
+        return PAD_TOP + plot_h * (1 - (value - y_lo) / ((y_hi - y_lo) or 1))
+
+    bottom = PAD_TOP + plot_h
     parts = [
-        f'<svg class="chart curve" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{escape(title)}">',
-        f'<line class="axis" x1="{LEFT}" y1="{TOP + plot_h}" x2="{LEFT + plot_w}" y2="{TOP + plot_h}"/>',
-        f'<text class="tick" x="{LEFT - 4}" y="{TOP + 8}" text-anchor="end">{escape(_fmt(hi))}</text>',
-        f'<text class="tick" x="{LEFT - 4}" y="{TOP + plot_h}" text-anchor="end">{escape(_fmt(lo))}</text>',
+        f'<svg class="chart line-chart" viewBox="0 0 {CHART_W} {CHART_H}" role="img" aria-label="{escape(title)}" '
+        f'data-x-min="{x_lo:g}" data-x-max="{x_hi:g}">'
     ]
-    if base is not None:
+    for t in y_ticks:
         parts.append(
-            f'<line class="base" x1="{LEFT}" y1="{y(base):.1f}" x2="{LEFT + plot_w}" y2="{y(base):.1f}">'
-            f"<title>base {escape(_fmt(base))}</title></line>"
+            f'<line class="grid" x1="{PAD_LEFT}" y1="{y(t):.1f}" x2="{PAD_LEFT + plot_w}" y2="{y(t):.1f}"/>'
+            f'<text class="tick y-tick" x="{PAD_LEFT - 6}" y="{y(t) + 4:.1f}" text-anchor="end">{tick_label(t)}</text>'
         )
-    line = [(LEFT + step * (i + 0.5), y(p.mean)) for i, p in enumerate(points) if p.mean is not None]
-    if len(line) > 1:
-        parts.append('<polyline class="line" points="' + " ".join(f"{a:.1f},{b:.1f}" for a, b in line) + '"/>')
-    for i, p in enumerate(points):
-        x = LEFT + step * (i + 0.5)
-        parts.append(f'<text class="tick" x="{x:.1f}" y="{HEIGHT - 10}" text-anchor="middle">{escape(p.label)}</text>')
-        if p.mean is None:
+    for t in x_ticks:
+        parts.append(
+            f'<line class="grid" x1="{x(t):.1f}" y1="{PAD_TOP}" x2="{x(t):.1f}" y2="{bottom}"/>'
+            f'<text class="tick x-tick" x="{x(t):.1f}" y="{bottom + 15}" text-anchor="middle">{tick_label(t)}</text>'
+        )
+    parts.append(f'<line class="axis" x1="{PAD_LEFT}" y1="{bottom}" x2="{PAD_LEFT + plot_w}" y2="{bottom}"/>')
+    parts.append(f'<line class="axis" x1="{PAD_LEFT}" y1="{PAD_TOP}" x2="{PAD_LEFT}" y2="{bottom}"/>')
+    parts.append(
+        f'<text class="axis-label" x="{PAD_LEFT + plot_w / 2:.0f}" y="{CHART_H - 6}" text-anchor="middle">'
+        f"{escape(x_label)}</text>"
+    )
+    for i, line in enumerate(lines):
+        series = f"series-{i % SERIES_CLASSES}"
+        ref = line.reference
+        if ref is not None:
+            if _finite(ref.low) and _finite(ref.high):
+                top, low = y(ref.high), y(ref.low)
+                parts.append(
+                    f'<rect class="band {series}" x="{PAD_LEFT}" y="{top:.1f}" width="{plot_w}" '
+                    f'height="{max(low - top, 0.5):.1f}"/>'
+                )
+            parts.append(
+                f'<line class="base {series}" x1="{PAD_LEFT}" y1="{y(ref.mean):.1f}" x2="{PAD_LEFT + plot_w}" '
+                f'y2="{y(ref.mean):.1f}"><title>{escape(ref.label)}</title></line>'
+            )
+            if len(lines) == 1:
+                parts.append(
+                    f'<text class="base-label" x="{PAD_LEFT + plot_w - 4}" y="{y(ref.mean) - 5:.1f}" '
+                    f'text-anchor="end">{escape(ref.label)}</text>'
+                )
+        drawn = [p for p in line.points if _finite(p.mean)]
+        if len(drawn) > 1:
+            path = " ".join(f"{x(p.x):.1f},{y(p.mean):.1f}" for p in drawn)
+            parts.append(
+                f'<polyline class="line {series}" points="{path}"><title>{escape(line.label)}</title></polyline>'
+            )
+        if not line.markers:
             continue
-        if p.low is not None and p.high is not None:
-            parts.append(f'<line class="ci" x1="{x:.1f}" y1="{y(p.low):.1f}" x2="{x:.1f}" y2="{y(p.high):.1f}"/>')
-        cls = "point regressed" if p.regressed else "point"
-        interval = "" if p.low is None or p.high is None else f" [{_fmt(p.low)}, {_fmt(p.high)}]"
-        tip = f"step {p.label}: {_fmt(p.mean)}{interval}{' regressed' if p.regressed else ''}"
-        parts.append(
-            f'<a href="{escape(p.href)}" class="step-link" data-step="{escape(p.label)}">'
-            f'<circle class="{cls}" cx="{x:.1f}" cy="{y(p.mean):.1f}" r="5"><title>{escape(tip)}</title>'
-            "</circle></a>"
-        )
-        if p.regressed:
-            parts.append(f'<text class="mark" x="{x + 7:.1f}" y="{y(p.mean) - 6:.1f}">!</text>')
+        for p in drawn:
+            px, py = x(p.x), y(p.mean)
+            if _finite(p.low) and _finite(p.high):
+                parts.append(
+                    f'<line class="ci {series}" x1="{px:.1f}" y1="{y(p.low):.1f}" x2="{px:.1f}" y2="{y(p.high):.1f}"/>'
+                )
+            classes = " ".join(
+                c for c in ("point", series, "regressed" if p.regressed else "", "live" if p.live else "") if c
+            )
+            circle = (
+                f'<circle class="{classes}" cx="{px:.1f}" cy="{py:.1f}" r="5" data-step="{p.x:g}">'
+                f"<title>{escape(p.tip)}</title></circle>"
+            )
+            if p.href:
+                circle = f'<a href="{escape(p.href)}" class="step-link" data-step="{p.x:g}">{circle}</a>'
+            parts.append(circle)
+            if p.regressed:
+                parts.append(f'<text class="mark" x="{px + 7:.1f}" y="{py - 6:.1f}">!</text>')
     parts.append("</svg>")
+    show_legend = len(lines) > 1 if legend is None else legend
+    if show_legend:
+        parts.append('<ul class="legend">')
+        for i, line in enumerate(lines):
+            parts.append(f'<li><span class="swatch series-{i % SERIES_CLASSES}"></span>{escape(line.label)}</li>')
+        parts.append("</ul>")
     return Markup("".join(parts))
+
+
+def _finite(value: float | None) -> TypeGuard[float]:
+    return value is not None and not math.isnan(value)
+
+
+def _reference_values(ref: Reference) -> list[float]:
+    return [v for v in (ref.mean, ref.low, ref.high) if _finite(v)]

@@ -85,6 +85,8 @@ class Curve:
     name: str
     metrics: list[str]
     points: list[StepPoint]
+    training_run: str = ""
+    spec: str = ""
 
     @property
     def base(self) -> StepPoint | None:
@@ -105,12 +107,12 @@ def _step(path: Path, header: dict[str, Any]) -> int | str | None:
     return step_of_name(path.name)
 
 
-def _name(directory: Path, headers: list[dict[str, Any]]) -> str:
+def _training_run(directory: Path, headers: list[dict[str, Any]]) -> str:
     for header in headers:
         section = header.get("checkpoint")
         if isinstance(section, dict) and section.get("trainingRun"):
-            return f"{section['trainingRun']} / {directory.name}"
-    return f"{directory.parent.name} / {directory.name}"
+            return str(section["trainingRun"])
+    return directory.parent.name
 
 
 def load_curve(
@@ -142,7 +144,8 @@ def load_curve(
         metrics.extend(m for m in estimates if m not in metrics)
         points.append(StepPoint(step, path, status, estimates))
     points.sort(key=lambda p: (p.step != BASE, p.step if isinstance(p.step, int) else -1))
-    curve = Curve(_name(directory, headers), metrics, points)
+    training_run = _training_run(directory, headers)
+    curve = Curve(f"{training_run} / {directory.name}", metrics, points, training_run, directory.name)
     base = curve.base
     if base is not None:
         base_run = load(base.path)
@@ -157,6 +160,7 @@ def load_curve(
                     "difference": None if math.isnan(d.mean) else d.mean,
                     "ciLow": None if math.isnan(d.ci_low) else d.ci_low,
                     "ciHigh": None if math.isnan(d.ci_high) else d.ci_high,
+                    "method": d.method,
                     "significant": item.comparison.significant,
                     "regressed": item.comparison.significant and drop > max_drop,
                 }

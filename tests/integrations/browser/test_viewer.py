@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 from playwright.sync_api import Page, expect
 
-from evalsi.runs import journal_path
+from evalsi.runs import ResultsWriter, journal_path
 from tests.view.make import HOSTILE, record, simple_run, write_run
 
 
@@ -21,7 +21,8 @@ def open_run(page: Page, url: str, name: str) -> None:
 
 def test_list_then_run_page(page: Page, viewer: str) -> None:
     page.goto(viewer)
-    expect(page.locator("#runs tbody tr")).to_have_count(6)
+    expect(page.locator("#runs tbody tr")).to_have_count(3)  # the training run's steps are listed under it
+    expect(page.locator('section[data-training-run="grpo-1"] tbody tr')).to_have_count(3)
     expect(page.locator("#curves a")).to_have_count(1)
     open_run(page, viewer, "run-b")
     expect(page.locator("#metrics")).to_contain_text("0.8333")
@@ -65,7 +66,7 @@ def test_learning_curve_marks_the_regression_and_opens_a_step(page: Page, viewer
     page.goto(viewer)
     page.locator("#curves a").click()
     chart = page.locator('figure[data-metric="acc"] svg')
-    expect(chart.locator("circle.point")).to_have_count(3)
+    expect(chart.locator("circle.point")).to_have_count(2)  # the steps; the base is the dashed line
     expect(chart.locator("circle.point.regressed")).to_have_count(1)
     expect(chart.locator("line.base")).to_have_count(1)
     chart.locator('a[data-step="200"]').click()
@@ -109,7 +110,7 @@ def test_a_run_in_progress_updates_without_reloading(page: Page, viewer: str, re
 def test_a_curve_shows_a_new_step_without_reloading(page: Page, viewer: str, results: Path) -> None:
     page.goto(viewer)
     page.locator("#curves a").click()
-    expect(page.locator('figure[data-metric="acc"] circle.point')).to_have_count(3)
+    expect(page.locator('figure[data-metric="acc"] circle.point')).to_have_count(2)
     page.evaluate("window.__sameDocument = true")
     simple_run(
         results / "logs" / "grpo-1" / "forgetting" / "step-300.json",
@@ -117,6 +118,54 @@ def test_a_curve_shows_a_new_step_without_reloading(page: Page, viewer: str, res
         [True] * 29 + [False] * 11,
         checkpoint={"trainingRun": "grpo-1", "step": 300, "label": "300"},
     )
-    expect(page.locator('figure[data-metric="acc"] circle.point')).to_have_count(4, timeout=10_000)
+    expect(page.locator('figure[data-metric="acc"] circle.point')).to_have_count(3, timeout=10_000)
     expect(page.locator("#steps tbody tr")).to_have_count(4)
+    assert page.evaluate("window.__sameDocument") is True
+
+
+def test_training_runs_are_grouped_overlaid_and_their_steps_in_numeric_order(
+    page: Page, viewer: str, results: Path
+) -> None:
+    for name, steps in (("grpo-2", {None: 30, 120: 33, 30: 35, 34: 36}),):
+        folder = results / "logs" / name / "forgetting"
+        folder.mkdir(parents=True)
+        for step, correct in steps.items():
+            label = "base" if step is None else str(step)
+            simple_run(
+                folder / ("base.json" if step is None else f"step-{step}.json"),
+                f"{name} {label}",
+                [True] * correct + [False] * (40 - correct),
+                checkpoint={"trainingRun": name, "step": step, "label": label},
+            )
+    page.goto(viewer)
+    expect(page.locator("section.training h2")).to_have_text(["grpo-1", "grpo-2"])
+    expect(page.locator('section[data-training-run="grpo-2"] tbody tr')).to_have_count(4)
+    steps = page.locator('section[data-training-run="grpo-2"] tbody tr td.num:first-child')
+    expect(steps).to_have_text(["base", "30", "34", "120"])
+    chart = page.locator('figure[data-spec="forgetting"] svg')
+    expect(chart.locator("polyline.line")).to_have_count(2)  # both training runs on one chart
+    expect(chart.locator("line.base")).to_have_count(2)
+    expect(page.locator('figure[data-spec="forgetting"] ul.legend li')).to_have_text(["grpo-1", "grpo-2"])
+    box30 = chart.locator('circle.series-1[data-step="30"]').bounding_box()
+    box34 = chart.locator('circle.series-1[data-step="34"]').bounding_box()
+    box120 = chart.locator('circle.series-1[data-step="120"]').bounding_box()
+    assert box30 and box34 and box120
+    assert (box34["x"] - box30["x"]) < (box120["x"] - box34["x"]) / 10  # 4 steps apart, not one slot
+    page.select_option("#metric-picker", "pass@1/acc")  # the picker shows another metric at once
+    expect(page.locator('figure[data-spec="forgetting"] figcaption')).to_have_text("forgetting · pass@1/acc")
+
+
+def test_a_run_in_progress_fills_in_on_the_list_without_reloading(page: Page, viewer: str, results: Path) -> None:
+    header = {"name": "live-run", "fingerprints": {}, "spec": {}, "metrics": [{"name": "acc", "threshold": 1.0}]}
+    writer = ResultsWriter(results / "live.results.json", {**header, "onError": "zero"})
+    writer.begin(3)
+    page.goto(viewer)
+    row = page.locator("#runs tr", has_text="live-run")
+    expect(row).to_contain_text("0 of 3 records")
+    page.evaluate("window.__sameDocument = true")
+    writer.append([record(0, [True])])
+    expect(row).to_contain_text("1 of 3 records", timeout=10_000)
+    writer.append([record(1, [True]), record(2, [False])])
+    expect(row).to_contain_text("3 of 3 records", timeout=10_000)
+    writer.close(remove_journal=False)
     assert page.evaluate("window.__sameDocument") is True

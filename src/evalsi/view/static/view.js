@@ -1,8 +1,12 @@
-// evalsi view: live updates of a run in progress. Everything else works without JavaScript.
+// evalsi view: live updates of runs and curves in progress. Everything else works without JavaScript.
 // The page polls the run's stamp (its files' sizes and times); when it changes, the run's section is fetched
 // again from the server (already rendered and escaped there) and swapped in, so the page never reloads.
 (function () {
   "use strict";
+  // The metric picker shows its choice at once (its form still works without JavaScript).
+  document.addEventListener("change", function (event) {
+    if (event.target && event.target.id === "metric-picker") { event.target.form.submit(); }
+  });
   var live = document.getElementById("live");
   if (!live || !live.dataset.stampUrl) { return; }
   var stamp = live.dataset.stamp;
