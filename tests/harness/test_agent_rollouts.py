@@ -56,6 +56,12 @@ def test_agent_episodes_are_rollouts_and_the_checker_scores_them(
     stored = {d["evaluationTest"]["case"]: d["evaluationTest"] for d in stored_results()}
     assert stored["solver"]["perVariant"] == {"solver": 1.0} and stored["solver"]["passed"] is True
     assert stored["quitter"]["perVariant"] == {"quitter": 0.0} and stored["quitter"]["passed"] is False
+    # Each record keeps the episode: the model's turns after the prompt, the reward and the checker's verdict.
+    solver_run = next(d for d in stored_results() if d["evaluationTest"]["case"] == "solver")
+    sample = solver_run["records"][0]["samples"][0]
+    assert sample["episode"]["reward"] == 1.0 and sample["episode"]["checker"]["passed"] is True
+    assert sample["transcript"][0]["role"] == "assistant" and len(sample["transcript"]) >= 1
+    assert all(m["role"] != "assistant" for m in solver_run["records"][0]["prompt"])
 
 
 def test_a_row_without_a_task_is_a_failed_rollout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -54,16 +54,25 @@ class SampleResult:
     tokens: int | None = None
     latency: float = 0.0
     scores: dict[str, Score] = field(default_factory=dict)
+    transcript: list[dict[str, Any]] | None = None
+    """An agent episode's turns after the prompt (chat messages: the model's, its tool calls, the tools' output)."""
+    episode: dict[str, Any] | None = None
+    """An agent episode's outcome: ``reward``, ``steps``, ``truncated`` and the ``checker``'s verdict and reason."""
 
     def to_json(self) -> dict[str, Any]:
-        """JSON form (scores without their details, which can be large)."""
-        return {
+        """JSON form (scores without their details, which can be large); an episode's turns and outcome when set."""
+        out: dict[str, Any] = {
             "completion": self.completion,
             "finishReason": self.finish_reason,
             "tokens": self.tokens,
             "latency": round(self.latency, 6),
             "scores": {m: {"value": s.value, "status": s.status, "reason": s.reason} for m, s in self.scores.items()},
         }
+        if self.transcript is not None:
+            out["transcript"] = self.transcript
+        if self.episode is not None:
+            out["episode"] = self.episode
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> SampleResult:
@@ -78,6 +87,8 @@ class SampleResult:
             data.get("tokens"),
             float(data.get("latency") or 0.0),
             scores,
+            transcript if isinstance(transcript := data.get("transcript"), list) else None,
+            episode if isinstance(episode := data.get("episode"), dict) else None,
         )
 
 

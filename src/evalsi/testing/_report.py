@@ -98,13 +98,16 @@ def results_document(
     records: dict[str, RecordResult] = {}
     for row in sorted(rows, key=lambda r: positions.get(r.row_id, len(positions))):
         record = records.get(row.row_id)
+        prompt, transcript = _split_episode(row)
         if record is None:
-            prompt = [m for m in row.messages if m.get("role") != "assistant"] or row.messages
             record = records[row.row_id] = RecordResult(
                 row.row_id, len(records), prompt, row.ground_truth, row.dataset_id, []
             )
         score = Score(row.score, "ok", row.reason) if row.rollout_error is None else Score.error(row.reason or "")
-        record.samples.append(SampleResult(row.last_text, None, row.tokens, row.latency, {METRIC: score}))
+        sample = SampleResult(row.last_text, None, row.tokens, row.latency, {METRIC: score}, transcript)
+        if "reward" in row.metadata:  # an agent episode (AgentLoop): its reward and the checker's verdict
+            sample.episode = {k: row.metadata.get(k) for k in ("reward", "steps", "truncated", "checker")}
+        record.samples.append(sample)
     summary = summarize(list(records.values()), [MetricInfo(METRIC)], PassKSpec(), [], "zero")
     params = settings.get("completionParams") or []
     name = case_id(test_id, case)
@@ -136,6 +139,20 @@ def results_document(
         },
         "records": [r.to_json() for r in records.values()],
     }
+
+
+def _split_episode(row: EvaluationRow) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+    """A row's prompt and, for an agent episode, its turns after the prompt (None for a single answer).
+
+    An episode (tool calls or tool output among the messages, or a reward in the metadata) keeps every turn from
+    the model's first on; otherwise the prompt is the messages but the model's, as it always was.
+    """
+    messages = list(row.messages)
+    episode = "reward" in row.metadata or any(m.get("role") == "tool" or m.get("tool_calls") for m in messages)
+    if not episode:
+        return [m for m in messages if m.get("role") != "assistant"] or messages, None
+    first = next((i for i, m in enumerate(messages) if m.get("role") == "assistant"), len(messages))
+    return messages[:first], messages[first:]
 
 
 def _describe(params: Sequence[Mapping[str, Any]]) -> str:
