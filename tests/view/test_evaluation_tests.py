@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -58,7 +59,7 @@ class RecordedEpisode:
     """Rolls each row out as the chat an agent episode leaves (what ``AgentLoop`` puts in the row): the model's
     tool call, the tool's long output, the model's answer; the checker's reward and reason in the metadata."""
 
-    async def process(self, rows: list[EvaluationRow], max_concurrency: int) -> list[EvaluationRow]:
+    async def process(self, rows: Sequence[EvaluationRow], max_concurrency: int) -> list[EvaluationRow]:
         for row in rows:
             call = {"id": "call_0", "type": "function", "function": {"name": "run", "arguments": '{"cmd": "pytest"}'}}
             row.messages = [
@@ -69,7 +70,7 @@ class RecordedEpisode:
             ]
             checker = {"score": 0.0, "passed": False, "reason": "hello.txt is missing", "output": "no such file"}
             row.metadata.update(reward=0.0, steps=2, truncated=False, checker=checker)
-        return rows
+        return list(rows)
 
 
 def graded(row: EvaluationRow) -> EvaluationRow:
