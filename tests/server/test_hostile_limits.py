@@ -403,3 +403,49 @@ def test_grpc_message_cap_follows_the_configured_maximum(tmp_path: Path) -> None
         assert call_grpc(server, token, EXACT, over)[0] == "resource_exhausted"
         assert post_http(server, token, EXACT, fits).status_code == 200
         assert post_http(server, token, EXACT, over).status_code == 413
+
+
+# --- bound specs ---------------------------------------------------------------------------------------------
+
+
+def _spec_of(size: int, salt: int) -> dict[str, Any]:
+    """A distinct RewardSpec of about ``size`` bytes of canonical JSON: 100 ``contains`` components."""
+    text = (f"{salt}-" + "x" * (size // 100))[: size // 100]
+    return {"components": [{"ref": "contains", "name": f"c{n}", "params": {"text": text}} for n in range(100)]}
+
+
+SPEC_FLOODS = {"just under the spec limit": 1000 * 1024, "four times the spec limit": 4 << 20}
+"""Spec sizes a tenant floods the server with, forty distinct specs each (the default ``max_spec_bytes`` is 1 MiB)."""
+
+
+def test_bound_specs_are_kept_within_bytes_and_a_projects_share(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    config = write_config(tmp_path, {"database": {"url": url}})  # the default limits
+    flood = make_token(url, "flood", ["evaluations.run", "metrics.read"])
+    quiet = make_token(url, "quiet", ["evaluations.run"])
+    rollout = [{"completion": "x"}]
+    with ServerProcess(config) as server:
+        kept = {"components": [{"ref": "exact-match"}], "clip": [0, 1]}
+        assert post_http(server, quiet, kept, rollout).status_code == 200  # another project's spec, bound first
+        assert post_http(server, flood, EXACT, rollout).status_code == 200  # warm: the server's own memory
+        answers: dict[str, list[int]] = {}
+        held: dict[str, int] = {}
+        for name, size in SPEC_FLOODS.items():
+            before = _rss_kib(server)
+            with ThreadPoolExecutor(4) as pool:
+                calls = [pool.submit(post_http, server, flood, _spec_of(size, n), rollout) for n in range(40)]
+                answers[name] = [call.result(timeout=300).status_code for call in calls]
+            held[name] = (_rss_kib(server) - before) // 1024
+        text = _metrics(server, flood)
+        over = post_http(server, flood, _spec_of(4 << 20, 99), rollout).json()["error"]
+        code, details = call_grpc(server, flood, _spec_of(4 << 20, 98), rollout)
+    assert answers["just under the spec limit"] == [200] * 40
+    assert answers["four times the spec limit"] == [400] * 40
+    assert over["code"] == "spec_too_large" and "rewards.max_spec_bytes=1048576" in over["message"], over
+    assert code == "invalid_argument" and "rewards.max_spec_bytes" in details
+    # the flood keeps at most its share (half of the 64 MiB default) of bound specs, not forty of them
+    share = 32 << 20
+    assert 0 < metric(text, "evalsi_reward_spec_cache_bytes", project="flood") <= share
+    assert metric(text, "evalsi_reward_spec_cache_bytes", project="quiet") > 0  # the other project's spec stayed
+    # after the calls, the server holds the kept specs (and the allocator's slack), not every spec it saw
+    assert max(held.values()) < 80, f"MiB the server held after each flood: {held}"
