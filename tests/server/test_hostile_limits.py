@@ -8,6 +8,8 @@ nothing, bodies far past the configured maximum, requests without a valid token.
 
 from __future__ import annotations
 
+import base64
+import functools
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -20,7 +22,11 @@ import grpc
 import httpx
 import orjson
 import pytest
+from google.protobuf import json_format
+from google.protobuf.message import Message
 
+from evalsi.server._proto.evalsi.v1alpha1 import evaluation_pb2 as epb
+from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2_grpc as pb_grpc
 from tests.helpers.silent_upstream import silent_upstream
 from tests.server.harness import (
@@ -310,7 +316,9 @@ def body_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Serv
             },
         },
     )
-    tokens = {project: make_token(url, project, ["evaluations.run"]) for project in ("a", "b")}
+    every = ["evaluations.run", "evaluators.write", "resource.runs_code"]
+    tokens = {project: make_token(url, project, every) for project in ("a", "b")}
+    tokens["ops"] = make_token(url, "ops", ["metrics.read"])
     with ServerProcess(config) as server:
         yield server, tokens
 
@@ -449,3 +457,140 @@ def test_bound_specs_are_kept_within_bytes_and_a_projects_share(tmp_path: Path) 
     assert metric(text, "evalsi_reward_spec_cache_bytes", project="quiet") > 0  # the other project's spec stayed
     # after the calls, the server holds the kept specs (and the allocator's slack), not every spec it saw
     assert max(held.values()) < 80, f"MiB the server held after each flood: {held}"
+
+
+# --- every service on every protocol passes the byte gate ----------------------------------------------------------
+
+PACKAGE = "evalsi.v1alpha1"
+
+
+@dataclass(frozen=True)
+class Call:
+    """One RPC with a request message, as data: its service, method, JSON route and request (JSON form)."""
+
+    service: str
+    method: str
+    path: str
+    request: type[Message]
+    body: dict[str, Any]
+
+    def http(self, server: ServerProcess, token: str, timeout: float = 120) -> int:
+        """HTTP JSON: the answer's status."""
+        headers = {"Authorization": f"Bearer {token}"}
+        return httpx.post(server.http + self.path, json=self.body, headers=headers, timeout=timeout).status_code
+
+    def connect(self, server: ServerProcess, token: str, timeout: float = 120) -> int:
+        """Connect with the JSON codec: the answer's status."""
+        headers = {"Authorization": f"Bearer {token}", "Connect-Protocol-Version": "1"}
+        url = f"{server.http}/{PACKAGE}.{self.service}/{self.method}"
+        return httpx.post(url, json=self.body, headers=headers, timeout=timeout).status_code
+
+    @functools.cached_property
+    def message(self) -> Message:
+        """The request message."""
+        return json_format.ParseDict(self.body, self.request())
+
+    def grpc(self, server: ServerProcess, token: str, timeout: float = 120) -> str:
+        """gRPC: the status code's name."""
+        message = self.message
+        with grpc.insecure_channel(server.grpc, options=[("grpc.max_send_message_length", -1)]) as channel:
+            method: grpc.UnaryUnaryMultiCallable[Message, bytes] = channel.unary_unary(
+                f"/{PACKAGE}.{self.service}/{self.method}",
+                request_serializer=lambda m: m.SerializeToString(),
+                response_deserializer=lambda raw: raw,
+            )
+            try:
+                method(message, metadata=(("authorization", f"Bearer {token}"),), timeout=timeout)
+            except grpc.RpcError as exc:
+                return str(exc.code().name)
+        return "OK"
+
+
+def _calls(payload: str) -> list[Call]:
+    """Every RPC with a request body, carrying ``payload`` where the request has room for free text."""
+    archive = base64.b64encode(payload.encode()).decode()
+    row = orjson.dumps({"messages": [{"role": "user", "content": payload}]}).decode()
+    run = {"version": 1, "kind": "RunResults", "name": "r", "records": [], "summary": {"note": payload}}
+    job = {"evaluator": "none", "inputDataset": "none", "outputDataset": "out"}
+    return [
+        Call("RewardService", "ScoreRewards", SCORE_PATH, pb.ScoreRewardsRequest,
+             {"spec": EXACT, "rollouts": [{"completion": payload, "reference": "a"}]}),
+        Call("RunService", "CreateRun", "/v1alpha1/runs", pb.CreateRunRequest, {"results": run}),
+        Call("RunService", "CompareRuns", "/v1alpha1/runs:compare", pb.CompareRunsRequest,
+             {"baseRunId": "run_x", "candidateRunId": "run_y", "metrics": [payload]}),
+        Call("EvaluatorService", "CreateEvaluator", "/v1alpha1/evaluators", epb.CreateEvaluatorRequest,
+             {"evaluatorId": "e", "entry": "t.py::test_t", "archive": archive}),
+        Call("DatasetService", "CreateDataset", "/v1alpha1/datasets", epb.CreateDatasetRequest,
+             {"datasetId": "d", "jsonl": row}),
+        Call("EvaluationJobService", "CreateEvaluationJob", "/v1alpha1/evaluationJobs",
+             epb.CreateEvaluationJobRequest, {"evaluationJob": {**job, "target": payload}}),
+        Call("EvaluationJobService", "CancelEvaluationJob", "/v1alpha1/evaluationJobs/j/cancel",
+             epb.GetEvaluationJobRequest, {"evaluationJobId": "j"}),
+    ]  # fmt: skip
+
+
+PROTOCOLS = ("http", "connect", "grpc")
+
+
+def test_every_service_on_every_protocol_waits_for_the_projects_byte_share(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    rewards = {"max_request_bytes": LIMIT, "max_inflight_bytes": 2 * MIB, "body_timeout": 600, "project_share": 0.5}
+    config = write_config(tmp_path, {"database": {"url": url}, "rewards": rewards})
+    every = ["evaluations.run", "evaluators.write", "resource.runs_code"]
+    tokens = {project: make_token(url, project, every) for project in ("a", "b")}
+    tokens["ops"] = make_token(url, "ops", ["metrics.read"])
+    calls = [(call, protocol) for call in _calls("x" * 1024) for protocol in PROTOCOLS]
+    with ServerProcess(config) as server, ThreadPoolExecutor(len(calls)) as pool:
+        # an idle body takes project a's whole share of the byte gate (1 MiB of 2) until its client goes away
+        idle = _raw_request(server, SCORE_PATH, _json_headers(tokens["a"], LIMIT), b"{")
+        try:
+            pending = {
+                pool.submit(getattr(call, protocol), server, tokens["a"]): (call.method, protocol)
+                for call, protocol in calls
+            }
+            _until(
+                lambda: metric(_metrics(server, tokens["ops"]), "evalsi_reward_requests_waiting_to_read") >= len(calls),
+                f"all {len(calls)} calls waiting for project a's share",
+            )
+            answered = [pending[f] for f in pending if f.done()]
+            assert not answered, f"answered while the project's byte share was held: {answered}"
+            assert post_http(server, tokens["b"], EXACT, [ROLLOUT], timeout=30).status_code == 200  # b is served
+        finally:
+            idle.close()  # the idle body's client goes away: its room is given back
+        outcomes = {pending[f]: f.result(timeout=120) for f in pending}
+    # each got its own answer (whatever it was) once the share was free
+    assert all(outcome not in (500, "UNKNOWN", "INTERNAL") for outcome in outcomes.values()), outcomes
+
+
+def _hwm_kib(server: ServerProcess) -> int:
+    for line in Path(f"/proc/{server.process.pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmHWM")
+
+
+LARGE = 50 * 1000 * 1000
+"""One large call's payload: six of them at once are 300 MB of messages."""
+LARGE_CALLS = ("ScoreRewards", "CreateDataset", "CreateEvaluator", "CreateRun")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", LARGE_CALLS)
+def test_six_large_grpc_calls_at_once_take_the_memory_of_one(tmp_path: Path, method: str) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    rewards = {"max_inflight_bytes": 128 * MIB, "project_share": 0.5}  # a project's share: one 64 MiB call at once
+    config = write_config(tmp_path, {"database": {"url": url}, "rewards": rewards})
+    token = make_token(url, "p", ["evaluations.run", "evaluators.write", "resource.runs_code"])
+    (call,) = [c for c in _calls("x" * LARGE) if c.method == method]
+    with ServerProcess(config) as server:
+        assert _calls("warm")[0].grpc(server, token) == "OK"
+        before = _hwm_kib(server)
+        alone = call.grpc(server, token, timeout=300)
+        one = (_hwm_kib(server) - before) // 1024
+        with ThreadPoolExecutor(6) as pool:
+            outcomes = list(pool.map(lambda _: call.grpc(server, token, timeout=300), range(6)))
+        six = (_hwm_kib(server) - before) // 1024
+        assert _calls("after")[0].grpc(server, token) == "OK"
+    assert alone not in ("UNKNOWN", "INTERNAL") and set(outcomes) == {alone}, (alone, outcomes)
+    # the byte gate admits one such message of the project at a time: six at once peak near one alone
+    assert six < 1.75 * one, f"{method}: one 50 MB call raised the peak by {one} MiB, six at once by {six} MiB"

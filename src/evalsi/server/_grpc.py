@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import traceback
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -195,6 +196,7 @@ def _admitted(
     async def admitted(raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         arrived[0] = True
         timer.cancel()
+        request: Any = None
         try:
             if held.released:
                 await context.abort(
@@ -210,12 +212,32 @@ def _admitted(
                 request = decode(raw)
             del raw
             return await serve(request, context)
+        except BaseException as exc:
+            _forget_locals(exc)
+            raise
         finally:
+            request = None
             held.release()
 
     return grpc.unary_unary_rpc_method_handler(
         admitted, request_deserializer=None, response_serializer=handler.response_serializer
     )
+
+
+def _forget_locals(error: BaseException) -> None:
+    """Clear the locals of the finished frames in ``error``'s tracebacks (and its causes').
+
+    gRPC keeps an aborted call's exception on the call's state, which the frames in its traceback reach again
+    through their ``context``: the cycle would keep the request (a message of up to ``rewards.max_request_bytes``)
+    until the garbage collector's next full pass.
+    """
+    seen: set[int] = set()
+    each: BaseException | None = error
+    while each is not None and id(each) not in seen:
+        seen.add(id(each))
+        if each.__traceback__ is not None:
+            traceback.clear_frames(each.__traceback__)
+        each = each.__cause__ or each.__context__
 
 
 def max_message_bytes(max_request_bytes: int) -> int:
@@ -244,6 +266,8 @@ def make_grpc_server(
             ("grpc.max_allowed_incoming_connections", listen.max_connections),
             ("grpc.server_handshake_timeout_ms", max(1, int(listen.header_timeout * 1000))),
             ("grpc.max_connection_idle_ms", max(1, int(listen.grpc_idle_timeout * 1000))),
+            ("grpc.http2.bdp_probe", 0),
+            ("grpc.http2.lookahead_bytes", 65536),
         ],
     )
     servicer = GrpcRewardService(service)
