@@ -9,7 +9,6 @@ nothing, bodies far past the configured maximum, requests without a valid token.
 from __future__ import annotations
 
 import base64
-import functools
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -22,13 +21,12 @@ import grpc
 import httpx
 import orjson
 import pytest
-from google.protobuf import json_format
-from google.protobuf.message import Message
 
 from evalsi.server._proto.evalsi.v1alpha1 import evaluation_pb2 as epb
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2_grpc as pb_grpc
 from tests.helpers.silent_upstream import silent_upstream
+from tests.server.calls import PROTOCOLS, Call
 from tests.server.harness import (
     CONNECT_PATH,
     ServerProcess,
@@ -461,50 +459,6 @@ def test_bound_specs_are_kept_within_bytes_and_a_projects_share(tmp_path: Path) 
 
 # --- every service on every protocol passes the byte gate ----------------------------------------------------------
 
-PACKAGE = "evalsi.v1alpha1"
-
-
-@dataclass(frozen=True)
-class Call:
-    """One RPC with a request message, as data: its service, method, JSON route and request (JSON form)."""
-
-    service: str
-    method: str
-    path: str
-    request: type[Message]
-    body: dict[str, Any]
-
-    def http(self, server: ServerProcess, token: str, timeout: float = 120) -> int:
-        """HTTP JSON: the answer's status."""
-        headers = {"Authorization": f"Bearer {token}"}
-        return httpx.post(server.http + self.path, json=self.body, headers=headers, timeout=timeout).status_code
-
-    def connect(self, server: ServerProcess, token: str, timeout: float = 120) -> int:
-        """Connect with the JSON codec: the answer's status."""
-        headers = {"Authorization": f"Bearer {token}", "Connect-Protocol-Version": "1"}
-        url = f"{server.http}/{PACKAGE}.{self.service}/{self.method}"
-        return httpx.post(url, json=self.body, headers=headers, timeout=timeout).status_code
-
-    @functools.cached_property
-    def message(self) -> Message:
-        """The request message."""
-        return json_format.ParseDict(self.body, self.request())
-
-    def grpc(self, server: ServerProcess, token: str, timeout: float = 120) -> str:
-        """gRPC: the status code's name."""
-        message = self.message
-        with grpc.insecure_channel(server.grpc, options=[("grpc.max_send_message_length", -1)]) as channel:
-            method: grpc.UnaryUnaryMultiCallable[Message, bytes] = channel.unary_unary(
-                f"/{PACKAGE}.{self.service}/{self.method}",
-                request_serializer=lambda m: m.SerializeToString(),
-                response_deserializer=lambda raw: raw,
-            )
-            try:
-                method(message, metadata=(("authorization", f"Bearer {token}"),), timeout=timeout)
-            except grpc.RpcError as exc:
-                return str(exc.code().name)
-        return "OK"
-
 
 def _calls(payload: str) -> list[Call]:
     """Every RPC with a request body, carrying ``payload`` where the request has room for free text."""
@@ -527,9 +481,6 @@ def _calls(payload: str) -> list[Call]:
         Call("EvaluationJobService", "CancelEvaluationJob", "/v1alpha1/evaluationJobs/j/cancel",
              epb.GetEvaluationJobRequest, {"evaluationJobId": "j"}),
     ]  # fmt: skip
-
-
-PROTOCOLS = ("http", "connect", "grpc")
 
 
 def test_every_service_on_every_protocol_waits_for_the_projects_byte_share(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from evalsi.server._evaluators_ids import check_id, resource_id, timestamp
 from evalsi.server._evaluators_pages import page
 from evalsi.server._evaluators_tables import datasets
 from evalsi.server._proto.evalsi.v1alpha1 import evaluation_pb2 as pb
+from evalsi.server._quotas import StorageQuotas
 from evalsi.server._service import require
 from evalsi.server._tokens import RUN, Principal
 
@@ -94,6 +95,7 @@ class Datasets:
     def __init__(self, config: ServerConfig, engine: Engine) -> None:
         self.settings = config.spec.datasets
         self.engine = engine
+        self.quotas = StorageQuotas(config)
 
     def create(self, principal: Principal, request: pb.CreateDatasetRequest) -> pb.Dataset:
         """Check and store an uploaded dataset.
@@ -115,10 +117,11 @@ class Datasets:
         return self.store(principal.project, dataset_id, rows, source_job="")
 
     def store(self, project: str, dataset_id: str, rows: Sequence[dict[str, Any]], source_job: str) -> pb.Dataset:
-        """Insert a dataset (an upload, or a job's output).
+        """Insert a dataset (an upload, or a job's output) within the project's dataset quotas.
 
         Raises:
-            ServiceError: ``already_exists`` when the project has a dataset of that id.
+            ServiceError: ``already_exists`` when the project has a dataset of that id; ``resource_exhausted``
+                when it would pass ``max_datasets`` or ``max_dataset_bytes``.
 
         """
         content = encode(rows)
@@ -133,7 +136,9 @@ class Datasets:
         }
         try:
             with self.engine.begin() as connection:
+                self.quotas.lock(connection, project, "datasets")
                 connection.execute(insert(datasets).values(**values))
+                self.quotas.check(connection, project, "datasets")
         except IntegrityError:
             raise ServiceError(
                 "failed_precondition",
@@ -172,6 +177,16 @@ class Datasets:
         return pb.ListDatasetsResponse(
             datasets=[_message({**r, "content": b""}, with_rows=False) for r in rows], next_page_token=token
         )
+
+    def check_room(self, project: str) -> None:
+        """Refuse now when the project could store no further dataset (a job checks before it runs).
+
+        Raises:
+            ServiceError: ``resource_exhausted`` naming the dataset quota the project is at.
+
+        """
+        with self.engine.connect() as connection:
+            self.quotas.room(connection, project, "datasets")
 
     def exists(self, project: str, dataset_id: str) -> bool:
         """Whether the project has a dataset of that id."""

@@ -149,6 +149,7 @@ class Jobs:
         self.datasets.row(project, input_id, "evaluationJob.inputDataset")
         target, params = self._generation(spec)
         self._refuse_existing_output(project, output_id)
+        self.datasets.check_room(project)  # its output is a dataset: refused now, not after the work
         now = time.time()
         values = {
             "project": project,

@@ -17,6 +17,7 @@ from evalsi.errors import DataError
 from evalsi.runs import compare_runs, comparison_to_dict
 from evalsi.server._errors import ServiceError
 from evalsi.server._metrics import Metrics
+from evalsi.server._quotas import StorageQuotas
 from evalsi.server._run_requests import check_request_id
 from evalsi.server._runs_store import RunStore, check_labels, page_size
 from evalsi.server._service import RewardService, require
@@ -35,7 +36,7 @@ class RunService:
 
     def __init__(self, rewards: RewardService) -> None:
         self.rewards = rewards
-        self.store = RunStore(rewards.tokens.engine)
+        self.store = RunStore(rewards.tokens.engine, StorageQuotas(rewards.config))
 
     @property
     def metrics(self) -> Metrics:

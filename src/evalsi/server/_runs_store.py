@@ -23,6 +23,7 @@ from sqlalchemy.exc import IntegrityError
 
 from evalsi.runs import LoadedRun, RecordResult, run_from_document
 from evalsi.server._errors import ServiceError
+from evalsi.server._quotas import StorageQuotas
 from evalsi.server._run_requests import request_fingerprint, reused
 from evalsi.server._tables import run_labels, run_records, runs
 
@@ -219,16 +220,31 @@ def page_size(value: Any, default: int, largest: int, where: str = "pageSize") -
     return min(size, largest)
 
 
+def _encode(value: Any, where: str) -> bytes:
+    """``value`` as the JSON stored.
+
+    Raises:
+        ServiceError: ``invalid_argument`` naming ``where`` when it holds what JSON cannot (an integer past 64 bits,
+            nesting past the encoder's depth).
+
+    """
+    try:
+        return orjson.dumps(value, default=str)
+    except orjson.JSONEncodeError as exc:
+        raise ServiceError("invalid_argument", f"`{where}`: {exc}", "invalid_record", path=where) from None
+
+
 def _loads(text: str) -> dict[str, Any]:
     value = orjson.loads(text)
     return value if isinstance(value, dict) else {}
 
 
 class RunStore:
-    """Runs in the server's database, each visible to its own project only."""
+    """Runs in the server's database, each visible to its own project only (within its quotas, when given)."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, quotas: StorageQuotas | None = None) -> None:
         self.engine = engine
+        self.quotas = quotas
 
     def create(
         self, project: str, document: Any, labels: Mapping[str, str], request_id: str | None = None
@@ -285,7 +301,25 @@ class RunStore:
         details = {k: v for k, v in data.items() if k not in _NOT_DETAILS}
         header = {field: dict(data.get(field) or {}) for field in HEADER_COLUMNS}
         status = str(data.get("status") or "complete")
+        encoded = {field: _encode(value, f"results.{field}") for field, value in header.items()}
+        encoded["details"] = _encode(details, "results")
+        texts = [_encode(record.to_json(), f"results.records[{n}]") for n, record in enumerate(records)]
+        size = sum(len(text) for text in encoded.values()) + sum(len(text) for text in texts)
+        columns = {field: text.decode() for field, text in encoded.items()}
+        rows = [
+            {
+                "position": position,
+                "key": record.key,
+                "record_id": record.id,
+                "status": record_status(record),
+                "data": text.decode(),
+            }
+            for position, (record, text) in enumerate(zip(records, texts, strict=True))
+        ]
+        del encoded, texts
         with self.engine.begin() as connection:
+            if self.quotas is not None:
+                self.quotas.lock(connection, project, "runs")
             result = connection.execute(
                 insert(runs).values(
                     id=run_id,
@@ -294,10 +328,10 @@ class RunStore:
                     status=status,
                     created_at=created,
                     record_count=len(records),
-                    details=orjson.dumps(details).decode(),
                     request_id=request_id,
                     request_hash=digest,
-                    **{field: orjson.dumps(value).decode() for field, value in header.items()},
+                    size_bytes=size,
+                    **columns,
                 )
             )
             key = result.inserted_primary_key
@@ -307,21 +341,10 @@ class RunStore:
                 connection.execute(
                     insert(run_labels), [{"run_seq": seq, "key": k, "value": v} for k, v in labels.items()]
                 )
-            if records:
-                connection.execute(
-                    insert(run_records),
-                    [
-                        {
-                            "run_seq": seq,
-                            "position": position,
-                            "key": record.key,
-                            "record_id": record.id,
-                            "status": record_status(record),
-                            "data": orjson.dumps(record.to_json(), default=str).decode(),
-                        }
-                        for position, record in enumerate(records)
-                    ],
-                )
+            if rows:
+                connection.execute(insert(run_records), [{"run_seq": seq, **row} for row in rows])
+            if self.quotas is not None:
+                self.quotas.check(connection, project, "runs")
         return StoredRun(
             run_id,
             data["name"],
