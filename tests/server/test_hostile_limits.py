@@ -443,11 +443,11 @@ def test_bound_specs_are_kept_within_bytes_and_a_projects_share(tmp_path: Path) 
                 answers[name] = [call.result(timeout=300).status_code for call in calls]
             held[name] = (_rss_kib(server) - before) // 1024
         text = _metrics(server, flood)
-        over = post_http(server, flood, _spec_of(4 << 20, 99), rollout).json()["error"]
+        over = post_http(server, flood, _spec_of(4 << 20, 99), rollout).json().get("error", {})
         code, details = call_grpc(server, flood, _spec_of(4 << 20, 98), rollout)
     assert answers["just under the spec limit"] == [200] * 40
     assert answers["four times the spec limit"] == [400] * 40
-    assert over["code"] == "spec_too_large" and "rewards.max_spec_bytes=1048576" in over["message"], over
+    assert over.get("code") == "spec_too_large" and "rewards.max_spec_bytes=1048576" in over["message"], over
     assert code == "invalid_argument" and "rewards.max_spec_bytes" in details
     # the flood keeps at most its share (half of the 64 MiB default) of bound specs, not forty of them
     share = 32 << 20
@@ -520,6 +520,13 @@ def _hwm_kib(server: ServerProcess) -> int:
     raise AssertionError("no VmHWM")
 
 
+def _peak_from_here(server: ServerProcess) -> Callable[[], int]:
+    """Reset the server's peak memory to what it holds now; the returned function gives the MiB it rose since."""
+    Path(f"/proc/{server.process.pid}/clear_refs").write_text("5")  # Linux: VmHWM := VmRSS
+    now = _rss_kib(server)
+    return lambda: (_hwm_kib(server) - now) // 1024
+
+
 LARGE = 50 * 1000 * 1000
 """One large call's payload: six of them at once are 300 MB of messages."""
 LARGE_CALLS = ("ScoreRewards", "CreateDataset", "CreateEvaluator", "CreateRun")
@@ -535,13 +542,100 @@ def test_six_large_grpc_calls_at_once_take_the_memory_of_one(tmp_path: Path, met
     (call,) = [c for c in _calls("x" * LARGE) if c.method == method]
     with ServerProcess(config) as server:
         assert _calls("warm")[0].grpc(server, token) == "OK"
-        before = _hwm_kib(server)
+        peak = _peak_from_here(server)
         alone = call.grpc(server, token, timeout=300)
-        one = (_hwm_kib(server) - before) // 1024
+        one = peak()
+        peak = _peak_from_here(server)
         with ThreadPoolExecutor(6) as pool:
             outcomes = list(pool.map(lambda _: call.grpc(server, token, timeout=300), range(6)))
-        six = (_hwm_kib(server) - before) // 1024
+        six = peak()
         assert _calls("after")[0].grpc(server, token) == "OK"
     assert alone not in ("UNKNOWN", "INTERNAL") and set(outcomes) == {alone}, (alone, outcomes)
     # the byte gate admits one such message of the project at a time: six at once peak near one alone
     assert six < 1.75 * one, f"{method}: one 50 MB call raised the peak by {one} MiB, six at once by {six} MiB"
+
+
+# --- comparing runs --------------------------------------------------------------------------------------------
+
+
+def _results(name: str, records: int, text: int, wrong: int = 0) -> dict[str, Any]:
+    """A results document of ``records`` records of one sample each, with ``text`` characters of completion."""
+    rows = [
+        {
+            "key": f"k{n}",
+            "index": n,
+            "prompt": f"question {n}",
+            "samples": [
+                {
+                    "completion": f"{n}:" + "y" * text,
+                    "scores": {
+                        "exact-match": {"value": n >= wrong, "status": "ok", "reason": "a reason " * 4},
+                        "length": {"value": float(n % 7), "status": "ok"},
+                    },
+                }
+            ],
+        }
+        for n in range(records)
+    ]
+    metrics = [{"name": "exact-match", "threshold": 1.0}, {"name": "length", "threshold": 1.0}]
+    return {"version": 1, "kind": "RunResults", "name": name, "metrics": metrics, "records": rows}
+
+
+def _create_run(server: ServerProcess, token: str, document: dict[str, Any]) -> str:
+    headers = {"Authorization": f"Bearer {token}"}
+    created = httpx.post(server.http + "/v1alpha1/runs", json={"results": document}, headers=headers, timeout=300)
+    assert created.status_code == 200, created.text[:300]
+    return str(created.json()["id"])
+
+
+def _compare(server: ServerProcess, token: str, base: str, candidate: str) -> httpx.Response:
+    body = {"baseRunId": base, "candidateRunId": candidate, "regression": ["exact-match:0.01"]}
+    headers = {"Authorization": f"Bearer {token}"}
+    return httpx.post(server.http + "/v1alpha1/runs:compare", json=body, headers=headers, timeout=300)
+
+
+@pytest.mark.slow
+def test_four_comparisons_of_large_runs_at_once_read_their_scores_not_their_texts(tmp_path: Path) -> None:
+    from evalsi.runs import compare_runs, comparison_to_dict, run_from_document
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    config = write_config(tmp_path, {"database": {"url": url}})  # the default limits
+    token = make_token(url, "p", ["evaluations.run"])
+    base_doc, step_doc = _results("base", 12000, 2500), _results("step", 12000, 2500, wrong=600)  # 30 MB each
+    with ServerProcess(config) as server:
+        base, step = _create_run(server, token, base_doc), _create_run(server, token, step_doc)
+        small = _create_run(server, token, _results("small", 50, 10))
+        assert _compare(server, token, small, small).status_code == 200  # warm: the comparison's own code
+        rise = _peak_from_here(server)
+        with ThreadPoolExecutor(4) as pool:
+            answers = list(pool.map(lambda _: _compare(server, token, base, step), range(4)))
+        peak = rise()
+    assert all(a.status_code == 200 for a in answers), [a.text[:200] for a in answers]
+    local = compare_runs(run_from_document(base_doc, "base"), run_from_document(step_doc, "step"))
+    expected = [comparison_to_dict(c) for c in local]
+    for answer in answers:
+        compared = answer.json()
+        assert compared["regressed"] is True and compared["regressions"] == ["exact-match:0.01"]
+        got = {c["metric"]: c for c in compared["comparisons"]}
+        for item in expected:
+            assert got[item["metric"]]["difference"]["mean"] == pytest.approx(item["difference"]["mean"])
+            assert got[item["metric"]]["pairs"] == item["pairs"]
+            assert (got[item["metric"]]["mcnemar"] is None) == (item["mcnemar"] is None)
+    assert peak < 200, f"four comparisons of two 30 MB runs raised the server's peak memory by {peak} MiB"
+
+
+def test_a_comparison_past_max_compare_bytes_is_refused_on_every_protocol(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    config = write_config(tmp_path, {"database": {"url": url}, "runs": {"max_compare_bytes": MIB}})
+    token = make_token(url, "p", ["evaluations.run"])
+    with ServerProcess(config) as server:
+        large = [_create_run(server, token, _results(f"large-{n}", 400, 1500)) for n in range(2)]  # 600 KB each
+        small = [_create_run(server, token, _results(f"small-{n}", 40, 100)) for n in range(2)]
+        assert _compare(server, token, *small).status_code == 200
+        body = {"baseRunId": large[0], "candidateRunId": large[1]}
+        call = Call("RunService", "CompareRuns", "/v1alpha1/runs:compare", pb.CompareRunsRequest, body)
+        answers = {protocol: call.answer(protocol, server, token) for protocol in PROTOCOLS}
+    assert answers["http"].status == "413", answers
+    assert answers["connect"].status == answers["grpc"].status == "resource_exhausted", answers
+    for answer in answers.values():
+        assert f"runs.max_compare_bytes={MIB}" in answer.message, answer

@@ -27,7 +27,6 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 
 from evalsi.rewards.wire import results_json
-from evalsi.server._body_bytes import BodyBytes
 from evalsi.server._connect import CONNECT_CODES as _CONNECT_CODES
 from evalsi.server._connect import decoded as _decoded
 from evalsi.server._convert import request_parts, results_message
@@ -65,9 +64,7 @@ class ServerState:
         self.ui = ui
         """The results viewer under ``/ui`` (absent when switched off)."""
         self.draining = False
-        rewards = service.config.spec.rewards
-        capacity = rewards.max_inflight_bytes
-        self.body_bytes = BodyBytes(capacity, int(capacity * rewards.project_share), service.metrics)
+        self.body_bytes = service.body_bytes
         """The FIFO gate over ``rewards.max_inflight_bytes``, with each project's share (every protocol's)."""
 
 

@@ -21,7 +21,8 @@ import orjson
 from sqlalchemy import Engine, insert, select
 from sqlalchemy.exc import IntegrityError
 
-from evalsi.runs import LoadedRun, RecordResult, run_from_document
+from evalsi.evaluators import Score, Status
+from evalsi.runs import LoadedRun, RecordResult, SampleResult, run_from_document
 from evalsi.server._errors import ServiceError
 from evalsi.server._quotas import StorageQuotas
 from evalsi.server._run_requests import request_fingerprint, reused
@@ -232,6 +233,24 @@ def _encode(value: Any, where: str) -> bytes:
         return orjson.dumps(value, default=str)
     except orjson.JSONEncodeError as exc:
         raise ServiceError("invalid_argument", f"`{where}`: {exc}", "invalid_record", path=where) from None
+
+
+def _scores_only(record: dict[str, Any], names: dict[str, str]) -> RecordResult:
+    """A stored record reduced to its key and its samples' score values and statuses."""
+    samples = []
+    for sample in record.get("samples") or []:
+        scores = {}
+        for metric, score in (sample.get("scores") or {}).items():
+            value, status = score.get("value"), score.get("status", "ok")
+            scores[names.setdefault(metric, metric)] = Score(
+                value if isinstance(value, int | float) else None,
+                _STATUSES.get(status, "error") if isinstance(status, str) else "error",
+            )
+        samples.append(SampleResult("", scores=scores))
+    return RecordResult(str(record["key"]), 0, "", None, None, samples)
+
+
+_STATUSES: dict[str, Status] = {"ok": "ok", "skipped": "skipped", "error": "error"}
 
 
 def _loads(text: str) -> dict[str, Any]:
@@ -445,6 +464,35 @@ class RunStore:
             ).all()
         labels = self._labels([row.seq])
         return self._stored(row, labels.get(row.seq, {})).document([orjson.loads(r.data) for r in data])
+
+    def stored_bytes(self, project: str, run_id: str) -> int:
+        """A run's stored size (its header's and records' JSON).
+
+        Raises:
+            ServiceError: ``not_found`` when the project holds no such run.
+
+        """
+        return int(self._row(project, run_id).size_bytes)
+
+    def scores(self, project: str, run_id: str) -> LoadedRun:
+        """A run for :func:`evalsi.runs.compare_runs` holding only what a comparison reads (``path`` is the id).
+
+        Records are read from the database one at a time and kept as their key and each sample's score values and
+        statuses: no prompt, reference, completion or reason. A comparison's memory is then a small part of the
+        runs' stored size whatever their texts.
+
+        Raises:
+            ServiceError: ``not_found`` when the project holds no such run.
+
+        """
+        row = self._row(project, run_id)
+        run = run_from_document(self._stored(row, {}).document([]), run_id)
+        names: dict[str, str] = {}  # one string per metric name, not one per score
+        query = select(run_records.c.data).where(run_records.c.run_seq == row.seq).order_by(run_records.c.position)
+        with self.engine.connect() as connection:
+            for (data,) in connection.execution_options(stream_results=True, yield_per=256).execute(query):
+                run.records.append(_scores_only(orjson.loads(data), names))
+        return run
 
     def loaded(self, project: str, run_id: str) -> LoadedRun:
         """A run with every record, ready for :func:`evalsi.runs.compare_runs` (``path`` is the run id).

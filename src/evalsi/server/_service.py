@@ -25,11 +25,12 @@ from evalsi.errors import RewardBatchError
 from evalsi.evaluators import Score
 from evalsi.records import canonical_json
 from evalsi.rewards import Reward, RewardResult, from_mapping
+from evalsi.server._body_bytes import BodyBytes
 from evalsi.server._caps import Caps, capped
 from evalsi.server._config import ServerConfig
 from evalsi.server._errors import ServiceError, from_exception, redact
 from evalsi.server._fair import FairPool, share_of
-from evalsi.server._limits import Admission
+from evalsi.server._limits import Admission, SharedGate
 from evalsi.server._metrics import Metrics
 from evalsi.server._shared_cache import ProjectCache, SharedScores, TieredCache
 from evalsi.server._spec_cache import BoundSpecs
@@ -67,6 +68,11 @@ class RewardService:
         quotas = {n: q.max_reward_rollouts for n, q in config.spec.quotas.items() if q.max_reward_rollouts is not None}
         self._admission: Admission | None = None
         self._quotas = quotas
+        capacity = rewards.max_inflight_bytes
+        self.body_bytes = BodyBytes(capacity, int(capacity * share), metrics)
+        """Request bytes held at once, every protocol's (see :mod:`evalsi.server._body_bytes`)."""
+        self.compared_bytes = SharedGate(capacity, int(capacity * share))
+        """Stored bytes of the runs ``CompareRuns`` calls are reading, within the same bounds as request bytes."""
         self.bound = BoundSpecs(
             rewards.spec_cache_bytes, int(rewards.spec_cache_bytes * share), metrics.on_spec_cache_bytes
         )
