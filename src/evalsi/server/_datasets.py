@@ -23,6 +23,7 @@ from evalsi.server._proto.evalsi.v1alpha1 import evaluation_pb2 as pb
 from evalsi.server._quotas import StorageQuotas
 from evalsi.server._service import require
 from evalsi.server._tokens import RUN, Principal
+from evalsi.server._trust import check_depth
 
 
 def _bad(line: int, message: str) -> ServiceError:
@@ -33,7 +34,8 @@ def parse_rows(text: str, max_rows: int) -> list[dict[str, Any]]:
     """The rows of a JSONL text, each checked; blank lines are skipped.
 
     Raises:
-        ServiceError: ``invalid_argument`` naming the 1-based line and what would be valid.
+        ServiceError: ``invalid_argument`` naming the 1-based line and what would be valid (a row nested deeper
+            than a request may be is refused too).
 
     """
     rows: list[dict[str, Any]] = []
@@ -44,6 +46,7 @@ def parse_rows(text: str, max_rows: int) -> list[dict[str, Any]]:
             row = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
             raise _bad(number, f"not valid JSON ({exc})") from None
+        check_depth(row, f"line {number}")
         check_row(row, number)
         rows.append(row)
         if len(rows) > max_rows:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import math
 import re
 import secrets
 import time
@@ -21,12 +22,13 @@ import orjson
 from sqlalchemy import Engine, insert, select
 from sqlalchemy.exc import IntegrityError
 
-from evalsi.evaluators import Score, Status
+from evalsi.evaluators import STATUSES, Score, Status
 from evalsi.runs import LoadedRun, RecordResult, SampleResult, run_from_document
 from evalsi.server._errors import ServiceError
 from evalsi.server._quotas import StorageQuotas
 from evalsi.server._run_requests import request_fingerprint, reused
 from evalsi.server._tables import run_labels, run_records, runs
+from evalsi.server._trust import INT64
 
 RESULTS_VERSION = 1
 HEADER_COLUMNS = ("spec", "target", "summary")
@@ -172,10 +174,9 @@ def _check_document(document: Any) -> tuple[dict[str, Any], list[RecordResult]]:
         try:
             if not isinstance(item, Mapping):
                 raise TypeError(f"must be an object, got {type(item).__name__}")
-            if not all(isinstance(s, Mapping) for s in item.get("samples") or []):
-                raise TypeError("`samples` must be a list of objects")
+            _check_record(item)
             record = RecordResult.from_json(item)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
             detail = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
             raise ServiceError("invalid_argument", f"`{where}`: {detail}", "invalid_record", path=where) from None
         if record.key in keys:
@@ -187,6 +188,41 @@ def _check_document(document: Any) -> tuple[dict[str, Any], list[RecordResult]]:
     return dict(document), records
 
 
+def _check_record(item: Mapping[str, Any]) -> None:
+    """Refuse what no results file holds, before it is parsed: the fields a comparison or the database reads.
+
+    Raises:
+        TypeError: A field of the wrong type.
+        ValueError: A number out of range.
+
+    """
+    index = item.get("index", 0)
+    if isinstance(index, bool) or not isinstance(index, int | float):
+        raise TypeError(f"`index` must be a whole number, got {type(index).__name__}")
+    if not (isinstance(index, int) or index.is_integer()) or not 0 <= index < INT64:
+        raise ValueError(f"`index` must be a whole number from 0 to 2**63 - 1, got {index!r}")
+    if item.get("id") is not None and not isinstance(item["id"], str):
+        raise TypeError(f"`id` must be a string or null, got {type(item['id']).__name__}")
+    samples = item.get("samples") or []
+    if not isinstance(samples, list) or not all(isinstance(s, Mapping) for s in samples):
+        raise TypeError("`samples` must be a list of objects")
+    for number, sample in enumerate(samples):
+        scores = sample.get("scores") or {}
+        if not isinstance(scores, Mapping):
+            raise TypeError(f"`samples[{number}].scores` must be an object of metric: score")
+        for metric, score in scores.items():
+            here = f"`samples[{number}].scores.{metric}`"
+            if not isinstance(score, Mapping):
+                raise TypeError(f"{here} must be an object {{value, status, reason}}")
+            value = score.get("value")
+            if value is not None and not isinstance(value, bool | int | float):
+                raise TypeError(f"{here}.value must be a number, true/false or null, got {type(value).__name__}")
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(f"{here}.value must be finite, got {value}")
+            if score.get("status", "ok") not in STATUSES:
+                raise ValueError(f"{here}.status must be one of {', '.join(STATUSES)}")
+
+
 def _encode_token(seq: int) -> str:
     return base64.urlsafe_b64encode(f"p{seq}".encode()).decode().rstrip("=")
 
@@ -196,7 +232,7 @@ def _decode_token(token: str, where: str) -> int | None:
         return None
     try:
         text = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
-        if text.startswith("p") and text[1:].isdigit():
+        if text.startswith("p") and text[1:].isdigit() and len(text) <= 20:
             return int(text[1:])
     except (binascii.Error, UnicodeDecodeError, ValueError):
         pass
