@@ -1,7 +1,7 @@
 """The stored size of each run, so a project's run bytes are summed without reading its records.
 
-Revision ID: 0008
-Revises: 0006
+Revision ID: 0009
+Revises: 0008
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0008"
-down_revision = "0006"
+revision = "0009"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 
