@@ -49,9 +49,14 @@ def test_a_link_out_of_the_project_or_an_oversized_archive_is_refused_before_upl
     with pytest.raises(PackError, match="passwd: a link pointing outside"):
         pack(tmp_path, 1 << 20)
     (tmp_path / "passwd").unlink()
-    os.symlink("data/rows.jsonl", tmp_path / "rows.jsonl")  # inside: kept as a link
+    os.symlink("data/rows.jsonl", tmp_path / "rows.jsonl")  # inside: packed as the file (the server takes no links)
     with tarfile.open(fileobj=io.BytesIO(pack(tmp_path, 1 << 20)), mode="r:gz") as archive:
-        assert archive.getmember("rows.jsonl").issym()
+        assert archive.getmember("rows.jsonl").isfile()
+        assert archive.extractfile("rows.jsonl").read() == b"{}\n"  # type: ignore[union-attr]
+    os.symlink("data", tmp_path / "linked-data")
+    with pytest.raises(PackError, match="linked-data: not a regular file or a link to one"):
+        pack(tmp_path, 1 << 20)
+    (tmp_path / "linked-data").unlink()
     (tmp_path / "big.bin").write_bytes(os.urandom(64 << 10))
     with pytest.raises(PackError, match=r"over 4096|exceeds 4096"):
         pack(tmp_path, 4096)

@@ -269,6 +269,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     serve.add_argument("--max-lora-rank", type=int, default=16, choices=[1, 8, 16, 32, 64, 128, 256, 320, 512])
     serve.add_argument("--max-cpu-loras", type=int, default=None)
     serve.add_argument("--max-model-len", type=int, default=None)
+    serve.add_argument("--tokenizer", default=None)
     serve.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
     serve.add_argument("--gpu-memory-utilization", type=float, default=0.9)
     return parser.parse_args(argv)

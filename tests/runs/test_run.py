@@ -290,3 +290,70 @@ def test_a_new_reference_column_rescores_without_generating(
     )
     with pytest.raises(ResumeError, match="different generation settings"):
         start(templated)  # the prompts changed: the completions no longer answer them
+
+
+def test_another_server_behind_the_same_model_name_never_lends_records(
+    server: OpenAIServer, qa_file: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "r.json"
+    server.inject(status=400, prompt="largest planet?")
+    assert start(run_spec(server, qa_file, out)).verdict == "failed"  # partial: three records from this server
+    with OpenAIServer(answers={"2+2?": "5"}, default="other") as other:
+        moved = run_spec(other, qa_file, out)
+        with pytest.raises(ResumeError, match=r"different generation settings \(different target\)"):
+            start(moved)
+        assert other.request_count() == 0 and read_results(out)["status"] == "partial"  # nothing touched
+        outcome = start(moved, restart=True)
+    assert outcome.generated == 4 and outcome.resumed == 0
+    assert {s.completion for r in outcome.records for s in r.samples} == {"5", "other"}
+
+
+def test_a_served_model_resumes_on_a_new_port_but_not_with_other_weights(
+    qa_file: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    out = tmp_path / "r.json"
+    with OpenAIServer(answers={"2+2?": "4"}, default="old") as first:
+        first.inject(status=400, prompt="largest planet?")
+        partial = start(run_spec(first, qa_file, out), model={"weights": "aaa"}, replace_stale=True)
+    assert partial.verdict == "failed" and len(partial.records) == 3
+    generated_by = {r["generatedBy"] for r in read_results(out)["records"]}
+    assert len(generated_by) == 1 and None not in generated_by
+    with OpenAIServer(answers={"2+2?": "4"}, default="old") as same:  # the same weights served on another port
+        resumed = start(run_spec(same, qa_file, out), model={"weights": "aaa"}, replace_stale=True)
+        assert same.request_count() == 1
+    assert resumed.resumed == 3 and resumed.generated == 1 and read_results(out)["status"] == "complete"
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="evalsi.runs"), OpenAIServer(default="new") as swapped:
+        outcome = start(run_spec(swapped, qa_file, out), model={"weights": "bbb"}, replace_stale=True)
+        assert swapped.request_count() == 4
+    assert outcome.resumed == 0 and outcome.generated == 4
+    assert "4 earlier records were generated with different generation settings (different model)" in caplog.text
+    data = read_results(out)
+    assert data["status"] == "complete" and data["model"] == {"weights": "bbb"}
+    assert {s["completion"] for r in data["records"] for s in r["samples"]} == {"new"}
+    assert {r["generatedBy"] for r in data["records"]} == {data["fingerprints"]["generation"]}
+
+
+def test_only_the_records_generated_otherwise_are_generated_again(
+    server: OpenAIServer, qa_file: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "r.json"
+    spec = run_spec(server, qa_file, out)
+    start(spec)
+    data = read_results(out)
+    data["records"][1]["generatedBy"] = "0123456789abcdef"  # one record came from something else
+    out.write_bytes(orjson.dumps(data))
+    with pytest.raises(ResumeError, match="different generation settings"):
+        start(spec)
+    requests = server.request_count()
+    outcome = start(spec, replace_stale=True)
+    assert outcome.resumed == 3 and outcome.generated == 1
+    assert server.request_count() == requests + 1 and server.requests[-1]["messages"][-1]["content"] == "3+3?"
+    assert len({r["generatedBy"] for r in read_results(out)["records"]}) == 1
+
+
+def test_a_sampling_change_names_what_differs(server: OpenAIServer, qa_file: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    start(run_spec(server, qa_file, out))
+    with pytest.raises(ResumeError, match=r"\(different sampling\); use --restart"):
+        start(run_spec(server, qa_file, out, sampling={"topP": 0.5}))

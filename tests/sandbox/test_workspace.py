@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from evalsi.errors import SandboxUnavailableError
-from evalsi.sandbox import Limits, Mount, Workspace
+from evalsi.sandbox import Limits, Mount, Scratch, Workspace
 from tests.helpers.rootfs import MARKER, build_rootfs
 
 
@@ -65,6 +65,23 @@ def test_mounts_read_only_and_writable(host_dir: Path) -> None:
     assert not (shared / "new").exists()
 
 
+@pytest.mark.parametrize("rung", ["namespaced", "gvisor"])
+def test_a_scratch_directory_refuses_writes_past_its_size_and_a_writable_mount_exports(
+    host_dir: Path, rung: str
+) -> None:
+    out = host_dir / f"export-{rung}"
+    out.mkdir()
+    mount = Mount(str(out), "/out", writable=True)
+    with Workspace(rung, mounts=[mount], scratch=[Scratch("/scratch", 4 << 20)]) as ws:  # type: ignore[arg-type]
+        filled = ws.exec(["/bin/sh", "-c", "head -c 12582912 /dev/zero > /scratch/big"], limits=Limits(wall_time=60))
+        assert filled.exit_code != 0 and "No space left on device" in filled.stderr, filled
+        assert int(ws.exec(["/usr/bin/du", "-sk", "/scratch"]).stdout.split()[0]) <= 4096
+        copied = ws.exec(["/bin/sh", "-c", "rm /scratch/big && echo kept > /scratch/f && cp /scratch/f /out/f"])
+        assert copied.ok, copied
+    assert (out / "f").read_text() == "kept\n"
+    assert (out / "f").stat().st_uid == out.stat().st_uid  # created as the workspace's own uid on the host
+
+
 def test_a_root_filesystem_image_replaces_the_host_system(rootfs: Path) -> None:
     with Workspace("namespaced", image=str(rootfs)) as ws:
         seen = ws.exec(["/bin/sh", "-c", "cat /etc/image-release; ls /usr/bin; echo done > here; cat here"])
@@ -80,3 +97,5 @@ def test_unusable_images_and_rungs_are_refused_with_the_reason(tmp_path: Path) -
         Workspace("namespaced", image=str(tmp_path))
     with pytest.raises(SandboxUnavailableError, match="needs the 'namespaced' rung"):
         Workspace("process", image=str(tmp_path))
+    with pytest.raises(SandboxUnavailableError, match="scratch directory needs the 'namespaced' or 'gvisor'"):
+        Workspace("process", scratch=[Scratch("/scratch", 1 << 20)])

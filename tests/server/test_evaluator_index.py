@@ -119,16 +119,16 @@ def test_requirements_come_from_the_operators_index_and_install_offline(env: Env
         ("capital words!!\n", "line 1: not a requirement"),
     ],
 )
-def test_a_requirements_file_naming_another_source_is_refused_before_any_download(
+def test_a_requirements_file_naming_another_source_is_refused_at_upload_before_any_download(
     env: Env, requirements: str, needle: str
 ) -> None:
     evaluator_id = "other-" + hashlib.sha256(requirements.encode()).hexdigest()[:8]
     files = {"test_words.py": NORMALISED_TEST, "requirements.txt": requirements.format(elsewhere=env.elsewhere.url)}
     before = len(env.index.requests)
-    assert upload(env.server, env.token, evaluator_id, files, "test_words.py::test_normalised").status_code == 200
-    evaluator = wait_built(env.server, env.token, evaluator_id, timeout=240)
-    assert evaluator["state"] == "BUILD_FAILED"
-    assert needle in evaluator["message"]
+    answer = upload(env.server, env.token, evaluator_id, files, "test_words.py::test_normalised")
+    assert answer.status_code == 400, answer.text
+    assert needle in answer.json()["error"]["message"]
+    assert get(env.server, env.token, f"evaluators/{evaluator_id}").status_code == 404  # nothing was stored
     assert env.elsewhere.requests == []
     assert len(env.index.requests) == before
 

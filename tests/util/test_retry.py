@@ -181,3 +181,23 @@ def test_the_policy_in_numbers() -> None:
     past = format_datetime(datetime.now(UTC) - timedelta(minutes=5), usegmt=True)
     assert retry_delay(0, 0.5, past) == 0.0
     assert (attempts_phrase(1), attempts_phrase(3)) == ("1 attempt", "3 attempts")
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_the_servers_own_verdict_on_retrying_wins_over_the_status(server: ScriptedServer, use_async: bool) -> None:
+    server.script = [(500, {"x-should-retry": "false"}), (400, {"x-should-retry": "true"}), (200, {})]
+    policy = RetryPolicy(retries=3, backoff=0.01)
+
+    async def send_async() -> list[int]:
+        transport = AsyncRetryTransport(policy)
+        async with httpx.AsyncClient(transport=transport, timeout=5.0) as client:
+            return [(await client.post(server.url, content=b"{}")).status_code for _ in range(2)]
+
+    if use_async:
+        statuses = asyncio.run(send_async())
+    else:
+        client, _ = sync_client(policy)
+        with client:
+            statuses = [client.post(server.url, content=b"{}").status_code for _ in range(2)]
+    # The 500 that says it will fail again is final; the 400 that asks for another try gets it.
+    assert statuses == [500, 200] and len(server.bodies) == 3

@@ -2,9 +2,11 @@
 
 One policy: a request whose answer is in :data:`RETRY_STATUSES`, or that timed out or lost its connection, is
 sent again after exponential backoff (``backoff × 2**attempt`` seconds), or after the server's ``Retry-After``
-(seconds or an HTTP date), never waiting more than :data:`MAX_DELAY`. Any other answer comes back at once. When
-the tries run out, the last answer is returned (or the last transport error raised), so a client sees a
-retryable status or a :class:`httpx.TransportError` only after ``retries + 1`` attempts.
+(seconds or an HTTP date), never waiting more than :data:`MAX_DELAY`. A server may decide for itself with
+``x-should-retry: true`` or ``false`` (as OpenAI's clients honour it): a model server that knows its failure will
+repeat says ``false`` and is asked once. Any other answer comes back at once. When the tries run out, the last
+answer is returned (or the last transport error raised), so a client sees a retryable answer or a
+:class:`httpx.TransportError` only after ``retries + 1`` attempts.
 
 Request bodies must be bytes (``content=`` or ``json=``), which every evalsi client sends: they are re-sent as is.
 """
@@ -27,8 +29,27 @@ RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 """Answers worth another try: request timeout (408), conflict (409: a lock timeout, as OpenAI's client treats
 it), too early (425), rate limit (429), and server-side failures (500, 502, 503, 504)."""
 
+SHOULD_RETRY_HEADER = "x-should-retry"
+"""A server's own verdict on retrying its answer (``true`` or ``false``), which wins over the status."""
+
 MAX_DELAY = 30.0
 """No wait between tries exceeds this many seconds, whatever the backoff or a server's ``Retry-After``."""
+
+
+def retryable(response: httpx.Response) -> bool:
+    """Whether an answer is worth another try: the server says so (``x-should-retry``), else its status does.
+
+    Example:
+        >>> retryable(httpx.Response(503)), retryable(httpx.Response(500, headers={"x-should-retry": "false"}))
+        (True, False)
+        >>> retryable(httpx.Response(400)), retryable(httpx.Response(400, headers={"x-should-retry": "true"}))
+        (False, True)
+
+    """
+    verdict = str(response.headers.get(SHOULD_RETRY_HEADER, "")).strip().lower()
+    if verdict in ("true", "false"):
+        return verdict == "true"
+    return response.status_code in RETRY_STATUSES
 
 
 def retry_delay(attempt: int, backoff: float, retry_after: str | None = None, cap: float = MAX_DELAY) -> float:
@@ -95,7 +116,7 @@ class RetryPolicy:
         if attempt >= self.retries:
             return None
         if isinstance(outcome, httpx.Response):
-            if outcome.status_code not in RETRY_STATUSES:
+            if not retryable(outcome):
                 return None
             delay = retry_delay(attempt, self.backoff, outcome.headers.get("Retry-After"))
             reason = f"HTTP {outcome.status_code}"

@@ -1,8 +1,9 @@
 """Packing a project directory for ``evalsi evaluators upload``: a .tar.gz of what git would track.
 
 Files matched by a ``.gitignore`` (the root's and any nested one, each applying below its directory) are left out,
-and so are ``.git`` and ``.venv`` always. A link pointing outside the directory, or anything but files,
-directories and links, is refused here, before the server refuses it.
+and so are ``.git`` and ``.venv`` always. The server accepts regular files and directories only, so a link to a
+file inside the directory is packed as that file's content; a link pointing outside the directory, or to a
+directory, and anything but files and links, is refused here, before the server refuses it.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ def project_files(root: Path) -> list[Path]:
     for folder, dirs, files in os.walk(root):
         here = Path(folder)
         dirs[:] = sorted(d for d in dirs if d not in ALWAYS_EXCLUDED and not _ignored(here / d, True, specs))
+        chosen.extend((here / d).relative_to(root) for d in dirs if (here / d).is_symlink())  # refused by pack
         for name in sorted(files):
             path = here / name
             if not _ignored(path, False, specs):
@@ -57,11 +59,11 @@ def project_files(root: Path) -> list[Path]:
 
 
 def pack(root: Path, max_bytes: int) -> bytes:
-    """``root`` as a gzip-compressed tar of its project files.
+    """``root`` as a gzip-compressed tar of its project files (a link inside ``root`` as the file it names).
 
     Raises:
-        PackError: A link points outside ``root``, a file is not a regular file, or the archive exceeds
-            ``max_bytes``.
+        PackError: A link points outside ``root`` or to a directory, a file is not a regular file, or the archive
+            exceeds ``max_bytes``.
 
     """
     root = root.resolve()
@@ -69,13 +71,14 @@ def pack(root: Path, max_bytes: int) -> bytes:
     with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
         for relative in project_files(root):
             path = root / relative
+            source = path
             if path.is_symlink():
-                target = (path.parent / os.readlink(path)).resolve()
-                if target != root and root not in target.parents:
+                source = path.resolve()
+                if source != root and root not in source.parents:
                     raise PackError(f"{relative}: a link pointing outside {root} ({os.readlink(path)})")
-            elif not path.is_file():
-                raise PackError(f"{relative}: not a regular file, directory or link")
-            archive.add(path, arcname=relative.as_posix(), recursive=False)
+            if not source.is_file():
+                raise PackError(f"{relative}: not a regular file or a link to one")
+            archive.add(source, arcname=relative.as_posix(), recursive=False)
             if buffer.tell() > max_bytes:
                 raise PackError(f"the archive exceeds {max_bytes} bytes (add large files to .gitignore)")
     data = buffer.getvalue()

@@ -8,14 +8,21 @@ scored record is journaled at once, so a killed run resumes from its finished re
 Resuming reuses finished records; a record with an errored score keeps its completions and is scored again
 (an outage is not a verdict); records whose generation failed are generated again. Under ``onError: raise``
 the run stops at the first errored score, and that record stays unfinished.
+
+A record is taken over only when it was generated the way this run generates: the same target (base URL and
+model; for a served checkpoint, the fingerprint of its files and how it is served, since it listens on a new
+port each time), sampling, dataset and samples per record. Each record carries that fingerprint
+(``generatedBy``). Records generated otherwise make the run refuse to resume (``--restart`` starts over), or with
+``replace_stale`` they are generated again, and the run says so (a warning on the ``evalsi.runs`` logger).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,9 +34,18 @@ from evalsi.runs._bind import BoundRun
 from evalsi.runs._builtin import load_builtin
 from evalsi.runs._datasets import Item, load_items
 from evalsi.runs._progress import RunProgress
-from evalsi.runs._results import RecordResult, ResultsWriter, SampleResult, fingerprint, load_resumable
+from evalsi.runs._results import (
+    RecordResult,
+    ResultsWriter,
+    SampleResult,
+    describe_parts,
+    fingerprint,
+    load_resumable,
+)
 from evalsi.runs._summary import RunSummary, summarize
 from evalsi.runs._targets import Generation, GenerationError, ModelFn, Target, make_target
+
+log = logging.getLogger("evalsi.runs")
 
 Scored = tuple[Item, list[Generation]]
 """A record's item and its generated samples, waiting to be scored."""
@@ -72,28 +88,73 @@ def load_run_items(run: BoundRun) -> list[Item]:
     return items if run.body.num_samples < 0 else items[: run.body.num_samples]
 
 
-def fingerprints(run: BoundRun, target: Target) -> dict[str, str]:
-    """Hashes of what produced the completions (generation) and their scores (scoring)."""
+def fingerprints(run: BoundRun, target: Target, model: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Hashes of what produced the completions (generation, and its parts) and their scores (scoring).
+
+    The target counts with its base URL and model name; ``model`` (what a served checkpoint is: its files'
+    fingerprint, how it is served) stands in for the base URL when given, since a server started for one
+    evaluation listens on a new port each time.
+    """
+    described = dict(target.describe())
+    if model is not None or described.get("baseUrl") is None:
+        described.pop("baseUrl", None)
+    else:
+        described["baseUrl"] = str(described["baseUrl"]).rstrip("/")
+    generation = _generation(run, described, model)
+    dataset = run.body.dataset.model_dump(mode="json")
+    scoring = {
+        "components": [c.model_dump(mode="json") for c in run.reward.spec.spec.components],
+        # The reference column feeds the scores, not the prompts (a record whose prompt changed is regenerated).
+        "reference": dataset["fields"].get("reference"),
+    }
+    parts = {name: fingerprint(value) for name, value in generation.items()}
+    return {"generation": fingerprint(generation), "scoring": fingerprint(scoring), "parts": parts}
+
+
+def _generation(run: BoundRun, target: Mapping[str, Any], model: Mapping[str, Any] | None) -> dict[str, Any]:
     body = run.body
-    described = {k: v for k, v in target.describe().items() if k != "baseUrl"}  # a moved server is the same model
     dataset = body.dataset.model_dump(mode="json")
-    # The reference column feeds the scores, not the prompts (a record whose prompt changed is regenerated).
-    reference = dataset["fields"].pop("reference", None)
-    generation = {
-        "target": described,
+    dataset["fields"].pop("reference", None)
+    generation: dict[str, Any] = {
+        "target": dict(target),
         "sampling": body.sampling.model_dump(mode="json"),
         "dataset": dataset,
         "samples": body.samples,
     }
-    scoring = {
-        "components": [c.model_dump(mode="json") for c in run.reward.spec.spec.components],
-        "reference": reference,
-    }
-    return {"generation": fingerprint(generation), "scoring": fingerprint(scoring)}
+    if model is not None:
+        generation["model"] = dict(model)
+    return generation
+
+
+def generated_otherwise(results: Mapping[str, Any], run: BoundRun, model: Mapping[str, Any] | None) -> list[str]:
+    """Which of ``model``, ``sampling``, ``dataset`` and ``samples`` differ between a results document and ``run``.
+
+    The target is not compared (a served checkpoint's address is known only once it is served; the run itself
+    checks it when it resumes). A file that does not describe its parts differs in nothing this can tell.
+    """
+    found = (results.get("fingerprints") or {}).get("parts")
+    if not isinstance(found, Mapping):
+        return []
+    expected = {name: fingerprint(value) for name, value in _generation(run, {}, model).items()}
+    return [name for name in ("model", "sampling", "dataset", "samples") if found.get(name) != expected.get(name)]
 
 
 class Runner:
-    """Runs one bound RunSpec; ``await runner.run_async()`` or ``runner.run()``."""
+    """Runs one bound RunSpec; ``await runner.run_async()`` or ``runner.run()``.
+
+    Args:
+        run: The bound RunSpec.
+        fn: An in-process model standing in for the spec's target.
+        target: A target standing in for the spec's.
+        progress: Show a progress bar on stderr.
+        restart: Discard the results file and journal of an earlier run instead of resuming.
+        model: What the target serves, when the caller knows it (a checkpoint's files fingerprint and serving):
+            part of what must match for a record to be taken over, in place of the target's base URL.
+        replace_stale: Generate again the records an earlier run generated otherwise (another target, model,
+            sampling, dataset or samples), saying so, instead of refusing to resume (:class:`ResumeError`).
+        checkpoint_seconds: How often the results file is rewritten while the run works.
+
+    """
 
     def __init__(
         self,
@@ -103,6 +164,8 @@ class Runner:
         target: Target | None = None,
         progress: bool = False,
         restart: bool = False,
+        model: Mapping[str, Any] | None = None,
+        replace_stale: bool = False,
         checkpoint_seconds: float = 30.0,
     ) -> None:
         self.run_spec = run
@@ -110,6 +173,9 @@ class Runner:
         self._target = target
         self._progress_enabled = progress
         self._restart = restart
+        self._model = dict(model) if model is not None else None
+        self._replace_stale = replace_stale
+        self._generated_by = ""
         self._checkpoint_seconds = checkpoint_seconds
         self._done: dict[str, RecordResult] = {}
         self._failed: dict[str, str] = {}
@@ -162,11 +228,13 @@ class Runner:
     def _resume(self, items: list[Item], target: Target) -> tuple[ResultsWriter, list[Item], list[Scored]]:
         """Open the results writer; take over an earlier run's records (or queue them for rescoring)."""
         run = self.run_spec
-        prints = fingerprints(run, target)
+        prints = fingerprints(run, target, self._model)
+        self._generated_by = prints["generation"]
         header = {
             "name": run.spec.name,
             "spec": run.body.model_dump(mode="json", by_alias=True),
             "target": target.describe(),
+            **({"model": self._model} if self._model is not None else {}),
             "fingerprints": prints,
             "metrics": [m.__dict__ for m in run.metrics],
             "onError": run.body.on_error,
@@ -174,13 +242,26 @@ class Runner:
         writer = ResultsWriter(run.output, header)
         if self._restart:
             writer.restart()
-        resumed = load_resumable(run.output, prints)
+        resumed = load_resumable(run.output, prints, replace_stale=self._replace_stale)
         by_key = {item.key: item for item in items}
         previous = _match_previous(items, resumed.records)
         todo = [item for item in items if item.key not in previous]
         # Errored scores are never final (an outage is not a verdict): their completions are scored again; so
         # are records matched by position and prompt after their key changed (a new reference column).
         kept = {k: r for k, r in previous.items() if resumed.scores_valid and r.key == k and not _has_error(r)}
+        for record in kept.values():  # taken over: generated the way this run generates
+            record.generated_by = self._generated_by
+        if resumed.stale:
+            log.warning(
+                "%s: %d earlier records were generated with different generation settings%s; generating them again",
+                run.output,
+                resumed.stale,
+                describe_parts(resumed.differs),
+            )
+            # Start the file over with what still holds, so it never mixes two generations' records.
+            writer.restart()
+            if kept:
+                writer.append(kept.values())
         self._done.update(kept)
         self._resumed = len(kept)
         return writer, todo, [(by_key[k], _generations(r)) for k, r in previous.items() if k not in kept]
@@ -299,7 +380,9 @@ class Runner:
                 position += 1
                 if self.run_spec.body.on_error == "raise" and self._aborted is None:
                     self._aborted = _first_error(item, scores)
-            out.append(RecordResult(item.key, item.index, item.prompt, item.reference, item.id, samples))
+            out.append(
+                RecordResult(item.key, item.index, item.prompt, item.reference, item.id, samples, self._generated_by)
+            )
         return out
 
 

@@ -2,7 +2,8 @@
 
 Both are async and bounded: at most ``max_concurrency`` requests are in flight. The endpoint target retries
 through the shared transport of :mod:`evalsi._util.retry` (its status set, timeouts and dropped connections,
-``maxRetries`` further attempts, ``retryBackoff`` doubling, a ``Retry-After`` header wins), tells ``on_retry``
+``maxRetries`` further attempts, ``retryBackoff`` doubling, a ``Retry-After`` header wins; an answer saying
+``x-should-retry: false`` is final), tells ``on_retry``
 before each wait, and asks for a record's ``n`` samples in as few requests as the server allows.
 """
 
@@ -23,7 +24,7 @@ import httpx
 
 from evalsi._util.http import status_text, transport_failure
 from evalsi._util.modules import import_file
-from evalsi._util.retry import RETRY_STATUSES, AsyncRetryTransport, RetryNotice, RetryPolicy, attempts_phrase
+from evalsi._util.retry import AsyncRetryTransport, RetryNotice, RetryPolicy, attempts_phrase, retryable
 from evalsi.errors import EvalsiError
 from evalsi.records import Content
 from evalsi.specs import SamplingSpec, TargetSpec
@@ -139,7 +140,7 @@ class OpenAITarget:
         if response.status_code == 200:
             return _parse(response, self.spec.api, time.perf_counter() - started, n)
         failure = f"HTTP {response.status_code}: {response.text[:200]}"
-        retried = gave_up if response.status_code in RETRY_STATUSES else ""
+        retried = gave_up if retryable(response) else ""  # a server that says not to retry was asked once
         raise GenerationError(f"{self.url}: {retried}{failure}", f"{retried}{status_text(response.status_code)}")
 
     def _body(self, prompt: Content, n: int) -> dict[str, Any]:

@@ -4,7 +4,9 @@ The bundle's root is an empty read-only directory holding only ``/usr`` (and the
 private tmpfs work dir and a fresh ``/dev``, no ``/proc``: the host's files, secrets and the project checkout
 are not there. No network (``--network=none``); rootless ``runsc`` started as the sandbox's unprivileged uid;
 the program runs as uid 1000 inside, non-dumpable, with no capabilities and the same seccomp deny list as the
-``namespaced`` rung. Debian and Ubuntu package runsc (``apt-get install runsc``).
+``namespaced`` rung. With a writable mount it runs as uid 0 inside instead, still with no capabilities: rootless
+runsc maps only that uid to a host uid (the sandbox's), and a file can be created in a mount only by a uid the
+host knows. Debian and Ubuntu package runsc (``apt-get install runsc``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import json
 import os
 import secrets
 import shutil
+import subprocess
 import tempfile
 from typing import Any
 
@@ -22,6 +25,8 @@ from evalsi.sandbox._rungs import SANDBOX_WORKDIR, TMPFS_BYTES, Availability, La
 from evalsi.sandbox._seccomp import X86_64_DENIED
 from evalsi.sandbox._types import Isolation
 
+GVISOR_RUNTIME_BYTES = 256 << 20
+"""Memory gVisor's own processes (the sentry, the gofer) hold besides the program's budget."""
 _FIX = (
     "install gVisor's runsc (Debian/Ubuntu: `apt-get install runsc`; else https://gvisor.dev/docs/user_guide/install/)"
 )
@@ -33,25 +38,40 @@ class GvisorRung(Rung):
     name: Isolation = "gvisor"
     binds: tuple[tuple[str, str, bool], ...] = ()
     """Extra ``(host path, sandbox path, writable)`` mounts (a workspace's)."""
+    scratch: tuple[tuple[str, int], ...] = ()
+    """Extra ``(sandbox path, bytes)`` writable tmpfs mounts of at most that size (a workspace's)."""
 
     def availability(self) -> Availability:
         """Runsc installed, and a probe sandbox starts."""
         return _gvisor_availability()
 
-    def launch(self, server_source: str, slot: int) -> Launch:
-        """A fresh bundle and state dir, owned by the sandbox uid; ``runsc run`` attached to our stdio."""
+    def memory_overhead(self) -> int:
+        """The work dir and scratch (tmpfs in the sentry's memory) and gVisor's own runtime."""
+        return TMPFS_BYTES + sum(size for _, size in self.scratch) + GVISOR_RUNTIME_BYTES
+
+    def extra_tasks(self) -> int | None:
+        """The sentry and gofer run threads of their own: no ``pids.max`` (gVisor applies RLIMIT_NPROC inside)."""
+        return None
+
+    def launch(self, server_source: str, slot: int, memory_bytes: int | None = None) -> Launch:
+        """A fresh bundle and state dir, owned by the sandbox uid; ``runsc run`` attached to our stdio.
+
+        ``memory_bytes`` is passed as gVisor's ``--total-memory`` where this runsc has the flag.
+        """
         uid = sandbox_uid(slot)
         python = self._python(slot)
         bundle = tempfile.mkdtemp(prefix="evalsi-gvisor-")
         state = os.path.join(bundle, "state")
         os.mkdir(state, 0o700)
         argv = [python, "-I", "-S", "-c", server_source, SANDBOX_WORKDIR, "all", "harden"]
-        _write_bundle(bundle, argv, python, self.binds)
+        _write_bundle(bundle, argv, python, self.binds, self.scratch)
         if running_as_root():
             os.chown(state, uid, uid)
         runsc = shutil.which("runsc") or "runsc"
         container = "evalsi-" + secrets.token_hex(6)
         flags = ["--rootless", "--network=none", "--ignore-cgroups", "--oci-seccomp", "--root", state]
+        if memory_bytes is not None and has_total_memory():
+            flags.append(f"--total-memory={memory_bytes}")
         return Launch(
             [runsc, *flags, "run", "--bundle", bundle, container],
             uid=drop_to(uid),
@@ -61,7 +81,13 @@ class GvisorRung(Rung):
         )
 
 
-def _write_bundle(bundle: str, args: list[str], python: str, binds: tuple[tuple[str, str, bool], ...] = ()) -> None:
+def _write_bundle(
+    bundle: str,
+    args: list[str],
+    python: str,
+    binds: tuple[tuple[str, str, bool], ...] = (),
+    scratch: tuple[tuple[str, int], ...] = (),
+) -> None:
     """The OCI bundle: an empty read-only root with mount points, and ``config.json``."""
     os.chmod(bundle, 0o755)
     root = os.path.join(bundle, "rootfs")
@@ -82,13 +108,20 @@ def _write_bundle(bundle: str, args: list[str], python: str, binds: tuple[tuple[
         os.makedirs(os.path.join(root, target.lstrip("/")), exist_ok=True)
         mounts.append({"destination": target, "type": "bind", "source": source,
                        "options": ["rbind", "rw" if writable else "ro"]})  # fmt: skip
+    for target, size in scratch:
+        os.makedirs(os.path.join(root, target.lstrip("/")), exist_ok=True)
+        mounts.append({"destination": target, "type": "tmpfs", "source": "tmpfs",
+                       "options": ["nosuid", "nodev", f"size={size}", "mode=1777"]})  # fmt: skip
     for path in interpreter_dirs(python):
         os.makedirs(os.path.join(root, path.lstrip("/")), exist_ok=True)
         mounts.append({"destination": path, "type": "bind", "source": path, "options": ["rbind", "ro"]})
+    # uid 0 of rootless runsc is the host's sandbox uid: the one uid that can create files in a writable mount
+    uid = 0 if any(writable for _, _, writable in binds) else 1000
     config = {
         "ociVersion": "1.0.0",
         "process": {
-            "user": {"uid": 1000, "gid": 1000},
+            "user": {"uid": uid, "gid": uid},
+            "capabilities": {name: [] for name in ("bounding", "effective", "inheritable", "permitted", "ambient")},
             "args": args,
             "env": ["PATH=/usr/bin:/bin", f"HOME={SANDBOX_WORKDIR}", "LANG=C.UTF-8", f"TMPDIR={SANDBOX_WORKDIR}"],
             "cwd": SANDBOX_WORKDIR,
@@ -113,6 +146,16 @@ def _write_bundle(bundle: str, args: list[str], python: str, binds: tuple[tuple[
         for name in dirnames:
             if name != "state":
                 os.chmod(os.path.join(dirpath, name), 0o755)
+
+
+@functools.lru_cache(maxsize=1)
+def has_total_memory() -> bool:
+    """Whether this runsc has ``--total-memory`` (the sandbox's memory as its kernel reports and keeps it)."""
+    try:
+        done = subprocess.run(["runsc", "flags"], capture_output=True, timeout=10, check=False, text=True)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return "total-memory" in done.stdout + done.stderr
 
 
 @functools.lru_cache(maxsize=1)

@@ -44,37 +44,54 @@ class Mount:
     writable: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class Scratch:
+    """A writable directory at ``target`` in memory (a tmpfs) holding at most ``max_bytes``.
+
+    A write past it fails with ``ENOSPC``, whatever the program does. It lives as long as the workspace
+    (``namespaced`` and ``gvisor`` rungs).
+    """
+
+    target: str
+    max_bytes: int
+
+
 class _NamespacedWorkspace(NamespacedRung):
     """The ``namespaced`` rung with extra mounts and, optionally, a root filesystem directory as the system."""
 
-    def __init__(self, mounts: Sequence[Mount], image: str | None) -> None:
+    def __init__(self, mounts: Sequence[Mount], image: str | None, scratch: Sequence[Scratch] = ()) -> None:
         self.mounts = tuple(mounts)
         self.image = image
+        self.scratch = tuple((s.target, s.max_bytes) for s in scratch)
 
-    def launch(self, server_source: str, slot: int) -> Launch:
+    def launch(self, server_source: str, slot: int, memory_bytes: int | None = None) -> Launch:
         """The bubblewrap command line of the base rung, with this workspace's mounts and system."""
         python = IMAGE_PYTHON if self.image else self._python(slot)
         seccomp = os.memfd_create("evalsi-seccomp", 0)
         os.write(seccomp, deny_filter())
         os.lseek(seccomp, 0, os.SEEK_SET)
         binds = [(m.source, m.target, m.writable) for m in self.mounts]
-        argv = [*bwrap_argv(python, seccomp, binds, root=self.image), python, "-I", "-S", "-c", server_source]
+        options = bwrap_argv(python, seccomp, binds, root=self.image, scratch=self.scratch)
+        argv = [*options, python, "-I", "-S", "-c", server_source]
         uid = drop_to(sandbox_uid(slot))
         return Launch([*argv, SANDBOX_WORKDIR, "all"], pass_fds=(seccomp,), uid=uid, close_after_start=[seccomp])
 
 
-def _workspace_rung(rung: Isolation, mounts: Sequence[Mount], image: str | None) -> Rung:
+def _workspace_rung(rung: Isolation, mounts: Sequence[Mount], image: str | None, scratch: Sequence[Scratch]) -> Rung:
     RUNGS[rung].require()
     if rung == "namespaced":
         if image is not None:
             _check_image(image)
-        return _NamespacedWorkspace(mounts, image)
+        return _NamespacedWorkspace(mounts, image, scratch)
     if image is not None:
         raise SandboxUnavailableError(f"a root filesystem image needs the 'namespaced' rung, not {rung!r}")
     if rung == "process":
+        if scratch:
+            raise SandboxUnavailableError("a size-capped scratch directory needs the 'namespaced' or 'gvisor' rung")
         return ProcessRung()  # no namespaces: a mount is its host path, as is
     gvisor = GvisorRung()
     gvisor.binds = tuple((m.source, m.target, m.writable) for m in mounts)
+    gvisor.scratch = tuple((s.target, s.max_bytes) for s in scratch)
     return gvisor
 
 
@@ -91,18 +108,26 @@ class Workspace:
     """A sandbox whose work dir (its current directory) persists across :meth:`exec` calls until :meth:`close`.
 
     A writable mount's directory is handed to the workspace's uid (when evalsi runs as root), so commands can
-    write to it; a read-only one must be readable by that uid. Under gVisor (rootless), files cannot be created
-    in a writable mount: take results out on stdout there.
+    write to it; a read-only one must be readable by that uid. Under gVisor a workspace with a writable mount runs
+    its commands as uid 0 inside (with no capabilities; the host sees the workspace's uid), since rootless runsc
+    lets only that uid create files in a mount. ``scratch`` adds size-capped writable directories in memory.
 
     Raises:
         SandboxUnavailableError: The rung does not work here, or the image is not usable.
 
     """
 
-    def __init__(self, rung: Isolation = "namespaced", *, mounts: Sequence[Mount] = (), image: str | None = None):
+    def __init__(
+        self,
+        rung: Isolation = "namespaced",
+        *,
+        mounts: Sequence[Mount] = (),
+        image: str | None = None,
+        scratch: Sequence[Scratch] = (),
+    ):
         self.isolation = rung
         self.mounts = tuple(mounts)
-        self._sandbox = Sandbox(_workspace_rung(rung, self.mounts, image))
+        self._sandbox = Sandbox(_workspace_rung(rung, self.mounts, image, scratch))
         if running_as_root():
             for mount in self.mounts:
                 if mount.writable:

@@ -1,7 +1,8 @@
 """Uploaded evaluators: stored per project, built in the sandbox in the background, looked up when used.
 
-``CreateEvaluator`` checks the caller (``evaluators.write`` and ``resource.runs_code``), the id, the entry and the
-archive (size, then :func:`check_archive`) in the request, stores the archive and answers ``BUILDING``; a build
+``CreateEvaluator`` checks the caller (``evaluators.write`` and ``resource.runs_code``), the id, the entry, the
+archive (size, then :func:`check_archive`) and its ``requirements.txt`` (plain requirements only) in the request,
+stores the archive with the server's copy of the checked requirements and answers ``BUILDING``; a build
 worker then runs :func:`evalsi.server._evaluators_sandbox.build` and records ``ACTIVE`` or ``BUILD_FAILED`` with
 the log. Only ``ACTIVE`` evaluators score (jobs, ``ref: evaluator/ID`` components). ``DeleteEvaluator`` removes
 the row, then the files; a replica that remembered the evaluator as ACTIVE notices at its next use (the archive it
@@ -32,11 +33,12 @@ from evalsi.sandbox import Isolation
 from evalsi.sandbox._host import running_as_root
 from evalsi.server._config import ServerConfig
 from evalsi.server._errors import ServiceError
-from evalsi.server._evaluators_archive import check_archive, normalised
+from evalsi.server._evaluators_archive import REQUIREMENTS, check_archive, normalised
 from evalsi.server._evaluators_ids import check_id, project_dir, resource_id, timestamp
+from evalsi.server._evaluators_index import RequirementsError, plain_requirements
 from evalsi.server._evaluators_pages import page
 from evalsi.server._evaluators_runtime import runtime_dir
-from evalsi.server._evaluators_sandbox import ARCHIVE_NAME, build
+from evalsi.server._evaluators_sandbox import ARCHIVE_NAME, REQUIREMENTS_COPY, build
 from evalsi.server._evaluators_tables import evaluation_jobs, evaluators
 from evalsi.server._fair import FairPool, share_of
 from evalsi.server._jobs_metrics import EvaluationMetrics
@@ -163,6 +165,7 @@ class Evaluators:
                 limit=limit,
             )
         listing = check_archive(data, self.settings.max_files, self.settings.max_unpacked_bytes)
+        requirements = _checked_requirements(listing.requirements)
         runtime = self.runtime
         entry_file = entry.partition("::")[0]
         if entry_file not in listing.files:
@@ -201,20 +204,19 @@ class Evaluators:
                 "already_exists",
             ) from None
         try:
-            self._store_archive(self.directory(principal.project, evaluator_id), data)
+            self._store_archive(self.directory(principal.project, evaluator_id), data, requirements)
         except OSError as exc:
             log.error("storing evaluator %s failed: %s", evaluator_id, exc)
             self._finish(principal.project, evaluator_id, BUILD_FAILED, "", "the server could not store it", "")
             raise ServiceError("unavailable", "the server could not store the archive; retry later") from None
-        has_requirements = "requirements.txt" in listing.files
         project = principal.project
-        self._builds.submit(project, self._build, project, evaluator_id, entry, has_requirements, runtime)
+        self._builds.submit(project, self._build, project, evaluator_id, entry, requirements, runtime)
         return _message(row)
 
-    def _build(self, project: str, evaluator_id: str, entry: str, has_requirements: bool, runtime: Path) -> None:
+    def _build(self, project: str, evaluator_id: str, entry: str, requirements: list[str], runtime: Path) -> None:
         directory = self.directory(project, evaluator_id)
         try:
-            outcome = build(directory, entry, has_requirements, self.settings, runtime, self.rung)
+            outcome = build(directory, entry, requirements, self.settings, runtime, self.rung)
             state, mode, message, build_log = (
                 ACTIVE if outcome.ok else BUILD_FAILED,
                 outcome.mode,
@@ -230,7 +232,8 @@ class Evaluators:
             self.metrics.builds.labels(state).inc()
 
     @staticmethod
-    def _store_archive(directory: Path, data: bytes) -> None:
+    def _store_archive(directory: Path, data: bytes, requirements: list[str]) -> None:
+        """The archive, and the server's copy of its checked requirements (the one pip is given)."""
         shutil.rmtree(directory, ignore_errors=True)
         upload = directory / "upload"
         upload.mkdir(mode=0o755, parents=True)
@@ -238,6 +241,9 @@ class Evaluators:
             folder.chmod(0o755)
         (upload / ARCHIVE_NAME).write_bytes(data)
         (upload / ARCHIVE_NAME).chmod(0o644)
+        if requirements:
+            (upload / REQUIREMENTS_COPY).write_text("".join(f"{line}\n" for line in requirements), encoding="utf-8")
+            (upload / REQUIREMENTS_COPY).chmod(0o644)
 
     def _finish(self, project: str, evaluator_id: str, state: str, mode: str, message: str, build_log: str) -> None:
         """Record a build's outcome, unless another server already failed the build as abandoned."""
@@ -445,6 +451,21 @@ def _stamp(archive: str) -> tuple[int, int] | None:
     except OSError:
         return None
     return found.st_ino, found.st_mtime_ns
+
+
+def _checked_requirements(text: str | None) -> list[str]:
+    """The archive's requirements as plain requirement strings, whatever the server's package source.
+
+    Raises:
+        ServiceError: ``invalid_argument`` naming the line that is not a plain requirement.
+
+    """
+    if text is None:
+        return []
+    try:
+        return plain_requirements(text)
+    except RequirementsError as exc:
+        raise ServiceError("invalid_argument", str(exc), "invalid_requirements", path=REQUIREMENTS) from None
 
 
 def _check_entry(entry: str) -> str:

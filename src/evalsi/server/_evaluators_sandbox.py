@@ -1,19 +1,33 @@
 """Building and running uploaded evaluators in the sandbox; the server process never imports their code.
 
-A build is three sandboxed commands in one workspace, with the evaluator's directory mounted writable at
-``/evaluator``, the archive and the runtime read-only: unpack (the archive rules again, then member by member),
-create a venv, install ``requirements.txt`` as wheels from the operator's wheel directory and the wheels the server
-downloaded from the operator's index only (``pip --no-index --only-binary=:all:``: nothing is built, and the
-sandbox has no network). The directory is then handed back to
-the server and made read-only, and a fourth sandbox, with it mounted read-only as scoring mounts it, imports the
-evaluation test to check it: the evaluator's own code never runs with its directory writable.
+A build is one workspace at the operator's floor rung (``sandbox.min_isolation``: bubblewrap, or gVisor when the
+operator set it), so every step that starts a Python there, the venv's included, runs at that rung. The archive,
+the server's copy of the checked requirements and the wheel directories are mounted read-only; the evaluator is
+built in ``/evaluator``, a size-capped memory filesystem (``evaluators.max_build_bytes``, less the wheels the
+server downloaded): a write past it fails there, whatever wrote it. The steps, each a command with the build's
+limits:
+
+1. unpack the archive into ``/evaluator/src`` (regular files and directories only, each created afresh, never
+   through a link: the archive rules again, member by member);
+2. create the venv in ``/evaluator/venv``, which the archive cannot reach;
+3. install the requirements as wheels only, offline: from the operator's wheel directory and the wheels the server
+   downloaded from the operator's index (``pip --no-index --only-binary=:all: -r`` the server's copy);
+4. export ``/evaluator`` to the evaluator's directory in storage (a writable mount), within
+   ``evaluators.max_evaluator_bytes`` less the archive, checked file by file before it is written.
+
+The directory is then handed back to the server and made read-only, and a second sandbox at the floor, with it
+mounted read-only as scoring mounts it, imports the evaluation test to check it. A failed build leaves only its
+archive behind.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
 import shlex
+import shutil
 import stat
 import threading
 from collections.abc import Sequence
@@ -21,55 +35,92 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalsi.sandbox import Isolation, Limits, Mount, RunResult, Workspace, require
+from evalsi.sandbox import Isolation, Limits, Mount, RunResult, Scratch, Workspace, require
 from evalsi.sandbox._host import PROBE_FAILURES, PROBE_SLOT, running_as_root, sandbox_python, sandbox_uid
 from evalsi.server._evaluators_config import EvaluatorsConfig
-from evalsi.server._evaluators_index import (
-    Download,
-    RequirementsError,
-    download_wheels,
-    plain_requirements,
-    read_requirements,
-)
+from evalsi.server._evaluators_index import Download, download_wheels, tree_bytes
 
 EVALUATOR = "/evaluator"
 UPLOAD = "/upload"
 RUNTIME = "/opt/evalsi-runtime"
 WHEELS = "/wheelhouse"
 DOWNLOADS = "/downloads"
+EXPORT = "/export"
 ARCHIVE_NAME = "source.tar.gz"
+REQUIREMENTS_COPY = "requirements.txt"
+"""The server's copy of the checked requirements, beside the archive."""
 _LOG_TAIL = 20_000
 _PYTHON = "<python>"
 """Stands for the sandbox's interpreter in a step's argv until it is looked up (a failure there fails the build)."""
+_OVER_EVALUATOR_QUOTA = 3
+"""The export step's exit status when the evaluator's files would pass ``evaluators.max_evaluator_bytes``."""
+_NO_SPACE = ("No space left on device", "[Errno 28]")
+_FILE_TOO_LARGE = ("File too large", "[Errno 27]")
 
 UNPACK = r"""
-import os, posixpath, sys, tarfile
+import os, stat, sys, tarfile
 archive, root = sys.argv[1], sys.argv[2]
-os.makedirs(root, exist_ok=True)
+os.mkdir(root, 0o755)
+count = 0
 with tarfile.open(archive, "r:gz") as tar:
     for m in tar:
         parts = [p for p in m.name.replace("\\", "/").split("/") if p not in ("", ".")]
         if m.name.startswith("/") or ".." in parts:
             sys.exit(f"refused {m.name!r}: outside the archive")
-        name = "/".join(parts)
-        path = os.path.join(root, name) if name else root
-        if m.isdir():
-            os.makedirs(path, exist_ok=True)
-        elif m.isfile():
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with tar.extractfile(m) as src, open(path, "wb") as dst:
+        if not (m.isdir() or (m.isreg() and not m.issparse() and parts)):
+            sys.exit(f"refused {m.name!r}: an archive holds regular files and directories only")
+        path = root
+        for part in parts if m.isdir() else parts[:-1]:
+            path = os.path.join(path, part)
+            try:
+                os.mkdir(path, 0o755)
+            except FileExistsError:
+                if not stat.S_ISDIR(os.lstat(path).st_mode):
+                    sys.exit(f"refused {m.name!r}: {part!r} is not a directory")
+        if m.isreg():
+            mode = 0o755 if m.mode & 0o100 else 0o644
+            fd = os.open(os.path.join(path, parts[-1]), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+            with tar.extractfile(m) as src, os.fdopen(fd, "wb") as dst:
                 while chunk := src.read(1 << 20):
                     dst.write(chunk)
-            os.chmod(path, 0o755 if m.mode & 0o100 else 0o644)
-        elif m.issym():
-            target = posixpath.normpath(posixpath.join(posixpath.dirname(name), m.linkname))
-            if m.linkname.startswith("/") or target == ".." or target.startswith("../"):
-                sys.exit(f"refused {m.name!r}: a link outside the archive")
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            os.symlink(m.linkname, path)
+        count += 1
+print("unpacked", count, "entries")
+"""
+
+EXPORT_TREE = r"""
+import os, stat, sys
+source, target, budget = sys.argv[1], sys.argv[2], int(sys.argv[3])
+used = 0
+
+def charge(size, name):
+    global used
+    used += max(4096, -(-size // 4096) * 4096)
+    if used > budget:
+        print(f"refused {name!r}: the evaluator's files would pass {budget} bytes", file=sys.stderr)
+        sys.exit(3)
+
+for folder, dirs, files in os.walk(source):
+    here = os.path.join(target, os.path.relpath(folder, source))
+    for name in sorted(dirs + files):
+        src, dst = os.path.join(folder, name), os.path.join(here, name)
+        shown = os.path.relpath(src, source)
+        info = os.lstat(src)
+        if stat.S_ISLNK(info.st_mode):
+            charge(0, shown)
+            os.symlink(os.readlink(src), dst)
+        elif stat.S_ISDIR(info.st_mode):
+            charge(0, shown)
+            os.mkdir(dst, 0o755)
+        elif stat.S_ISREG(info.st_mode):
+            charge(info.st_size, shown)
+            mode = 0o755 if info.st_mode & 0o100 else 0o644
+            fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+            with open(src, "rb") as a, os.fdopen(fd, "wb") as b:
+                while chunk := a.read(1 << 20):
+                    b.write(chunk)
         else:
-            sys.exit(f"refused {m.name!r}: not a file, directory or link inside the archive")
-print("unpacked", len(os.listdir(root)), "top-level entries")
+            sys.exit(f"refused {shown!r}: not a file, directory or link")
+print("exported", used, "bytes")
 """
 
 
@@ -92,10 +143,10 @@ def _python() -> str:
     return python
 
 
-def _step_log(title: str, argv: list[str], result: RunResult) -> str:
+def _step_log(title: str, rung: str, argv: list[str], result: RunResult) -> str:
     status = f"exit {result.exit_code}" if result.reason == "exit" else f"stopped: {result.reason} {result.detail}"
     command = shlex.join(argv) if "-c" not in argv else shlex.join([*argv[: argv.index("-c")], "-c", "..."])
-    parts = [f"# {title}  [{status}, {result.wall_time:.1f}s]", f"$ {command}"]
+    parts = [f"# {title}  [{rung}; {status}, {result.wall_time:.1f}s]", f"$ {command}"]
     if result.stdout.strip():
         parts.append(result.stdout.rstrip()[-_LOG_TAIL:])
     if result.stderr.strip():
@@ -103,111 +154,153 @@ def _step_log(title: str, argv: list[str], result: RunResult) -> str:
     return "\n".join(parts)
 
 
+@dataclass
+class _Build:
+    """One build's inputs and its log as it grows."""
+
+    directory: Path
+    entry: str
+    requirements: list[str]
+    config: EvaluatorsConfig
+    runtime: Path
+    rung: Isolation
+    log: list[str]
+
+    def failed(self, message: str) -> BuildOutcome:
+        return BuildOutcome(False, "", message, "\n\n".join(self.log))
+
+
 def build(
     directory: Path,
     entry: str,
-    has_requirements: bool,
+    requirements: list[str],
     config: EvaluatorsConfig,
     runtime: Path,
     rung: Isolation,
 ) -> BuildOutcome:
-    """Build the evaluator in ``directory`` (which holds the archive) in the sandbox, and check its entry.
+    """Build the evaluator in ``directory`` (which holds the archive and the checked requirements) and check it.
 
-    Never raises for the evaluator's faults: they are a failed outcome with the log saying why.
+    ``requirements`` is the checked list (the server's copy in ``upload/`` holds the same). Never raises for the
+    evaluator's faults: they are a failed outcome with the log saying why, and only the archive is left.
     """
+    job = _Build(directory, entry, requirements, config, runtime, rung, [])
+    outcome: BuildOutcome | None = None
+    try:
+        outcome = _run(job)
+        return outcome
+    finally:
+        shutil.rmtree(directory / "downloads", ignore_errors=True)
+        if outcome is None or not outcome.ok:
+            discard(directory / "env")
+
+
+def _run(job: _Build) -> BuildOutcome:
+    config, directory = job.config, job.directory
     env = directory / "env"
-    env.mkdir(mode=0o755, exist_ok=True)
-    mounts = [
-        Mount(str(env), EVALUATOR, writable=True),
-        Mount(str(directory / "upload"), UPLOAD),
-        Mount(str(runtime), RUNTIME),
-    ]
-    wheels = config.find_links
-    if wheels is not None:
-        mounts.append(Mount(str(wheels), WHEELS))
-    log: list[str] = []
-    downloaded = has_requirements and config.index_url is not None
-    if downloaded and config.index_url is not None:
-        fetched = _fetch_requirements(directory, config.index_url, config.build_timeout)
-        log.append(fetched.log)
+    discard(env)
+    env.mkdir(mode=0o755)
+    mounts = [Mount(str(directory / "upload"), UPLOAD), Mount(str(env), EXPORT, writable=True)]
+    if config.find_links is not None:
+        mounts.append(Mount(str(config.find_links), WHEELS))
+    downloaded = 0
+    fetch = bool(job.requirements) and config.index_url is not None
+    if fetch:
+        fetched = _fetch_requirements(directory, job.requirements, config)
+        job.log.append(fetched.log)
         if not fetched.ok:
-            return BuildOutcome(False, "", fetched.message, "\n\n".join(log))
+            return job.failed(fetched.message)
+        downloaded = fetched.size
         mounts.append(Mount(str(directory / "downloads"), DOWNLOADS))
     sources = [
-        *(["--find-links", WHEELS] if wheels is not None else []),
-        *(["--find-links", DOWNLOADS] if downloaded else []),
+        *(["--find-links", WHEELS] if config.find_links is not None else []),
+        *(["--find-links", DOWNLOADS] if fetch else []),
     ]
-    limits = Limits(
+    room = config.max_build_bytes - downloaded
+    kept = config.max_evaluator_bytes - tree_bytes(directory / "upload")
+    limits = _limits(config, config.max_build_bytes)
+    steps = _steps(job, sources, kept)
+    try:
+        python = _python()
+        floor = require(job.rung)
+        with Workspace(floor, mounts=mounts, scratch=[Scratch(EVALUATOR, max(room, 1))]) as workspace:
+            for title, argv in steps:
+                argv = [python if part == _PYTHON else part for part in argv]
+                step_limits = _limits(config, max(kept, 1)) if title == "export" else limits
+                result = workspace.exec(argv, limits=step_limits)
+                job.log.append(_step_log(title, floor, argv, result))
+                if not result.ok:
+                    return job.failed(_step_failure(job, title, result, bool(sources)))
+        seal(env)
+        # The evaluator's own code first runs here, as it will when scoring: its directory mounted read-only.
+        check = [f"{EVALUATOR}/venv/bin/python", "-I", f"{RUNTIME}/evalsi_runner.py", "check", job.entry]
+        read_only = [Mount(str(env), EVALUATOR), Mount(str(job.runtime), RUNTIME)]
+        with Workspace(floor, mounts=read_only) as workspace:
+            result = workspace.exec(check, limits=limits)
+        job.log.append(_step_log("check the entry", floor, check, result))
+        if not result.ok:
+            return job.failed(_step_failure(job, "check the entry", result, bool(sources)))
+        answer = _answer(result.stdout)
+    except Exception as exc:  # the sandbox itself could not run: the build failed, the server carries on
+        job.log.append(f"the sandbox failed: {exc}")
+        return job.failed(f"the build sandbox failed: {exc}")
+    mode = str(answer.get("mode", "")) if answer else ""
+    if not mode:
+        return job.failed("the entry check gave no answer")
+    job.log.append(f"evaluation test {job.entry} ({mode}) is ready")
+    return BuildOutcome(True, mode, "", "\n\n".join(job.log))
+
+
+def _limits(config: EvaluatorsConfig, file_bytes: int) -> Limits:
+    return Limits(
         wall_time=config.build_timeout,
         cpu_time=max(1, int(config.build_timeout)),
         memory_bytes=config.build_memory_mb << 20,
         max_processes=64,
         max_output_bytes=1 << 20,
-        max_file_bytes=max(64 << 20, config.max_unpacked_bytes),
+        max_file_bytes=file_bytes,
         max_open_files=1024,
     )
+
+
+def _steps(job: _Build, sources: list[str], kept: int) -> list[tuple[str, list[str]]]:
     venv_python = f"{EVALUATOR}/venv/bin/python"
     steps: list[tuple[str, list[str]]] = [
         ("unpack the archive", [_PYTHON, "-I", "-S", "-c", UNPACK, f"{UPLOAD}/{ARCHIVE_NAME}", f"{EVALUATOR}/src"]),
         (
             "create the environment",
-            [_PYTHON, "-I", "-m", "venv", *([] if has_requirements else ["--without-pip"]), f"{EVALUATOR}/venv"],
+            [_PYTHON, "-I", "-m", "venv", *([] if job.requirements else ["--without-pip"]), f"{EVALUATOR}/venv"],
         ),
     ]
-    if has_requirements:
-        pip = [venv_python, "-I", "-m", "pip", "install", "--no-index", "--only-binary=:all:", "--no-input"]
-        steps.append(
-            (
-                "install requirements.txt",
-                [*pip, "--disable-pip-version-check", *sources, "-r", f"{EVALUATOR}/src/requirements.txt"],
-            )
-        )
-    check = ("check the entry", [venv_python, "-I", f"{RUNTIME}/evalsi_runner.py", "check", entry])
-    try:
-        python = _python()
-        steps = [(title, [python if part == _PYTHON else part for part in argv]) for title, argv in steps]
-        # Unpacking, the venv and wheel installs run none of the evaluator's code: bubblewrap (where files can be
-        # written to a mount, unlike under gVisor) suffices; the entry check below runs at the server's floor.
-        with Workspace(require("namespaced"), mounts=mounts) as workspace:
-            for title, argv in steps:
-                result = workspace.exec(argv, limits=limits)
-                log.append(_step_log(title, argv, result))
-                if not result.ok:
-                    return BuildOutcome(False, "", _failure(title, result, bool(sources)), "\n\n".join(log))
-        seal(env)
-        # The evaluator's own code first runs here, as it will when scoring: its directory mounted read-only.
-        read_only = [Mount(str(env), EVALUATOR), Mount(str(runtime), RUNTIME)]
-        with Workspace(require(rung), mounts=read_only) as workspace:
-            result = workspace.exec(check[1], limits=limits)
-        log.append(_step_log(check[0], check[1], result))
-        if not result.ok:
-            return BuildOutcome(False, "", _failure(check[0], result, bool(sources)), "\n\n".join(log))
-        answer = _answer(result.stdout)
-    except Exception as exc:  # the sandbox itself could not run: the build failed, the server carries on
-        log.append(f"the sandbox failed: {exc}")
-        return BuildOutcome(False, "", f"the build sandbox failed: {exc}", "\n\n".join(log))
-    finally:
-        seal(env)
-    mode = str(answer.get("mode", "")) if answer else ""
-    if not mode:
-        return BuildOutcome(False, "", "the entry check gave no answer", "\n\n".join(log))
-    log.append(f"evaluation test {entry} ({mode}) is ready")
-    return BuildOutcome(True, mode, "", "\n\n".join(log))
+    if job.requirements:
+        pip = [venv_python, "-I", "-m", "pip", "install", "--isolated", "--no-index", "--only-binary=:all:"]
+        options = ["--no-input", "--disable-pip-version-check", "--no-cache-dir", "--root-user-action=ignore"]
+        steps.append(("install requirements.txt", [*pip, *options, *sources, "-r", f"{UPLOAD}/{REQUIREMENTS_COPY}"]))
+    steps.append(("export", [_PYTHON, "-I", "-S", "-c", EXPORT_TREE, EVALUATOR, EXPORT, str(kept)]))
+    return steps
 
 
-def _fetch_requirements(directory: Path, index_url: str, timeout: float) -> Download:
+def _fetch_requirements(directory: Path, requirements: list[str], config: EvaluatorsConfig) -> Download:
     """The requirements' wheels from the operator's index into ``directory/downloads`` (in this process)."""
-    try:
-        requirements = plain_requirements(read_requirements(directory / "upload" / ARCHIVE_NAME))
-    except RequirementsError as exc:
-        return Download(False, str(exc), f"# download requirements  [refused]\n{exc}")
-    if not requirements:
-        (directory / "downloads").mkdir(mode=0o755, exist_ok=True)
-        return Download(True, "", "# download requirements  [nothing to download]")
-    return download_wheels(requirements, index_url, directory / "downloads", timeout)
+    index_url = config.index_url or ""
+    target = directory / "downloads"
+    return download_wheels(requirements, index_url, target, config.build_timeout, config.max_build_bytes)
 
 
-def _failure(title: str, result: RunResult, wheels: bool) -> str:
+def _step_failure(job: _Build, title: str, result: RunResult, wheels: bool) -> str:
+    config = job.config
+    output = result.stdout[-_LOG_TAIL:] + result.stderr[-_LOG_TAIL:]
+    if title == "export" and result.exit_code == _OVER_EVALUATOR_QUOTA:
+        job.log.append(
+            f"# stopped: the evaluator's files (its archive, source and environment) would pass "
+            f"evaluators.max_evaluator_bytes={config.max_evaluator_bytes} bytes; nothing was kept"
+        )
+        return f"the evaluator's files pass evaluators.max_evaluator_bytes={config.max_evaluator_bytes} bytes"
+    if title != "check the entry" and any(sign in output for sign in (*_NO_SPACE, *_FILE_TOO_LARGE)):
+        job.log.append(
+            f"# stopped: the build wrote past evaluators.max_build_bytes={config.max_build_bytes} bytes "
+            "(its source, environment and downloaded wheels); nothing was kept"
+        )
+        return f"{title} wrote more than evaluators.max_build_bytes={config.max_build_bytes} bytes"
     if title == "check the entry":
         answer = _answer(result.stdout)
         if answer and answer.get("error"):
@@ -253,9 +346,69 @@ def seal(root: Path) -> None:
             os.chmod(path, mode & ~0o6000)
 
 
+def discard(root: Path) -> None:
+    """Remove a build's files (a failed build keeps only its archive); links are removed, never followed."""
+    if not root.exists():
+        return
+    try:
+        shutil.rmtree(root)
+    except OSError:
+        for folder, _, _ in os.walk(root):  # a directory left without its owner's write bit
+            with contextlib.suppress(OSError):
+                os.chmod(folder, 0o755)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+MAX_REASON_BYTES = 4096
+"""A row's ``reason`` is cut at this many bytes unless the caller says otherwise (``jobs.max_reason_bytes``)."""
+MAX_METRICS = 32
+"""Named metrics kept of one row; more are dropped."""
+MAX_METRIC_NAME = 64
+"""Characters of a metric's name kept."""
+
+
+def cut_text(text: str, limit: int, what: str) -> str:
+    """``text`` within ``limit`` UTF-8 bytes: cut there (on a character boundary) and marked, naming the limit."""
+    data = text.encode("utf-8", "replace")
+    if len(data) <= limit:
+        return text
+    mark = f" [cut at {what}={limit} bytes]"
+    return data[: max(0, limit - len(mark))].decode("utf-8", "ignore") + mark
+
+
+def clean_result(raw: Any, max_reason_bytes: int) -> dict[str, Any]:
+    """One row's result as the server keeps it, whatever the sandbox printed.
+
+    ``{score, reason, metrics}`` with a score within [0, 1], a reason of at most ``max_reason_bytes`` and at most
+    :data:`MAX_METRICS` finite numeric metrics; or ``{error}`` (cut at ``max_reason_bytes`` too).
+    """
+    if not isinstance(raw, dict):
+        return {"error": "the evaluator's answer for this row is not an object"}
+    if "error" in raw:
+        return {"error": cut_text(str(raw["error"]), max_reason_bytes, "jobs.max_reason_bytes")}
+    score = raw.get("score")
+    if isinstance(score, bool) or not isinstance(score, int | float) or not 0.0 <= float(score) <= 1.0:
+        return {"error": "the evaluator's answer for this row has no score within [0, 1]"}
+    reason = raw.get("reason")
+    metrics: dict[str, float] = {}
+    given = raw.get("metrics")
+    for name, value in given.items() if isinstance(given, dict) else ():
+        if len(metrics) == MAX_METRICS:
+            break
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+            metrics[str(name)[:MAX_METRIC_NAME]] = float(value)
+    return {
+        "score": float(score),
+        "reason": None if reason is None else cut_text(str(reason), max_reason_bytes, "jobs.max_reason_bytes"),
+        "metrics": metrics,
+    }
+
+
 class ScoringSession:
     """One sandbox with a built evaluator mounted read-only, scoring batches of rows until closed.
 
+    What one batch prints is read within ``limits.max_output_bytes`` (past it the answer is cut off unread and
+    the batch's rows fail), and each row's result is checked and its reason cut at ``max_reason_bytes``.
     :meth:`close` may be called from another thread (a cancelled job): it kills the sandbox and everything in
     it, and a batch running then ends with an error.
 
@@ -264,9 +417,20 @@ class ScoringSession:
 
     """
 
-    def __init__(self, directory: Path, entry: str, runtime: Path, rung: Isolation, limits: Limits) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        entry: str,
+        runtime: Path,
+        rung: Isolation,
+        limits: Limits,
+        max_reason_bytes: int = MAX_REASON_BYTES,
+        output_setting: str = "the evaluator's output limit",
+    ) -> None:
         self.entry = entry
         self.limits = limits
+        self.max_reason_bytes = max_reason_bytes
+        self.output_setting = output_setting
         self._closed = threading.Event()
         self._lock = threading.Lock()
         self._python = f"{EVALUATOR}/venv/bin/python"
@@ -278,17 +442,22 @@ class ScoringSession:
         if self._closed.is_set():
             return [{"error": "cancelled"} for _ in rows]
         argv = [self._python, "-I", f"{RUNTIME}/evalsi_runner.py", "score", self.entry]
-        result = self._workspace.exec(argv, stdin=json.dumps({"rows": list(rows)}), limits=self.limits, reset=True)
-        answer = _answer(result.stdout)
+        request = json.dumps({"rows": list(rows), "max_reason_bytes": self.max_reason_bytes})
+        result = self._workspace.exec(argv, stdin=request, limits=self.limits, reset=True)
         if self._closed.is_set():
             return [{"error": "cancelled"} for _ in rows]
+        if result.stdout_truncated:  # never parsed: a cut answer is no answer
+            cap, count = self.limits.max_output_bytes, len(rows)
+            cut = f"the evaluator printed more than {self.output_setting}={cap} bytes for its batch of {count} rows"
+            return [{"error": cut} for _ in rows]
+        answer = _answer(result.stdout)
         if answer is None or not answer.get("ok") or len(answer.get("results", ())) != len(rows):
             why = answer.get("error") if answer else None
             if not why:
                 tail = result.stderr.strip().splitlines()[-1:] if result.stderr.strip() else []
                 why = f"the evaluator stopped ({result.reason}{', ' + tail[0][:300] if tail else ''})"
-            return [{"error": str(why)} for _ in rows]
-        return [dict(r) for r in answer["results"]]
+            return [{"error": cut_text(str(why), self.max_reason_bytes, "jobs.max_reason_bytes")} for _ in rows]
+        return [clean_result(r, self.max_reason_bytes) for r in answer["results"]]
 
     def close(self) -> None:
         """Kill the sandbox (and the batch running in it, if any)."""

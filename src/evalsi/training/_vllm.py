@@ -21,7 +21,7 @@ from typing import IO
 
 import httpx
 
-from evalsi.training._serving import ModelRef, Served, ServingError
+from evalsi.training._serving import ModelRef, Served, ServingError, UnservableError, serving_advice
 
 STOP_GRACE_SECONDS = 30.0
 """How long vLLM gets to exit after SIGTERM before it is killed."""
@@ -44,6 +44,8 @@ class VLLM:
         host: The interface to listen on.
         startup_timeout: Seconds to wait for ``/health`` to answer 200.
         log_dir: Where each server's output is kept (default: a temporary directory).
+        tokenizer: The tokenizer (path or name) to serve with (``vllm serve --tokenizer``), for checkpoints saved
+            without their own.
 
     """
 
@@ -57,9 +59,11 @@ class VLLM:
         host: str = "127.0.0.1",
         startup_timeout: float = 900.0,
         log_dir: Path | None = None,
+        tokenizer: str | None = None,
     ) -> None:
         self.executable = executable
         self.args = list(args)
+        self.tokenizer = tokenizer
         self.host = host
         self.startup_timeout = startup_timeout
         self.log_dir = log_dir
@@ -77,6 +81,7 @@ class VLLM:
             str(port),
             "--served-model-name",
             ref.served_name,
+            *(["--tokenizer", self.tokenizer] if self.tokenizer is not None else []),
             *self.args,
         ]
 
@@ -84,9 +89,9 @@ class VLLM:
     def serve(self, ref: ModelRef) -> Iterator[Served]:
         """Start the server, wait until it is healthy, yield its URL and model name, stop it."""
         if ref.files is not None and ref.files.kind != "weights":
-            raise ServingError(
+            raise UnservableError(
                 f"{ref.location} holds a {ref.files.kind}, which vllm serve does not load as a model; "
-                + ("use --serve lora" if ref.files.kind == "lora" else "supply a serving strategy that reads it")
+                + serving_advice(ref.files.kind)
             )
         port = free_port(self.host)
         command = self.command(ref, port)

@@ -261,3 +261,28 @@ def test_spawn_fallback_for_other_pythons(monkeypatch: pytest.MonkeyPatch) -> No
         assert pool.submit(compare, ("sympy", "x^2-1", "(x-1)(x+1)", 6), 30).result()[0] is True
     finally:
         pool.close()
+
+
+def spin_python(seconds: float) -> str:
+    """Burn CPU in Python bytecode for ``seconds`` of this process's CPU time (a comparison that overruns)."""
+    start = time.process_time()
+    while time.process_time() - start < seconds:
+        pass
+    return "finished"
+
+
+@pytest.mark.timeout(120)
+def test_the_budget_is_cpu_time_so_a_busy_machine_does_not_change_a_verdict() -> None:
+    from evalsi.evaluators.rl.math_equiv import _pool
+
+    pool = _pool.SymbolicPool(1, 2048)
+    try:
+        # Waiting (a worker starved of CPU by a busy machine) spends wall time, not CPU time: within budget.
+        assert pool.submit(time.sleep, (2.0,), 0.5).result() is None
+        # Spending the CPU time is over budget, and told apart from a worker that failed.
+        with pytest.raises(TimeoutError, match=r"0\.5s of CPU time"):
+            pool.submit(spin_python, (30.0,), 0.5).result()
+        # The worker that ran over is still usable.
+        assert pool.submit(spin_python, (0.01,), 5).result() == "finished"
+    finally:
+        pool.close()

@@ -195,7 +195,7 @@ class Judge:
             return bool(same), note
         except TimeoutError:
             # Deterministic enough to memoise: GRPO repeats answers, and a pathological one must cost once.
-            return False, f"symbolic comparison timed out after {self.params.timeout:g}s"
+            return False, f"symbolic comparison timed out after {self.params.timeout:g}s of CPU time"
         except Exception as exc:
             return None, f"the symbolic worker failed: {type(exc).__name__}: {exc}"
 

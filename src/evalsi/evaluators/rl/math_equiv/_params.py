@@ -19,7 +19,8 @@ class MathEquivParams(Params):
     comparison only), or ``auto`` (math-verify if installed, else sympy, else none). ``pip install 'evalsi[math]'``
     installs both."""
     timeout: float = Field(default=1.0, gt=0, le=60)
-    """Seconds per symbolic comparison; an overrunning worker is killed and the answer scores 0."""
+    """Seconds of CPU time per symbolic comparison (not wall time, so a verdict does not depend on how busy the
+    machine is); an overrunning comparison scores 0, and one stuck past a wall-clock backstop has its worker killed."""
     float_rounding: int = Field(default=6, ge=0, le=15)
     """Decimals math-verify rounds to inside structures it compares itself (matrices, sets, intervals)."""
     significant_digits: int = Field(default=6, ge=1, le=30)

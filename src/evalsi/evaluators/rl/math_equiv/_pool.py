@@ -1,8 +1,12 @@
 """The killable pool of warm worker processes that runs symbolic comparisons.
 
 Why not ``signal.alarm``: it works only in the main thread of the main interpreter, and a comparison stuck in C
-code (a huge integer power) ignores it. Here every comparison runs in a worker process and is bounded by
-``pebble``'s per-task timeout: an overrunning worker is killed and replaced.
+code (a huge integer power) ignores it. Here every comparison runs in a worker process with two bounds:
+
+- a budget of the worker's own CPU time (``ITIMER_PROF``): the verdict of a comparison does not depend on how
+  busy the machine is, so a reward computed on a loaded trainer node equals the one computed on an idle one;
+- a wall-clock backstop (``pebble``'s per-task timeout, a multiple of the budget): a comparison stuck in C code,
+  which no signal handler interrupts, is killed and its worker replaced.
 
 Why a private fork server: importing sympy and math-verify costs about a second. The workers are forked from a
 template process that imported them once (and ran a warm-up comparison), so a replacement after a kill costs a
@@ -118,6 +122,41 @@ def load_libc() -> Any:
     return _libc
 
 
+WALL_FACTOR = 4.0
+"""The wall-clock backstop is this many times the CPU budget, plus :data:`WALL_SLACK` seconds."""
+WALL_SLACK = 5.0
+
+
+class CpuBudgetExceeded(BaseException):
+    """Raised inside a worker when a comparison used up its CPU budget.
+
+    A ``BaseException``, like ``KeyboardInterrupt``: the backends' own ``except Exception`` clauses must not
+    swallow it and carry on.
+    """
+
+
+def _on_cpu_budget(signum: int, frame: Any) -> None:
+    raise CpuBudgetExceeded
+
+
+def run_with_cpu_budget(fn: Any, args: tuple[Any, ...], seconds: float) -> Any:
+    """Run ``fn(*args)`` in this worker, raising ``TimeoutError`` once it has used ``seconds`` of CPU time."""
+    previous = signal.signal(signal.SIGPROF, _on_cpu_budget)
+    signal.setitimer(signal.ITIMER_PROF, seconds)
+    try:
+        return fn(*args)
+    except CpuBudgetExceeded:
+        raise TimeoutError(f"used its {seconds:g}s of CPU time") from None
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGPROF, previous)
+
+
+def wall_backstop(seconds: float) -> float:
+    """The wall-clock time after which a comparison with a CPU budget of ``seconds`` is killed."""
+    return seconds * WALL_FACTOR + WALL_SLACK
+
+
 class SymbolicPool:
     """A lazily started pool of warm workers; thread-safe; ``close()`` stops the workers."""
 
@@ -128,8 +167,15 @@ class SymbolicPool:
         self._lock = threading.Lock()
 
     def submit(self, fn: Any, args: tuple[Any, ...], timeout: float) -> Future[Any]:
-        """Run ``fn(*args)`` in a worker; the future raises ``TimeoutError`` when it overran and was killed."""
-        return self._started().schedule(fn, args=args, timeout=timeout)  # type: ignore[no-any-return]
+        """Run ``fn(*args)`` in a worker with ``timeout`` seconds of CPU time.
+
+        The future raises ``TimeoutError`` when the comparison used up its CPU budget, or overran the wall-clock
+        backstop and its worker was killed.
+        """
+        pool = self._started()
+        return pool.schedule(  # type: ignore[no-any-return]
+            run_with_cpu_budget, args=(fn, args, timeout), timeout=wall_backstop(timeout)
+        )
 
     def _started(self) -> Any:
         with self._lock:
