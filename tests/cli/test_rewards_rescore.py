@@ -99,6 +99,7 @@ def test_a_stricter_math_equiv_flips_the_unboxed_answer(tmp_path: Path, old_scor
     example = correct["examples"][0]
     assert example["index"] == 2 and example["id"] == "gsm-1"  # "48 + 24 = 72 clips in total." has no boxed answer
     assert (example["old"]["value"], example["new"]["value"]) == (True, False)
+    assert example["completion"] == "48 + 24 = 72 clips in total."
     old = [json.loads(line)["components"]["correct"]["value"] for line in old_scores.read_text().splitlines()]
     new_values = [json.loads(line)["components"]["correct"]["value"] for line in output.read_text().splitlines()]
     expected = estimate([float(b) - float(a) for a, b in zip(old, new_values, strict=True)])
@@ -106,6 +107,8 @@ def test_a_stricter_math_equiv_flips_the_unboxed_answer(tmp_path: Path, old_scor
     assert correct["difference"]["ci_low"] == pytest.approx(expected.ci_low)
     assert report["total"]["changed"] == 0  # that rollout was gated (no box) before and after
     assert "correct down: #2 (gsm-1): True -> False" in err
+    assert "completion: '48 + 24 = 72 clips in total.'" in " ".join(err.split())
+    assert "carry no content keys" not in err and report["keyed"] == 12
 
 
 def test_fail_on_flip_and_a_flip_rate_threshold_exit_3(tmp_path: Path, old_scores: Path) -> None:
@@ -138,6 +141,8 @@ def test_rollouts_with_their_old_scores_file(tmp_path: Path) -> None:
     assert code == 0, err
     report = json.loads(out)
     assert report["reused"] == 0 and report["computed"] == 36  # a plain scores file records no content keys
+    assert report["keyed"] == 0
+    assert "12 of 12 old scores carry no content keys" in " ".join(err.split())
     assert {d["name"]: d["changed"] for d in report["components"]} == {"format": 0, "correct": 1, "length": 0}
     code, _, err = run(["rewards", "rescore", "--spec", str(spec), "--data", data])
     assert code == 2 and "give their old scores with --old" in err

@@ -210,6 +210,15 @@ def rescore_view(report: RescoreReport, examples: int) -> RenderableType:
             f"{report.reused} component scores reused from the old scores, {report.computed} computed"
         )
     )
+    if report.keyed < report.rollouts:
+        parts.append(
+            Text(
+                f"note: {report.rollouts - report.keyed} of {report.rollouts} old scores carry no content keys, so "
+                "none of theirs could be reused; write scores with `evalsi rewards score --keep-rollouts` (or "
+                "`rewards rescore --output`) to reuse unchanged components next time",
+                style="yellow",
+            )
+        )
     return Group(*parts)
 
 
@@ -241,7 +250,8 @@ def _examples(diff: ComponentDiff, examples: int) -> list[RenderableType]:
             reason = change.new.reason if change.new is not None else None
             reason = None if diff.name == "total" and reason == "ok" else reason
             text = f"  {diff.name} {direction}: {label}: {_shown(change.old)} -> {_shown(change.new)}"
-            out.append(Text(text + (f" ({reason})" if reason else ""), style="dim"))
+            text += f" ({reason})" if reason else ""
+            out.append(Text(f"{text}; completion: {change.completion!r}", style="dim"))
     return out
 
 

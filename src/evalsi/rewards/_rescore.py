@@ -27,6 +27,8 @@ from evalsi.rewards._rollout_files import RowSource
 from evalsi.stats import PairedComparison, paired_comparison
 
 _SAME = 1e-9
+PREVIEW_CHARS = 160
+"""How much of a changed rollout's completion an example shows."""
 
 ChangeKind = Literal["changed", "unchanged", "added", "removed"]
 
@@ -56,6 +58,8 @@ class Change:
     id: str | None
     old: Score | None
     new: Score | None
+    completion: str = ""
+    """The start of the rollout's completion (at most :data:`PREVIEW_CHARS` characters)."""
 
     @property
     def direction(self) -> Literal["up", "down", "status"]:
@@ -75,6 +79,7 @@ class Change:
             "old": _score_json(self.old),
             "new": _score_json(self.new),
             "direction": self.direction,
+            "completion": self.completion,
         }
 
 
@@ -144,6 +149,8 @@ class RescoreReport:
     records: list[Record]
     reused: int = 0
     computed: int = 0
+    keyed: int = 0
+    """Stored rollouts whose old scores came with content keys (only those can be reused)."""
 
     @property
     def changed_rollouts(self) -> int:
@@ -167,6 +174,7 @@ class RescoreReport:
             "flipRate": self.flip_rate,
             "reused": self.reused,
             "computed": self.computed,
+            "keyed": self.keyed,
             "components": [c.to_json(examples) for c in self.components],
             "total": self.total.to_json(examples) if self.total else None,
         }
@@ -197,11 +205,13 @@ def rescore(reward: Reward, stored: Sequence[StoredRollout], *, pools: Pools | N
     columns = reward.component_scores(records, cache=cache, pools=pools)
     results = reward.compose(columns)
     report = RescoreReport(reward.name, len(stored), [], None, results, list(records))
+    report.keyed = sum(1 for s in stored if s.keys)
+    previews = [_preview(record.completion_text) for record in records]
     new_names = reward.component_names
     for position, component in enumerate(reward.components):
         job = component.job
         keys = [record_key(job.key_prefix, record, job.fields) for record in records]
-        diff = _diff(component.name, columns[position], stored)
+        diff = _diff(component.name, columns[position], stored, previews)
         diff.evaluator = component.evaluator.name
         diff.reused = sum(1 for key in keys if key in seeded)
         report.reused += diff.reused
@@ -212,7 +222,7 @@ def rescore(reward: Reward, stored: Sequence[StoredRollout], *, pools: Pools | N
         if name not in new_names:
             report.components.append(ComponentDiff(name, "removed"))
     if stored and all(s.old_status is not None for s in stored):
-        report.total = _total_diff(results, stored)
+        report.total = _total_diff(results, stored, previews)
     return report
 
 
@@ -227,18 +237,24 @@ def _seed(stored: Sequence[StoredRollout]) -> dict[bytes, Score]:
     return seeded
 
 
-def _diff(name: str, column: Sequence[Score], stored: Sequence[StoredRollout]) -> ComponentDiff:
+def _preview(text: str) -> str:
+    return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + "…"
+
+
+def _diff(
+    name: str, column: Sequence[Score], stored: Sequence[StoredRollout], previews: Sequence[str]
+) -> ComponentDiff:
     present = [s for s in stored if name in s.old]
     diff = ComponentDiff(name, "changed" if present else "added")
     old_values: dict[str, list[float]] = {}
     new_values: dict[str, list[float]] = {}
-    for item, new in zip(stored, column, strict=True):
+    for item, new, preview in zip(stored, column, previews, strict=True):
         old = item.old.get(name)
         if old is None:
             continue
         diff.compared += 1
         if _differs(old, new):
-            diff.changes.append(Change(item.index, item.id, old, new))
+            diff.changes.append(Change(item.index, item.id, old, new, preview))
         if old.status == "ok" and new.status == "ok":
             old_values[str(item.index)] = [old.numeric or 0.0]
             new_values[str(item.index)] = [new.numeric or 0.0]
@@ -251,15 +267,17 @@ def _diff(name: str, column: Sequence[Score], stored: Sequence[StoredRollout]) -
     return diff
 
 
-def _total_diff(results: Sequence[RewardResult], stored: Sequence[StoredRollout]) -> ComponentDiff:
+def _total_diff(
+    results: Sequence[RewardResult], stored: Sequence[StoredRollout], previews: Sequence[str]
+) -> ComponentDiff:
     diff = ComponentDiff("total", "changed", compared=len(stored))
     old_values: dict[str, list[float]] = {}
     new_values: dict[str, list[float]] = {}
-    for item, result in zip(stored, results, strict=True):
+    for item, result, preview in zip(stored, results, previews, strict=True):
         old = _total_score(item.old_total, item.old_status or "ok")
         new = _total_score(result.total, result.status)
         if _total_differs(old, new):
-            diff.changes.append(Change(item.index, item.id, old, new))
+            diff.changes.append(Change(item.index, item.id, old, new, preview))
         if item.old_total is not None and result.total is not None:
             old_values[str(item.index)] = [item.old_total]
             new_values[str(item.index)] = [result.total]
