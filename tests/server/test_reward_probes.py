@@ -8,8 +8,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pytest
 
-from evalsi.server._config import RewardsConfig
+from evalsi.errors import SpecError
+from evalsi.server._config import RewardsConfig, load_config
 from tests.server.harness import ServerProcess, call_grpc, make_token, metric, post_http, write_config
 
 WAIT = 120.0
@@ -36,8 +38,14 @@ def _lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-def test_probing_is_off_unless_the_operator_turns_it_on() -> None:
+def test_probing_is_off_unless_the_operator_turns_it_on(tmp_path: Path) -> None:
     assert RewardsConfig().probe_on_first_use == "off"
+    path = write_config(tmp_path, {"rewards": {"probe_on_first_use": False, "probe_timeout": "2m"}})
+    assert "probe_on_first_use: false" in path.read_text()  # as YAML reads an unquoted `off`
+    rewards = load_config(path).spec.rewards
+    assert (rewards.probe_on_first_use, rewards.probe_timeout) == ("off", 120.0)
+    with pytest.raises(SpecError, match=r"probe_on_first_use.*'off', 'warn' or 'refuse'"):
+        load_config(write_config(tmp_path, {"rewards": {"probe_on_first_use": "block"}}, "bad.yaml"))
 
 
 def test_refuse_mode_refuses_a_hackable_spec_on_every_call_and_scores_a_sound_one(tmp_path: Path) -> None:

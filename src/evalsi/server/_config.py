@@ -153,6 +153,11 @@ class RewardsConfig(_Model):
     def _probe_duration(cls, value: Any) -> float:
         return parse_duration(value)
 
+    @field_validator("probe_on_first_use", mode="before")
+    @classmethod
+    def _unquoted_off(cls, value: Any) -> Any:
+        return "off" if value is False else value  # YAML reads an unquoted ``off`` as false
+
     @field_validator("shared_cache_ttl", "body_timeout", "upstream_timeout", "record_timeout", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> float:
