@@ -2,7 +2,7 @@
 
 ``0003_evaluation_jobs`` creates them; ``0005_job_targets`` adds a job's target and completion params;
 ``0006_work_owners`` adds the server process owning an unfinished job or build and its last heartbeat;
-``0010_target_usage`` counts each project's use of each generation target per budget window.
+``0008_target_usage`` counts each project's use of each generation target per budget window.
 
 Every row belongs to a project; every query names the caller's project, so one project never sees another's.
 """

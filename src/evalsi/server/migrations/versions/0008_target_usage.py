@@ -1,7 +1,7 @@
 """Each project's use of each generation target, per budget window.
 
-Revision ID: 0010
-Revises: 0006
+Revision ID: 0008
+Revises: 0007
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0010"
-down_revision = "0006"
+revision = "0008"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 
