@@ -93,6 +93,7 @@ def test_warn_mode_scores_the_call_and_probes_a_spec_once_per_project(tmp_path: 
         _until(lambda: probed("team"), "the spec probed for team")
         before = len(_lines(log))
         assert before > len(ROLLOUTS)  # the probe rollouts went through the spec's components too
+        assert log.stat().st_size < 256 << 10  # a server floods with 64 KiB of LaTeX, not the command's 1 MB
         later = [{**ROLLOUTS[0], "completion": "eight"}, {**ROLLOUTS[1], "completion": "six"}]
         assert post_http(server, team, spec, later, timeout=WAIT).status_code == 200
         assert _lines(log)[before:] == ["eight", "six"]  # the same spec is not probed again for the project
