@@ -177,6 +177,27 @@ class RewardsConfig(_Model):
     record_timeout: float = Field(default=10.0, gt=0)
     """Most seconds one record's check may take in a worker for components that call no upstream and run no
     code (math-equiv's ``timeout``); a spec's larger ``timeout`` is clamped to it."""
+    probe_on_first_use: Literal["off", "warn", "refuse"] = "off"
+    """Probe a spec the first time a project uses it, with adversarial rollouts built from that call's data
+    (``evalsi rewards probe``): ``warn`` logs and counts what the probes find while the call is scored as usual,
+    ``refuse`` refuses the spec's calls when a probe earns reward or the data's right answers do not, ``off``
+    (the default) probes nothing. Off by default because probing is extra work the operator pays for: probe
+    rollouts reach the judges and reward models behind the operator's credentials and run in its sandboxes."""
+    probe_max_rollouts: int = Field(default=64, ge=1, le=4096)
+    """Most probe rollouts scored for one spec (once per project); they count against the project's limits."""
+    probe_timeout: float = Field(default=120.0, gt=0)
+    """Under ``refuse``: how long the first calls wait for the probes' verdict before they are answered
+    ``unavailable`` (retry while the probes finish): seconds, or ``2m``."""
+
+    @field_validator("probe_timeout", mode="before")
+    @classmethod
+    def _probe_duration(cls, value: Any) -> float:
+        return parse_duration(value)
+
+    @field_validator("probe_on_first_use", mode="before")
+    @classmethod
+    def _unquoted_off(cls, value: Any) -> Any:
+        return "off" if value is False else value  # YAML reads an unquoted ``off`` as false
 
     @field_validator("shared_cache_ttl", "body_timeout", "upstream_timeout", "record_timeout", mode="before")
     @classmethod

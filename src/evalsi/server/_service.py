@@ -32,6 +32,7 @@ from evalsi.server._errors import ServiceError, from_exception, redact
 from evalsi.server._fair import FairPool, share_of
 from evalsi.server._limits import Admission, SharedGate
 from evalsi.server._metrics import Metrics
+from evalsi.server._reward_probes import FirstUseProbes
 from evalsi.server._shared_cache import ProjectCache, SharedScores, TieredCache
 from evalsi.server._spec_cache import BoundSpecs
 from evalsi.server._tokens import RUN, RUNS_CODE, Principal, TokenStore
@@ -82,6 +83,8 @@ class RewardService:
         """Set on SIGTERM: new calls are refused (``unavailable``) while those in flight finish."""
         self.resolver: SpecResolver | None = None
         """Fills in components that name the caller's server resources (``ref: evaluator/ID``) before binding."""
+        self.probes = FirstUseProbes(self)
+        """Probes each spec on a project's first use of it (``rewards.probe_on_first_use``)."""
 
     @property
     def admission(self) -> Admission:
@@ -153,6 +156,7 @@ class RewardService:
             require(principal, RUNS_CODE, "the spec has a code component")
         if not rollouts:
             return []
+        await self.probes.check(reward, rollouts, principal.project)
         project = principal.project
         release = await self.admission.enter(project, len(rollouts))
         cancelled = threading.Event()
@@ -260,6 +264,7 @@ class RewardService:
 
     def close(self) -> None:
         """Stop the pools and close bound rewards."""
+        self.probes.close()
         self.cpu.shutdown()
         self.components.shutdown()
         self.sandboxes.shutdown()
