@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from evalsi.cli.main import app
-from evalsi.stats import estimate
+from evalsi.stats import estimate, newcombe_paired
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "finetuning"
@@ -104,7 +104,13 @@ def test_a_stricter_math_equiv_flips_the_unboxed_answer(tmp_path: Path, old_scor
     new_values = [json.loads(line)["components"]["correct"]["value"] for line in output.read_text().splitlines()]
     expected = estimate([float(b) - float(a) for a, b in zip(old, new_values, strict=True)])
     assert correct["difference"]["mean"] == pytest.approx(expected.mean)
-    assert correct["difference"]["ci_low"] == pytest.approx(expected.ci_low)
+    pairs = [(float(a), float(b)) for a, b in zip(old, new_values, strict=True)]
+    # Pass/fail pairs: the change's interval is Newcombe's paired score interval, and the JSON names it.
+    interval = newcombe_paired(
+        pairs.count((1.0, 1.0)), pairs.count((0.0, 1.0)), pairs.count((1.0, 0.0)), pairs.count((0.0, 0.0))
+    )
+    assert correct["difference"]["ci"] == {"low": interval.low, "high": interval.high, "method": "newcombe"}
+    assert correct["difference"]["ci_low"] == pytest.approx(interval.low)
     assert report["total"]["changed"] == 0  # that rollout was gated (no box) before and after
     assert "correct down: #2 (gsm-1): True -> False" in err
     assert "completion: '48 + 24 = 72 clips in total.'" in " ".join(err.split())

@@ -12,7 +12,7 @@ from evalsi.errors import DataError
 from evalsi.evaluators import Score
 from evalsi.rewards import RowSource, StoredRollout, rescore, score_keys, stored_from_scores
 from evalsi.rewards.wire import result_json
-from evalsi.stats import estimate
+from evalsi.stats import estimate, newcombe_paired
 from tests.helpers.counting import Counting
 
 ROLLOUTS: list[dict[str, Any]] = [
@@ -79,10 +79,16 @@ def test_a_changed_component_is_scored_again_and_its_flips_listed() -> None:
     old_values = [float(bool(s.old["right"].value)) for s in stored]
     new_values = [float(bool(r.components["right"].value)) for r in direct]
     expected = estimate([b - a for a, b in zip(old_values, new_values, strict=True)])
+    pairs = list(zip(old_values, new_values, strict=True))
+    # Pass/fail pairs: the interval of the change is Newcombe's paired score interval over the four cells.
+    interval = newcombe_paired(
+        pairs.count((1.0, 1.0)), pairs.count((0.0, 1.0)), pairs.count((1.0, 0.0)), pairs.count((0.0, 0.0))
+    )
     assert right.comparison is not None
     assert right.comparison.difference.mean == pytest.approx(expected.mean)
-    assert right.comparison.difference.ci_low == pytest.approx(expected.ci_low)
-    assert right.comparison.difference.ci_high == pytest.approx(expected.ci_high)
+    assert right.comparison.difference.method == "newcombe"
+    assert right.comparison.difference.ci_low == pytest.approx(interval.low)
+    assert right.comparison.difference.ci_high == pytest.approx(interval.high)
     assert report.total is not None and [c.index for c in report.total.changes] == [2]
     assert report.changed_rollouts == 1 and report.flip_rate == pytest.approx(0.2)
 
