@@ -38,6 +38,8 @@ if __name__ != "__main__":  # imported by the host or tests; when the server run
 
 WORKDIR = "/work"
 KILL_ALL = True
+STDIO: tuple[Any, Any, Any] = (None, None, None)
+"""The text streams of a case's fds 0, 1 and 2, made once by the server (see :func:`make_stdio`)."""
 _LIMIT_NAMES = {
     "cpu": resource.RLIMIT_CPU,
     "memory": resource.RLIMIT_AS,
@@ -75,23 +77,44 @@ def close_fds_except(keep: set[int]) -> None:
     os.closerange(low, 65536)
 
 
-def enter_case(limits: dict[str, int], stdio: tuple[int, int, int], keep: set[int]) -> None:
-    """Common start of P and T: own session, stdio, nothing inherited, limits, the work dir."""
+def make_stdio() -> tuple[Any, Any, Any]:
+    """Text streams over fds 0, 1 and 2 that a case inherits unused: its own fds are dup'ed onto those numbers.
+
+    Made once in the server rather than in every case: every object a forked process creates or touches costs it
+    a copied page, and three fresh streams were a third of a trivial case's page copies.
+    """
+    return (
+        open(0, encoding="utf-8", errors="replace", closefd=False),
+        open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False),
+        open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False),
+    )
+
+
+def rlimits(limits: dict[str, int]) -> list[tuple[int, int, int]]:
+    """``(resource, soft, hard)`` for each limit a case sets, worked out once per program (not in each case)."""
+    out = []
+    for name, value in limits.items():
+        which = _LIMIT_NAMES.get(name)
+        if which is not None and value > 0:
+            out.append((which, value, value + 1 if name == "cpu" else value))
+    out.append((resource.RLIMIT_CORE, 0, 0))
+    return out
+
+
+def enter_case(limits: list[tuple[int, int, int]], stdio: tuple[int, int, int], keep: set[int]) -> None:
+    """Common start of P and T: own session, stdio, nothing inherited, limits, the work dir.
+
+    SIGINT is already at its default (the server set it once), and the text streams are the server's unused
+    ones over the fds just replaced.
+    """
     os.setsid()
     for target, fd in enumerate(stdio):
         os.dup2(fd, target)
     close_fds_except(keep)
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    for name, value in limits.items():
-        which = _LIMIT_NAMES.get(name)
-        if which is not None and value > 0:
-            hard = value + 1 if name == "cpu" else value
-            resource.setrlimit(which, (value, hard))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    for which, soft, hard in limits:
+        resource.setrlimit(which, (soft, hard))
     os.chdir(WORKDIR)
-    sys.stdin = open(0, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
-    sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
-    sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+    sys.stdin, sys.stdout, sys.stderr = STDIO
 
 
 def run_program(code: Any, name: str) -> dict[str, Any]:
@@ -101,7 +124,6 @@ def run_program(code: Any, name: str) -> dict[str, Any]:
     block (``if __name__ == "__main__": main()``) stays quiet, as in HumanEval's and MBPP's own harnesses.
     """
     g: dict[str, Any] = {"__name__": name, "__builtins__": builtins, "__file__": "main.py"}
-    sys.argv = ["main.py"]
     exec(code, g)
     return g
 
@@ -187,12 +209,17 @@ def poll_deadline(pids: list[int], deadline: float) -> bool:
 
 
 def kill_everything(pgids: list[int]) -> bool:
-    """Kill every process the case started; True when none remain."""
+    """Kill every process the case started; True when none remain.
+
+    The case's own processes are killed by group and waited for first, so the sweep of whatever escaped its
+    group usually finds nothing at its first try rather than a process still dying.
+    """
     for pg in pgids:
         try:
             os.killpg(pg, signal.SIGKILL)
         except OSError:
             pass
+    wait_killed(pgids)
     if not KILL_ALL:
         reap()
         return True
@@ -209,6 +236,26 @@ def kill_everything(pgids: list[int]) -> bool:
     return False
 
 
+def wait_killed(pids: list[int]) -> None:
+    """Wait (a few seconds at most) for processes just sent SIGKILL to be gone; none is reaped."""
+    fds = []
+    for pid in pids:
+        try:
+            fds.append(os.pidfd_open(pid))
+        except OSError:
+            pass  # reaped already; or no pidfd (gVisor), where the sweep after waits instead
+    try:
+        deadline = time.monotonic() + 5.0
+        while fds and time.monotonic() < deadline:
+            ready, _, _ = select.select(fds, [], [], max(0.0, deadline - time.monotonic()))
+            for fd in ready:
+                fds.remove(fd)
+                os.close(fd)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
 def reap() -> None:
     while True:
         try:
@@ -219,13 +266,25 @@ def reap() -> None:
             return
 
 
-def run_case(code: Any, case: dict[str, Any], limits: dict[str, int], host_fd: int | None) -> dict[str, Any]:
-    """Run one case in its own process (and its tester's, for a call case); report how it ended."""
+def case_limits(limits: dict[str, int]) -> list[tuple[int, int, int]]:
+    """The rlimits of a program's cases: the request's, with room for the whole output in a file."""
     out_cap = int(limits.get("output", 1 << 20))
-    fds = (memfd("stdin", case.get("stdin", "").encode()), memfd("stdout"), memfd("stderr"))
     proc_limits = {k: v for k, v in limits.items() if k in _LIMIT_NAMES}
     if proc_limits.get("file_size", 0) > 0:
         proc_limits["file_size"] = max(proc_limits["file_size"], out_cap + 1)
+    return rlimits(proc_limits)
+
+
+def run_case(
+    code: Any,
+    case: dict[str, Any],
+    limits: dict[str, int],
+    proc_limits: list[tuple[int, int, int]],
+    host_fd: int | None,
+) -> dict[str, Any]:
+    """Run one case in its own process (and its tester's, for a call case); report how it ended."""
+    out_cap = int(limits.get("output", 1 << 20))
+    fds = (memfd("stdin", case.get("stdin", "").encode()), memfd("stdout"), memfd("stderr"))
     start, ru0 = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
     if case["kind"] == "call" and host_fd is not None:
         pid, tester = fork_call(code, proc_limits, fds, host_fd, out_cap)
@@ -259,7 +318,7 @@ def run_case(code: Any, case: dict[str, Any], limits: dict[str, int], host_fd: i
 
 
 def fork_case(
-    limits: dict[str, int], stdio: tuple[int, int, int], body: Any, keep: frozenset[int] = frozenset()
+    limits: list[tuple[int, int, int]], stdio: tuple[int, int, int], body: Any, keep: frozenset[int] = frozenset()
 ) -> int:
     """Fork a case process that enters its limits and runs ``body``; it never returns into the server."""
     pid = os.fork()
@@ -272,7 +331,9 @@ def fork_case(
     return pid
 
 
-def fork_call(code: Any, limits: dict[str, int], fds: tuple[int, int, int], host_fd: int, cap: int) -> tuple[int, int]:
+def fork_call(
+    code: Any, limits: list[tuple[int, int, int]], fds: tuple[int, int, int], host_fd: int, cap: int
+) -> tuple[int, int]:
     """Fork the program P and its tester T, joined by a socketpair; only T holds the host's socket."""
     ends = socket.socketpair()
     program, tester = ends[0].fileno(), ends[1].fileno()
@@ -334,9 +395,11 @@ def handle_program(req: dict[str, Any], fds: list[int]) -> dict[str, Any]:
         with open(os.path.join(WORKDIR, os.path.basename(name)), "w", encoding="utf-8") as fh:
             fh.write(text)
     fd_iter = iter(fds)
+    proc_limits = case_limits(req["limits"])
+    gc.freeze()  # what this request allocated too: a case's collections never walk (and copy) the server's objects
     for case in req["cases"]:
         host_fd = next(fd_iter, None) if case["kind"] == "call" else None
-        result = run_case(code, case, req["limits"], host_fd)
+        result = run_case(code, case, req["limits"], proc_limits, host_fd)
         results.append(result)
         if not result["clean"]:
             break
@@ -369,10 +432,14 @@ def main() -> None:
     KILL_ALL = (sys.argv[2] if len(sys.argv) > 2 else "all") == "all"
     if "harden" in sys.argv[3:]:
         harden()
+    global STDIO
     ctl = socket.socket(fileno=os.dup(0))
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
+    STDIO = make_stdio()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # once here: every case inherits it
+    sys.argv = ["main.py"]  # what a program sees; the server read its own arguments above
     gc.freeze()  # the server's objects move to a permanent generation: a case's GC never touches (copies) them
     send_frame(ctl, {"op": "ready", "pid": os.getpid()})
     while True:
