@@ -237,7 +237,7 @@ def test_a_storage_directory_the_sandbox_cannot_reach_refuses_uploads_without_sh
 def _sleepers() -> list[str]:
     for _ in range(100):  # the sandbox starts a moment after the job is RUNNING
         listing = subprocess.run(["ps", "-ewwo", "args"], capture_output=True, text=True, check=True).stdout
-        found = [line for line in listing.splitlines() if "evalsi_runner.py score test_sleepy.py" in line]
+        found = [line for line in listing.splitlines() if "evalsi_runner.py serve test_sleepy.py" in line]
         if found:
             return found
         time.sleep(0.05)

@@ -218,6 +218,12 @@ class Sandbox:
                 return False
         elif "compile_error" in reply:
             return False
+        return self.oom_killed()
+
+    def oom_killed(self) -> bool:
+        """Whether the sandbox cgroup's OOM killer killed in it since the last look (False without a cgroup)."""
+        if self._cgroup is None:
+            return False
         kills = self._cgroup.oom_kills()
         seen, self._oom_kills = self._oom_kills, kills
         return kills > seen
@@ -259,6 +265,21 @@ class Sandbox:
     def __del__(self) -> None:
         if getattr(self, "_own_slot", False):
             release_slot(self.slot)
+
+    def kill(self) -> None:
+        """Kill the sandbox's processes now, whatever they are doing; :meth:`close` still cleans up after.
+
+        Safe from another thread: a request waiting on the sandbox ends at once (its channel is shut down).
+        """
+        ctl, proc, cgroup = self._ctl, self._proc, self._cgroup
+        if ctl is not None:
+            with contextlib.suppress(OSError):
+                ctl.shutdown(socket.SHUT_RDWR)
+        if proc is not None:
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        if cgroup is not None:
+            cgroup.kill()
 
     def close(self) -> None:
         """Kill the sandbox and everything in it; remove its host work dir. It restarts on its next use."""

@@ -413,6 +413,151 @@ def handle_program(req: dict[str, Any], fds: list[int]) -> dict[str, Any]:
     return {"op": "results", "nonce": req["nonce"], "results": results, "dirty": dirty}
 
 
+# ---- a resident process: one long-lived process fed requests (a warm evaluator worker) -----------------------
+
+RESIDENT: dict[str, Any] = {}
+"""The resident process, while one runs: its pid, the server's end of its channel, its stderr pipe and tail."""
+RESIDENT_FD = 3
+"""The resident's end of its channel, in the resident."""
+STDERR_TAIL = 8192
+
+
+def handle_resident(req: dict[str, Any]) -> dict[str, Any]:
+    """Start the resident process (``argv`` under the case limits, in a wiped work dir) and wait for its hello.
+
+    It talks only to this server, over a socketpair whose other end the host never sees: the host's requests and
+    its answers go through :func:`handle_call`, so whatever the resident writes, it cannot answer the host itself.
+    Its stdout and stderr go to a pipe of which the server keeps the last bytes (for the reason it stopped).
+    """
+    nonce = req["nonce"]
+    if RESIDENT:
+        return {"op": "answer", "nonce": nonce, "status": "refused", "detail": "a resident process runs already"}
+    try:
+        wipe(WORKDIR)
+    except OSError:
+        return {"op": "answer", "nonce": nonce, "status": "refused", "detail": "the work dir could not be wiped"}
+    ours, theirs = socket.socketpair()
+    err_r, err_w = os.pipe()
+    null = os.open(os.devnull, os.O_RDWR)
+    argv = [str(a) for a in req["argv"]]
+    limits = case_limits(req["limits"])
+    pid = fork_case(
+        limits, (null, err_w, err_w), lambda: exec_resident(argv, theirs.fileno()), frozenset({theirs.fileno()})
+    )
+    theirs.close()
+    os.close(err_w)
+    os.close(null)
+    RESIDENT.update(pid=pid, chan=ours, err=err_r, tail=bytearray())
+    return exchange(nonce, None, time.monotonic() + float(req["wall"]), int(req["cap"]))
+
+
+def exec_resident(argv: list[str], channel: int) -> None:
+    """In the resident: its channel on fd 3, then the program."""
+    if channel != RESIDENT_FD:
+        os.dup2(channel, RESIDENT_FD)
+        os.close(channel)
+    os.set_inheritable(RESIDENT_FD, True)
+    os.execve(argv[0], argv, {"PATH": "/usr/bin:/bin", "HOME": WORKDIR, "LANG": "C.UTF-8"})
+
+
+def handle_call(req: dict[str, Any], payload: bytes) -> dict[str, Any]:
+    """Give the resident one request and bring back its one answer, within ``wall`` seconds and ``cap`` bytes."""
+    nonce = req["nonce"]
+    if not RESIDENT:
+        return {"op": "answer", "nonce": nonce, "status": "exited", "detail": "no resident process runs"}
+    return exchange(nonce, payload, time.monotonic() + float(req["wall"]), int(req["cap"]))
+
+
+def exchange(nonce: str, payload: bytes | None, deadline: float, cap: int) -> dict[str, Any]:
+    """Send ``payload`` (when given) to the resident and read one frame back; on any failure the resident is killed.
+
+    The answer's frame is never parsed here: its bytes go to the host as they came (``size`` in the reply, then
+    the bytes). Past ``cap`` bytes, the answer is cut off unread (``output``); past the deadline, ``timeout``; a
+    closed channel, ``exited``. Meanwhile the resident's stderr is drained into its tail.
+    """
+    chan, err, tail = RESIDENT["chan"], RESIDENT["err"], RESIDENT["tail"]
+    status, body = "ok", b""
+    try:
+        if payload is not None:
+            chan.settimeout(max(0.001, deadline - time.monotonic()))
+            chan.sendall(struct.pack(">I", len(payload)) + payload)
+        chan.setblocking(False)
+        data = bytearray()
+        need = 4
+        size = -1
+        watched = [chan.fileno(), err]
+        while status == "ok":
+            left = deadline - time.monotonic()
+            if left <= 0:
+                status = "timeout"
+                break
+            ready, _, _ = select.select(watched, [], [], left)
+            if err in ready:
+                chunk = os.read(err, 65536)
+                if chunk:
+                    tail += chunk
+                    del tail[:-STDERR_TAIL]
+                else:
+                    watched.remove(err)
+            if chan.fileno() in ready:
+                chunk = chan.recv(min(need - len(data), 1 << 20))
+                if not chunk:
+                    status = "exited"
+                    break
+                data += chunk
+                if len(data) < need:
+                    continue
+                if size < 0:
+                    (size,) = struct.unpack(">I", bytes(data[:4]))
+                    if size > cap:
+                        status = "output"
+                        break
+                    data, need = bytearray(), size
+                    if size:
+                        continue
+                body = bytes(data)
+                break
+    except (TimeoutError, socket.timeout):  # noqa: UP041 (one class from Python 3.10; the sandbox may run 3.9)
+        status = "timeout"
+    except OSError:
+        status = "exited"
+    if status == "ok":
+        return {"op": "answer", "nonce": nonce, "status": "ok", "size": len(body), "body": body}
+    return {"op": "answer", "nonce": nonce, **stop_resident(), "status": status}
+
+
+def stop_resident() -> dict[str, Any]:
+    """Kill the resident and everything it started; how it had ended, and the tail of what it wrote."""
+    if not RESIDENT:
+        return {}
+    pid = RESIDENT["pid"]
+    code = exit_status(pid)
+    kill_everything([pid])
+    reap()
+    RESIDENT["chan"].close()
+    try:
+        while True:
+            chunk = os.read(RESIDENT["err"], 65536) if select.select([RESIDENT["err"]], [], [], 0)[0] else b""
+            if not chunk:
+                break
+            RESIDENT["tail"] += chunk
+            del RESIDENT["tail"][:-STDERR_TAIL]
+    except OSError:
+        pass
+    os.close(RESIDENT["err"])
+    stderr = bytes(RESIDENT["tail"]).decode("utf-8", "replace")
+    RESIDENT.clear()
+    return {"exit": code, "stderr": stderr}
+
+
+def send_answer(ctl: socket.socket, reply: dict[str, Any]) -> None:
+    """A resident's answer: the reply's frame, then its body's bytes as they came (``size`` of them)."""
+    body = reply.pop("body", b"")
+    send_frame(ctl, reply)
+    if body:
+        ctl.sendall(body)
+
+
 def harden() -> None:
     """Make the server, and so every fork of it, non-dumpable.
 
@@ -449,6 +594,11 @@ def main() -> None:
             return
         if req.get("op") == "program":
             send_frame(ctl, handle_program(req, fds))
+        elif req.get("op") == "resident":
+            send_answer(ctl, handle_resident(req))
+        elif req.get("op") == "call":
+            payload = recv_exact(ctl, int(req["size"]))
+            send_answer(ctl, handle_call(req, payload))
         else:
             send_frame(ctl, {"op": "error", "error": f"unknown op {req.get('op')!r}"})
 
