@@ -4,9 +4,9 @@ The baseline: the evaluation test's function applied to every row in this proces
 sandbox, no server). Then, per batch size, a fresh server on loopback (upload and build excluded) runs jobs over
 the same dataset: the first starts the evaluator's warm worker (one sandbox, one interpreter and import), the
 next find it warm, and a one-row job gives the fixed cost of a job (its database writes, the output dataset).
-Each job is timed by the server's own clock, from ``CreateEvaluationJob`` to ``COMPLETED``. Prints the cost per
-row against the baseline's, for the whole warm job and past its fixed cost; target at the default batch
-(``jobs.batch_rows``): <= 10x.
+Each job is timed by the server's own clock, from ``CreateEvaluationJob`` to ``COMPLETED``; the baseline is the
+fastest of three runs before and three after each server's jobs. Prints the cost per row against the baseline's,
+for the whole warm job and past its fixed cost; target at the default batch (``jobs.batch_rows``): <= 10x.
 Run: ``.venv/bin/python bench/evaluation_jobs.py [--quick] [--rows 5000]`` (a few minutes; --quick: seconds).
 """
 
@@ -125,11 +125,12 @@ def main() -> None:
     args = parser.parse_args()
     count = args.rows or (500 if args.quick else 5000)
     rows = [chat(f"Capital of country {i}?", f"City {i % 7}", f"City {i % 5}") for i in range(count)]
-    baseline = min(in_process(rows) for _ in range(3)) / count  # type: ignore[arg-type]
-    print(f"in-process: {1 / baseline:,.0f} rows/s ({baseline * 1e6:.1f} µs/row); {os.cpu_count()} cores, "
-          f"{os.getloadavg()[0]:.1f} load")  # fmt: skip
+    print(f"{count} rows; {os.cpu_count()} cores, {os.getloadavg()[0]:.1f} load")
     for batch in (DEFAULT_BATCH,) if args.quick else (64, DEFAULT_BATCH, 1024):
+        before = min(in_process(rows) for _ in range(3))  # type: ignore[arg-type]
         took = on_server(rows, batch)  # type: ignore[arg-type]
+        baseline = min(before, *(in_process(rows) for _ in range(3))) / count  # type: ignore[arg-type]
+        print(f"in-process, around the jobs: {1 / baseline:,.0f} rows/s ({baseline * 1e6:.1f} µs/row)")
         cold, warm, single = took["cold"] / count, took["warm"] / count, took["single"]
         marginal = max(took["warm"] - single, 0.0) / (count - 1)
         print(
