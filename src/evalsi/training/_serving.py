@@ -28,6 +28,7 @@ import httpx
 
 from evalsi.errors import EvalsiError
 from evalsi.training._checkpoints import ModelFiles, find_model, signature
+from evalsi.training._convert import DEFAULT_CONVERT_DIR, convert_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -57,21 +58,40 @@ class ModelRef:
     @property
     def served_name(self) -> str:
         """A model name unique to this checkpoint's files: same files, same name; new files, a new name."""
-        run = re.sub(r"[^A-Za-z0-9._-]+", "-", self.training_run).strip("-") or "run"
+        run = _safe_name(self.training_run)
         if self.step is None:
             return f"{run}-base"
         return f"{run}-step-{self.step}-{self.fingerprint[:10] or 'x'}"
 
 
-def model_ref(location: str | Path, step: int | None, training_run: str) -> ModelRef:
-    """A reference to a checkpoint (or base model) with what it holds and a fingerprint of its files."""
+def model_ref(
+    location: str | Path, step: int | None, training_run: str, *, convert_dir: str | Path | None = None
+) -> ModelRef:
+    """A reference to a checkpoint (or base model) with what it holds and a fingerprint of its files.
+
+    A sharded checkpoint (verl FSDP, DeepSpeed ZeRO, PyTorch DCP) is converted first, once, into
+    ``convert_dir/<training run>/<checkpoint>-<fingerprint>`` (default ``evalsi-logs/converted``): the reference's
+    files are the conversion's, its fingerprint the checkpoint's own.
+
+    Raises:
+        ConversionError: A sharded checkpoint's converter is not installed (the message gives the command that
+            converts it) or failed.
+
+    """
     path = Path(location)
     if path.exists():
         files = find_model(path)
         digest = signature(path).digest
+        if files is not None and files.sharded is not None:
+            cache = Path(convert_dir) if convert_dir is not None else DEFAULT_CONVERT_DIR
+            files = convert_checkpoint(files, path.name, digest, cache / _safe_name(training_run))
         return ModelRef(str(path.resolve()), step, training_run, files, digest)
     fingerprint = hashlib.sha256(str(location).encode()).hexdigest()[:12]
     return ModelRef(str(location), step, training_run, None, fingerprint)
+
+
+def _safe_name(training_run: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", training_run).strip("-") or "run"
 
 
 @dataclass(frozen=True)
