@@ -29,6 +29,7 @@ import httpx
 from evalsi.errors import DataError, EvalsiError
 from evalsi.training._checkpoints import STATE_DICT_SUFFIXES, ModelFiles, ModelKind, find_model, parse_step, signature
 from evalsi.training._convert import DEFAULT_CONVERT_DIR, convert_checkpoint
+from evalsi.training._sharded import find_sharded
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,8 @@ _SERVES: dict[str, tuple[ModelKind, ...]] = {
 """What each built-in strategy (by ``name``) serves from a checkpoint's files; ``endpoint`` serves anything."""
 MODEL_FILES = (
     "config.json with model.safetensors (or the shards its index names), adapter_config.json with "
-    f"adapter_model.safetensors, or a state dictionary file ({', '.join(STATE_DICT_SUFFIXES)})"
+    f"adapter_model.safetensors, a state dictionary file ({', '.join(STATE_DICT_SUFFIXES)}), or every shard of a "
+    "verl, DeepSpeed ZeRO or PyTorch distributed checkpoint"
 )
 """What a checkpoint must hold, for messages."""
 
@@ -91,6 +93,9 @@ def check_servable(strategy: ServingStrategy, ref: ModelRef) -> None:
     if ref.files is None:
         path = Path(ref.location)
         if path.exists():
+            sharded = find_sharded(path)
+            if sharded is not None:  # a trainer is still writing it, or died while it did
+                raise UnservableError(f"{ref.location} is {sharded.description} not complete yet: {sharded.found}")
             raise UnservableError(f"{ref.location} holds no model: a checkpoint holds {MODEL_FILES}")
         if strategy.name == "lora" or _looks_like_a_path(ref.location):
             raise UnservableError(f"{ref.location}: no such file or directory")
