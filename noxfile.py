@@ -56,7 +56,8 @@ def trl(session: nox.Session) -> None:
 
 @nox.session(name="verl")
 def verl(session: nox.Session) -> None:
-    """verl's Naive and Batch reward managers score a DataProto through evalsi/rewards/verl.py (CPU)."""
+    """verl's Naive and Batch reward managers score a DataProto through evalsi/rewards/verl.py (CPU); a verl FSDP
+    actor checkpoint saved by verl is merged by its model merger and served."""
     session.install("torch==2.13.0", "verl==0.9.1", "transformers==5.10.4", "ray==2.60.0", "-e", ".[dev]")
     session.run("pytest", "-q", "tests/integrations/verl", env={"EVALSI_INTEGRATION": "1"})
 
