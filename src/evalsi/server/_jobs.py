@@ -27,13 +27,13 @@ import time
 from typing import Any
 
 import orjson
-from google.protobuf import json_format
 from sqlalchemy import Engine, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from evalsi.errors import EvalsiError
 from evalsi.sandbox import Isolation, Limits
 from evalsi.server._config import ServerConfig
+from evalsi.server._convert import message_dict
 from evalsi.server._datasets import Datasets, has_reply
 from evalsi.server._errors import ServiceError, redact
 from evalsi.server._evaluators import Evaluators
@@ -153,6 +153,7 @@ class Jobs:
         self.datasets.row(project, input_id, "evaluationJob.inputDataset")
         target, params = self._generation(spec)
         self._refuse_existing_output(project, output_id)
+        self.datasets.check_room(project)  # its output is a dataset: refused now, not after the work
         now = time.time()
         values = {
             "project": project,
@@ -203,7 +204,7 @@ class Jobs:
 
     def _generation(self, spec: pb.EvaluationJob) -> tuple[str, dict[str, Any]]:
         """The job's target name and checked completion params (``("", {})`` when it generates nothing)."""
-        raw = json_format.MessageToDict(spec.completion_params) if spec.HasField("completion_params") else {}
+        raw = message_dict(spec.completion_params, PARAMS_PATH) if spec.HasField("completion_params") else {}
         if not spec.target:
             if raw:
                 raise ServiceError(
