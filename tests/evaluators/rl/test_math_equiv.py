@@ -17,7 +17,7 @@ import evalsi.rewards
 from evalsi.errors import SpecError
 from evalsi.evaluators import Score, ScoreContext, get_evaluator
 from evalsi.evaluators.rl.math_equiv import MathEquiv, MathEquivParams
-from evalsi.evaluators.rl.math_equiv._symbolic import latex_to_python
+from evalsi.evaluators.rl.math_equiv._symbolic import latex_to_python, refutation
 from evalsi.records import Record, from_rollout
 
 pytestmark = pytest.mark.timeout(120)
@@ -135,6 +135,19 @@ def test_sympy_translation_refuses_what_could_run_code(latex: str) -> None:
 def test_latex_translation() -> None:
     assert latex_to_python("\\frac{\\sqrt{3}}{2}") == "((sqrt(3))/(2))"
     assert latex_to_python("x = 2^{10}") == " 2**(10)"
+
+
+def test_a_backend_equal_on_symbols_is_overruled_where_random_points_differ() -> None:
+    import sympy
+
+    n, k, x = sympy.symbols("n k x")
+    f = sympy.Function("F")
+    assert refutation(sympy.Sum(k, (k, 1, n)), n * (n - 1) / 2, 6) == "differs at random points"
+    assert refutation(sympy.Sum(k, (k, 1, n)), n * (n + 1) / 2, 6) is None
+    shifted = sympy.Sum(f(k) * f(n - k - 2), (k, 0, n - 2))
+    assert refutation(sympy.Sum(f(k) * f(n - k - 1), (k, 0, n - 1)), shifted, 6) == "differs at random points"
+    assert refutation(sympy.Eq(sympy.cos(x), 1), sympy.Eq(sympy.sin(x), 1), 6) is not None
+    assert refutation(sympy.Integer(2), sympy.Integer(3), 6) is None  # plain numbers are decided elsewhere
 
 
 def test_memo_serves_repeated_answers_and_references_parse_once(math_equiv: MathEquiv) -> None:
