@@ -453,6 +453,16 @@ MIXED_NUMBERS = r"""
 3\frac{1}{3} ;; 1 ;; F
 5\frac{1}{4} ;; \frac{5}{4} ;; F
 -1 1/2 ;; -\frac{1}{2} ;; F
+2 1/3 cups ;; \frac{7}{3} ;; T
+2 1/3 cups ;; 2\frac{1}{3} \text{ cups} ;; T
+1 1/2 hours ;; 1.5 ;; T
+1 1/2 hours ;; \frac{3}{2} \text{ hours} ;; T
+3\frac{1}{4} inches ;; 3.25 ;; T
+2 1/3 cups ;; \frac{2}{3} ;; F
+2 1/3 cups ;; \frac{1}{3} \text{ cups} ;; F
+1 1/2 hours ;; \frac{1}{2} ;; F
+1 1/2 hours ;; 1.5 \text{ minutes} ;; F
+3\frac{1}{4} inches ;; \frac{3}{4} ;; F
 """
 
 CONJUNCTIONS = r"""

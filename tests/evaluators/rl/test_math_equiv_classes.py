@@ -102,6 +102,8 @@ CASES: list[tuple[str, str, str, bool]] = [
     ),
     ("mixed-numbers", "1 1/2", "\\boxed{\\frac{3}{2}}", True),
     ("mixed-numbers", "2 3/4", "\\boxed{\\frac{3}{2}}", False),
+    ("mixed-numbers", "2 1/3 cups", "\\boxed{\\frac{7}{3}}", True),
+    ("mixed-numbers", "1 1/2 hours", "\\boxed{1.5 \\text{ minutes}}", False),
     ("conjunctions", "100 or 200", "\\boxed{100, 200}", True),
     ("conjunctions", "100 or 200", "\\boxed{100200}", False),
     ("conjunctions", "100200", "$\\boxed{100}$ and $\\boxed{200}$", False),

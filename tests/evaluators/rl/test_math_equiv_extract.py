@@ -94,6 +94,9 @@ def test_reference_extraction_keeps_a_bare_reference() -> None:
         ("-2 3/4", "-\\frac{11}{4}"),
         ("3\\frac{1}{3}", "\\frac{10}{3}"),
         ("2\\frac{5}{4}", "2\\frac{5}{4}"),  # an improper fraction after a number is a product
+        ("2 1/3 cups", "\\frac{7}{3}"),  # a mixed number keeps its unit word apart
+        ("\\frac{7}{3} cups", "\\frac{7}{3}"),
+        ("3\\frac{1}{4} inches", "\\frac{13}{4}"),
         ("2^4 7^2", "2^4\\cdot7^2"),
     ],
 )

@@ -68,7 +68,12 @@ _MIXED = re.compile(
 )
 _SPACE_THOUSANDS = re.compile(r"[-+]?\d{1,3}(?: \d{3})+(?:\.\d+)?")
 _WHITESPACE = re.compile(r"\s+")
-_NUMERIC_HEAD = re.compile(r"([-+]?(?:\d[\d,;]*(?:\.\d+)?|\.\d+)(?:/\d+)?%?|\d{1,2}:\d{2})\s*")
+_NUMERIC_HEAD = re.compile(
+    r"([-+]?(?:\d+\s*)?\\frac\{\d+\}\{\d+\}"  # \frac{7}{3}, a mixed number 2\frac{1}{3}
+    r"|[-+]?\d+\s\d+/\d+(?![\d./])"  # a mixed number 2 1/3
+    r"|[-+]?(?:\d[\d,;]*(?:\.\d+)?|\.\d+)(?:/\d+)?%?|\d{1,2}:\d{2})\s*"
+)
+"""A number an answer starts with, before its unit words (``2 1/3 cups``, ``\\frac{7}{3} cups``, ``12 apples``)."""
 _UNIT_WORDS = re.compile(r"[A-Za-z][A-Za-z./ ]*(?:\^\{?[23]\}?)?")
 _TEXT_UNIT = re.compile(
     r"\\(?:text|textnormal|textbf|textit|mathrm|mathbf|mbox)\s*\{\s*([A-Za-z][A-Za-z. /]*)\}(\s*\^\s*\{?[23]\}?)?\s*$"
