@@ -6,6 +6,7 @@ run stopped under ``onError: raise``; 2 bad usage, spec or data; 3 a gate failed
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Annotated
@@ -30,7 +31,11 @@ def run_command(
     file: Annotated[Path, typer.Option("--file", "-f", help="The RunSpec YAML file.")],
     overrides: Annotated[
         list[str] | None,
-        typer.Option("--set", help="Override a spec field, e.g. --set sampling.temperature=0.6 (repeatable)."),
+        typer.Option(
+            "--set",
+            help="Override a spec field, e.g. --set sampling.temperature=0.6 (repeatable); a path set this way is "
+            "relative to the current directory.",
+        ),
     ] = None,
     name: Annotated[str | None, typer.Option("--name", help="Which RunSpec, when the file holds several.")] = None,
     output: Annotated[
@@ -59,8 +64,9 @@ def run_command(
 
     Exit codes: 0 ok; 1 records failed (rerun to resume); 2 bad usage, spec or data; 3 a gate failed.
     """
-    # -o is relative to the current directory (spec.output, like the spec's other paths, to the spec file)
-    extra = [*(overrides or []), *([f"output={output.absolute()}"] if output is not None else [])]
+    # Paths given here (-f, -o, a path set with --set) are relative to the working directory; the spec's own
+    # paths (spec.output, dataset.path...) to the spec file.
+    extra = [*(overrides or []), *([f"output={json.dumps(str(output.absolute()))}"] if output is not None else [])]
     try:
         run = load_run(file, name, extra)
         outcome = Runner(run, progress=not quiet, restart=restart).run()

@@ -100,7 +100,12 @@ def parse_resources(documents: list[Document]) -> list[Resource]:
         name = metadata.get("name")
         if not isinstance(name, str) or not name:
             raise fail("metadata.name is required: a non-empty name for this resource", ("metadata",))
+        for key in metadata:
+            if key not in ("name", "labels"):
+                raise fail("unknown field; metadata has name and labels", ("metadata", key))
         labels = metadata.get("labels") or {}
+        if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
+            raise fail("labels must map names to text, such as {team: math}", ("metadata", "labels"))
         spec = data.get("spec")
         if not isinstance(spec, dict):
             raise fail("spec is required and must be a mapping", ("spec",) if "spec" in data else ())
