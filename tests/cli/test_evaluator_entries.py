@@ -72,6 +72,15 @@ def test_several_in_a_script_fail_listing_them_and_upload_nothing(
         assert "3. test_capitals.py::test_second" in result.output
 
 
+def test_the_project_directory_may_be_given_with_path(project: Path, tmp_path: Path) -> None:
+    runner = CliRunner(env={"EVALSI_SERVER": "http://127.0.0.1:9"})
+    result = runner.invoke(app, ["evaluators", "upload", "--path", str(project), "--id", "x", "--yes"])
+    assert result.exit_code == 2, result.output
+    assert "3 evaluation tests in" in result.output and "1. checks/words_test.py::test_words" in result.output
+    both = runner.invoke(app, ["evaluators", "upload", str(tmp_path), "--path", str(project), "--yes"])
+    assert both.exit_code == 2 and "name different directories" in both.output
+
+
 def test_a_project_without_evaluation_tests_is_refused(tmp_path: Path) -> None:
     (tmp_path / "test_plain.py").write_text("def test_plain():\n    pass\n")
     result = CliRunner().invoke(app, ["evaluators", "upload", str(tmp_path)])

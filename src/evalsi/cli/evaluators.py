@@ -139,6 +139,9 @@ def _type_text(annotation: Any) -> str:
 @app.command("upload")
 def upload_command(
     path: Path = typer.Argument(Path("."), exists=True, file_okay=False, help="The project directory to upload."),
+    path_option: Path | None = typer.Option(
+        None, "--path", exists=True, file_okay=False, help="The project directory, as the argument (default: .)."
+    ),
     entry: str | None = typer.Option(
         None,
         "--entry",
@@ -154,6 +157,10 @@ def upload_command(
     wait: bool = typer.Option(True, "--wait/--no-wait", help="Wait until the build ends (exit 1 if it failed)."),
 ) -> None:
     """Pack PATH (respecting .gitignore; never .git or .venv) and upload it; the server builds it in the sandbox."""
+    if path_option is not None:
+        if path != Path(".") and path.resolve() != path_option.resolve():
+            fail(f"the argument {str(path)!r} and --path {str(path_option)!r} name different directories: give one")
+        path = path_option
     if entry is None:
         entry = choose_entry(path, where=str(path), yes=yes)
     location, sep, function = entry.partition("::")
