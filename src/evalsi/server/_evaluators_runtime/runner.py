@@ -59,12 +59,16 @@ def load(entry: str) -> tuple[Callable[..., Any], str]:
 def _result(row: Any, row_type: type[Any]) -> dict[str, Any]:
     if not isinstance(row, row_type):
         return {"error": f"the scoring function returned {type(row).__name__}, not the EvaluationRow it scored"}
+    result = row.evaluation_result
+    if not result.is_score_valid:
+        why = result.reason or result.error or "no reason given"
+        return {"error": f"the scoring function marked the score invalid: {why}"[:2000]}
     score = row.score
     if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score):
         return {"error": f"the scoring function left `score` {score!r}: set a number in [0, 1]"}
     if not 0.0 <= float(score) <= 1.0:
         return {"error": f"the scoring function gave the score {score!r}; scores are within [0, 1]"}
-    metrics = {str(k): float(v) for k, v in dict(row.metrics or {}).items() if isinstance(v, int | float)}
+    metrics = row.metric_values()
     reason = None if row.reason is None else str(row.reason)
     return {"score": float(score), "reason": reason, "metrics": metrics}
 
