@@ -147,7 +147,7 @@ def _fill(value: Any, listener: str) -> Any:
     return value
 
 
-# --- item 1: credentials and URLs are the operator's -------------------------------------------------------------
+# --- credentials and URLs are the operator's --------------------------------------------------------------------------
 
 SECRET_GRABS = [
     (
@@ -183,7 +183,7 @@ SECRET_GRABS = [
 ]
 
 
-def test_item1_a_request_never_sets_where_credentials_go(hostile: Hostile) -> None:
+def test_a_request_never_sets_where_credentials_go(hostile: Hostile) -> None:
     rollouts = [{"prompt": "p", "completion": "c", "answer": "a"}]
     for component, path in SECRET_GRABS:
         spec = {"components": [_fill(component, hostile.upstream.url)], "onError": "zero"}
@@ -222,7 +222,7 @@ HOST_CODE = [
 """Evaluators that import or read what the spec names on the scoring machine: in-process only, never a tenant's."""
 
 
-def test_item1_a_request_never_runs_or_reads_host_code_it_names(hostile: Hostile) -> None:
+def test_a_request_never_runs_or_reads_host_code_it_names(hostile: Hostile) -> None:
     rollouts = [{"prompt": "p", "completion": "c", "answer": "a"}]
     for component, path in HOST_CODE:
         spec = {"components": [component], "onError": "zero"}
@@ -233,7 +233,7 @@ def test_item1_a_request_never_runs_or_reads_host_code_it_names(hostile: Hostile
         assert call_grpc(hostile.server, hostile.run, spec, rollouts)[0] == "permission_denied"
 
 
-# --- item 7: the operator's isolation floor -------------------------------------------------------------------
+# --- the operator's isolation floor -----------------------------------------------------------------------------------
 
 LOWERED_FLOORS = [
     {"ref": "code-exec-tests", "sandbox": {"minIsolation": "process"}},
@@ -257,9 +257,7 @@ print(",".join(seen) or "isolated")
 """
 
 
-def test_item7_code_runs_at_the_operators_floor_and_sees_nothing_of_the_server(
-    hostile: Hostile, tmp_path: Path
-) -> None:
+def test_code_runs_at_the_operators_floor_and_sees_nothing_of_the_server(hostile: Hostile, tmp_path: Path) -> None:
     # HTTP only: this server starts sandboxes from a process without gRPC threads, so only the floor is tested
     url = f"sqlite:///{tmp_path / 'code.db'}"
     config = write_config(
@@ -291,7 +289,7 @@ OVERSIZED_LIMITS = [
 ]
 
 
-def test_item7_code_limits_are_clamped_to_the_operators_ceilings() -> None:
+def test_code_limits_are_clamped_to_the_operators_ceilings() -> None:
     from evalsi.rewards import from_mapping
     from evalsi.server import config_from_mapping
     from evalsi.server._caps import Caps, capped
@@ -307,7 +305,7 @@ def test_item7_code_limits_are_clamped_to_the_operators_ceilings() -> None:
         assert params.min_isolation == "namespaced"
 
 
-def test_item7_a_server_refuses_the_process_rung_as_its_floor(tmp_path: Path) -> None:
+def test_a_server_refuses_the_process_rung_as_its_floor(tmp_path: Path) -> None:
     config = write_config(
         tmp_path, {"database": {"url": f"sqlite:///{tmp_path / 's.db'}"}, "sandbox": {"min_isolation": "process"}}
     )
@@ -315,10 +313,10 @@ def test_item7_a_server_refuses_the_process_rung_as_its_floor(tmp_path: Path) ->
         ServerProcess(config)
 
 
-# --- item 9: metrics are the operator's ---------------------------------------------------------------------
+# --- metrics are the operator's ---------------------------------------------------------------------------------------
 
 
-def test_item9_metrics_are_an_operator_endpoint_with_bounded_labels(hostile: Hostile) -> None:
+def test_metrics_are_an_operator_endpoint_with_bounded_labels(hostile: Hostile) -> None:
     label = "tenant-chosen-label-8f3a"
     spec = {"components": [{"ref": "reward-model", "name": label, "params": {"model": "dead"}, "onError": "zero"}]}
     assert post_http(hostile.server, hostile.run, spec, [{"prompt": "p", "completion": "x"}]).status_code == 200
@@ -332,10 +330,10 @@ def test_item9_metrics_are_an_operator_endpoint_with_bounded_labels(hostile: Hos
     assert httpx.get(hostile.server.ready["metrics"].replace("/metrics", CONNECT_PATH)).status_code == 404
 
 
-# --- item 10: one project's cache is not another's oracle -----------------------------------------------------
+# --- one project's cache is not another's oracle ----------------------------------------------------------------------
 
 
-def test_item10_cached_scores_are_kept_per_project(hostile: Hostile) -> None:
+def test_cached_scores_are_kept_per_project(hostile: Hostile) -> None:
     log = hostile.directory / "scored.log"
     spec = {"components": [{"ref": "test-server-count", "params": {"log": str(log)}}]}
     rollout = [{"completion": "the other tenant's answer", "reference": "x"}]
@@ -345,7 +343,7 @@ def test_item10_cached_scores_are_kept_per_project(hostile: Hostile) -> None:
         assert len(log.read_text().splitlines()) == scored  # a hit only within the project that scored it
 
 
-# --- item 11: bad input is the caller's error, and errors reveal nothing of the server ---------------------------
+# --- bad input is the caller's error, and errors reveal nothing of the server -----------------------------------------
 
 CLASS_NAME = re.compile(r"\b[A-Z]\w*(Error|Exception)\b")  # an exception's class name, e.g. DecodeError
 DEEP = '{"a":' * 1000 + "1" + "}" * 1000
@@ -367,7 +365,7 @@ OVERFLOWS = [
 ]
 
 
-def test_item11_errors_are_classified_and_reveal_nothing(hostile: Hostile) -> None:
+def test_errors_are_classified_and_reveal_nothing(hostile: Hostile) -> None:
     headers = {"Authorization": f"Bearer {hostile.run}", "Content-Type": "application/json"}
     for body in MALFORMED_JSON:
         answer = httpx.post(
@@ -407,17 +405,17 @@ def test_item11_errors_are_classified_and_reveal_nothing(hostile: Hostile) -> No
     assert not CLASS_NAME.search(json.dumps(connect_answer.json()))
 
 
-# --- item 12: files and shutdown ---------------------------------------------------------------------------
+# --- files and shutdown -----------------------------------------------------------------------------------------------
 
 
-def test_item12_database_files_are_private(hostile: Hostile) -> None:
+def test_database_files_are_private(hostile: Hostile) -> None:
     files = [p for p in hostile.directory.iterdir() if p.name.startswith("server.db")]
     assert any(p.name == "server.db" for p in files)
     for path in files:
         assert stat.S_IMODE(path.stat().st_mode) & 0o077 == 0, (path.name, oct(path.stat().st_mode))
 
 
-def test_item12_healthz_answers_503_while_draining(tmp_path: Path) -> None:
+def test_healthz_answers_503_while_draining(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
     config = write_config(tmp_path, {"database": {"url": url}})
     token = make_token(url, "p", ["evaluations.run"])
@@ -441,7 +439,7 @@ def test_item12_healthz_answers_503_while_draining(tmp_path: Path) -> None:
         server.kill()
 
 
-# --- item 16: numbers out of range and deep nesting are the caller's error --------------------------------------
+# --- numbers out of range and deep nesting are the caller's error -----------------------------------------------------
 
 
 def _deep(depth: int) -> Any:
@@ -484,7 +482,7 @@ OUT_OF_RANGE: list[tuple[str, Call, tuple[str, ...], str]] = [
 """Requests a JSON or protobuf decoder accepts whose numbers or nesting no stored resource may hold."""
 
 
-def test_item16_numbers_out_of_range_and_deep_nesting_are_refused_naming_where(hostile: Hostile) -> None:
+def test_numbers_out_of_range_and_deep_nesting_are_refused_naming_where(hostile: Hostile) -> None:
     for what, call, protocols, where in OUT_OF_RANGE:
         for protocol in protocols:
             answer = call.answer(protocol, hostile.server, hostile.run)
@@ -508,7 +506,7 @@ def test_item16_numbers_out_of_range_and_deep_nesting_are_refused_naming_where(h
 
 @pytest.mark.sandbox
 @pytest.mark.timeout(600)
-def test_item16_a_jobs_seed_past_64_bits_is_refused_naming_it(tmp_path: Path) -> None:
+def test_a_jobs_seed_past_64_bits_is_refused_naming_it(tmp_path: Path) -> None:
     from tests.server.evaluation import CAPITALS, chat, jsonl, upload, wait_built
 
     url = f"sqlite:///{tmp_path / 's.db'}"

@@ -147,7 +147,7 @@ def _split_episode(row: EvaluationRow) -> tuple[list[dict[str, Any]], list[dict[
     An episode (tool calls or tool output among the messages, or a reward in the metadata) keeps every turn from
     the model's first on; otherwise the prompt is the messages but the model's, as it always was.
     """
-    messages = list(row.messages)
+    messages = [dict(m) for m in row.messages]  # plain dicts: the results file's JSON, whatever the row's types
     episode = "reward" in row.metadata or any(m.get("role") == "tool" or m.get("tool_calls") for m in messages)
     if not episode:
         return [m for m in messages if m.get("role") != "assistant"] or messages, None
