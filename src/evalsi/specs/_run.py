@@ -70,7 +70,7 @@ class TargetSpec(_Model):
                 raise ValueError(f"callable must be 'module:function', got {self.callable!r}")
         elif (self.base_url is None and self.base_urls is None) or self.model is None:
             raise ValueError(
-                "a target needs baseUrl and model (an OpenAI-compatible endpoint; baseUrls for its replicas), or callable"
+                "a target needs baseUrl and model (an OpenAI-compatible endpoint; baseUrls: its replicas), or callable"
             )
         for index, url in enumerate(self.base_urls or ()):
             if not url.startswith(("http://", "https://")):
