@@ -37,22 +37,24 @@ import logging
 import os
 import threading
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import aiohttp
 import orjson
-import yarl
 
 from evalsi._util.retry import RetryPolicy, retryable, timed_out
+
+if TYPE_CHECKING:  # aiohttp is imported on first use: commands that never call an upstream do not pay for it
+    import aiohttp
 
 log = logging.getLogger("evalsi.http")
 
 T = TypeVar("T")
 
-BodyReader = Callable[[aiohttp.StreamReader], Awaitable[Any]]
+BodyReader = Callable[["aiohttp.StreamReader"], Awaitable[Any]]
 """Reads a 200 answer's body as it arrives (``aiohttp.StreamReader``); what it returns becomes :attr:`Reply.data`."""
 
 COOLDOWN = 1.0
@@ -119,6 +121,7 @@ class _Session:
     loop: asyncio.AbstractEventLoop
     session: aiohttp.ClientSession
     timeout: aiohttp.ClientTimeout = field(repr=False)
+    errors: tuple[type[BaseException], ...] = ()
 
 
 def check_url(url: str, what: str = "URL") -> str:
@@ -128,8 +131,8 @@ def check_url(url: str, what: str = "URL") -> str:
         ValueError: It is not, naming ``what``.
 
     """
-    parsed = yarl.URL(url)
-    if parsed.scheme not in ("http", "https") or not parsed.host:
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise ValueError(f"{what} must be an http:// or https:// URL with a host, got {url!r}")
     return url
 
@@ -261,7 +264,7 @@ class HttpClient:
                     return Reply(response.status, response.headers, b"", url, data)
                 body = await response.read()
                 return Reply(response.status, response.headers, body, url)
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        except state.errors as exc:
             log.debug("HTTP attempt to %s failed: %r", url, exc)
             failure = TransportFailure(timed_out(exc), url)
             failure.__cause__ = exc
@@ -305,6 +308,8 @@ class HttpClient:
             if state is None or state.loop is not loop:
                 if state is not None:
                     raise RuntimeError("an HTTP client is used from one event loop only")
+                import aiohttp
+
                 connector = aiohttp.TCPConnector(
                     limit=self.max_connections * len(self._replicas),
                     limit_per_host=self.max_connections,
@@ -320,7 +325,8 @@ class HttpClient:
                 timeout = aiohttp.ClientTimeout(
                     total=None, connect=None, sock_connect=self.timeout, sock_read=self.timeout
                 )
-                state = self._session = _Session(loop, session, timeout)
+                errors = (aiohttp.ClientError, TimeoutError, OSError)
+                state = self._session = _Session(loop, session, timeout, errors)
         return state
 
     async def aclose(self) -> None:

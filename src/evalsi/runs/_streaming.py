@@ -10,10 +10,12 @@ so a test can check it grows with the stream's length, not with its square.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
 import orjson
+
+if TYPE_CHECKING:
+    import aiohttp
 
 
 class StreamError(ValueError):

@@ -20,9 +20,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import aiohttp
 import orjson
 
 from evalsi._util.http import status_text, transport_failure
@@ -33,6 +32,9 @@ from evalsi.errors import EvalsiError
 from evalsi.records import Content
 from evalsi.runs._streaming import StreamedCompletion, StreamError, read_stream
 from evalsi.specs import SamplingSpec, TargetSpec
+
+if TYPE_CHECKING:
+    import aiohttp
 
 RetryListener = Callable[[RetryNotice], None]
 
