@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,7 @@ from evalsi.runs._targets import make_target  # noqa: E402
 ANSWER = "The answer is 42."
 CLI_CPU: list[float] = []
 """CPU seconds of each `evalsi run` process (less disturbed by a busy machine than its wall time)."""
-Round = Callable[[str, list[bytes], int], Awaitable[float]]
+Round = Callable[[str, list[bytes], int], Coroutine[Any, Any, float]]
 
 
 def raise_file_limit() -> None:

@@ -143,11 +143,12 @@ class OpenAIServer:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     def stop(self) -> None:
-        """Stop serving and join the thread."""
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-        if self._thread is not None:
-            self._thread.join(10)
+        """Stop serving (open connections are dropped) and join the thread; stopping again does nothing."""
+        loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(loop.stop)
+        if thread is not None:
+            thread.join(10)
 
     def __enter__(self) -> OpenAIServer:
         return self.start()
@@ -175,8 +176,8 @@ class OpenAIServer:
                 else:
                     _write_response(writer, status, payload, headers)
                 await writer.drain()
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
-            pass
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.CancelledError):
+            pass  # the client went away, or the server is stopping
         finally:
             self._writers.discard(writer)
             writer.close()
@@ -288,7 +289,7 @@ def _stream_events(stream: _Stream) -> list[bytes]:
     obj = "chat.completion.chunk" if stream.kind == "chat" else "text_completion"
     model = stream.body.get("model", "test-model")
     for index, text in enumerate(stream.texts):
-        words = [w for w in text.split(" ")]
+        words = text.split(" ")
         pieces = [w if i == 0 else " " + w for i, w in enumerate(words)]
         for piece in pieces:
             choice: dict[str, Any] = (
@@ -297,7 +298,8 @@ def _stream_events(stream: _Stream) -> list[bytes]:
                 else {"index": index, "text": piece, "finish_reason": None}
             )
             events.append(json.dumps({"id": "s", "object": obj, "model": model, "choices": [choice]}).encode())
-        end = {"index": index, "finish_reason": "stop", **({"delta": {}} if stream.kind == "chat" else {"text": ""})}
+        end: dict[str, Any] = {"index": index, "finish_reason": "stop"}
+        end.update({"delta": {}} if stream.kind == "chat" else {"text": ""})
         events.append(json.dumps({"id": "s", "object": obj, "model": model, "choices": [end]}).encode())
     tokens = sum(len(t.split()) for t in stream.texts)
     usage = {"prompt_tokens": 1, "completion_tokens": tokens, "total_tokens": tokens + 1}
