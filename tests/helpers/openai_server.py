@@ -299,7 +299,10 @@ def _stream_events(stream: _Stream) -> list[bytes]:
             )
             events.append(json.dumps({"id": "s", "object": obj, "model": model, "choices": [choice]}).encode())
         end: dict[str, Any] = {"index": index, "finish_reason": "stop"}
-        end.update({"delta": {}} if stream.kind == "chat" else {"text": ""})
+        if stream.kind == "chat":
+            end["delta"] = {}
+        else:
+            end["text"] = ""
         events.append(json.dumps({"id": "s", "object": obj, "model": model, "choices": [end]}).encode())
     tokens = sum(len(t.split()) for t in stream.texts)
     usage = {"prompt_tokens": 1, "completion_tokens": tokens, "total_tokens": tokens + 1}
