@@ -125,15 +125,14 @@ class _Session:
 
 
 def check_url(url: str, what: str = "URL") -> str:
-    """``url`` if it is an absolute ``http(s)://`` URL with a host.
+    """``url`` if it is an ``http://`` or ``https://`` URL (one without a host fails as a connection would).
 
     Raises:
         ValueError: It is not, naming ``what``.
 
     """
-    parsed = urllib.parse.urlsplit(url)
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise ValueError(f"{what} must be an http:// or https:// URL with a host, got {url!r}")
+    if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+        raise ValueError(f"{what} must be an http:// or https:// URL, got {url!r}")
     return url
 
 
