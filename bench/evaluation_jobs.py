@@ -87,11 +87,14 @@ def on_server(rows: list[dict[str, object]], batch_rows: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=2000)
+    parser.add_argument("--quick", action="store_true", help="a few rows, one batch size (a smoke run)")
     args = parser.parse_args()
+    if args.quick:
+        args.rows = 64
     rows = [chat(f"Capital of country {i}?", f"City {i % 7}", f"City {i % 5}") for i in range(args.rows)]
     baseline = min(in_process(rows) for _ in range(3))  # type: ignore[arg-type]
     print(f"in-process: {args.rows / baseline:,.0f} rows/s ({baseline * 1e6 / args.rows:.1f} µs/row)")
-    for batch in (64, 256, 1024):
+    for batch in (64,) if args.quick else (64, 256, 1024):
         seconds = on_server(rows, batch)  # type: ignore[arg-type]
         ratio = seconds / baseline
         print(f"job, batch_rows={batch}: {args.rows / seconds:,.0f} rows/s ({seconds * 1e3 / args.rows:.2f} ms/row), "
