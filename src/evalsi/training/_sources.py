@@ -148,7 +148,7 @@ class RemoteDirectory:
         except ImportError:
             raise LocationError(
                 f"{url}: remote checkpoints need fsspec: pip install 'evalsi[remote]' "
-                "(and s3fs, gcsfs or huggingface_hub for s3://, gs://, hf://)"
+                "(it brings s3fs, gcsfs and huggingface_hub for s3://, gs:// and hf://)"
             ) from None
         try:
             self.fs, root = url_to_fs(url, **storage_options)

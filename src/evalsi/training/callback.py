@@ -15,8 +15,9 @@ What it does, on the main process (``state.is_world_process_zero``) only:
   or inside the save with ``wait=True``.
 - ``every=N`` also evaluates every N steps between saves (the model is saved under
   ``output_dir/evalsi-eval/step-N`` for it); ``before_training`` evaluates the model before the first step
-  (as the base, step None), ``after_training`` the model after the last one. Those copies are deleted once
-  evaluated (``keep_copies=True`` keeps them; a copy whose evaluation failed is kept, to evaluate it again).
+  (as the base, step None; not on a run resumed from a checkpoint), ``after_training`` the model after the
+  last one. Those copies are deleted once evaluated (``keep_copies=True`` keeps them; a copy whose evaluation
+  failed is kept, to evaluate it again).
 - Each evaluation is logged once, as its own log entry attributed to its checkpoint's step (see
   :func:`trainer_logs`): at the end of the training step in which it finished, or during the save with
   ``wait=True``, and at the end of training for those still pending. The entry goes to every callback's
@@ -80,7 +81,8 @@ def evalsi_callback(
         stop_on_regression: Stop training at the next step after an evaluation found a regression.
         wait: Evaluate inside the save; training waits for each evaluation.
         every: Also evaluate every this many steps (between saves too).
-        before_training: Evaluate the model before the first step, as the base (step None).
+        before_training: Evaluate the model before the first step, as the base (step None); not when training
+            resumes from a checkpoint, whose model is not the one training began with.
         after_training: Evaluate the model after the last step.
         raise_errors: Fail ``train()`` at its end when an evaluation failed (by default: logged and kept).
         keep_copies: Keep the models saved under ``output_dir/evalsi-eval`` for ``every``, ``before_training``
@@ -152,7 +154,8 @@ class _EvalsiCallbackMixin:
         keep_copies: bool = False,
     ) -> None:
         self.evaluator = evaluator
-        self.stop_file = None if stop_file is None else Path(stop_file)
+        # Relative to the working directory the callback was made in, whatever the trainer does to it later.
+        self.stop_file = None if stop_file is None else Path(stop_file).absolute()
         self.stop_on_regression = stop_on_regression
         self.every = every
         self.before_training = before_training
@@ -176,6 +179,15 @@ class _EvalsiCallbackMixin:
             )
         self._handler = _move_to_front(self)
         if self.before_training and state.is_world_process_zero:
+            if state.global_step > 0:
+                # Resumed from a checkpoint: the model in hand is that checkpoint's, not the one training began
+                # with, and it must never be stored as the base (every step is compared with the base).
+                log.warning(
+                    "not evaluating the base: training resumed at step %d, so the model before training is not at "
+                    "hand (the base results stored by the first run are kept)",
+                    state.global_step,
+                )
+                return
             self._evaluate_model(args, kwargs, None, Path(args.output_dir) / COPIES_DIR / "base")
             self._report(args, state, control)
 

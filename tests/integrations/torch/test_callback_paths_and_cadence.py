@@ -58,6 +58,7 @@ def test_a_relative_spec_and_log_dir_and_every_in_a_real_trainer_run(
         "step-6.json",
     ]
     assert not (tmp_path / "evals" / "logs").exists()
-    # each evaluation's metric reached the trainer's log (results finished together share its last entry)
-    assert any("eval/forgetting/exact-match" in entry for entry in trainer.state.log_history)
+    # each evaluation reached the trainer's log once, at its checkpoint's step
+    logged = [entry for entry in trainer.state.log_history if "eval_forgetting/exact-match" in entry]
+    assert [entry["eval_step"] for entry in logged] == [4.0, 6.0]
     assert all(set(outcome.log_metrics()) == {"eval/forgetting/exact-match"} for _, outcome in callback.runner.results)

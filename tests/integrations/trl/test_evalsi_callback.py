@@ -280,3 +280,28 @@ def test_save_total_limit_with_background_evaluation_is_refused(tmp_path: Path, 
     trainer = make_trainer(tmp_path, [evalsi_callback(evaluator)], max_steps=4, save_total_limit=1)
     with pytest.raises(ValueError, match="save_total_limit=1"):
         trainer.train()
+
+
+def test_a_resumed_run_never_evaluates_its_checkpoint_as_the_base(tmp_path: Path, evaluator: LMEvaluator) -> None:
+    first = make_trainer(tmp_path, [evalsi_callback(evaluator, before_training=True, wait=True)], max_steps=4)
+    first.train()
+    assert evaluator.seen == [None, 2, 4]
+    base_loss = evaluator.losses[None]
+    callback = evalsi_callback(evaluator, before_training=True, wait=True)
+    resumed = make_trainer(tmp_path, [callback], max_steps=6)
+    resumed.train(resume_from_checkpoint=str(tmp_path / "out" / "checkpoint-4"))
+    assert evaluator.seen == [None, 2, 4, 6]  # no second "base": the model in hand was checkpoint-4's
+    assert evaluator.losses[None] == base_loss
+
+
+def test_a_relative_stop_file_is_the_working_directory_s_when_the_callback_was_made(
+    tmp_path: Path, evaluator: LMEvaluator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    callback = evalsi_callback(None, stop_file="STOP")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # a training script that changes directory after building its callbacks
+    trainer = make_trainer(tmp_path, [callback, StepCounter(evaluator, tmp_path / "STOP", touch_at=3)], max_steps=20)
+    trainer.train()
+    assert trainer.state.global_step == 4
