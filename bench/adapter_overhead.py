@@ -195,7 +195,10 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=8, help="distinct batches (more than the TRL memo holds)")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--singles", type=int, default=256, help="rollouts per round for the per-sample adapters")
+    parser.add_argument("--quick", action="store_true", help="a few small batches, one round (a smoke run)")
     args = parser.parse_args()
+    if args.quick:
+        args.batch, args.batches, args.rounds, args.singles = 16, 2, 1, 16
 
     spec_path = Path(tempfile.mkdtemp()) / "bench.yaml"
     spec_path.write_text(yaml.safe_dump(SPEC))

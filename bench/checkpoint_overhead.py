@@ -197,7 +197,10 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=2.5)
     parser.add_argument("--poll", type=float, default=2.0)
     parser.add_argument("--server", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--quick", action="store_true", help="two small checkpoints (a smoke run)")
     args = parser.parse_args()
+    if args.quick:
+        args.checkpoints, args.records, args.settle, args.poll = 2, 5, 0.5, 0.5
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         spec, answers = write_spec(work, args.records)

@@ -55,7 +55,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=512)
     parser.add_argument("--latency", type=float, default=0.05, help="Seconds the target takes per request.")
+    parser.add_argument("--quick", action="store_true", help="a few rows (a smoke run)")
     args = parser.parse_args()
+    if args.quick:
+        args.rows = 16
     given = [chat(f"Capital of country {i}?", f"City {i % 7}", f"City {i % 5}") for i in range(args.rows)]
     bare = [chat(f"Capital of country {i}?", None, f"City {i % 5}") for i in range(args.rows)]
     directory = Path(tempfile.mkdtemp(prefix="evalsi-bench-generation-"))

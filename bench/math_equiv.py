@@ -179,7 +179,10 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=1024, help="evalsi batch size (a GRPO step's rollouts)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--profile-warm", action="store_true", help="cProfile the warm reward path")
+    parser.add_argument("--quick", action="store_true", help="a few prompts (a smoke run)")
     args = parser.parse_args()
+    if args.quick:
+        args.prompts, args.per_prompt, args.mv_sample, args.batch = 24, 4, 48, 48
 
     rollouts = make_rollouts(args.prompts, args.per_prompt, args.seed)
     n = len(rollouts)

@@ -73,7 +73,10 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=1000, help="rollouts per run")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--latency-ms", type=float, default=20.0, help="server latency per call")
+    parser.add_argument("--quick", action="store_true", help="a few rollouts, once (a smoke run)")
     args = parser.parse_args()
+    if args.quick:
+        args.n, args.repeats = 64, 1
     latency = args.latency_ms / 1000
     print(f"{args.n} rollouts, server latency {args.latency_ms:g} ms/call, max_concurrency 8, median of {args.repeats}")
     print(f"{'shape':<12} {'max_batch':>9} {'calls':>7} {'wall s':>8}")

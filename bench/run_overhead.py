@@ -118,7 +118,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--evaluator", default=None, help="default: math-equiv when installed, else exact-match")
+    parser.add_argument("--quick", action="store_true", help="a few records, one round (a smoke run)")
     args = parser.parse_args()
+    if args.quick:
+        args.records, args.rounds = 64, 1
 
     evaluator = args.evaluator or ("math-equiv" if "math-equiv" in available_names() else "exact-match")
     get_evaluator(evaluator)  # import and warm it outside the timed rounds, as a long-lived process would

@@ -267,7 +267,10 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=60, help="batches per side and case")
     parser.add_argument("--clients", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=5, help="alternations of in-process and server runs")
+    parser.add_argument("--quick", action="store_true", help="small batches, few requests, one round (a smoke run)")
     args = parser.parse_args()
+    if args.quick:
+        args.batch, args.requests, args.rounds = 16, 4, 1
     spec = math_spec()
     print(
         f"spec component: {spec['spec']['components'][0]['ref']}; batch {args.batch}; {args.requests} requests; "

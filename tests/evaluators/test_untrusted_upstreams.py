@@ -15,7 +15,7 @@ import evalsi.evaluators.judge as judge_pack
 from evalsi.errors import SpecError
 from evalsi.evaluators import Score, ScoreContext, get_evaluator
 from evalsi.evaluators.judge import LLMJudgeParams
-from evalsi.evaluators.judge._client import MAX_REPLY_CHARS, MAX_THREADS, SHARED_POOL, _SharedPool
+from evalsi.evaluators.judge._client import MAX_REPLY_CHARS
 from evalsi.evaluators.rl.reward_model import RewardModel
 from evalsi.records import from_rollout
 from evalsi.rewards import from_mapping
@@ -154,44 +154,57 @@ def test_reward_model_failures_name_the_status_not_the_body() -> None:
 # --- shared pools and capped replies ------------------------------------------------------------------------------
 
 
-def judge_threads() -> int:
-    return sum(1 for t in threading.enumerate() if t.name.startswith("evalsi-judge"))
+def http_threads() -> int:
+    return sum(1 for t in threading.enumerate() if t.name.startswith(("evalsi-judge", "evalsi-http")))
 
 
-def test_many_judge_configs_share_one_bounded_pool(judge: judge_pack.LLMJudge) -> None:
+def test_many_judge_configs_share_one_thread(judge: judge_pack.LLMJudge) -> None:
     with ChatJudgeServer() as server:
-        for i in range(40):  # each a distinct endpoint config: once a pool (and threads) apiece
+        for i in range(40):  # each a distinct endpoint config: a client apiece, all on the one HTTP loop
             assert judge_score(judge, judge_params(server.base_url, timeout=30 + i)).status == "ok"
-    assert judge_threads() <= 16
-    assert SHARED_POOL.size <= MAX_THREADS
+    assert http_threads() == 1
 
 
-def test_the_pool_stops_its_threads_when_the_last_client_closes() -> None:
-    pool = _SharedPool()
-    pool.reserve(3)
-    pool.reserve(2)
-    assert pool.size == 5
-    started, release = threading.Barrier(6), threading.Event()
-    workers: list[threading.Thread] = []
+def final_then_exhausted(judge: judge_pack.LLMJudge, kind: str) -> tuple[str, str, int]:
+    """The reasons of a 503 marked final (x-should-retry: false), then of four plain 503s; the calls made."""
+    final = {"x-should-retry": "false"}
+    if kind == "judge":
+        with ChatJudgeServer() as server:
+            server.inject(status=503, headers=final)
+            reason = judge_score(judge, judge_params(server.base_url, retries=3)).reason
+            server.inject(status=503, times=4, retry_after=None)
+            exhausted = judge_score(judge, judge_params(server.base_url, retries=3, backoff=0.01)).reason
+            return reason or "", exhausted or "", server.calls
+    rm = get_evaluator("reward-model")
+    try:
+        with OpenRLHFRewardServer() as server:
+            params = rm.parse_params({"url": server.url, "retries": 3, "backoff": 0.01})
+            server.inject(status=503, headers=final)
+            once = rm.score_batch([from_rollout({"prompt": "q", "completion": "a"})], params, ScoreContext())[0]
+            server.inject(status=503, times=4, retry_after=None)
+            four = rm.score_batch([from_rollout({"prompt": "q", "completion": "b"})], params, ScoreContext())[0]
+            return once.reason or "", four.reason or "", server.calls
+    finally:
+        rm.close()
 
-    def work() -> None:
-        workers.append(threading.current_thread())
-        started.wait(10)
-        release.wait(10)
 
-    for _ in range(5):
-        pool.submit(work)
-    started.wait(10)  # five requests in flight on five threads
-    pool.release(3)
-    assert pool.size == 5
-    pool.release(2)
-    assert pool.size == 0
-    release.set()
-    for thread in workers:
-        thread.join(10)
-    assert not any(t.is_alive() for t in workers)
-    with pytest.raises(RuntimeError, match="no judge client"):
-        pool.submit(work)
+@pytest.mark.parametrize("kind", ["judge", "reward-model"])
+def test_an_answer_that_says_not_to_retry_is_not_reported_as_given_up(judge: judge_pack.LLMJudge, kind: str) -> None:
+    reason, exhausted, calls = final_then_exhausted(judge, kind)
+    assert calls == 5  # once, then four attempts
+    # The server's own verdict made the 503 final: asked once, nothing was given up.
+    assert "HTTP 503 Service Unavailable" in reason and "gave up" not in reason
+    assert "HTTP 503 Service Unavailable" in exhausted and "gave up after 4 attempts" in exhausted
+
+
+def test_an_upstream_url_without_a_host_fails_each_call_not_the_batch(judge: judge_pack.LLMJudge) -> None:
+    judged = judge_score(judge, judge_params("http://", retries=0))
+    rm = get_evaluator("reward-model")
+    params = rm.parse_params({"url": "http://", "retries": 0})
+    scored = rm.score_batch([from_rollout({"prompt": "q", "completion": "a"})], params, ScoreContext())[0]
+    rm.close()
+    for score in (judged, scored):
+        assert score.status == "error" and "connection failed" in (score.reason or ""), score
 
 
 def test_a_huge_judge_reply_is_read_whole_but_stored_cut(judge: judge_pack.LLMJudge) -> None:

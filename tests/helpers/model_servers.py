@@ -40,6 +40,7 @@ class Fault:
     raw: bytes | None = None
     payload: Any = None
     retry_after: float | None = 0.0
+    headers: dict[str, str] | None = None
 
 
 class LoopbackServer:
@@ -84,10 +85,12 @@ class LoopbackServer:
         raw: bytes | None = None,
         payload: Any = None,
         retry_after: float | None = 0.0,
+        headers: dict[str, str] | None = None,
     ) -> None:
-        """Make the next ``times`` calls fail with ``status``, stall ``delay`` s, or answer ``raw``/``payload``."""
+        """Make the next ``times`` calls fail with ``status`` (and ``headers``), stall ``delay`` s, or answer
+        ``raw``/``payload``."""
         with self._lock:
-            self._faults.append(Fault(status, delay, times, raw, payload, retry_after))
+            self._faults.append(Fault(status, delay, times, raw, payload, retry_after, headers))
 
     def reply(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
         """The normal reply to a call; the base delegates to ``handler``."""
@@ -185,6 +188,7 @@ class LoopbackServer:
             status, data = fault.status, json.dumps({"error": {"message": f"injected {fault.status}"}}).encode()
             if fault.retry_after is not None:
                 headers["Retry-After"] = f"{fault.retry_after:g}"
+            headers.update(fault.headers or {})
         elif fault is not None and fault.raw is not None:
             status, data = 200, fault.raw
         elif fault is not None and fault.payload is not None:

@@ -18,11 +18,14 @@ Usage::
         server.headers                        # and each request's headers (lower-case names)
         server.reset_peak("Narrow")           # count open requests for prompts starting "Narrow" from now on
         server.peak_in_flight                 # the most of them held open at once
+        server.connections                    # TCP connections accepted so far (keep-alive reuses them)
 
 The prompt is the ``prompt`` of a completions request, or the content of the last user message of a chat
 request. An answer is a string, a list (successive samples for that prompt cycle through it, across requests),
 or a callable ``f(prompt, body) -> str``. Unknown prompts get ``default``. For chat, a callable may also return
-a mapping: the assistant message itself (e.g. with ``tool_calls``).
+a mapping: the assistant message itself (e.g. with ``tool_calls``). A request with ``"stream": true`` is answered
+with server-sent events, one per word of each answer (``chat.completion.chunk`` deltas, or completions ``text``),
+then ``data: [DONE]``.
 
 As a process (for benchmarks): ``python -m tests.helpers.openai_server --default 'ok'`` prints its base URL on
 stdout and serves until killed.
@@ -66,6 +69,7 @@ class OpenAIServer:
         self.statuses: list[int] = []
         self.in_flight = 0
         self.peak_in_flight = 0
+        self.connections = 0
         self._watched = ""
         self._faults: list[Fault] = []
         self._cursor: dict[str, itertools.count[int]] = {}
@@ -139,11 +143,12 @@ class OpenAIServer:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     def stop(self) -> None:
-        """Stop serving and join the thread."""
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-        if self._thread is not None:
-            self._thread.join(10)
+        """Stop serving (open connections are dropped) and join the thread; stopping again does nothing."""
+        loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(loop.stop)
+        if thread is not None:
+            thread.join(10)
 
     def __enter__(self) -> OpenAIServer:
         return self.start()
@@ -155,6 +160,8 @@ class OpenAIServer:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
+        with self._lock:
+            self.connections += 1
         try:
             while True:
                 request = await _read_request(reader)
@@ -164,10 +171,13 @@ class OpenAIServer:
                 with self._lock:
                     self.headers.append(headers_in)
                 status, payload, headers = await self._respond(method, path, body)
-                _write_response(writer, status, payload, headers)
+                if isinstance(payload, _Stream):
+                    _write_stream(writer, payload)
+                else:
+                    _write_response(writer, status, payload, headers)
                 await writer.drain()
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
-            pass
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.CancelledError):
+            pass  # the client went away, or the server is stopping
         finally:
             self._writers.discard(writer)
             writer.close()
@@ -207,6 +217,12 @@ class OpenAIServer:
         texts = [self._answer(prompt, body) for _ in range(n)]
         with self._lock:
             self.statuses.append(200)
+        if body.get("stream") is True:
+            return (
+                200,
+                _Stream(kind, body, [t if isinstance(t, str) else str(t.get("content") or "") for t in texts]),
+                {},
+            )
         return 200, _completion_payload(kind, body, texts), {}
 
     def _take_fault(self, body: dict[str, Any], prompt: str) -> Fault | None:
@@ -257,6 +273,49 @@ def _completion_payload(kind: str, body: Mapping[str, Any], answers: list[str | 
         "choices": choices,
         "usage": {"prompt_tokens": 1, "completion_tokens": tokens, "total_tokens": tokens + 1},
     }
+
+
+@dataclass
+class _Stream:
+    """A streamed answer: each text sent as one event per word (its spaces kept), then the finish."""
+
+    kind: str
+    body: Mapping[str, Any]
+    texts: list[str]
+
+
+def _stream_events(stream: _Stream) -> list[bytes]:
+    events: list[bytes] = []
+    obj = "chat.completion.chunk" if stream.kind == "chat" else "text_completion"
+    model = stream.body.get("model", "test-model")
+    for index, text in enumerate(stream.texts):
+        words = text.split(" ")
+        pieces = [w if i == 0 else " " + w for i, w in enumerate(words)]
+        for piece in pieces:
+            choice: dict[str, Any] = (
+                {"index": index, "delta": {"content": piece}, "finish_reason": None}
+                if stream.kind == "chat"
+                else {"index": index, "text": piece, "finish_reason": None}
+            )
+            events.append(json.dumps({"id": "s", "object": obj, "model": model, "choices": [choice]}).encode())
+        end: dict[str, Any] = {"index": index, "finish_reason": "stop"}
+        if stream.kind == "chat":
+            end["delta"] = {}
+        else:
+            end["text"] = ""
+        events.append(json.dumps({"id": "s", "object": obj, "model": model, "choices": [end]}).encode())
+    tokens = sum(len(t.split()) for t in stream.texts)
+    usage = {"prompt_tokens": 1, "completion_tokens": tokens, "total_tokens": tokens + 1}
+    events.append(json.dumps({"id": "s", "object": obj, "model": model, "choices": [], "usage": usage}).encode())
+    return [b"data: " + e + b"\n\n" for e in events] + [b"data: [DONE]\n\n"]
+
+
+def _write_stream(writer: asyncio.StreamWriter, stream: _Stream) -> None:
+    """Server-sent events in chunked transfer encoding, one chunk per event."""
+    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+    for event in _stream_events(stream):
+        writer.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
+    writer.write(b"0\r\n\r\n")
 
 
 async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, dict[str, str], bytes] | None:

@@ -15,6 +15,9 @@ from typing import Any
 import httpx
 import orjson
 
+from evalsi._util.retry import timed_out
+from evalsi._util.transport import Reply
+
 log = logging.getLogger("evalsi.http")
 
 
@@ -31,10 +34,10 @@ def json_headers(api_key_env: str | None) -> dict[str, str]:
     return headers
 
 
-def transport_failure(exc: httpx.TransportError, timeout: float) -> str:
+def transport_failure(exc: Exception, timeout: float) -> str:
     """Why a request got no answer: a timeout, or a failed connection (the error's own text is only logged)."""
-    log.debug("HTTP transport error: %r", exc)
-    if isinstance(exc, httpx.TimeoutException):
+    log.debug("HTTP transport error: %r", exc.__cause__ or exc)
+    if timed_out(exc):
         return f"no reply within {timeout:g} s"
     return "connection failed"
 
@@ -53,18 +56,19 @@ def status_text(status: int) -> str:
         return f"HTTP {status}"
 
 
-def read_reply(response: httpx.Response) -> tuple[Any, str]:
+def read_reply(response: httpx.Response | Reply) -> tuple[Any, str]:
     """``(decoded JSON, "")`` for a 200 answer, else ``(None, status_text)``.
 
     Raises:
         MalformedReply: The answer is 200 but its body is not JSON.
 
     """
+    url = response.url if isinstance(response, Reply) else response.request.url
     if response.status_code == 200:
         try:
             return orjson.loads(response.content), ""
         except orjson.JSONDecodeError:
-            log.debug("non-JSON 200 body from %s: %r", response.request.url, response.content[:2000])
+            log.debug("non-JSON 200 body from %s: %r", url, response.content[:2000])
             raise MalformedReply(f"the body is not JSON ({len(response.content):,} bytes)") from None
-    log.debug("HTTP %d from %s: %r", response.status_code, response.request.url, response.content[:2000])
+    log.debug("HTTP %d from %s: %r", response.status_code, url, response.content[:2000])
     return None, status_text(response.status_code)

@@ -1,4 +1,4 @@
-"""The retry policy every HTTP client of evalsi shares, as an httpx transport (sync and async twins).
+"""The retry policy every HTTP client of evalsi shares: the rules, and their httpx transports (sync and async).
 
 One policy: a request whose answer is in :data:`RETRY_STATUSES`, or that timed out or lost its connection, is
 sent again after exponential backoff (``backoff × 2**attempt`` seconds), or after the server's ``Retry-After``
@@ -9,6 +9,10 @@ answer is returned (or the last transport error raised), so a client sees a retr
 :class:`httpx.TransportError` only after ``retries + 1`` attempts.
 
 Request bodies must be bytes (``content=`` or ``json=``), which every evalsi client sends: they are re-sent as is.
+
+The clients that keep many requests in flight (run targets, judges, reward models, job generation) apply the same
+:class:`RetryPolicy` through :mod:`evalsi._util.transport` (aiohttp underneath); the httpx transports here serve
+the clients that send one request at a time (``server=``).
 """
 
 from __future__ import annotations
@@ -18,10 +22,11 @@ import itertools
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
+from typing import Protocol
 
 import httpx
 
@@ -36,7 +41,26 @@ MAX_DELAY = 30.0
 """No wait between tries exceeds this many seconds, whatever the backoff or a server's ``Retry-After``."""
 
 
-def retryable(response: httpx.Response) -> bool:
+class Answer(Protocol):
+    """What the policy reads of an answer: its status and headers (an ``httpx.Response`` or a transport reply)."""
+
+    @property
+    def status_code(self) -> int:
+        """The HTTP status."""
+        ...
+
+    @property
+    def headers(self) -> httpx.Headers | Mapping[str, str]:
+        """The headers, looked up case-insensitively."""
+        ...
+
+
+def timed_out(error: BaseException) -> bool:
+    """Whether a failed attempt timed out (else its connection failed)."""
+    return isinstance(error, httpx.TimeoutException | TimeoutError) or bool(getattr(error, "timed_out", False))
+
+
+def retryable(response: Answer) -> bool:
     """Whether an answer is worth another try: the server says so (``x-should-retry``), else its status does.
 
     Example:
@@ -111,20 +135,29 @@ class RetryPolicy:
         """Attempts in all."""
         return self.retries + 1
 
-    def next_delay(self, attempt: int, outcome: httpx.Response | Exception) -> float | None:
-        """Seconds before retrying after ``outcome`` of try ``attempt`` (from 0), or None to stop there."""
-        if attempt >= self.retries:
+    def next_delay(
+        self, attempt: int, outcome: Answer | Exception, attempts: int | None = None, at_once: bool = False
+    ) -> float | None:
+        """Seconds before retrying after ``outcome`` of try ``attempt`` (from 0), or None to stop there.
+
+        ``attempts`` (default :attr:`attempts`) is the budget of this request; ``at_once`` means the next try goes
+        to another server (a replica), which need not wait for this one to recover.
+        """
+        budget = self.attempts if attempts is None else attempts
+        if attempt + 1 >= budget:
             return None
-        if isinstance(outcome, httpx.Response):
+        if isinstance(outcome, Exception):
+            delay = retry_delay(attempt, self.backoff)
+            reason = "timed out" if timed_out(outcome) else "connection failed"
+        else:
             if not retryable(outcome):
                 return None
             delay = retry_delay(attempt, self.backoff, outcome.headers.get("Retry-After"))
             reason = f"HTTP {outcome.status_code}"
-        else:
-            delay = retry_delay(attempt, self.backoff)
-            reason = "timed out" if isinstance(outcome, httpx.TimeoutException) else "connection failed"
+        if at_once:
+            delay = 0.0
         if self.on_retry is not None:
-            self.on_retry(RetryNotice(attempt + 1, self.attempts, reason, delay))
+            self.on_retry(RetryNotice(attempt + 1, budget, reason, delay))
         return delay
 
 

@@ -1,10 +1,12 @@
 """Targets: what generates completions. An OpenAI-compatible endpoint over HTTP, or an in-process callable.
 
-Both are async and bounded: at most ``max_concurrency`` requests are in flight. The endpoint target retries
-through the shared transport of :mod:`evalsi._util.retry` (its status set, timeouts and dropped connections,
+Both are async and bounded: at most ``max_concurrency`` requests are in flight. The endpoint target sends them
+through the shared client of :mod:`evalsi._util.transport` (aiohttp, keep-alive, as many connections as requests
+in flight), which retries as :mod:`evalsi._util.retry` says (its status set, timeouts and dropped connections,
 ``maxRetries`` further attempts, ``retryBackoff`` doubling, a ``Retry-After`` header wins; an answer saying
-``x-should-retry: false`` is final), tells ``on_retry``
-before each wait, and asks for a record's ``n`` samples in as few requests as the server allows.
+``x-should-retry: false`` is final), tells ``on_retry`` before each wait, and spreads requests over the replicas
+of ``baseUrls``. It asks for a record's ``n`` samples in as few requests as the server allows, and reads a
+streamed answer (``stream: true`` among the sampling fields) as its events arrive.
 """
 
 from __future__ import annotations
@@ -18,16 +20,21 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import httpx
+import orjson
 
 from evalsi._util.http import status_text, transport_failure
 from evalsi._util.modules import import_file
-from evalsi._util.retry import AsyncRetryTransport, RetryNotice, RetryPolicy, attempts_phrase, retryable
+from evalsi._util.retry import RetryNotice, RetryPolicy, attempts_phrase, retryable
+from evalsi._util.transport import HttpClient, Reply, TransportFailure
 from evalsi.errors import EvalsiError
 from evalsi.records import Content
+from evalsi.runs._streaming import StreamedCompletion, StreamError, read_stream
 from evalsi.specs import SamplingSpec, TargetSpec
+
+if TYPE_CHECKING:
+    import aiohttp
 
 RetryListener = Callable[[RetryNotice], None]
 
@@ -72,7 +79,10 @@ class Target(Protocol):
 
 
 class OpenAITarget:
-    """An OpenAI-compatible endpoint (vLLM, SGLang, OpenAI...) through ``/chat/completions`` or ``/completions``."""
+    """An OpenAI-compatible endpoint (vLLM, SGLang, OpenAI...) through ``/chat/completions`` or ``/completions``.
+
+    ``baseUrls`` spreads requests over replicas (fewest in flight first); a failed replica's requests go to another.
+    """
 
     def __init__(
         self,
@@ -81,35 +91,46 @@ class OpenAITarget:
         system_prompt: str | None = None,
         on_retry: RetryListener | None = None,
     ) -> None:
-        if spec.base_url is None or spec.model is None:
-            raise ValueError("an endpoint target needs baseUrl and model")
+        endpoints = spec.endpoints()
+        if not endpoints or spec.model is None:
+            raise ValueError("an endpoint target needs baseUrl (or baseUrls) and model")
         self.spec = spec
         self.system_prompt = system_prompt
         self._fields = sampling.request_fields()
-        headers = dict(spec.headers)
+        self._stream = self._fields.get("stream") is True
+        headers = {"Content-Type": "application/json", **spec.headers}
         if spec.api_key_env is not None:
             key = os.environ.get(spec.api_key_env)
             if not key:
                 raise GenerationError(f"target.apiKeyEnv names {spec.api_key_env!r}, which is not set")
             headers["Authorization"] = f"Bearer {key}"
-        limits = httpx.Limits(max_connections=spec.max_concurrency, max_keepalive_connections=spec.max_concurrency)
-        policy = RetryPolicy(spec.max_retries, spec.retry_backoff, on_retry)
-        self._client = httpx.AsyncClient(
-            base_url=spec.base_url.rstrip("/") + "/",
-            headers=headers,
-            timeout=spec.timeout,
-            transport=AsyncRetryTransport(policy, httpx.AsyncHTTPTransport(limits=limits)),
-        )
         self._path = "chat/completions" if spec.api == "chat" else "completions"
-        self.url = spec.base_url.rstrip("/") + "/" + self._path
-        """Where requests go (named in every generation error)."""
+        self._client = HttpClient(
+            [url.rstrip("/") + "/" + self._path for url in endpoints],
+            policy=RetryPolicy(spec.max_retries, spec.retry_backoff, on_retry),
+            timeout=spec.timeout,
+            max_connections=spec.max_concurrency,
+            headers=headers,
+        )
+        self.url = endpoints[0].rstrip("/") + "/" + self._path
+        """Where requests go (the first replica's, with several); errors name the replica that failed."""
         self._slots = asyncio.Semaphore(spec.max_concurrency)
 
+    @property
+    def client(self) -> HttpClient:
+        """The HTTP client (its attempts, replicas, and requests in flight to each)."""
+        return self._client
+
     def describe(self) -> dict[str, Any]:
-        """Kind, base URL, model and API (the key's variable name, never the key)."""
+        """Kind, base URL (or the replicas' URLs), model and API (the key's variable name, never the key)."""
+        where: dict[str, Any] = (
+            {"baseUrls": list(self.spec.base_urls)}
+            if self.spec.base_urls is not None
+            else {"baseUrl": self.spec.base_url}
+        )
         return {
             "kind": "openai",
-            "baseUrl": self.spec.base_url,
+            **where,
             "model": self.spec.model,
             "api": self.spec.api,
             "apiKeyEnv": self.spec.api_key_env,
@@ -128,20 +149,30 @@ class OpenAITarget:
         return out
 
     async def _request(self, prompt: Content, n: int) -> list[Generation]:
-        body = self._body(prompt, n)
-        gave_up = f"gave up after {attempts_phrase(self.spec.max_retries + 1)}; last: "
+        body = orjson.dumps(self._body(prompt, n))
         async with self._slots:
             started = time.perf_counter()
             try:
-                response = await self._client.post(self._path, json=body)
-            except httpx.TransportError as exc:
+                reply = await self._client.post("", body, read=self._read if self._stream else None)
+            except TransportFailure as exc:
+                gave_up = f"gave up after {attempts_phrase(exc.attempts)}; last: "
                 public = f"{gave_up}{transport_failure(exc, self.spec.timeout)}"
-                raise GenerationError(f"{self.url}: {gave_up}{type(exc).__name__}: {exc}", public) from None
-        if response.status_code == 200:
-            return _parse(response, self.spec.api, time.perf_counter() - started, n)
-        failure = f"HTTP {response.status_code}: {response.text[:200]}"
-        retried = gave_up if retryable(response) else ""  # a server that says not to retry was asked once
-        raise GenerationError(f"{self.url}: {retried}{failure}", f"{retried}{status_text(response.status_code)}")
+                cause = exc.__cause__ or exc
+                raise GenerationError(f"{exc.url}: {gave_up}{type(cause).__name__}: {cause}", public) from None
+            except StreamError as exc:
+                raise GenerationError(f"{self.url}: {exc}", str(exc)) from None
+        latency = time.perf_counter() - started
+        if reply.status_code == 200:
+            if isinstance(reply.data, StreamedCompletion):
+                return _streamed(reply.data, latency, n)
+            return _parse(reply, self.spec.api, latency, n)
+        failure = f"HTTP {reply.status_code}: {reply.text[:200]}"
+        # A server that says not to retry (x-should-retry: false, or a final status) was not given up on.
+        retried = f"gave up after {attempts_phrase(reply.attempts)}; last: " if retryable(reply) else ""
+        raise GenerationError(f"{reply.url}: {retried}{failure}", f"{retried}{status_text(reply.status_code)}")
+
+    async def _read(self, body: aiohttp.StreamReader) -> StreamedCompletion:
+        return await read_stream(self.spec.api, body)
 
     def _body(self, prompt: Content, n: int) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.spec.model, **self._fields}
@@ -156,7 +187,7 @@ class OpenAITarget:
         return body
 
     async def aclose(self) -> None:
-        """Close the HTTP connection pool."""
+        """Close the HTTP connections."""
         await self._client.aclose()
 
 
@@ -168,7 +199,12 @@ def chat_messages(prompt: Content, system_prompt: str | None) -> list[dict[str, 
     return list(prompt)
 
 
-def _parse(response: httpx.Response, api: str, latency: float, n: int) -> list[Generation]:
+def _streamed(stream: StreamedCompletion, latency: float, n: int) -> list[Generation]:
+    tokens = stream.completion_tokens if n == 1 else None
+    return [Generation(text, finish, tokens, latency) for text, finish in stream.texts()]
+
+
+def _parse(response: Reply, api: str, latency: float, n: int) -> list[Generation]:
     try:
         payload = response.json()
         choices = sorted(payload["choices"], key=lambda c: c.get("index", 0))

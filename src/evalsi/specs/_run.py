@@ -34,6 +34,10 @@ class TargetSpec(_Model):
 
     base_url: str | None = None
     """The endpoint's base URL, such as ``http://localhost:8000/v1`` (vLLM, SGLang, OpenAI...)."""
+    base_urls: list[str] | None = Field(default=None, min_length=1)
+    """Several replicas of one model (vLLM data-parallel, one server per GPU), instead of ``baseUrl``: each request
+    goes to the replica with the fewest requests in flight, and one that fails (refuses the connection, times out,
+    answers 5xx) is set aside for a while and the request sent to another at once."""
     model: str | None = None
     """The ``model`` sent with each request (a served model name or a LoRA adapter's name)."""
     api: Api = "chat"
@@ -43,7 +47,7 @@ class TargetSpec(_Model):
     callable: str | None = None
     """``module:function``: an in-process model, called as ``fn(prompt)`` (or with ``n`` and ``sampling``)."""
     max_concurrency: int = Field(default=32, ge=1)
-    """Requests in flight at once."""
+    """Requests in flight at once (over all replicas); as many connections are kept open to each."""
     timeout: float = Field(default=600.0, gt=0)
     """Seconds one request may take before it is retried."""
     max_retries: int = Field(default=5, ge=0)
@@ -57,14 +61,29 @@ class TargetSpec(_Model):
 
     @model_validator(mode="after")
     def _one_kind(self) -> TargetSpec:
+        if self.base_url is not None and self.base_urls is not None:
+            raise ValueError("give baseUrl (one server) or baseUrls (its replicas), not both")
         if self.callable is not None:
-            if self.base_url is not None:
+            if self.base_url is not None or self.base_urls is not None:
                 raise ValueError("give either baseUrl (an endpoint) or callable (in-process), not both")
             if ":" not in self.callable:
                 raise ValueError(f"callable must be 'module:function', got {self.callable!r}")
-        elif self.base_url is None or self.model is None:
-            raise ValueError("a target needs baseUrl and model (an OpenAI-compatible endpoint), or callable")
+        elif (self.base_url is None and self.base_urls is None) or self.model is None:
+            raise ValueError(
+                "a target needs baseUrl and model (an OpenAI-compatible endpoint; baseUrls: its replicas), or callable"
+            )
+        for index, url in enumerate(self.base_urls or ()):
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"baseUrls[{index}] must be an http:// or https:// URL, got {url!r}")
+        if self.base_urls is not None and len(set(self.base_urls)) != len(self.base_urls):
+            raise ValueError("baseUrls lists a replica twice")
         return self
+
+    def endpoints(self) -> list[str]:
+        """The base URLs requests go to: ``baseUrls``, else ``[baseUrl]`` (empty for a callable)."""
+        if self.base_urls is not None:
+            return list(self.base_urls)
+        return [self.base_url] if self.base_url is not None else []
 
 
 class SamplingSpec(_Model):

@@ -141,11 +141,11 @@ class LLMJudge(Evaluator[LLMJudgeParams]):
 
 
 def _drop_when_cancelled(futures: list[Future[str]], cancelled: threading.Event) -> None:
-    """Wait for the requests; if the caller goes away first, drop those still queued behind max_concurrency."""
+    """Wait for the requests; if the caller goes away first, stop them (those not yet sent never go)."""
     while not all(f.done() for f in futures):
         if cancelled.wait(0.05):
             for future in futures:
-                future.cancel()  # a request already sent finishes (within its timeout); the others never go
+                future.cancel()  # a request already sent is stopped; the others never go
             return
 
 

@@ -1,7 +1,8 @@
 """The micro-batcher of ``reward-model``: rollouts requested together go to the server in one HTTP call.
 
 One background thread runs an asyncio loop for the evaluator. Each endpoint (URL, protocol, model, call and
-batching settings) has an :class:`EndpointBatcher` with one shared ``httpx.AsyncClient``. Any thread submits
+batching settings) has an :class:`EndpointBatcher` with one shared :class:`~evalsi._util.transport.HttpClient`
+(aiohttp, the shared retry policy, as many connections as calls in flight). Any thread submits
 inputs with :meth:`BatcherHub.submit` and gets one ``concurrent.futures.Future`` per input. Pending inputs are
 sent when ``max_batch`` of them are waiting, or ``wait_ms`` after the first of them arrived, whichever comes
 first, so concurrent ``score_batch`` calls (several rewards, trainer threads) share calls. At most
@@ -20,11 +21,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 import orjson
 
 from evalsi._util.http import MalformedReply, json_headers, read_reply, transport_failure
-from evalsi._util.retry import RETRY_STATUSES, AsyncRetryTransport, RetryPolicy, attempts_phrase
+from evalsi._util.retry import RetryPolicy, attempts_phrase, retryable
+from evalsi._util.transport import HttpClient, TransportFailure
 from evalsi.evaluators.rl._rm_protocol import Protocol, ReplyError, RMInput, parse_reply, request_body
 
 log = logging.getLogger(__name__)
@@ -69,13 +70,12 @@ class EndpointBatcher:
     def __init__(self, endpoint: Endpoint, loop: asyncio.AbstractEventLoop) -> None:
         self.endpoint = endpoint
         self.loop = loop
-        limits = httpx.Limits(
-            max_connections=endpoint.max_concurrency, max_keepalive_connections=endpoint.max_concurrency
+        self.client = HttpClient(
+            endpoint.url,
+            policy=RetryPolicy(endpoint.retries, endpoint.backoff),
+            timeout=endpoint.timeout,
+            max_connections=endpoint.max_concurrency,
         )
-        self._transport = AsyncRetryTransport(
-            RetryPolicy(endpoint.retries, endpoint.backoff), httpx.AsyncHTTPTransport(limits=limits)
-        )
-        self.client = httpx.AsyncClient(timeout=endpoint.timeout, transport=self._transport)
         self._pending: list[_Entry] = []
         self._alone: list[_Entry] = []
         self._due = False
@@ -87,7 +87,7 @@ class EndpointBatcher:
     @property
     def calls(self) -> int:
         """HTTP requests made, retries included."""
-        return self._transport.attempts
+        return self.client.attempts
 
     def add(self, entries: Sequence[_Entry]) -> None:
         """Queue entries, then send what may leave now."""
@@ -159,17 +159,16 @@ class EndpointBatcher:
     async def _post(self, body: Mapping[str, Any]) -> Any:
         """POST through the retrying transport; the JSON reply, or CallError with a status, never a body."""
         endpoint = self.endpoint
-        gave_up = f" (gave up after {attempts_phrase(endpoint.retries + 1)})"
         try:
-            response = await self.client.post(endpoint.url, content=orjson.dumps(body), headers=endpoint.headers())
-        except httpx.TransportError as exc:
-            raise CallError(transport_failure(exc, endpoint.timeout) + gave_up) from None
+            response = await self.client.post("", orjson.dumps(body), endpoint.headers())
+        except TransportFailure as exc:
+            raise CallError(transport_failure(exc, endpoint.timeout) + _gave_up(exc.attempts)) from None
         try:
             reply, reason = read_reply(response)
         except MalformedReply as exc:
             raise ReplyError(str(exc)) from None
-        if reason:
-            raise CallError(reason + (gave_up if response.status_code in RETRY_STATUSES else ""))
+        if reason:  # a server that said not to retry (x-should-retry: false) was asked once: nothing was given up
+            raise CallError(reason + (_gave_up(response.attempts) if retryable(response) else ""))
         return reply
 
     async def aclose(self) -> None:
@@ -184,6 +183,10 @@ class EndpointBatcher:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.client.aclose()
+
+
+def _gave_up(attempts: int) -> str:
+    return f" (gave up after {attempts_phrase(attempts)})"
 
 
 def _resolve(future: concurrent.futures.Future[float], outcome: float | str) -> None:
