@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from evalsi.cli.main import app
 from evalsi.errors import SpecError
 from evalsi.runs import LoggedRun, Runner, load_run, make_loggers, run_from_mapping
+from evalsi.runs._log_mlflow import mlflow_key
 from evalsi.runs._loggers import metric_values, parse_log_to, record_table, table_csv
 from evalsi.specs import LoggersSpec, TensorBoardLoggerSpec
 from tests.helpers.openai_server import OpenAIServer
@@ -106,3 +107,8 @@ def test_two_specs_giving_one_logger_different_settings_are_refused(tmp_path: Pa
     with pytest.raises(SpecError, match=r"loggers.tensorboard differs from its settings in a.yaml"):
         make_loggers([], [(first, tmp_path, "a.yaml"), (second, tmp_path, "b.yaml")])
 
+
+def test_metric_names_are_spelt_as_mlflow_accepts_them() -> None:
+    assert mlflow_key("eval/math/pass@4/math-equiv") == "eval/math/pass_at_4/math-equiv"
+    assert mlflow_key("eval/math/pass^4/math-equiv/ci_low") == "eval/math/pass_pow_4/math-equiv/ci_low"
+    assert mlflow_key("eval/q&a/exact-match") == "eval/q_a/exact-match"

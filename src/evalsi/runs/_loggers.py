@@ -35,7 +35,6 @@ from evalsi.specs import (
     MlflowLoggerSpec,
     SpecModel,
     TensorBoardLoggerSpec,
-    WandbLoggerSpec,
 )
 from evalsi.stats import Estimate
 
@@ -216,6 +215,12 @@ def make_logger(name: str, settings: SpecModel | None, base_dir: Path | None = N
         spec = settings if isinstance(settings, TensorBoardLoggerSpec) else TensorBoardLoggerSpec()
         folder = _setting_path(spec.dir, base_dir) or DEFAULT_TENSORBOARD_DIR
         return TensorBoardLogger(folder.absolute())
+    if name == "mlflow":
+        from evalsi.runs._log_mlflow import MlflowLogger  # the module names MLflow's classes; imported when used
+
+        mlflow = settings if isinstance(settings, MlflowLoggerSpec) else MlflowLoggerSpec()
+        experiment = mlflow.experiment or environment_default("MLFLOW_EXPERIMENT_NAME", "evalsi")
+        return MlflowLogger(mlflow.tracking_uri, experiment)
     raise SpecError(f"{name!r} is not a logger: give {', '.join(LOGGER_NAMES)}", file="--log-to")
 
 
