@@ -173,7 +173,9 @@ class TensorBoardLogger:
         """Append this step's scalars and texts to the group's event files."""
         folder = self.dir / safe_name(group)
         try:
-            writer = self._writer_class(logdir=str(folder))
+            # One event file per step: files are named by the second they were opened in, so two steps logged within
+            # one second would share a name; the step in the name keeps them apart and in step order.
+            writer = self._writer_class(logdir=str(folder), filename_suffix=f".step-{step:012d}")
             try:
                 for key, value in metric_values(runs, step).items():
                     writer.add_scalar(key, value, global_step=step)

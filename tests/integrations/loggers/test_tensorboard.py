@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +14,9 @@ import orjson
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from evalsi.runs import make_loggers
+from evalsi.runs import LoggedRun, log_step, make_loggers
 from evalsi.specs import LoggersSpec, TensorBoardLoggerSpec
+from evalsi.stats import Estimate
 from tests.helpers.openai_server import OpenAIServer
 from tests.integrations.loggers.conftest import add_loggers, endpoint, invoke, settled
 from tests.training.conftest import answers, write_spec
@@ -106,3 +108,12 @@ def test_a_directory_that_cannot_be_written_fails_the_command_after_saving_resul
     assert result.exit_code == 1, result.output
     assert "the results are saved, but logging them failed: tensorboard" in result.output
     assert json.loads((tmp_path / "out.json").read_text())["status"] == "complete"
+
+
+def test_steps_logged_within_one_second_are_all_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(time, "time", lambda: 1_800_000_000.0)  # every event file is opened in the same second
+    [logger] = make_loggers(["tensorboard"], [(LoggersSpec(tensorboard=TensorBoardLoggerSpec(dir="tb")), tmp_path, "")])
+    for step in (10, 20, 100):
+        estimate = Estimate(step / 1000, 0.01, step / 1000 - 0.02, step / 1000 + 0.02, 30, 30)
+        log_step([logger], "r", step, [LoggedRun("s", {"m": estimate}, tmp_path / "s.json")])
+    assert scalars(events(tmp_path / "tb" / "r"), "eval/s/m") == [(10, 0.01), (20, 0.02), (100, 0.1)]
