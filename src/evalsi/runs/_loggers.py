@@ -35,6 +35,7 @@ from evalsi.specs import (
     MlflowLoggerSpec,
     SpecModel,
     TensorBoardLoggerSpec,
+    WandbLoggerSpec,
 )
 from evalsi.stats import Estimate
 
@@ -223,6 +224,13 @@ def make_logger(name: str, settings: SpecModel | None, base_dir: Path | None = N
         mlflow = settings if isinstance(settings, MlflowLoggerSpec) else MlflowLoggerSpec()
         experiment = mlflow.experiment or environment_default("MLFLOW_EXPERIMENT_NAME", "evalsi")
         return MlflowLogger(mlflow.tracking_uri, experiment)
+    if name == "wandb":
+        from evalsi.runs._log_wandb import WandbLogger  # the module names W&B's classes; imported when used
+
+        spec_w = settings if isinstance(settings, WandbLoggerSpec) else WandbLoggerSpec()
+        project = spec_w.project or environment_default("WANDB_PROJECT", "evalsi")
+        wandb_dir = _setting_path(spec_w.dir, base_dir)
+        return WandbLogger(project, spec_w.entity, spec_w.mode, None if wandb_dir is None else wandb_dir.absolute())
     raise SpecError(f"{name!r} is not a logger: give {', '.join(LOGGER_NAMES)}", file="--log-to")
 
 
