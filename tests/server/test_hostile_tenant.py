@@ -7,6 +7,7 @@ kind of attack; the payloads are data the tests iterate over.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import stat
@@ -24,6 +25,9 @@ from typing import Any
 import httpx
 import pytest
 
+from evalsi.server._proto.evalsi.v1alpha1 import evaluation_pb2 as epb
+from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as rpb
+from tests.server.calls import PROTOCOLS, Call
 from tests.server.harness import (
     CONNECT_PATH,
     ServerProcess,
@@ -435,3 +439,99 @@ def test_item12_healthz_answers_503_while_draining(tmp_path: Path) -> None:
         assert server.process.wait(60) == 0
     finally:
         server.kill()
+
+
+# --- item 16: numbers out of range and deep nesting are the caller's error --------------------------------------
+
+
+def _deep(depth: int) -> Any:
+    nested: Any = 1
+    for _ in range(depth):
+        nested = {"a": nested}
+    return nested
+
+
+def _run_with(**record: Any) -> Call:
+    """CreateRun of one record with ``record``'s fields over a valid one."""
+    sample = {"completion": "c", "scores": {"m": {"value": 1.0, "status": "ok"}}}
+    base = {"key": "k", "index": 0, "samples": [sample], **record}
+    results = {"version": 1, "kind": "RunResults", "name": "r", "records": [base]}
+    return Call("RunService", "CreateRun", "/v1alpha1/runs", rpb.CreateRunRequest, {"results": results})
+
+
+def _dataset_row(row: Any) -> Call:
+    body = {"datasetId": "deep", "jsonl": json.dumps(row) + "\n"}
+    return Call("DatasetService", "CreateDataset", "/v1alpha1/datasets", epb.CreateDatasetRequest, body)
+
+
+def _score_with(rollout: dict[str, Any]) -> Call:
+    body = {"spec": {"components": [{"ref": "exact-match"}]}, "rollouts": [{"completion": "a", **rollout}]}
+    return Call("RewardService", "ScoreRewards", "/v1alpha1/rewards:score", rpb.ScoreRewardsRequest, body)
+
+
+ONE_SAMPLE = {"completion": "c", "scores": {"m": {"value": "high", "status": "ok"}}}
+ASKED = [{"role": "user", "content": "x"}]
+OUT_OF_RANGE: list[tuple[str, Call, tuple[str, ...], str]] = [
+    # (what, the call, the protocols that can carry it, what the refusal names)
+    ("a record index of 1e30", _run_with(index=1e30), PROTOCOLS, "results.records[0]"),
+    ("a record id past 64 bits", _run_with(id=2**63), PROTOCOLS, "results.records[0]"),
+    ("a score value that is text", _run_with(samples=[ONE_SAMPLE]), PROTOCOLS, "results.records[0]"),
+    ("a dataset row nested 300 deep", _dataset_row({"messages": ASKED, "label": _deep(300)}), PROTOCOLS, "line 1"),
+    ("a message nested 80 deep", _dataset_row({"messages": [{**ASKED[0], "content": [_deep(80)]}]}), PROTOCOLS, "line"),
+    ("a record index that is infinite", _run_with(index=float("inf")), ("grpc",), "results"),
+    ("a rollout with an infinite number", _score_with({"completion_tokens": float("inf")}), ("grpc",), "rollouts[0]"),
+]  # fmt: skip
+"""Requests a JSON or protobuf decoder accepts whose numbers or nesting no stored resource may hold."""
+
+
+def test_item16_numbers_out_of_range_and_deep_nesting_are_refused_naming_where(hostile: Hostile) -> None:
+    for what, call, protocols, where in OUT_OF_RANGE:
+        for protocol in protocols:
+            answer = call.answer(protocol, hostile.server, hostile.run)
+            assert answer.status in ("400", "invalid_argument"), (what, protocol, answer)
+            assert where in answer.message and not CLASS_NAME.search(answer.message), (what, protocol, answer)
+    token = base64.urlsafe_b64encode(b"p" + b"9" * 30).decode()  # a page token naming a row past 64 bits
+    headers = {"Authorization": f"Bearer {hostile.run}"}
+    listed = httpx.get(f"{hostile.server.http}/v1alpha1/runs?pageToken={token}", headers=headers, timeout=60)
+    assert listed.status_code == 400 and "pageToken" in listed.json()["error"]["message"], listed.text
+    # a body whose field has the wrong type is a bad argument on every service's Connect route too
+    bad = {"datasetId": 5, "jsonl": {"not": "text"}}
+    for service, method in (("DatasetService", "CreateDataset"), ("EvaluationJobService", "CreateEvaluationJob")):
+        response = httpx.post(
+            f"{hostile.server.http}/evalsi.v1alpha1.{service}/{method}",
+            json=bad if method == "CreateDataset" else {"evaluationJob": {"target": 1e30}},
+            headers={**headers, "Connect-Protocol-Version": "1"},
+            timeout=60,
+        )
+        assert response.status_code == 400 and response.json()["code"] == "invalid_argument", response.text
+
+
+@pytest.mark.sandbox
+@pytest.mark.timeout(600)
+def test_item16_a_jobs_seed_past_64_bits_is_refused_naming_it(tmp_path: Path) -> None:
+    from tests.server.evaluation import CAPITALS, chat, jsonl, upload, wait_built
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    storage = Path(tempfile.mkdtemp(prefix="evalsi-seed-test-"))  # under /tmp: sandbox users must reach it
+    targets = {"t": {"base_url": "http://127.0.0.1:9/v1", "model": "m"}}
+    config = write_config(
+        tmp_path, {"database": {"url": url}, "evaluators": {"storage_dir": str(storage)}, "targets": targets}
+    )
+    token = make_token(url, "p", ["evaluations.run", "resource.runs_code", "evaluators.write"])
+    rows = jsonl([chat("Capital of France?", None, "Paris")])
+    with ServerProcess(config) as server:
+        files = {"test_capitals.py": CAPITALS, "capitals.jsonl": rows}
+        assert upload(server, token, "capitals", files, "test_capitals.py::test_capitals").status_code == 200
+        assert wait_built(server, token, "capitals", timeout=300)["state"] == "ACTIVE"
+        dataset = Call("DatasetService", "CreateDataset", "/v1alpha1/datasets", epb.CreateDatasetRequest,
+                       {"datasetId": "questions", "jsonl": rows})  # fmt: skip
+        assert dataset.answer("http", server, token).status == "200"
+        for n, seed in enumerate((1e30, -1e30, 2**64 - 1, float("inf"))):
+            job = {"evaluator": "capitals", "inputDataset": "questions", "outputDataset": f"out-{n}", "target": "t",
+                   "completionParams": {"seed": seed, "temperature": 0.5}}  # fmt: skip
+            call = Call("EvaluationJobService", "CreateEvaluationJob", "/v1alpha1/evaluationJobs",
+                        epb.CreateEvaluationJobRequest, {"evaluationJob": job, "evaluationJobId": f"j{n}"})  # fmt: skip
+            for protocol in PROTOCOLS if seed != float("inf") else ("grpc",):
+                answer = call.answer(protocol, server, token)
+                assert answer.status in ("400", "invalid_argument"), (seed, protocol, answer)
+                assert "evaluationJob.completionParams" in answer.message, (seed, protocol, answer)
