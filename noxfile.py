@@ -22,7 +22,8 @@ EXTRAS: list[str] = [
     "mlflow", "dev",
 ]  # fmt: skip
 INTEGRATIONS: list[str] = [
-    "trl", "verl", "hf", "torch", "lightning", "browser", "mlflow", *(f"extras(extra='{e}')" for e in EXTRAS)
+    "trl", "verl", "hf", "torch", "lightning", "browser", "mlflow", "loggers",
+    *(f"extras(extra='{e}')" for e in EXTRAS),
 ]  # fmt: skip
 
 
@@ -110,6 +111,14 @@ def mlflow(session: nox.Session) -> None:
     # 3.17.2: the newest release whose mlflow-skinny and mlflow-tracing are on the index too.
     session.install("mlflow==3.17.2", "-e", ".[dev,mlflow]")
     session.run("pytest", "-q", "-p", "no:randomly", "tests/integrations/mlflow", env={"EVALSI_INTEGRATION": "1"})
+
+
+@nox.session(name="loggers")
+def loggers(session: nox.Session) -> None:
+    """`--log-to tensorboard,wandb` from `evalsi run` and `evalsi checkpoints`, read back with the real libraries:
+    TensorBoard's event reader, W&B's offline run files."""
+    session.install("tensorboardX==2.6.5", "tensorboard==2.21.0", "wandb==0.30.0", "-e", ".[dev]")
+    session.run("pytest", "-q", "-p", "no:randomly", "tests/integrations/loggers", env={"EVALSI_INTEGRATION": "1"})
 
 
 # torch as the other sessions pin it (the CPU build this machine keeps); nothing else beside an extra.

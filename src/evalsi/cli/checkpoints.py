@@ -139,6 +139,15 @@ Server = Annotated[
     ),
 ]
 
+LogTo = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--log-to",
+        help="Also log each step to tensorboard, mlflow and/or wandb (comma-separated or repeated; settings in "
+        "the specs' loggers: sections), at the checkpoint's step.",
+    ),
+]
+
 
 def make_serving(
     serve: str,
@@ -349,6 +358,7 @@ def _evaluator(
     display: Display,
     server: str | None = None,
     restart: bool = False,
+    log_to: list[str] | None = None,
 ) -> CheckpointEvaluator:
     try:
         return CheckpointEvaluator(
@@ -362,6 +372,7 @@ def _evaluator(
             on_stage=display.stage,
             server=server,
             restart=restart,
+            log_to=log_to or [],
         )
     except (SpecError, DataError) as exc:
         fail(str(exc))
@@ -400,6 +411,7 @@ def eval_command(
         bool,
         typer.Option("--final", help="The training's last step: every spec is evaluated, whatever its `every`."),
     ] = False,
+    log_to: LogTo = None,
 ) -> None:
     """Evaluate one checkpoint (or the base model) against the run specs; results go to LOG_DIR (and --server).
 
@@ -409,7 +421,9 @@ def eval_command(
     number = parse_step_option(step)
     serving = make_serving(serve, base_url, model, vllm_bin, vllm_args, device, base_model, log_dir, tokenizer)
     display = Display(not quiet)
-    evaluator = _evaluator(files, training_run, serving, regression, log_dir, overrides, display, server, restart)
+    evaluator = _evaluator(
+        files, training_run, serving, regression, log_dir, overrides, display, server, restart, log_to
+    )
     label = "base" if number is None else f"step {number}"
     if not evaluator.due(number, final=final):
         cadence = ", ".join(f"{name} every {every}" for name, every in evaluator.cadence().items())
@@ -480,6 +494,7 @@ def watch_command(
     server: Server = None,
     restart: Restart = False,
     tokenizer: TokenizerOption = None,
+    log_to: LogTo = None,
 ) -> None:
     """Evaluate each new checkpoint in DIRECTORY once, in step order, as it settles. Stop with Ctrl-C.
 
@@ -489,7 +504,9 @@ def watch_command(
     """
     serving = make_serving(serve, base_url, model, vllm_bin, vllm_args, device, base_model, log_dir, tokenizer)
     display = Display(not quiet)
-    evaluator = _evaluator(files, training_run, serving, regression, log_dir, overrides, display, server, restart)
+    evaluator = _evaluator(
+        files, training_run, serving, regression, log_dir, overrides, display, server, restart, log_to
+    )
     try:
         base_done = evaluator.has_results(None)
     except EvalsiError as exc:  # the server is unreachable or refused the token

@@ -20,7 +20,16 @@ from rich.text import Text
 from evalsi.cli._console import EXIT_FAILED, EXIT_GATE, EXIT_OK, fail, stderr
 from evalsi.cli._tables import interval_note, number_table
 from evalsi.errors import DataError, SpecError
-from evalsi.runs import GenerationError, Runner, RunOutcome, RunVerdict, load_run
+from evalsi.runs import (
+    GenerationError,
+    LoggerError,
+    Runner,
+    RunOutcome,
+    RunVerdict,
+    load_run,
+    log_outcome,
+    run_loggers,
+)
 from evalsi.stats import Estimate
 
 EXIT_CODES: dict[RunVerdict, int] = {"ok": EXIT_OK, "failed": EXIT_FAILED, "gate failed": EXIT_GATE}
@@ -51,6 +60,14 @@ def run_command(
         bool, typer.Option("--restart", help="Discard earlier results of this run instead of resuming.")
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    log_to: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--log-to",
+            help="Also log the results to tensorboard, mlflow and/or wandb (comma-separated or repeated; settings "
+            "in the spec's loggers: section).",
+        ),
+    ] = None,
 ) -> None:
     """Generate completions from the spec's target, score them, write the results file and summarise.
 
@@ -69,12 +86,17 @@ def run_command(
     extra = [*(overrides or []), *([f"output={json.dumps(str(output.absolute()))}"] if output is not None else [])]
     try:
         run = load_run(file, name, extra)
+        loggers = run_loggers(run, log_to or [])
         outcome = Runner(run, progress=not quiet, restart=restart).run()
     except (SpecError, DataError, GenerationError) as exc:
         fail(str(exc))
     except KeyboardInterrupt:
         fail("interrupted: every scored record is saved; run the same command again to resume", EXIT_FAILED)
     stderr.print(run_summary(outcome))
+    try:
+        log_outcome(loggers, run, outcome)
+    except LoggerError as exc:
+        fail(str(exc), EXIT_FAILED)
     if not outcome.summary.gates_passed:  # the exit code is said once: here only when the gate decides it
         code = f" (exit {EXIT_GATE})" if outcome.verdict == "gate failed" else ""
         stderr.print(f"[bold red]a gate failed[/]{code}", highlight=False)

@@ -35,6 +35,16 @@ from evalsi.runs._compare import (
 from evalsi.runs._datasets import Item, load_items, read_rows, rows_to_items
 from evalsi.runs._document import RECORD, RunDocument, RunHeader, Summary, check_document, header_of, validation_message
 from evalsi.runs._driver import Runner, RunOutcome, RunVerdict, generated_otherwise, load_run_items
+from evalsi.runs._loggers import (
+    LoggedRun,
+    Logger,
+    LoggerError,
+    log_outcome,
+    log_step,
+    make_loggers,
+    results_records,
+    run_loggers,
+)
 from evalsi.runs._overrides import apply_overrides
 from evalsi.runs._remote import RunNotFoundError, RunsClient, RunServiceError
 from evalsi.runs._results import (
@@ -60,6 +70,9 @@ __all__ = [
     "GenerationError",
     "Item",
     "LoadedRun",
+    "LoggedRun",
+    "Logger",
+    "LoggerError",
     "MetricComparison",
     "MetricInfo",
     "OpenAITarget",
@@ -95,14 +108,19 @@ __all__ = [
     "load_results",
     "load_run",
     "load_run_items",
+    "log_outcome",
+    "log_step",
+    "make_loggers",
     "make_target",
     "read_results",
     "read_rows",
     "record_overlap",
     "record_values",
+    "results_records",
     "rows_to_items",
     "run_from_document",
     "run_from_mapping",
+    "run_loggers",
     "summarize",
     "validation_message",
 ]

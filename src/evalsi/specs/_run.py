@@ -227,6 +227,53 @@ class GateSpec(_Model):
         return self
 
 
+LoggerName = Literal["tensorboard", "mlflow", "wandb"]
+LOGGER_NAMES: tuple[str, ...] = ("tensorboard", "mlflow", "wandb")
+
+
+class TensorBoardLoggerSpec(_Model):
+    """TensorBoard: event files written under ``dir`` (``evalsi[tensorboard]``)."""
+
+    dir: str | None = None
+    """The log directory (relative to the spec file); default ``evalsi-logs/tensorboard`` in the current
+    directory. Each run (or training run) writes to its own subdirectory."""
+
+
+class MlflowLoggerSpec(_Model):
+    """MLflow: a tracking run per run (or training run) (``evalsi[mlflow]``)."""
+
+    tracking_uri: str | None = None
+    """The tracking server or store; default ``$MLFLOW_TRACKING_URI`` (else MLflow's own default)."""
+    experiment: str | None = None
+    """The experiment's name; default ``$MLFLOW_EXPERIMENT_NAME``, else ``evalsi``."""
+
+
+class WandbLoggerSpec(_Model):
+    """Weights & Biases: a W&B run per run (or training run) (``evalsi[wandb]``)."""
+
+    project: str | None = None
+    """The project; default ``$WANDB_PROJECT``, else ``evalsi``."""
+    entity: str | None = None
+    """The team or user; default W&B's own (``$WANDB_ENTITY``)."""
+    mode: Literal["online", "offline"] | None = None
+    """``offline`` keeps the run on disk (``wandb sync`` uploads it later); default ``$WANDB_MODE``, else
+    online."""
+    dir: str | None = None
+    """Where W&B keeps its files (relative to the spec file); default W&B's own (``$WANDB_DIR``)."""
+
+
+class LoggersSpec(_Model):
+    """Where a run's results are also logged; ``--log-to`` adds loggers with their default settings."""
+
+    tensorboard: TensorBoardLoggerSpec | None = None
+    mlflow: MlflowLoggerSpec | None = None
+    wandb: WandbLoggerSpec | None = None
+
+    def named(self) -> dict[str, _Model]:
+        """Logger name -> its settings, for the loggers this section turns on."""
+        return {n: v for n in LOGGER_NAMES if (v := getattr(self, n)) is not None}
+
+
 class RunSpecBody(_Model):
     """The ``spec`` of a RunSpec."""
 
@@ -259,6 +306,9 @@ class RunSpecBody(_Model):
     current directory)."""
     batch_size: int = Field(default=64, ge=1)
     """Records scored per engine call."""
+    loggers: LoggersSpec = Field(default_factory=LoggersSpec)
+    """Also log the results to TensorBoard, MLflow or W&B: each metric's mean and 95% interval at the
+    checkpoint's step (0 for ``evalsi run`` and the base model), the per-record table, the results file's path."""
 
     @model_validator(mode="after")
     def _samples_cover_k(self) -> RunSpecBody:

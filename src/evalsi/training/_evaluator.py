@@ -29,6 +29,8 @@ from typing import Any
 from evalsi.errors import EvalsiError, SpecError
 from evalsi.runs import (
     BoundRun,
+    LoggedRun,
+    Logger,
     Runner,
     RunsClient,
     apply_overrides,
@@ -36,9 +38,12 @@ from evalsi.runs import (
     compare_runs,
     generated_otherwise,
     load_results,
+    log_step,
+    make_loggers,
     read_results,
+    results_records,
 )
-from evalsi.specs import Resource, load_resources, select_resource
+from evalsi.specs import LoggersSpec, Resource, load_resources, select_resource
 from evalsi.stats import Estimate, PairedComparison, RegressionRule, regressed
 from evalsi.training._checkpoints import Checkpoint
 from evalsi.training._curve import summary_estimates
@@ -141,6 +146,8 @@ class _Spec:
     name: str
     metrics: list[str]
     every: int | None
+    loggers: LoggersSpec = field(default_factory=LoggersSpec)
+    """The spec's ``loggers:`` section."""
 
     def due(self, step: int | None, final: bool) -> bool:
         """Whether this spec is evaluated at ``step``: the base, the final step, and every ``every`` steps."""
@@ -165,6 +172,8 @@ class CheckpointEvaluator:
         token: The server token (default: ``$EVALSI_TOKEN``); it needs ``evaluations.run``.
         restart: Evaluate each step from scratch the first time this evaluator meets it, discarding its earlier
             results (complete or partial); ``is_done`` is false for a step until then.
+        log_to: Also log each evaluated step to these loggers (``tensorboard``, ``mlflow``, ``wandb``), beside
+            those the specs' ``loggers:`` sections name: one logger run per training run, at the step.
 
     Raises:
         SpecError: A spec is invalid, or a regression rule names a metric no spec has.
@@ -185,6 +194,7 @@ class CheckpointEvaluator:
         server: str | None = None,
         token: str | None = None,
         restart: bool = False,
+        log_to: Sequence[str] = (),
     ) -> None:
         paths = [specs] if isinstance(specs, str | Path) else list(specs)
         self.restart = restart
@@ -206,6 +216,8 @@ class CheckpointEvaluator:
         names = [s.name for s in self.specs]
         if len(set(names)) != len(names):
             raise SpecError(f"two run specs share a name ({', '.join(names)}); their results would mix")
+        sections = [(s.loggers, s.base_dir, str(path)) for s, path in zip(self.specs, paths, strict=True)]
+        self.loggers: list[Logger] = make_loggers(log_to, sections)
         try:
             self.rules = [r if isinstance(r, RegressionRule) else RegressionRule.parse(r) for r in regression]
         except ValueError as exc:
@@ -224,7 +236,7 @@ class CheckpointEvaluator:
         if isinstance(self.serving, Endpoint) and self.serving.base_url is None:
             probe = []  # the spec's own target is used as written
         bound = bind_run(apply_overrides(resource, probe), path.parent)
-        return _Spec(resource, path.parent, resource.name, bound.metric_names(), bound.body.every)
+        return _Spec(resource, path.parent, resource.name, bound.metric_names(), bound.body.every, bound.body.loggers)
 
     # --- cadence ----------------------------------------------------------------------------------------------
 
@@ -342,6 +354,10 @@ class CheckpointEvaluator:
         result = StepResult(
             step, [self._outcome(s, step, reused=s not in todo) for s in due], time.perf_counter() - started, not_due
         )
+        if self.loggers:
+            self._stage(ref.label, "logging to " + ", ".join(lg.name for lg in self.loggers))
+            logged = [LoggedRun(s.spec, s.means, s.path, results_records(s.path)) for s in result.specs]
+            log_step(self.loggers, self.training_run, 0 if step is None else step, logged)
         self._stage(ref.label, result.status)
         return result
 
