@@ -10,7 +10,7 @@ import nox
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = True
 
-INTEGRATIONS: list[str] = ["trl", "verl", "hf", "torch", "lightning", "browser", "mlflow"]
+INTEGRATIONS: list[str] = ["trl", "verl", "hf", "torch", "lightning", "browser", "mlflow", "ray"]
 
 
 @nox.session(name="integrations", python=False)
@@ -86,3 +86,18 @@ def mlflow(session: nox.Session) -> None:
     # 3.17.2: the newest release whose mlflow-skinny and mlflow-tracing are on the index too.
     session.install("mlflow==3.17.2", "-e", ".[dev,mlflow]")
     session.run("pytest", "-q", "-p", "no:randomly", "tests/integrations/mlflow", env={"EVALSI_INTEGRATION": "1"})
+
+
+@nox.session(name="ray")
+def ray(session: nox.Session) -> None:
+    """evalsi on a real two-node Ray cluster started by the tests (`ray start`), torn down with `ray stop --force`.
+
+    The reward pool, its cache and limiter actors, faults (a killed actor, a hung worker), Ray Data offline
+    scoring, and verl's reward loop and OpenRLHF's reward function scoring through the pool.
+    """
+    session.install(
+        "ray[data]==2.60.0", "torch==2.13.0", "verl==0.9.1", "transformers==5.10.4", "-e", ".[dev,math,parquet,ray]"
+    )
+    session.install("--no-deps", "openrlhf==0.11.2")
+    env = {"EVALSI_INTEGRATION": "1"}
+    session.run("pytest", "-q", "-p", "no:randomly", "-p", "no:xdist", "tests/integrations/ray", env=env)
