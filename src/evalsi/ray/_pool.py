@@ -197,11 +197,16 @@ class RewardPool:
         """
         return self.score_records(self.records(rollouts))
 
-    def score_records(self, records: Sequence[Record]) -> list[RewardResult]:
-        """Score already normalised records (see :meth:`score`)."""
+    def score_records(self, records: Sequence[Record], *, eager: bool = True) -> list[RewardResult]:
+        """Score already normalised records (see :meth:`score`).
+
+        ``eager=False`` lets them wait up to ``window_ms`` to share a chunk with other callers' rollouts (a
+        trainer that scores one sample per call from many threads).
+        """
         if not records:
             return []
-        outcome = self._ray.get(self.coordinator.score.remote(self._spec_id, self._resource, list(records)))
+        ref = self.coordinator.score.remote(self._spec_id, self._resource, list(records), eager)
+        outcome = self._ray.get(ref)
         return self._compose(outcome)
 
     async def score_async(self, rollouts: Iterable[Mapping[str, Any]]) -> list[RewardResult]:
@@ -230,8 +235,9 @@ class RewardPool:
         return (await self.score_records_async(self.records([rollout]), eager=False))[0]
 
     def stats(self) -> dict[str, Any]:
-        """The pool's counters: calls, rollouts, chunks, retries, queue depth, in-flight, p50/p99 latency,
-        each actor's node, process, cache hits and latency, and the cache actor's figures.
+        """The pool's counters: calls, rollouts, chunks, retries, queue depth, in-flight, p50/p99 latency.
+
+        Also each actor's node, process, cache hits and latency, and the cache actor's figures.
         """
         return dict(self._ray.get(self.coordinator.stats.remote()))
 

@@ -84,7 +84,7 @@ def test_errors_name_the_rollout_as_in_process(spread: RewardPool) -> None:
     with pytest.raises(RewardBatchError) as local:
         evalsi.rewards.from_mapping(body).score(batch)
     assert (remote.value.index, remote.value.component, str(remote.value)) == (27, "a", str(local.value))
-    broken = [*batch[:3], {"prompt": "no completion"}]
+    broken: list[dict[str, Any]] = [*batch[:3], {"prompt": "no completion"}]
     with pytest.raises(DataError, match="rollout 3"):
         pool.score(broken)
 
