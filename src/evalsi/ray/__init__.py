@@ -6,19 +6,22 @@ Needs the ``ray`` extra (``pip install 'evalsi[ray]'``); nothing else in evalsi 
   verdict cache, batching of rollouts scored one at a time, retries of chunks whose actor died or hung, and
   back-pressure.
 - :func:`score_dataset` — a RewardSpec mapped over a JSONL or Parquet file of rollouts with Ray Data, resumable.
-- :class:`Limiter` — one concurrency and rate limit per upstream (judge, reward model, run target), shared by
+- :func:`limit_upstreams` — one concurrency and rate limit per upstream (judge, reward model, run target), shared by
   every actor of a cluster.
 """
 
 from evalsi.ray._data import DatasetBatchError, DatasetReport, score_dataset
+from evalsi.ray._limiter import Limit, limit_upstreams
 from evalsi.ray._pool import RewardPool, RewardPoolError
 from evalsi.ray._ray import RayUnavailableError
 
 __all__ = [
     "DatasetBatchError",
     "DatasetReport",
+    "Limit",
     "RayUnavailableError",
     "RewardPool",
     "RewardPoolError",
+    "limit_upstreams",
     "score_dataset",
 ]

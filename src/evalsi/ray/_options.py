@@ -30,6 +30,8 @@ class PoolOptions:
     imports: tuple[str, ...] = ()
     runtime_env: Mapping[str, Any] | None = None
     detached: bool = False
+    limits: Mapping[str, Any] = field(default_factory=dict)
+    """``{upstream URL: Limit}`` every actor's requests obey (see :func:`evalsi.ray.limit_upstreams`)."""
 
     def __post_init__(self) -> None:
         checks = (

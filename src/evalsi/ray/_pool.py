@@ -60,6 +60,8 @@ class RewardPool:
         imports: Modules each actor imports first (evaluator packs that register on import).
         runtime_env: Ray runtime environment of the actors (``env_vars``, ``py_modules``...).
         detached: Keep the pool alive after the creating process exits (until :meth:`shutdown`).
+        limits: ``{upstream URL: Limit}``: judges, reward models and targets the actors call share one
+            concurrency and rate limit per upstream across the cluster (see :func:`evalsi.ray.limit_upstreams`).
 
     """
 
@@ -83,6 +85,7 @@ class RewardPool:
         imports: Sequence[str] = (),
         runtime_env: Mapping[str, Any] | None = None,
         detached: bool = False,
+        limits: Mapping[str, Any] | None = None,
     ) -> None:
         self.reward = _bind(spec)
         self.options = PoolOptions(
@@ -101,6 +104,7 @@ class RewardPool:
             imports=tuple(imports),
             runtime_env=dict(runtime_env) if runtime_env else None,
             detached=detached,
+            limits=dict(limits or {}),
         )
         self._ray = connect(address, NAMESPACE)
         self._resource = self.reward.to_resource()

@@ -43,6 +43,10 @@ class ScorerActor:
         self.options = options
         self.index = index
         self.cache = open_cache(options, cache_handle, ray)
+        if options.limits:
+            from evalsi.ray._limiter import limit_upstreams
+
+            limit_upstreams(options.limits)
         self._rewards: OrderedDict[str, Reward] = OrderedDict()
         self._threads = ThreadPoolExecutor(max_workers=4, thread_name_prefix="evalsi-ray-components")
         self._lock = threading.Lock()
