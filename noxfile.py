@@ -90,13 +90,19 @@ def mlflow(session: nox.Session) -> None:
 
 @nox.session(name="ray")
 def ray(session: nox.Session) -> None:
-    """evalsi on a real two-node Ray cluster started by the tests (`ray start`), torn down with `ray stop --force`.
+    """evalsi on a real two-node Ray cluster started by the tests (`ray start`), whose processes the tests stop after.
 
     The reward pool, its cache and limiter actors, faults (a killed actor, a hung worker), Ray Data offline
     scoring, and verl's reward loop and OpenRLHF's reward function scoring through the pool.
     """
     session.install(
-        "ray[data]==2.60.0", "torch==2.13.0", "verl==0.9.1", "transformers==5.10.4", "-e", ".[dev,math,parquet,ray]"
+        "ray[data]==2.60.0",
+        "torch==2.13.0",
+        "verl==0.9.1",
+        "transformers==5.10.4",
+        "aiohttp",
+        "-e",
+        ".[dev,math,parquet,serve,ray]",
     )
     session.install("--no-deps", "openrlhf==0.11.2")
     env = {"EVALSI_INTEGRATION": "1"}

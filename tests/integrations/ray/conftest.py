@@ -44,6 +44,8 @@ class Cluster:
         self.port = _free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.nodes: list[subprocess.Popen[bytes]] = []
+        self.metrics_ports: list[int] = [_free_port(), _free_port()]
+        """Each node's Prometheus endpoint (Ray's metrics agent)."""
 
     def start_node(self, *args: str, log: str) -> None:
         env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", PYTHONPATH=str(ROOT))
@@ -111,6 +113,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             "--num-cpus=2",
             f"--object-store-memory={store}",
             "--include-dashboard=false",
+            f"--metrics-export-port={nodes.metrics_ports[0]}",
             "--resources=" + json.dumps({"evalsi_head": 8, "evalsi_slot": 2}),
             log="head.log",
         )
@@ -121,6 +124,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             "--num-cpus=2",
             f"--object-store-memory={store}",
             "--resources=" + json.dumps({"evalsi_node_b": 8, "evalsi_slot": 2}),
+            f"--metrics-export-port={nodes.metrics_ports[1]}",
             log="node-b.log",
         )
         ray.init(address=nodes.address, log_to_driver=False)
