@@ -12,7 +12,7 @@ Needs the ``ray`` extra (``pip install 'evalsi[ray]'``); nothing else in evalsi 
 
 from evalsi.ray._data import DatasetBatchError, DatasetReport, score_dataset
 from evalsi.ray._limiter import Limit, limit_upstreams
-from evalsi.ray._pool import RewardPool, RewardPoolError
+from evalsi.ray._pool import RewardPool, RewardPoolError, RewardPoolStartError
 from evalsi.ray._ray import RayUnavailableError
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "RayUnavailableError",
     "RewardPool",
     "RewardPoolError",
+    "RewardPoolStartError",
     "limit_upstreams",
     "score_dataset",
 ]

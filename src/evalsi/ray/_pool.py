@@ -31,6 +31,10 @@ class RewardPoolError(EvalsiError, RuntimeError):
         super().__init__(f"rollout {index}: the reward pool could not score it: {cause}")
 
 
+class RewardPoolStartError(EvalsiError, RuntimeError):
+    """A pool's actors could not be placed and started in time."""
+
+
 class RewardPool:
     """A RewardSpec scored by ``num_workers`` Ray actors, each a warm scorer (sandbox fork server, math workers).
 
@@ -62,6 +66,10 @@ class RewardPool:
         detached: Keep the pool alive after the creating process exits (until :meth:`shutdown`).
         limits: ``{upstream URL: Limit}``: judges, reward models and targets the actors call share one
             concurrency and rate limit per upstream across the cluster (see :func:`evalsi.ray.limit_upstreams`).
+        start_timeout: Seconds to wait for the actors to be placed and started.
+
+    Raises:
+        RewardPoolStartError: The actors did not start in time (no room on the cluster for them).
 
     """
 
@@ -86,6 +94,7 @@ class RewardPool:
         runtime_env: Mapping[str, Any] | None = None,
         detached: bool = False,
         limits: Mapping[str, Any] | None = None,
+        start_timeout: float = START_TIMEOUT,
     ) -> None:
         self.reward = _bind(spec)
         self.options = PoolOptions(
@@ -123,7 +132,14 @@ class RewardPool:
             )
             .remote(self.options)
         )
-        self._ray.get(self.coordinator.ready.remote(), timeout=START_TIMEOUT)
+        try:
+            self._ray.get(self.coordinator.ready.remote(), timeout=start_timeout)
+        except self._ray.exceptions.GetTimeoutError:
+            raise RewardPoolStartError(
+                f"the reward pool {self.options.name!r} did not start within {start_timeout:g} s: the cluster has "
+                f"no room for {num_workers} actors of num_cpus={num_cpus:g} and resources={dict(resources or {})} "
+                "(`ray status` shows what is free); the pool is still waiting for room: pool.shutdown() stops it"
+            ) from None
 
     @classmethod
     def attach(cls, name: str, spec: SpecSource, *, address: str | None = None) -> RewardPool:

@@ -14,7 +14,7 @@ import ray
 
 import evalsi.rewards
 from evalsi.errors import DataError, RewardBatchError, SpecError
-from evalsi.ray import RewardPool
+from evalsi.ray import RewardPool, RewardPoolStartError
 from evalsi.rewards import read_rollout_file
 from evalsi.rewards.vectors import Outcome, check_vectors
 from tests.integrations.ray import probe
@@ -147,7 +147,6 @@ def test_an_actor_killed_mid_batch_is_restarted_and_its_rollouts_scored_again(cl
         spec,
         num_workers=2,
         num_cpus=0.25,
-        resources={"evalsi_slot": 1},
         max_batch=16,
         imports=[PROBE_MODULE],
         name="faults",
@@ -175,7 +174,6 @@ def test_a_hung_worker_never_stalls_the_other_actors(cluster: Cluster, tmp_path:
         spec,
         num_workers=2,
         num_cpus=0.25,
-        resources={"evalsi_slot": 1},
         chunk_timeout=60,
         max_retries=2,
         imports=[PROBE_MODULE],
@@ -215,3 +213,12 @@ def test_calls_wait_for_room_when_every_actor_is_busy(cluster: Cluster, tmp_path
         stats = pool.stats()
         assert stats["max_admitted"] == 4
         assert stats["waiting"] == 0 and stats["admitted"] == 0
+
+
+def test_a_pool_without_room_on_the_cluster_says_so(cluster: Cluster) -> None:
+    spec = EXAMPLES / "math-reward.yaml"
+    with pytest.raises(RewardPoolStartError, match=r"no room for 2 actors .*'evalsi_nowhere': 1"):
+        RewardPool(
+            spec, num_workers=2, num_cpus=0.25, resources={"evalsi_nowhere": 1}, start_timeout=20, name="nowhere"
+        )
+    RewardPool.attach("nowhere", spec).shutdown()
