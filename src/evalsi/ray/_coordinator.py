@@ -161,7 +161,9 @@ class Coordinator:
                 self.counters["deduplicated"] += 1
                 self.metrics.shared.inc()
             futures.append(future)
-        await self._admit(new)
+        # shielded: were this call cancelled while it waits for room, its rollouts are still admitted and
+        # scored, so another call waiting on the same computation is never left waiting for good
+        await asyncio.shield(self._admit(new))
         rows = await asyncio.gather(*futures, return_exceptions=True)
         self.counters["rollouts"] += len(records)
         self.metrics.observe_call(time.perf_counter() - started)
@@ -225,19 +227,14 @@ class Coordinator:
         """Queue each item once the bounded queue has room for it (back-pressure on the caller)."""
         self._waiting += len(items)
         self.metrics.waiting.set(self._waiting)
-        try:
-            for item in items:
-                await self._room.acquire()
-                self._waiting -= 1
-                self._admitted += 1
-                self.counters["max_admitted"] = max(self.counters["max_admitted"], self._admitted)
-                item.queued_at = time.monotonic()
-                self._enqueue(item)
-        except BaseException:
-            self._waiting = 0
-            raise
-        finally:
+        for item in items:
+            await self._room.acquire()
+            self._waiting -= 1
             self.metrics.waiting.set(self._waiting)
+            self._admitted += 1
+            self.counters["max_admitted"] = max(self.counters["max_admitted"], self._admitted)
+            item.queued_at = time.monotonic()
+            self._enqueue(item)
 
     def _enqueue(self, item: _Item, front: bool = False) -> None:
         queue = self._pending.get(item.spec_id)

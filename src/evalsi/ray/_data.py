@@ -159,31 +159,31 @@ def score_dataset(
     source, target = Path(data), Path(output)
     resource = reward.to_resource()
     shards = plan(source, shard_rows)
+    ray = connect(address)  # before anything is written: without Ray, nothing is left behind
     parts = target.with_name(target.name + ".parts")
     done = _finished(parts, fingerprint(source, resource, shard_rows, details))
     todo = [shard for shard in shards if shard.number not in done]
     report = DatasetReport(target, sum(s.rows for s in shards), len(shards), len(shards) - len(todo))
     if todo:
-        _run(todo, resource, source, parts, details, report, address, num_workers, num_cpus, resources, imports)
+        _run(ray, todo, resource, source, parts, details, report, num_workers, num_cpus, resources, imports)
     _join(parts, len(shards), target)
     shutil.rmtree(parts, ignore_errors=True)
     return report
 
 
 def _run(
+    ray: Any,
     todo: list[Shard],
     resource: dict[str, Any],
     source: Path,
     parts: Path,
     details: bool,
     report: DatasetReport,
-    address: str | None,
     num_workers: int,
     num_cpus: float,
     resources: Mapping[str, float] | None,
     imports: Sequence[str],
 ) -> None:
-    ray = connect(address)
     context = ray.data.DataContext.get_current()
     context.execution_options.preserve_order = True
     items = [shard.to_item() for shard in todo]
