@@ -75,7 +75,10 @@ def main() -> None:
         args.batches, args.batch, args.actors = 3, 64, "1,2"
     import ray
 
-    ray.init(address=args.address, num_cpus=None if args.address else os.cpu_count(), log_to_driver=False)
+    if args.address:
+        ray.init(address=args.address, log_to_driver=False)
+    else:  # a new local instance, never a cluster some other process started on this machine
+        ray.init(address="local", num_cpus=os.cpu_count(), log_to_driver=False)
     rng = random.Random(args.seed)
 
     def batches() -> list[list[dict[str, Any]]]:

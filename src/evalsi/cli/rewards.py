@@ -127,9 +127,7 @@ def _score_on_ray(
         from evalsi.ray._data import DatasetBatchError
 
         reward = load(spec, name)
-        report = score_dataset(
-            reward, data, output, address=None if address == "local" else address, num_workers=workers, details=details
-        )
+        report = score_dataset(reward, data, output, address=address, num_workers=workers, details=details)
     except DatasetBatchError as exc:
         fail(
             f"the batch failed, nothing was written to {output}: {exc.where}: component {exc.component!r} errored: "
