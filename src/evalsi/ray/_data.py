@@ -10,6 +10,7 @@ rerun after an interruption skips the shards already written (if the input, spec
 
 from __future__ import annotations
 
+import importlib
 import shutil
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -159,20 +160,19 @@ def score_dataset(
     source, target = Path(data), Path(output)
     resource = reward.to_resource()
     shards = plan(source, shard_rows)
-    ray = connect(address)  # before anything is written: without Ray, nothing is left behind
+    connect(address)  # before anything is written: without Ray, nothing is left behind
     parts = target.with_name(target.name + ".parts")
     done = _finished(parts, fingerprint(source, resource, shard_rows, details))
     todo = [shard for shard in shards if shard.number not in done]
     report = DatasetReport(target, sum(s.rows for s in shards), len(shards), len(shards) - len(todo))
     if todo:
-        _run(ray, todo, resource, source, parts, details, report, num_workers, num_cpus, resources, imports)
+        _run(todo, resource, source, parts, details, report, num_workers, num_cpus, resources, imports)
     _join(parts, len(shards), target)
     shutil.rmtree(parts, ignore_errors=True)
     return report
 
 
 def _run(
-    ray: Any,
     todo: list[Shard],
     resource: dict[str, Any],
     source: Path,
@@ -184,10 +184,11 @@ def _run(
     resources: Mapping[str, float] | None,
     imports: Sequence[str],
 ) -> None:
-    context = ray.data.DataContext.get_current()
+    data_api = importlib.import_module("ray.data")
+    context = data_api.DataContext.get_current()
     context.execution_options.preserve_order = True
     items = [shard.to_item() for shard in todo]
-    dataset = ray.data.from_items(items, override_num_blocks=len(items))
+    dataset = data_api.from_items(items, override_num_blocks=len(items))
     options: dict[str, Any] = {"num_cpus": num_cpus}
     if resources:
         options["resources"] = dict(resources)
