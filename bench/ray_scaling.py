@@ -78,7 +78,13 @@ def main() -> None:
     if args.address:
         ray.init(address=args.address, log_to_driver=False)
     else:  # a new local instance, never a cluster some other process started on this machine
-        ray.init(address="local", num_cpus=os.cpu_count(), log_to_driver=False)
+        ray.init(
+            address="local",
+            num_cpus=os.cpu_count(),
+            include_dashboard=False,
+            object_store_memory=200 * 1024 * 1024,
+            log_to_driver=False,
+        )
     rng = random.Random(args.seed)
 
     def batches() -> list[list[dict[str, Any]]]:

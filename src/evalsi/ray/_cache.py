@@ -52,25 +52,48 @@ class ActorCache(ScoreCache):
         self.shared_hits = 0
         self.shared_misses = 0
         self.failures = 0
+        self._absent: set[bytes] = set()
+        """Keys the cache actor was just asked for and did not hold (one round trip per chunk, not per component)."""
+
+    def prefetch(self, keys: list[bytes]) -> None:
+        """Ask the cache actor once for every key a chunk will look up; what it lacks is not asked again."""
+        unique = list(dict.fromkeys(keys))
+        with self._lock:
+            local = [key for key in unique if key not in self._data]
+        found = self._remote(local) if local else {}
+        if found:
+            super().put_many(list(found.items()))
+        self._absent = {key for key in local if key not in found}
+
+    def end_prefetch(self) -> None:
+        """Forget the keys :meth:`prefetch` found absent (the next chunk asks again)."""
+        self._absent = set()
 
     def get_many(self, keys: list[bytes]) -> list[Score | None]:
         """Memory first; the misses from the cache actor, copied into memory."""
         out = super().get_many(keys)
-        missing = list(dict.fromkeys(key for key, score in zip(keys, out, strict=True) if score is None))
+        absent = self._absent
+        missing = list(
+            dict.fromkeys(key for key, score in zip(keys, out, strict=True) if score is None and key not in absent)
+        )
         if not missing:
             return out
+        found = self._remote(missing)
+        if not found:
+            return out
+        super().put_many(list(found.items()))
+        return [score if score is not None else found.get(key) for key, score in zip(keys, out, strict=True)]
+
+    def _remote(self, keys: list[bytes]) -> dict[bytes, Score]:
         try:
-            found: dict[bytes, Score] = self._ray.get(self.handle.get_many.remote(missing), timeout=LOOKUP_TIMEOUT)
+            found: dict[bytes, Score] = self._ray.get(self.handle.get_many.remote(keys), timeout=LOOKUP_TIMEOUT)
         except Exception as exc:  # the shared tier is an optimisation: compute instead
             self.failures += 1
             log.warning("the pool's cache actor did not answer (scores are computed instead): %s", exc)
             found = {}
         self.shared_hits += len(found)
-        self.shared_misses += len(missing) - len(found)
-        if not found:
-            return out
-        super().put_many(list(found.items()))
-        return [score if score is not None else found.get(key) for key, score in zip(keys, out, strict=True)]
+        self.shared_misses += len(keys) - len(found)
+        return found
 
     def put_many(self, items: list[tuple[bytes, Score]]) -> None:
         """Store in memory, and send to the cache actor without waiting for it."""

@@ -18,8 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from evalsi.engine import ComponentJob, Pools
+from evalsi.engine._keys import record_key
 from evalsi.evaluators import Score
-from evalsi.ray._cache import cache_counts, open_cache
+from evalsi.ray._cache import ActorCache, cache_counts, open_cache
 from evalsi.ray._metrics import ActorMetrics
 from evalsi.ray._options import PoolOptions
 from evalsi.records import Record
@@ -47,7 +48,7 @@ class ScorerActor:
             from evalsi.ray._limiter import limit_upstreams
 
             limit_upstreams(options.limits)
-        self._rewards: OrderedDict[str, Reward] = OrderedDict()
+        self._rewards: OrderedDict[str, tuple[Reward, list[ComponentJob]]] = OrderedDict()
         self._threads = ThreadPoolExecutor(max_workers=4, thread_name_prefix="evalsi-ray-components")
         self._lock = threading.Lock()
         self.metrics = ActorMetrics(options.name, index)
@@ -69,10 +70,14 @@ class ScorerActor:
         started = time.perf_counter()
         self.metrics.inflight(len(records))
         try:
-            reward = self._reward(spec_id, resource)
+            reward, jobs = self._reward(spec_id, resource)
+            if isinstance(self.cache, ActorCache):  # one round trip to the cache actor for the whole chunk
+                self.cache.prefetch([record_key(job.key_prefix, r, job.fields) for job in jobs for r in records])
             pools = Pools(components=self._threads, observe=self.metrics.observe_component)
             columns = reward.component_scores(records, cache=self.cache, pools=pools)
         finally:
+            if isinstance(self.cache, ActorCache):
+                self.cache.end_prefetch()
             self.metrics.inflight(-len(records))
         self.chunks += 1
         self.rollouts += len(records)
@@ -82,20 +87,15 @@ class ScorerActor:
         info = {"index": self.index, "node_id": self._node, "pid": os.getpid(), "chunks": self.chunks, **counts}
         return rows, info
 
-    def _reward(self, spec_id: str, resource: dict[str, Any]) -> Reward:
+    def _reward(self, spec_id: str, resource: dict[str, Any]) -> tuple[Reward, list[ComponentJob]]:
         with self._lock:
-            reward = self._rewards.get(spec_id)
-            if reward is not None:
+            bound = self._rewards.get(spec_id)
+            if bound is not None:
                 self._rewards.move_to_end(spec_id)
-                return reward
+                return bound
             reward = from_mapping(resource)
-            self._rewards[spec_id] = reward
+            bound = self._rewards[spec_id] = (reward, [component.job for component in reward.components])
             while len(self._rewards) > MAX_SPECS:
-                _, old = self._rewards.popitem(last=False)
+                _, (old, _jobs) = self._rewards.popitem(last=False)
                 old.close()
-            return reward
-
-
-def spec_jobs(reward: Reward) -> list[ComponentJob]:
-    """The engine jobs of a reward's components, in spec order."""
-    return [component.job for component in reward.components]
+            return bound
