@@ -4,8 +4,11 @@
 
 Needs the ``ray`` extra (``pip install 'evalsi[ray]'``; the ``ray`` nox session has it). Without ``--address``
 it starts a local Ray instance with as many CPUs as the machine has. The workload is the example math reward
-(format-check, math-equiv, overlong-penalty) over GRPO-style batches of ``--batch`` rollouts, every rollout
-distinct across the whole run, so no measurement is helped by a cache hit. It prints:
+(format-check, math-equiv, overlong-penalty) over GRPO-style batches of ``--batch`` rollouts: ``--workload
+grpo-math`` (the default) is the realistic mix of ``bench/math_equiv.py`` (word problems, fractions, LaTeX
+expressions, sets; 8 samples per prompt repeating a few answers), each batch from its own seed; ``trivial`` is
+one-line answers that math-equiv decides by a string comparison, so the pool's hops are most of its cost. It
+prints:
 
 1. rollouts/s of in-process scoring (``Reward.score``, one process with its math worker pool);
 2. rollouts/s of a ``RewardPool`` with 1, 2 and 4 actors (``pool.score`` of the same batches), and each one's
@@ -20,6 +23,7 @@ Ratios, not absolute numbers, are the result: they are measured in the same run 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import random
 import time
@@ -53,6 +57,16 @@ def make_batch(size: int, rng: random.Random) -> list[dict[str, Any]]:
     return out
 
 
+def grpo_math_batch(size: int, rng: random.Random) -> list[dict[str, Any]]:
+    """``bench/math_equiv.py``'s GRPO mix: ``size`` rollouts, 8 per prompt, from a fresh seed."""
+    spec = importlib.util.spec_from_file_location("math_equiv_bench", Path(__file__).with_name("math_equiv.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rollouts: list[dict[str, Any]] = module.make_rollouts(size // 8, 8, rng.randrange(1 << 30))
+    return rollouts
+
+
 def timed(score: Any, batches: list[list[dict[str, Any]]]) -> float:
     """Rollouts per second of ``score`` over the batches (the first, a warm-up, not counted)."""
     score(batches[0])
@@ -70,6 +84,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--actors", default="1,2,4")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workload", choices=["grpo-math", "trivial"], default="grpo-math")
     args = parser.parse_args()
     if args.quick:
         args.batches, args.batch, args.actors = 3, 64, "1,2"
@@ -87,8 +102,10 @@ def main() -> None:
         )
     rng = random.Random(args.seed)
 
+    make = grpo_math_batch if args.workload == "grpo-math" else make_batch
+
     def batches() -> list[list[dict[str, Any]]]:
-        return [make_batch(args.batch, rng) for _ in range(args.batches)]
+        return [make(args.batch, rng) for _ in range(args.batches)]
 
     local = evalsi.rewards.load(SPEC)
     in_process = timed(local.score, batches())
