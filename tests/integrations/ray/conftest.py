@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -27,9 +28,15 @@ START_BOUND = 300.0
 
 
 def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A free port below Linux's ephemeral range, so no server binding port 0 meanwhile can take it first."""
+    while True:
+        port = random.randrange(20_000, 32_000)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
 
 
 def _ray_binary() -> str:
@@ -102,38 +109,53 @@ def _wait_for_nodes(ray: Any, count: int) -> None:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     import ray
 
-    tmp = tmp_path_factory.mktemp("ray-cluster")
-    nodes = Cluster(tmp)
-    store = str(100 * 1024 * 1024)
+    nodes: Cluster | None = None
     try:
-        nodes.start_node(
-            "--head",
-            f"--port={nodes.port}",
-            "--node-ip-address=127.0.0.1",
-            "--num-cpus=2",
-            f"--object-store-memory={store}",
-            "--include-dashboard=false",
-            f"--metrics-export-port={nodes.metrics_ports[0]}",
-            "--resources=" + json.dumps({"evalsi_head": 8, "evalsi_slot": 2}),
-            log="head.log",
-        )
-        _wait_for_port(nodes)
-        nodes.start_node(
-            f"--address={nodes.address}",
-            "--node-ip-address=127.0.0.1",
-            "--num-cpus=2",
-            f"--object-store-memory={store}",
-            "--resources=" + json.dumps({"evalsi_node_b": 8, "evalsi_slot": 2}),
-            f"--metrics-export-port={nodes.metrics_ports[1]}",
-            log="node-b.log",
-        )
-        ray.init(address=nodes.address, log_to_driver=False)
-        _wait_for_nodes(ray, 2)
+        for attempt in range(3):  # a port taken by another process between choosing and binding: choose again
+            nodes = Cluster(tmp_path_factory.mktemp("ray-cluster"))
+            try:
+                _start(nodes, ray)
+                break
+            except Exception:
+                if ray.is_initialized():
+                    ray.shutdown()
+                nodes.stop()
+                if attempt == 2:
+                    raise
+        assert nodes is not None
         yield nodes
     finally:
         if ray.is_initialized():
             ray.shutdown()
-        nodes.stop()
+        if nodes is not None:
+            nodes.stop()
+
+
+def _start(nodes: Cluster, ray: Any) -> None:
+    store = str(100 * 1024 * 1024)
+    nodes.start_node(
+        "--head",
+        f"--port={nodes.port}",
+        "--node-ip-address=127.0.0.1",
+        "--num-cpus=2",
+        f"--object-store-memory={store}",
+        "--include-dashboard=false",
+        f"--metrics-export-port={nodes.metrics_ports[0]}",
+        "--resources=" + json.dumps({"evalsi_head": 8, "evalsi_slot": 2}),
+        log="head.log",
+    )
+    _wait_for_port(nodes)
+    nodes.start_node(
+        f"--address={nodes.address}",
+        "--node-ip-address=127.0.0.1",
+        "--num-cpus=2",
+        f"--object-store-memory={store}",
+        "--resources=" + json.dumps({"evalsi_node_b": 8, "evalsi_slot": 2}),
+        f"--metrics-export-port={nodes.metrics_ports[1]}",
+        log="node-b.log",
+    )
+    ray.init(address=nodes.address, log_to_driver=False)
+    _wait_for_nodes(ray, 2)
 
 
 def _wait_for_port(nodes: Cluster) -> None:
