@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import secrets
 import signal
 import socket
 import subprocess
@@ -24,6 +25,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 START_BOUND = 300.0
+
+# Token authentication with a token of this session's own, set before Ray is imported: the nodes, their workers
+# and this driver all read it from the environment, and never a token file another Ray instance left in
+# ~/.ray (with one there, `ray start` turns token auth on while a driver without the token is refused).
+os.environ["RAY_AUTH_MODE"] = "token"
+os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+os.environ.pop("RAY_AUTH_TOKEN_PATH", None)
 """Seconds a node may take to start and join (a busy shared machine is slow)."""
 
 
