@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Group
@@ -19,7 +19,7 @@ from rich.text import Text
 from evalsi.cli._console import EXIT_FAILED, EXIT_GATE, EXIT_OK, fail, stderr
 from evalsi.cli._tables import number_table
 from evalsi.errors import DataError, SpecError
-from evalsi.runs import GenerationError, Runner, RunOutcome, RunVerdict, load_run
+from evalsi.runs import BoundRun, GenerationError, Runner, RunOutcome, RunVerdict, load_run
 from evalsi.stats import Estimate
 
 EXIT_CODES: dict[RunVerdict, int] = {"ok": EXIT_OK, "failed": EXIT_FAILED, "gate failed": EXIT_GATE}
@@ -46,6 +46,17 @@ def run_command(
         bool, typer.Option("--restart", help="Discard earlier results of this run instead of resuming.")
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            "--ray",
+            metavar="ADDRESS",
+            help="Score the generations on a Ray cluster's CPU workers with a reward pool ('auto': the running "
+            "cluster or RAY_ADDRESS; 'local': a new one in this process; or host:port); generation stays on "
+            "the target.",
+        ),
+    ] = None,
+    ray_workers: Annotated[int, typer.Option("--ray-workers", min=1, help="Scorer actors with --ray.")] = 2,
 ) -> None:
     """Generate completions from the spec's target, score them, write the results file and summarise.
 
@@ -56,13 +67,19 @@ def run_command(
     """
     # -o is relative to the current directory (spec.output, like the spec's other paths, to the spec file)
     extra = [*(overrides or []), *([f"output={output.absolute()}"] if output is not None else [])]
+    pool: Any = None
     try:
         run = load_run(file, name, extra)
-        outcome = Runner(run, progress=not quiet, restart=restart).run()
-    except (SpecError, DataError, GenerationError) as exc:
+        if ray is not None:
+            pool = _ray_pool(run, ray, ray_workers)
+        outcome = Runner(run, progress=not quiet, restart=restart, scorer=pool).run()
+    except (SpecError, DataError, GenerationError, ImportError) as exc:
         fail(str(exc))
     except KeyboardInterrupt:
         fail("interrupted: every scored record is saved; run the same command again to resume", EXIT_FAILED)
+    finally:
+        if pool is not None:
+            pool.shutdown()
     stderr.print(run_summary(outcome))
     if not outcome.summary.gates_passed:  # the exit code is said once: here only when the gate decides it
         code = f" (exit {EXIT_GATE})" if outcome.verdict == "gate failed" else ""
@@ -77,6 +94,13 @@ def run_command(
             EXIT_FAILED,
         )
     raise typer.Exit(EXIT_CODES[outcome.verdict])
+
+
+def _ray_pool(run: BoundRun, address: str, workers: int) -> Any:
+    """``--ray``: a reward pool of ``workers`` actors scoring the run's reward on the cluster at ``address``."""
+    from evalsi.ray import RewardPool
+
+    return RewardPool(run.reward, num_workers=workers, address=address)
 
 
 def fmt(value: float, digits: int = 4) -> str:

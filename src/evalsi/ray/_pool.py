@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from evalsi.errors import EvalsiError, SpecError
+from evalsi.evaluators import Score
 from evalsi.ray._coordinator import Coordinator
 from evalsi.ray._options import NAMESPACE, PoolOptions
 from evalsi.ray._ray import connect
@@ -229,6 +230,20 @@ class RewardPool:
         outcome = self._ray.get(ref)
         return self._compose(outcome)
 
+    def component_scores(self, records: Sequence[Record]) -> list[list[Score]]:
+        """Raw scores indexed ``[component][record]``, before composition, as ``Reward.component_scores`` gives them.
+
+        What ``evalsi run --ray`` scores a run's generations with: the run composes and journals them itself.
+
+        Raises:
+            RewardPoolError: The pool could not score a record (names it).
+
+        """
+        if not records:
+            return [[] for _ in self.reward.components]
+        ref = self.coordinator.score.remote(self._spec_id, self._resource, list(records), True)
+        return self._columns(self._ray.get(ref))
+
     async def score_async(self, rollouts: Iterable[Mapping[str, Any]]) -> list[RewardResult]:
         """:meth:`score` for an event loop: awaits the pool without holding a thread."""
         return await self.score_records_async(self.records(rollouts))
@@ -281,15 +296,17 @@ class RewardPool:
             self._ray.kill(cache, no_restart=True)
 
     def _compose(self, outcome: tuple[Any, ...]) -> list[RewardResult]:
+        return self.reward.compose(self._columns(outcome))
+
+    def _columns(self, outcome: tuple[Any, ...]) -> list[list[Score]]:
         kind = outcome[0]
         if kind == "spec_error":
             raise SpecError(outcome[1])
         if kind == "failed":
             raise RewardPoolError(outcome[1], outcome[2])
-        rows: list[list[Any]] = outcome[1]
+        rows: list[list[Score]] = outcome[1]
         width = len(self.reward.components)
-        columns = [[row[c] for row in rows] for c in range(width)]
-        return self.reward.compose(columns)
+        return [[row[c] for row in rows] for c in range(width)]
 
     def __enter__(self) -> RewardPool:
         return self
