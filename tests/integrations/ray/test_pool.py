@@ -13,10 +13,13 @@ import pytest
 import ray
 
 import evalsi.rewards
+from evalsi.engine._keys import record_key
 from evalsi.errors import DataError, RewardBatchError, SpecError
 from evalsi.ray import RewardPool, RewardPoolStartError
 from evalsi.rewards import read_rollout_file
 from evalsi.rewards.vectors import Outcome, check_vectors
+from evalsi.server._db import open_database
+from evalsi.server._shared_cache import SharedScores
 from tests.integrations.ray import probe
 from tests.integrations.ray._util import EXAMPLES, PROBE_MODULE, dicts, probe_spec, wait_for
 from tests.integrations.ray.conftest import Cluster, node_ids
@@ -222,3 +225,26 @@ def test_a_pool_without_room_on_the_cluster_says_so(cluster: Cluster) -> None:
             spec, num_workers=2, num_cpus=0.25, resources={"evalsi_nowhere": 1}, start_timeout=20, name="nowhere"
         )
     RewardPool.attach("nowhere", spec).shutdown()
+
+
+def test_the_servers_database_is_the_shared_cache_of_pools_and_server(cluster: Cluster, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'server.sqlite'}"
+    engine = open_database(url)  # as the evalsi server creates its database
+    log = tmp_path / "scored.log"
+    spec = probe_spec(log)
+    batch = [{"completion": f"db-{i}"} for i in range(8)]
+    with RewardPool(spec, num_workers=1, num_cpus=0.25, cache=url, imports=[PROBE_MODULE], name="db-first") as pool:
+        first = dicts(pool.score(batch))
+    assert len(probe.scored(log)) == len(batch)
+    # the server reads the pool's verdicts under the same content keys
+    [job] = [component.job for component in evalsi.rewards.from_mapping(spec).components]
+    records = evalsi.rewards.from_mapping(spec).records(batch)
+    keys = [record_key(job.key_prefix, record, job.fields) for record in records]
+    held = SharedScores(engine, ttl=3600).get_many(keys)
+    assert {key: score.value for key, score in held.items()} == {
+        key: len(b["completion"]) / 10 for key, b in zip(keys, batch, strict=True)
+    }
+    # a new pool (new actors, empty memory) finds them there: nothing is computed again
+    with RewardPool(spec, num_workers=1, num_cpus=0.25, cache=url, imports=[PROBE_MODULE], name="db-second") as pool:
+        assert dicts(pool.score(batch)) == first
+    assert len(probe.scored(log)) == len(batch)
