@@ -93,7 +93,8 @@ def ray(session: nox.Session) -> None:
     """evalsi on a real two-node Ray cluster started by the tests (`ray start`), whose processes the tests stop after.
 
     The reward pool, its cache and limiter actors, faults (a killed actor, a hung worker), Ray Data offline
-    scoring, and verl's reward loop and OpenRLHF's reward function scoring through the pool.
+    scoring, and verl's reward loop and OpenRLHF's reward function scoring through the pool; then
+    `bench/ray_scaling.py --quick`.
     """
     session.install(
         "ray[data]==2.60.0",
@@ -102,8 +103,10 @@ def ray(session: nox.Session) -> None:
         "transformers==5.10.4",
         "aiohttp",
         "-e",
-        ".[dev,math,parquet,serve,ray]",
+        ".[dev,math,parquet,server,ray]",  # server: the pool scores into the server's shared cache too
     )
     session.install("--no-deps", "openrlhf==0.11.2")
     env = {"EVALSI_INTEGRATION": "1"}
     session.run("pytest", "-q", "-p", "no:randomly", "-p", "no:xdist", "tests/integrations/ray", env=env)
+    # the benchmark's smoke run: the pool against in-process on a local Ray instance (prints ratios, asserts none)
+    session.run("python", "bench/ray_scaling.py", "--quick")
