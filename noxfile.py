@@ -5,12 +5,25 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
 import nox
 
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = True
 
-INTEGRATIONS: list[str] = ["trl", "verl", "hf", "torch", "lightning", "browser", "mlflow", "ray"]
+# Every extra in pyproject.toml; the `extras` session installs each alone and runs its own commands.
+EXTRAS: list[str] = [
+    "math", "parquet", "hf", "serve", "view", "server", "trl", "torch", "lightning", "gym", "plot", "remote",
+    "mlflow", "dev",
+]  # fmt: skip
+INTEGRATIONS: list[str] = [
+    "trl", "verl", "hf", "torch", "lightning", "browser", "mlflow", "ray", *(f"extras(extra='{e}')" for e in EXTRAS)
+]  # fmt: skip
 
 
 @nox.session(name="integrations", python=False)
@@ -24,8 +37,16 @@ def integrations(session: nox.Session) -> None:
 def trl(session: nox.Session) -> None:
     """GRPOTrainer with evalsi rewards on a tiny local model; OpenRLHF's own SingleTurnAgentExecutor (CPU)."""
     # Versions pinned to the ones these tests were written against, so a new release cannot break CI unseen.
+    # tensorboard: the trainer's TensorBoard logging, read back by the tests.
     session.install(
-        "torch==2.13.0", "trl==1.16.0", "transformers==5.24.0", "aiohttp", "pylatexenc", "-e", ".[dev,trl,serve]"
+        "torch==2.13.0",
+        "trl==1.16.0",
+        "transformers==5.24.0",
+        "tensorboard==2.21.0",
+        "aiohttp",
+        "pylatexenc",
+        "-e",
+        ".[dev,trl,serve]",
     )
     # OpenRLHF pins deepspeed/flash-attn, which need a GPU; the executor we drive does not.
     session.install("--no-deps", "openrlhf==0.11.2")
@@ -69,14 +90,14 @@ def browser(session: nox.Session) -> None:
 def torch(session: nox.Session) -> None:
     """Checkpoints served in-process by transformers (CPU); the Trainer callback and the PyTorch hook that evaluate
     each save (DDP on gloo included)."""
-    session.install("torch==2.13.0", "transformers==5.24.0", "accelerate>=1.1.0", "-e", ".[dev]")
+    session.install("torch==2.13.0", "transformers==5.24.0", "accelerate>=1.1.0", "tensorboard==2.21.0", "-e", ".[dev]")
     session.run("pytest", "-q", "tests/integrations/torch", env={"EVALSI_INTEGRATION": "1", "HF_HUB_OFFLINE": "1"})
 
 
 @nox.session(name="lightning")
 def lightning(session: nox.Session) -> None:
     """lightning_checkpoint_callback in a real Lightning Trainer on the CPU."""
-    session.install("torch==2.13.0", "pytorch-lightning==2.6.6", "-e", ".[dev]")
+    session.install("torch==2.13.0", "pytorch-lightning==2.6.6", "tensorboard==2.21.0", "-e", ".[dev]")
     session.run("pytest", "-q", "tests/integrations/lightning", env={"EVALSI_INTEGRATION": "1"})
 
 
@@ -110,3 +131,64 @@ def ray(session: nox.Session) -> None:
     session.run("pytest", "-q", "-p", "no:randomly", "-p", "no:xdist", "tests/integrations/ray", env=env)
     # the benchmark's smoke run: the pool against in-process on a local Ray instance (prints ratios, asserts none)
     session.run("python", "bench/ray_scaling.py", "--quick")
+
+
+# torch as the other sessions pin it (the CPU build this machine keeps); nothing else beside an extra.
+EXTRA_PINS: dict[str, list[str]] = {
+    "trl": ["torch==2.13.0"],
+    "torch": ["torch==2.13.0"],
+    "lightning": ["torch==2.13.0"],
+}
+# Test tools, in an environment of their own (never the one under test): stand-ins for S3 (moto's server), GCS
+# (an emulator of its JSON API) and an MLflow tracking server.
+EXTRAS_TOOLS: list[str] = ["moto[server]==5.2.5", "gcp-storage-emulator==2026.7.19", "mlflow==3.17.2"]
+
+
+@nox.session(name="extras", venv_backend="uv", reuse_venv=False)
+@nox.parametrize("extra", EXTRAS)
+def extras(session: nox.Session, extra: str) -> None:
+    """Each extra installed alone in a fresh environment (`pip install 'evalsi[EXTRA]'`, no test tools beside
+    it), then its own commands run from outside by tests/extras/check.py: the server answers /healthz, the viewer
+    serves a page, remote locations open on s3://, gs:// and hf:// stand-ins, and so on."""
+    session.install(*_uv_options(), *EXTRA_PINS.get(extra, []), f".[{extra}]")
+    driver = sys.executable  # the driver imports no evalsi: any interpreter with the standard library will do
+    if extra in ("remote", "mlflow"):
+        driver = str(_extras_tools(session) / "bin" / "python")
+    environment = str(session.virtualenv.location)
+    session.run(driver, "-m", "tests.extras.check", extra, "--env", environment, "--tools", str(TOOLS.resolve()),
+                external=True)  # fmt: skip
+
+
+TOOLS = Path(".nox") / "extras-tools"
+
+
+def _uv() -> str:
+    return shutil.which("uv") or str(Path(sys.executable).with_name("uv"))
+
+
+def _extras_tools(session: nox.Session) -> Path:
+    """The test tools' environment (kept between runs; uv checks it is complete in a moment)."""
+    if not (TOOLS / "bin" / "python").exists():
+        session.run(_uv(), "venv", "-q", "--python", sys.executable, str(TOOLS), external=True)
+    python = str(TOOLS / "bin" / "python")
+    session.run(_uv(), "pip", "install", "-q", "--python", python, *_uv_options(), *EXTRAS_TOOLS, external=True)
+    return TOOLS.resolve()
+
+
+def _uv_options() -> list[str]:
+    """uv follows this machine's pip configuration (its wheel folders, extra indexes and constraints), taking the
+    best version across indexes as pip does."""
+    listing = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, check=False
+    ).stdout
+    flags = {"find-links": "--find-links", "extra-index-url": "--extra-index-url", "index-url": "--index-url",
+             "constraint": "--constraint"}  # fmt: skip
+    options = ["--index-strategy", "unsafe-best-match"]
+    for line in listing.splitlines():
+        key, _, value = line.partition("=")
+        flag = flags.get(key.rsplit(".", 1)[-1])
+        for item in value.strip().strip("'\"").split():
+            local = item.removeprefix("file://")
+            if flag and (local == item or os.path.exists(local)) and item not in options:
+                options += [flag, item]
+    return options

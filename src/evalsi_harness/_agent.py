@@ -9,12 +9,14 @@ A policy is any callable ``policy(messages, tools) -> assistant message`` in the
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import httpx
 
+from evalsi._util.retry import RetryPolicy, RetryTransport
+from evalsi.specs import SamplingSpec
 from evalsi_harness._actions import Action, parse_action
 from evalsi_harness.gym import TaskEnv
 
@@ -92,8 +94,30 @@ class ScriptedPolicy:
 class OpenAIPolicy:
     """Asks an OpenAI-compatible chat completions endpoint for the next message (with the tools, by default).
 
+    Every request carries the sampling settings given (``temperature``, ``top_p``, ``max_tokens``, ``seed``,
+    ``stop``, and ``extra_body``'s fields as they are), and goes through evalsi's shared retry transport: 408,
+    409, 425, 429, 500, 502, 503, 504, timeouts and dropped connections are tried again, ``max_retries`` times,
+    after ``retry_backoff`` seconds doubling each time (a ``Retry-After`` header wins; no wait exceeds 30 s).
+
+    Args:
+        base_url: The endpoint's base URL, such as ``http://localhost:8000/v1``.
+        model: The ``model`` sent with each request.
+        api_key: Sent as ``Authorization: Bearer``; none sends no key.
+        use_tools: Offer the actions as OpenAI tools (else the model answers with an action as text).
+        temperature: Sampling temperature (left to the server when None, as every setting below).
+        top_p: Nucleus sampling mass.
+        max_tokens: The most tokens one reply may take.
+        seed: The sampling seed.
+        stop: Stop sequences.
+        extra_body: Further request fields sent as they are (``top_k``, ``chat_template_kwargs``...).
+        headers: Further HTTP headers sent with every request.
+        timeout: Seconds one request may take before it is retried.
+        max_retries: Further attempts after a retryable failure.
+        retry_backoff: Seconds before the first retry.
+
     Raises:
-        httpx.HTTPError: The endpoint failed or answered without a message.
+        pydantic.ValidationError: A sampling setting is out of range (a negative temperature, ``max_tokens`` 0...).
+        httpx.HTTPError: From a call: the endpoint failed (after the retries) or answered without a message.
 
     """
 
@@ -105,21 +129,46 @@ class OpenAIPolicy:
         api_key: str | None = None,
         use_tools: bool = True,
         temperature: float | None = None,
+        top_p: float | None = None,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
         timeout: float = 120.0,
+        max_retries: int = 5,
+        retry_backoff: float = 1.0,
     ) -> None:
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        sampling = SamplingSpec(
+            temperature=temperature,
+            top_p=top_p,
+            max_tokens=max_tokens,
+            seed=seed,
+            stop=list(stop) if stop is not None else None,
+            extra=dict(extra_body or {}),
+        )
         self.model = model
         self.use_tools = use_tools
-        self.temperature = temperature
-        self._client = httpx.Client(base_url=base_url.rstrip("/") + "/", headers=headers, timeout=timeout)
+        self.fields = sampling.request_fields()
+        """The sampling fields merged into every request body."""
+        all_headers = dict(headers or {})
+        if api_key:
+            all_headers["Authorization"] = f"Bearer {api_key}"
+        self._transport = RetryTransport(RetryPolicy(max_retries, retry_backoff))
+        self._client = httpx.Client(
+            base_url=base_url.rstrip("/") + "/", headers=all_headers, timeout=timeout, transport=self._transport
+        )
+
+    @property
+    def attempts(self) -> int:
+        """HTTP requests sent so far, retries included."""
+        return self._transport.attempts
 
     def __call__(self, messages: list[Message], tools: list[dict[str, Any]]) -> Message:
         """One chat completion; its first choice's message."""
-        body: dict[str, Any] = {"model": self.model, "messages": messages}
+        body: dict[str, Any] = {**self.fields, "model": self.model, "messages": messages}
         if self.use_tools:
             body["tools"] = tools
-        if self.temperature is not None:
-            body["temperature"] = self.temperature
         response = self._client.post("chat/completions", json=body)
         response.raise_for_status()
         try:

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from evalsi.errors import EvalsiError
-from evalsi.evaluators import Evaluator, Params, Score, ScoreContext, register
+from evalsi.evaluators import SPEC_PATH, Evaluator, Params, Score, ScoreContext, register
 from evalsi.records import Record
 from evalsi.sandbox import isolation_level, require
 from evalsi_harness._pool import TaskEnvPool
@@ -28,8 +28,9 @@ from evalsi_harness.gym import TaskEnv
 class TaskCheckerParams(Params):
     """Which task grades the trajectories."""
 
-    task: str
-    """The Task YAML file (relative to the current directory)."""
+    task: str = Field(json_schema_extra=SPEC_PATH)
+    """The Task YAML file: relative to the spec file that names it (to the working directory for a spec given
+    as a Python mapping or a params dict)."""
     name: str | None = None
     """The Task's name, when the file holds several."""
     min_isolation: Literal["process", "namespaced", "gvisor"] = "namespaced"

@@ -1,10 +1,13 @@
 """``AgentLoop``: evaluation-test rollouts that are agent episodes in a :class:`~evalsi_harness.gym.TaskEnv`.
 
 Use it as an ``@evaluation_test``'s ``rollout_processor``: each row runs one episode of its task (``task=`` for
-every row, or the row's ``task`` column), driven by the OpenAI-compatible model its ``completion_params`` name
-(``model``, ``base_url``, ``api_key_env``, ``temperature``). The row's messages become the episode's chat, and
-``row.metadata["reward"]`` holds the checker's reward (None when it could not run; the reason is in
-``row.metadata["checker"]``), for the test to score::
+every row, or the row's ``task`` column), driven by the OpenAI-compatible model its ``completion_params`` name,
+with the keys :class:`~evalsi.testing.SingleTurn` takes: ``model`` and ``base_url`` (required), ``api_key_env``,
+``headers``, ``timeout``, ``max_retries``, ``retry_backoff``; sampling ``temperature``, ``top_p``, ``max_tokens``,
+``seed``, ``stop``; any other key is sent in every request body as it is. Each of the episode's requests is one
+chat completion with these settings, retried as evalsi's other HTTP clients are. The row's messages become the
+episode's chat, and ``row.metadata["reward"]`` holds the checker's reward (None when it could not run; the reason
+is in ``row.metadata["checker"]``), for the test to score::
 
     @evaluation_test(input_rows=[{"prompt": "write-file", "task": "tasks/write-file.yaml"}],
                      completion_params=[{"model": "m", "base_url": URL}], rollout_processor=AgentLoop())
@@ -20,10 +23,12 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from evalsi.runs import GenerationError
+from evalsi.specs import SamplingSpec, TargetSpec
 from evalsi.testing import EvaluationRow
 from evalsi_harness._agent import SYSTEM_PROMPT, OpenAIPolicy, run_episode
 from evalsi_harness._task import Task
@@ -55,18 +60,11 @@ class AgentLoop:
         if task is None:
             row.rollout_error = "no task: give AgentLoop(task=...) or a `task` column in the row"
             return row
-        params = row.completion_params
-        if "model" not in params or "base_url" not in params:
-            row.rollout_error = f"completion_params need `model` and `base_url` for agent episodes, got {params}"
+        try:
+            policy = policy_from_params(row.completion_params, use_tools=self.use_tools)
+        except (ValueError, GenerationError) as exc:
+            row.rollout_error = str(exc)
             return row
-        key_env = params.get("api_key_env")
-        policy = OpenAIPolicy(
-            str(params["base_url"]),
-            str(params["model"]),
-            use_tools=self.use_tools,
-            api_key=os.environ.get(str(key_env)) if key_env else None,
-            temperature=params.get("temperature"),
-        )
         started = time.perf_counter()
         try:
             with TaskEnv(task if isinstance(task, Task) else Path(str(task))) as env:
@@ -81,3 +79,46 @@ class AgentLoop:
         checker: Any = episode.info.get("checker")
         row.metadata.update(reward=episode.reward, steps=episode.steps, truncated=episode.truncated, checker=checker)
         return row
+
+
+_TARGET_KEYS = {"base_url", "model", "api", "api_key_env", "timeout", "max_retries", "retry_backoff", "headers"}
+_SAMPLING_KEYS = {"temperature", "top_p", "max_tokens", "seed", "stop"}
+
+
+def policy_from_params(params: Mapping[str, Any], *, use_tools: bool = True) -> OpenAIPolicy:
+    """The policy a row's ``completion_params`` name (the keys of the module doc).
+
+    Raises:
+        ValueError: ``model`` or ``base_url`` is missing, a value is invalid (pydantic's message names the field),
+            or ``api`` is not ``chat`` (an agent converses).
+        GenerationError: ``api_key_env`` names a variable that is not set.
+
+    """
+    if "model" not in params or "base_url" not in params:
+        raise ValueError(f"completion_params need `model` and `base_url` for agent episodes, got {dict(params)}")
+    target = TargetSpec.model_validate({k: v for k, v in params.items() if k in _TARGET_KEYS})
+    extra = {k: v for k, v in params.items() if k not in _TARGET_KEYS | _SAMPLING_KEYS}
+    sampling = SamplingSpec.model_validate({**{k: v for k, v in params.items() if k in _SAMPLING_KEYS}, "extra": extra})
+    if target.api != "chat":
+        raise ValueError(f"agent episodes need the chat API: completion_params api is {target.api!r}")
+    api_key = None
+    if target.api_key_env is not None:
+        api_key = os.environ.get(target.api_key_env)
+        if not api_key:
+            raise GenerationError(f"completion_params api_key_env names {target.api_key_env!r}, which is not set")
+    return OpenAIPolicy(
+        str(target.base_url),
+        str(target.model),
+        api_key=api_key,
+        use_tools=use_tools,
+        temperature=sampling.temperature,
+        top_p=sampling.top_p,
+        max_tokens=sampling.max_tokens,
+        seed=sampling.seed,
+        stop=sampling.stop,
+        extra_body=sampling.extra,
+        headers=target.headers,
+        timeout=target.timeout,
+        max_retries=target.max_retries,
+        retry_backoff=target.retry_backoff,
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -180,7 +181,7 @@ def test_an_all_skipped_metric_shows_its_reason_in_the_summary(spec_file: Path, 
     assert "exact-match: nothing was scored; skipped: " in result.output and "reference" in result.output
 
 
-def test_output_paths_spec_relative_and_o_relative_to_the_current_directory(
+def test_paths_in_the_spec_are_relative_to_it_and_paths_typed_here_to_the_current_directory(
     spec_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     elsewhere = tmp_path / "elsewhere"
@@ -188,5 +189,18 @@ def test_output_paths_spec_relative_and_o_relative_to_the_current_directory(
     monkeypatch.chdir(elsewhere)
     assert invoke("run", "-f", str(spec_file), "-q", "-o", "mine.json").exit_code == 0
     assert (elsewhere / "mine.json").exists()
-    assert invoke("run", "-f", str(spec_file), "-q", "--set", "output=runs/spec.json").exit_code == 0
-    assert (tmp_path / "runs" / "spec.json").exists() and not (elsewhere / "runs").exists()
+    # --set is typed on the command line: its paths are the working directory's, like -o's
+    write_questions(elsewhere / "local.jsonl", questions(3))
+    result = invoke(
+        "run", "-f", str(spec_file), "-q", "--set", "output=runs/typed.json", "--set", "dataset.path=local.jsonl"
+    )
+    assert result.exit_code == 0, result.output
+    typed = orjson.loads((elsewhere / "runs" / "typed.json").read_bytes())
+    assert len(typed["records"]) == 3 and not (tmp_path / "runs").exists()
+    # written in the spec: relative to the spec file, wherever evalsi was started
+    spec = yaml.safe_load(spec_file.read_text())
+    spec["spec"]["output"] = "runs/spec.json"
+    spec_file.write_text(yaml.safe_dump(spec))
+    monkeypatch.chdir(tmp_path / "elsewhere" / "runs")
+    assert invoke("run", "-f", os.path.relpath(spec_file), "-q").exit_code == 0
+    assert (tmp_path / "runs" / "spec.json").exists() and len(list((elsewhere / "runs").iterdir())) == 1

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 
 import pytest
 
+import evalsi
 from evalsi.evaluators import Score, ScoreContext, close_all, get_evaluator
 from evalsi.records import from_rollout
-from evalsi.runs import Runner, run_from_mapping
+from evalsi.runs import Runner, load_run, run_from_mapping
 from evalsi_harness.evaluator import trajectory_actions
 from tests.helpers.openai_server import OpenAIServer
 
@@ -86,3 +89,42 @@ def test_the_same_checker_scores_a_run(tmp_path: Path) -> None:
         outcome = Runner(run_from_mapping(spec)).run()
     assert outcome.verdict == "ok"
     assert outcome.summary.metrics["task-checker"].mean == pytest.approx(0.5)
+
+
+def test_the_task_path_is_relative_to_the_spec_that_names_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    evals = tmp_path / "evals"
+    evals.mkdir()
+    shutil.copy(example("write-file"), evals / "task.yaml")
+    (evals / "prompts.jsonl").write_text("".join(json.dumps({"id": i, "prompt": p}) + "\n" for i, p in enumerate("ab")))
+    spec = {
+        "apiVersion": "evals.si/v1alpha1",
+        "kind": "RunSpec",
+        "metadata": {"name": "agent"},
+        "spec": {
+            "target": {"baseUrl": "http://127.0.0.1:9/v1", "model": "m"},
+            "dataset": {"path": "prompts.jsonl"},
+            "evaluators": [{"ref": "task-checker", "params": {"task": "task.yaml"}}],
+        },
+    }
+    (evals / "run.yaml").write_text(json.dumps(spec))
+    reward = {"apiVersion": "evals.si/v1alpha1", "kind": "RewardSpec", "metadata": {"name": "agent"},
+              "spec": {"components": [{"ref": "task-checker", "params": {"task": "task.yaml"}}]}}  # fmt: skip
+    (evals / "reward.yaml").write_text(json.dumps(reward))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # neither the spec nor the task is here
+    answers = {"a": json.dumps(SOLVE), "b": json.dumps(WRONG)}
+    with OpenAIServer(answers=answers) as server:
+        run = load_run(evals / "run.yaml", overrides=[f"target.baseUrl={server.base_url}", "output=a.results.json"])
+        outcome = Runner(run).run()
+    assert outcome.summary.metrics["task-checker"].mean == pytest.approx(0.5), outcome.summary.unscored
+    assert outcome.path == elsewhere / "a.results.json"  # set on the command line: the working directory's
+    totals = evalsi.rewards.load(os.path.relpath(evals / "reward.yaml")).score(
+        [{"prompt": "p", "completion": json.dumps(SOLVE)}]
+    )
+    assert totals[0].total == 1.0, totals[0].components
+    # a task path given with --set is typed here, so it is the working directory's
+    shutil.copy(evals / "task.yaml", elsewhere / "mine.yaml")
+    (evals / "task.yaml").unlink()
+    overridden = load_run(evals / "run.yaml", overrides=["evaluators[0].params.task=mine.yaml"])
+    assert overridden.reward.components[0].params.task == str(elsewhere / "mine.yaml")  # type: ignore[attr-defined]

@@ -26,6 +26,14 @@ def server() -> Iterator[OpenAIServer]:
         yield srv
 
 
+@pytest.fixture(autouse=True)
+def workdir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test here runs from an unrelated working directory: no path may depend on where evalsi started."""
+    directory = tmp_path_factory.mktemp("elsewhere")
+    monkeypatch.chdir(directory)
+    return directory
+
+
 def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
     path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
     return path

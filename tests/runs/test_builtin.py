@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+import threading
 from pathlib import Path
 
 import pyarrow as pa
@@ -85,9 +87,32 @@ def test_gpqa_shuffles_options_deterministically_and_the_reference_is_the_correc
     assert {i.reference for i in first} <= set("ABCD")
 
 
-def test_missing_data_says_where_it_looked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def closed_port() -> int:
+    """A loopback port nothing listens on: a connect there is refused at once."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def online(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No offline switch and no proxy set (the hf session sets HF_HUB_OFFLINE), an empty hub cache."""
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_ENDPOINT"):
+        monkeypatch.delenv(name, raising=False)
+    for name in ("https_proxy", "http_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
-    with pytest.raises(DataError, match=r"'math500': test.jsonl \(from HuggingFaceH4/MATH-500\) not found in"):
+
+
+def test_missing_data_says_where_it_looked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, online: None, closed_port: int
+) -> None:
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{closed_port}")
+    with pytest.raises(
+        DataError, match=r"'math500' needs test.jsonl from the Hugging Face dataset HuggingFaceH4/MATH-500"
+    ):
         load_builtin(builtin("math500"))
     bad = tmp_path / "test.jsonl"
     bad.write_text('{"question": "wrong format"}\n')
@@ -140,3 +165,58 @@ def test_gpqa_runs_end_to_end_with_its_own_evaluator(tmp_path: Path) -> None:
     outcome = Runner(run, fn=model).run()
     assert outcome.summary.metrics["multiple-choice"].mean == 0.5
     assert outcome.verdict == "ok"
+
+
+@pytest.mark.parametrize("via_proxy", [False, True])
+def test_an_unreachable_hub_fails_at_once_with_the_download_command(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, online: None, closed_port: int, via_proxy: bool
+) -> None:
+    if via_proxy:  # the hub is reached through the proxy the environment names: the proxy is what is probed
+        monkeypatch.setenv("HF_ENDPOINT", "https://hub.invalid")
+        monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{closed_port}")
+    else:
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{closed_port}")
+    with pytest.raises(DataError) as caught:
+        load_builtin(builtin("math500"))
+    message = str(caught.value)
+    assert "the hub cannot be reached" in message
+    assert (
+        f"through the proxy http://127.0.0.1:{closed_port}" in message if via_proxy else f":{closed_port}:" in message
+    )
+    assert "\n    hf download HuggingFaceH4/MATH-500 --repo-type dataset --local-dir math500\n" in message
+    assert "set dataset.path to it" in message
+    assert f"fill the Hugging Face cache ({tmp_path / 'empty-cache'})" in message
+    assert str(tmp_path / "empty-cache" / "datasets--HuggingFaceH4--MATH-500" / "snapshots") in message
+
+
+def test_the_offline_switch_is_honoured_without_contacting_the_hub(
+    monkeypatch: pytest.MonkeyPatch, online: None
+) -> None:
+    connections: list[object] = []
+    with socket.socket() as hub:
+        hub.bind(("127.0.0.1", 0))
+        hub.listen()
+        hub.settimeout(0.2)
+
+        def accept() -> None:
+            while True:
+                try:
+                    connections.append(hub.accept()[0])
+                except TimeoutError:
+                    continue
+                except OSError:
+                    return
+
+        threading.Thread(target=accept, daemon=True).start()
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{hub.getsockname()[1]}")
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+        with pytest.raises(DataError, match=r"HF_HUB_OFFLINE=1 is set") as caught:
+            load_builtin(builtin("aime_2025"))
+    assert connections == []
+    assert "hf download opencompass/AIME2025 --repo-type dataset --local-dir aime_2025" in str(caught.value)
+
+
+def test_a_gated_eval_says_to_sign_in(monkeypatch: pytest.MonkeyPatch, online: None, closed_port: int) -> None:
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{closed_port}")
+    with pytest.raises(DataError, match=r"accept its terms at https://huggingface.co/datasets/Idavidrein/gpqa"):
+        load_builtin(builtin("gpqa_diamond"))

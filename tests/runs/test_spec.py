@@ -71,7 +71,7 @@ def test_every_field_can_be_overridden(tmp_path: Path) -> None:
     assert body.sampling.temperature == 0 and body.sampling.top_p == 0.9
     assert body.target.model == "step-100" and body.num_samples == 2 and body.samples == 8
     assert body.evaluators[0].params == {"ignore_case": False}
-    assert run.output == tmp_path / "out/x.json" and run.spec.name == "qa-100"  # relative to the spec file
+    assert run.output == Path.cwd() / "out/x.json" and run.spec.name == "qa-100"  # typed here: the working directory
     assert body.dataset.fields.reference == "gold" and body.pass_k.at_k is not None
     assert body.pass_k.at_k.k == [1, 4, 8] and body.target.headers == {"X-Run": "abc"}
 
@@ -148,6 +148,48 @@ def test_spec_errors_name_file_line_and_field(tmp_path: Path, old: str, new: str
     assert old in SPEC
     with pytest.raises(SpecError, match=message):
         load_run(write(tmp_path, SPEC.replace(old, new)))
+
+
+FIELD = "      params: {ignore_case: true}\n"
+
+
+@pytest.mark.parametrize(
+    ("edits", "message"),
+    [
+        ({FIELD: FIELD + "      weight: 0.5\n"}, r"run\.yaml:15: spec\.evaluators\[0\]\.weight: .*no total"),
+        ({FIELD: FIELD + "      gate: true\n"}, r"spec\.evaluators\[0\]\.gate: .*a run's gates are spec\.gates"),
+        ({FIELD: FIELD + "      onError: none\n"}, r"spec\.evaluators\[0\]\.onError: .*spec\.onError"),
+        ({"    path: qa.jsonl\n": "    path: qa.jsonl\n    split: train\n"}, r"spec\.dataset: .*split does not"),
+        ({"    path: qa.jsonl\n": "    hf: org/qa\n    format: csv\n"}, r"spec\.dataset: .*format does not apply"),
+        ({"    path: qa.jsonl\n": "    builtin: math500\n"}, r"spec\.dataset: .*fields does not apply to a built-in"),
+        (
+            {
+                "    model: base\n": "    model: base\n    api: completions\n",
+                "  dataset:\n": "  dataset:\n    systemPrompt: hi\n",
+            },
+            r"run\.yaml:4: spec: .*dataset\.systemPrompt is sent as a chat message",
+        ),
+        ({"metadata: {name: qa}": "metadata: {name: qa, tags: x}"}, r"run\.yaml:3: metadata\.tags: unknown field"),
+        ({"metadata: {name: qa}": "metadata: {name: qa, labels: [a]}"}, r"metadata\.labels: labels must map names"),
+    ],
+)
+def test_fields_that_would_be_accepted_and_never_read_are_refused(
+    tmp_path: Path, edits: dict[str, str], message: str
+) -> None:
+    text = SPEC
+    for old, new in edits.items():
+        assert old in text
+        text = text.replace(old, new)
+    with pytest.raises(SpecError, match=message):
+        load_run(write(tmp_path, text))
+
+
+def test_training_only_fields_are_accepted_by_a_standalone_run(tmp_path: Path) -> None:
+    text = SPEC + "  every: 100\n  separateEvalSamples: true\n"
+    run = load_run(write(tmp_path, text))
+    assert run.body.every == 100 and run.body.separate_eval_samples
+    labelled = load_run(write(tmp_path, SPEC.replace("metadata: {name: qa}", "metadata: {name: qa, labels: {t: m}}")))
+    assert labelled.spec.name == "qa"
 
 
 def test_a_builtin_eval_brings_its_evaluators(tmp_path: Path) -> None:

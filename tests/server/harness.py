@@ -48,8 +48,12 @@ def make_token(database_url: str, project: str, permissions: list[str]) -> str:
 class ServerProcess:
     """One ``evalsi server`` process; ``http`` and ``grpc`` are its addresses once started."""
 
-    def __init__(self, config: Path) -> None:
-        env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    def __init__(self, config: Path, env: dict[str, str] | None = None) -> None:
+        env = {
+            **os.environ,
+            **(env or {}),
+            "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        }
         self.process = subprocess.Popen(
             [sys.executable, "-m", "evalsi.cli.server", "--config", str(config)],
             stdout=subprocess.PIPE,

@@ -265,6 +265,49 @@ def test_another_projects_run_is_not_found(
     assert alpha.get_run(run_id)["labels"] == {"secret": "alpha-only"}
 
 
+def test_a_run_is_deleted_on_every_protocol_by_its_project_alone(
+    server: tuple[ServerProcess, dict[str, str]], documents: dict[str, Any]
+) -> None:
+    process, tokens = server
+    alpha = RunsClient(process.http, token=tokens["alpha"])
+    protocols = ("http", "grpc", "connect-binary", "connect-json", "client")
+    ids = {p: alpha.create_run(documents["base"], {"deleted-by": p})["id"] for p in protocols}
+
+    def delete(protocol: str, token: str | None, run_id: str) -> str:
+        """The call's status: ok, or the canonical code."""
+        if protocol == "http":
+            answer = httpx.delete(f"{process.http}/v1alpha1/runs/{run_id}", headers=_headers(token))
+            if answer.status_code == 200:
+                assert answer.json() == {"id": run_id}
+                return "ok"
+            return str(answer.json()["error"]["status"])
+        if protocol == "grpc":
+            return _grpc(process, token, "DeleteRun", pb.DeleteRunRequest(id=run_id))[0]
+        if protocol.startswith("connect"):
+            request = pb.DeleteRunRequest(id=run_id)
+            return _connect(process, token, "delete_run", request, protocol == "connect-json")[0]
+        try:
+            RunsClient(process.http, token=token).delete_run(run_id)
+        except RunNotFoundError:
+            return "not_found"
+        except RunServiceError:
+            return "refused"
+        return "ok"
+
+    for protocol, run_id in ids.items():
+        assert delete(protocol, tokens["beta"], run_id) == "not_found", protocol  # as an unknown id answers
+        assert delete(protocol, tokens["beta"], "run_nope") == "not_found", protocol
+        assert delete(protocol, tokens["none"], run_id) in ("permission_denied", "refused"), protocol
+        assert alpha.get_run(run_id)["labels"] == {"deleted-by": protocol}  # still there
+        assert delete(protocol, tokens["alpha"], run_id) == "ok", protocol
+        with pytest.raises(RunNotFoundError):
+            alpha.get_run(run_id)
+        assert alpha.list_runs({"deleted-by": protocol}) == []
+        assert delete(protocol, tokens["alpha"], run_id) == "not_found", protocol  # deleting twice
+    status, _ = _grpc(process, None, "DeleteRun", pb.DeleteRunRequest(id="run_nope"))
+    assert status == "unauthenticated"
+
+
 def test_bad_requests_name_what_is_wrong(
     server: tuple[ServerProcess, dict[str, str]], documents: dict[str, Any]
 ) -> None:
@@ -483,4 +526,4 @@ def test_run_service_calls_are_counted_by_method_protocol_and_code(
     assert grew("evalsi_run_call_seconds_count", method="CreateRun", protocol="http") == 2
     assert grew("evalsi_reward_calls_total", protocol="grpc", code="unauthenticated") == 0  # not the Reward Service's
     methods = {dict(labels)["method"] for name, labels in after if name == calls}
-    assert methods <= {"CreateRun", "GetRun", "ListRuns", "CompareRuns", "other"}
+    assert methods <= {"CreateRun", "GetRun", "ListRuns", "CompareRuns", "DeleteRun", "other"}

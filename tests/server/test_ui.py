@@ -137,17 +137,20 @@ def _hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
-def test_signing_in_sets_an_httponly_strict_cookie_scoped_to_the_viewer(ui: Ui) -> None:
+def test_signing_in_sets_an_httponly_strict_session_cookie_scoped_to_the_viewer(ui: Ui) -> None:
     with _client(ui) as client:
         response = client.post("/ui/login", data={"token": ui.token, "next": "/ui/compare"})
         assert response.status_code == 303
         assert response.headers["location"] == "/ui/compare"
         cookie = response.headers["set-cookie"]
-        assert cookie.startswith(f"evalsi_ui_token={ui.token};")
+        assert cookie.startswith("evalsi_ui_session=")
+        assert ui.token not in cookie  # a session id, never the token
         assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/ui" in cookie
+        assert "Max-Age=43200" in cookie  # ui.session_ttl: 12 hours by default
         page = client.get("/ui/")  # httpx keeps the cookie
         assert page.status_code == 200
         assert "evalsi view" in page.text
+        assert 'action="/ui/logout"' in page.text  # a signed-in page offers to sign out
         logout = client.get("/ui/logout")
         assert logout.status_code == 303
         assert "Max-Age=0" in logout.headers["set-cookie"]

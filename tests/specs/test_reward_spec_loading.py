@@ -207,3 +207,17 @@ def test_from_mapping_accepts_a_bare_spec_body_and_reports_paths() -> None:
     with pytest.raises(SpecError) as info:
         evalsi.rewards.from_mapping({"components": [{"ref": "contains", "weight": "x"}]})
     assert info.value.path == "spec.components[0].weight"
+
+
+def test_a_threshold_off_a_gate_would_never_be_read_and_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, HEADER + "  components:\n    - {ref: exact-match}\n    - {ref: contains, threshold: 0.5}\n")
+    with pytest.raises(SpecError, match=r"reward\.yaml:5: spec\.components: .*components\[1\]\.threshold .*gate: true"):
+        evalsi.rewards.load(path)
+    gated = write(tmp_path, HEADER + "  components:\n    - {ref: contains, gate: true, threshold: 0.5}\n")
+    assert evalsi.rewards.load(gated).component_names == ["contains"]
+
+
+def test_metadata_holds_a_name_and_labels_only(tmp_path: Path) -> None:
+    text = "apiVersion: evals.si/v1alpha1\nkind: RewardSpec\nmetadata: {name: x, nmae: y}\nspec: {components: []}\n"
+    with pytest.raises(SpecError, match=r"reward\.yaml:3: metadata\.nmae: unknown field; metadata has name and labels"):
+        evalsi.rewards.load(write(tmp_path, text))

@@ -48,7 +48,7 @@ def test_a_test_above_its_threshold_passes_and_is_stored(
     write_test(pytester, server, capitals, "passed_threshold=0.8,")
     result = pytester.runpytest_inprocess("-s")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*test_capitals: score 0.8000*over 5 rollouts*"])
+    result.stdout.fnmatch_lines(["*test_capitals[[]strong[]]: score 0.8000 ± 0.2000 (standard error) over 5 rollouts*"])
     assert server.request_count() == 5
     [document] = stored_results()
     assert document["kind"] == "RunResults" and document["evaluationTest"]["passed"] is True
@@ -68,7 +68,8 @@ def test_below_the_threshold_fails_with_a_table_of_the_worst_rows(
         [
             "*EvaluationFailed*score 0.8000*the pass rule is score >= 0.9*",
             "*worst rows:*",
-            "*chad*strong*0.000*does not name N'Djamena*",
+            "*row*prompt*score*reason / reply*",
+            "*chad*Capital of Chad?*0.000*does not name N'Djamena*",
         ]
     )
     assert stored_results()[0]["evaluationTest"]["passed"] is False

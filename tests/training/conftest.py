@@ -17,6 +17,14 @@ from evalsi.training import free_port, stop_process
 from tests.helpers.vllm_standin import standin_executable
 
 
+@pytest.fixture(autouse=True)
+def workdir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test here runs from an unrelated working directory: no path may depend on where evalsi started."""
+    directory = tmp_path_factory.mktemp("elsewhere")
+    monkeypatch.chdir(directory)
+    return directory
+
+
 def write_model(folder: Path, answers: dict[str, str] | None = None, *, weights: bool = True) -> Path:
     """A full-weights model directory the stand-in serves (config, weights, answers)."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -131,7 +139,7 @@ def answers(wrong: int = 0) -> dict[str, str]:
     return {q: ("wrong" if i < wrong else a) for i, (q, a) in enumerate(QUESTIONS.items())}
 
 
-def write_spec(folder: Path, name: str = "forgetting", gate_min: float | None = None) -> Path:
+def write_spec(folder: Path, name: str = "forgetting", gate_min: float | None = None, every: int | None = None) -> Path:
     """A RunSpec over the 30 questions, exact-match scored; the target is filled in by the serving strategy."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{name}.jsonl").write_text(
@@ -152,6 +160,8 @@ def write_spec(folder: Path, name: str = "forgetting", gate_min: float | None = 
     }
     if gate_min is not None:
         spec["gates"] = [{"metric": "exact-match", "min": gate_min}]
+    if every is not None:
+        spec["every"] = every
     document = {"apiVersion": "evals.si/v1alpha1", "kind": "RunSpec", "metadata": {"name": name}, "spec": spec}
     path = folder / f"{name}.yaml"
     path.write_text(json.dumps(document))

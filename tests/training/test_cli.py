@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from evalsi.cli.main import app
-from tests.training.conftest import RunningVLLM, answers, lora_arguments, write_adapter, write_spec
+from tests.training.conftest import RunningVLLM, answers, lora_arguments, write_adapter, write_model, write_spec
 
 runner = CliRunner()
 
@@ -114,11 +114,10 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
 
 def test_eval_serving_failure_exits_1(tmp_path: Path, vllm_bin: Path) -> None:
     spec = write_spec(tmp_path / "specs")
-    broken = tmp_path / "checkpoint-1"
-    broken.mkdir()
+    checkpoint = write_model(tmp_path / "checkpoint-1")  # a model vllm serve is started on, and fails
     result = invoke(
         "eval",
-        str(broken),
+        str(checkpoint),
         "--step",
         "1",
         "-f",
@@ -129,11 +128,12 @@ def test_eval_serving_failure_exits_1(tmp_path: Path, vllm_bin: Path) -> None:
         "vllm",
         "--vllm-bin",
         str(vllm_bin),
+        "--vllm-arg=--no-such-flag",
         "--log-dir",
         str(tmp_path / "logs"),
         "-q",
     )
-    assert result.exit_code == 1 and "exited with code 1 before it was healthy" in result.output
+    assert result.exit_code == 1 and "exited with code 2 before it was healthy" in result.output
 
 
 def test_watch_once_exits_3_when_a_checkpoint_fails_its_spec_gate(tmp_path: Path) -> None:

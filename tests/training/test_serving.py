@@ -16,6 +16,7 @@ from evalsi.training import (
     ModelRef,
     ServingError,
     ServingStrategy,
+    UnservableError,
     api_root,
     model_ref,
     stop_process,
@@ -106,10 +107,15 @@ def test_lora_reuses_an_adapter_left_loaded_under_its_name(tmp_path: Path, lora_
 
 def test_lora_errors_name_the_server_and_the_cause(tmp_path: Path, lora_vllm: RunningVLLM, vllm_bin: Path) -> None:
     full = model_ref(write_model(tmp_path / "checkpoint-1"), 1, "r")
-    with pytest.raises(ServingError, match=r"not a LoRA adapter.*--serve vllm"), LoRA(lora_vllm.base_url).serve(full):
+    with (
+        pytest.raises(
+            UnservableError, match=r"holds full weights, not a LoRA adapter; .*--serve vllm or --serve trans"
+        ),
+        LoRA(lora_vllm.base_url).serve(full),
+    ):
         pass
     bogus = ModelRef(str(tmp_path / "gone"), 2, "r", None, "f")
-    with pytest.raises(ServingError, match="not a LoRA adapter"), LoRA(lora_vllm.base_url).serve(bogus):
+    with pytest.raises(UnservableError, match="holds no LoRA adapter"), LoRA(lora_vllm.base_url).serve(bogus):
         pass
     adapter = write_adapter(tmp_path / "checkpoint-3")
     ref = model_ref(adapter, 3, "r")
@@ -195,7 +201,10 @@ def test_vllm_start_failures_show_the_log(tmp_path: Path, vllm_bin: Path) -> Non
     ):
         pass
     adapter = model_ref(write_adapter(tmp_path / "checkpoint-2"), 2, "r")
-    with pytest.raises(ServingError, match="use --serve lora"), VLLM(str(vllm_bin)).serve(adapter):
+    with (
+        pytest.raises(UnservableError, match="serve a LoRA adapter with --serve lora"),
+        VLLM(str(vllm_bin)).serve(adapter),
+    ):
         pass
 
 

@@ -62,7 +62,8 @@ def completions(vllm: RunningVLLM, since: float = 0.0) -> list[tuple[str, str, f
     """(model, record key, time) of every completion request the stand-in received after ``since``."""
     out = []
     for event in read_log(vllm.log):
-        if event.get("path") == "/v1/chat/completions" and event["time"] >= since:
+        # A request whose body never arrived (the watcher was killed while sending it) was answered with an error.
+        if event.get("path") == "/v1/chat/completions" and event["time"] >= since and event["body"].get("messages"):
             prompt = event["body"]["messages"][-1]["content"]
             out.append((event["body"]["model"], PROMPT_TO_KEY[prompt], event["time"]))
     return out

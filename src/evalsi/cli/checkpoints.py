@@ -1,7 +1,12 @@
 """``evalsi checkpoints eval | watch | curve``: evaluate training checkpoints against run specs, and the curve.
 
-Exit codes: 0 ok; 1 a checkpoint could not be served or evaluated; 2 bad usage, spec or data; 3 a checkpoint
-regressed or failed its spec's gates (``curve``: the latest one).
+Exit codes, the same for every command: 0 ok; 1 failed work (a checkpoint could not be served, downloaded or
+evaluated, or records could not be generated: run again to resume); 2 bad usage or input (a spec, a dataset, a
+location that cannot be opened, a checkpoint the ``--serve`` strategy cannot serve); 3 a checkpoint regressed or
+failed its spec's gates (``curve``: the latest one).
+
+Paths given here (``-f``, ``--log-dir``, ``--stop-file``, a local checkpoint, a path set with ``--set``) are
+relative to the working directory; paths inside a spec are relative to the spec file.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from evalsi.cli._console import EXIT_FAILED, EXIT_GATE, fail, stderr, stdout
+from evalsi.cli._console import EXIT_FAILED, EXIT_GATE, EXIT_OK, fail, stderr, stdout
 from evalsi.errors import DataError, EvalsiError, SpecError
 from evalsi.runs import RunsClient, load_run
 from evalsi.stats import RegressionRule
@@ -29,7 +34,9 @@ from evalsi.training import (
     Checkpoint,
     CheckpointEvaluator,
     Curve,
+    CurvePoint,
     Endpoint,
+    LocalDirectory,
     LoRA,
     RemoteDirectory,
     ServingStrategy,
@@ -50,6 +57,13 @@ app = typer.Typer(
 )
 
 SERVE_CHOICES = ("transformers", "vllm", "lora", "endpoint")
+SERVE_OPTIONS = {
+    "transformers": ("--device", "--base-model", "--tokenizer"),
+    "vllm": ("--vllm-bin", "--vllm-arg", "--tokenizer"),
+    "lora": ("--base-url", "--model"),
+    "endpoint": ("--base-url", "--model"),
+}
+"""The options each serving strategy reads."""
 
 Files = Annotated[list[Path], typer.Option("--file", "-f", help="A RunSpec YAML file (repeatable).")]
 TrainingRun = Annotated[str, typer.Option("--training-run", help="The training run's name (groups its results).")]
@@ -136,7 +150,21 @@ def make_serving(
     log_dir: Path,
     tokenizer: str | None = None,
 ) -> ServingStrategy:
-    """The serving strategy the options name."""
+    """The serving strategy the options name; an option the strategy would ignore is refused."""
+    given = {
+        "--base-url": base_url is not None,
+        "--model": model is not None,
+        "--vllm-bin": vllm_bin != "vllm",
+        "--vllm-arg": bool(vllm_args),
+        "--device": device != "cpu",
+        "--base-model": base_model is not None,
+        "--tokenizer": tokenizer is not None,
+    }
+    if serve in SERVE_OPTIONS:
+        unused = [name for name, set_ in given.items() if set_ and name not in SERVE_OPTIONS[serve]]
+        if unused:
+            users = [f"--serve {s}" for s, names in SERVE_OPTIONS.items() if unused[0] in names]
+            fail(f"{unused[0]} does not apply to --serve {serve} (it is for {' and '.join(users)}); remove it")
     if serve == "endpoint":
         return Endpoint(base_url, model)
     if serve == "lora":
@@ -206,22 +234,28 @@ class Display:
             self._status.update(f"waiting: {escape(text)}")
 
     def evaluated(self, checkpoint: Checkpoint, result: StepResult) -> None:
-        """A checkpoint is done: its status and seconds."""
+        """A checkpoint is done: its status and seconds, each spec's means with their change from the base."""
+        self.result(checkpoint.name, result)
+
+    def result(self, name: str, result: StepResult) -> None:
+        """A step's status and seconds; per spec its means, their change from the base, and why it is not ok."""
         self._clear()
         if not self.enabled:
             return
         colour = "green" if result.status == "ok" else "bold red"
         self.console.print(
-            f"[bold]{checkpoint.name}[/]: [{colour}]{result.status}[/] in {result.seconds:.1f} s", highlight=False
+            f"[bold]{escape(name)}[/]: [{colour}]{result.status}[/] in {result.seconds:.1f} s", highlight=False
         )
-        for spec in result.specs:
-            for rule in spec.regressions:
-                d = spec.comparisons[rule.metric].difference
-                self.console.print(
-                    f"  [bold red]regression[/] {escape(spec.spec)}: {escape(rule.metric)} "
-                    f"{d.mean:+.4f} (95% CI [{d.ci_low:+.4f}, {d.ci_high:+.4f}])",
-                    highlight=False,
-                )
+        for line in step_lines(result):
+            self.console.print(line, highlight=False, soft_wrap=True)
+
+    def skipped(self, checkpoint: Checkpoint, reason: str) -> None:
+        """A checkpoint no spec is due at."""
+        self._clear()
+        if self.enabled:
+            self.console.print(
+                f"[bold]{checkpoint.name}[/]: not evaluated: {escape(reason)}", highlight=False, soft_wrap=True
+            )
 
     def failed(self, checkpoint: Checkpoint, reason: str) -> None:
         """A checkpoint could not be evaluated."""
@@ -236,6 +270,53 @@ class Display:
     def close(self) -> None:
         """Stop the status line."""
         self._clear()
+
+
+def step_lines(result: StepResult) -> list[str]:
+    """Rich-markup lines of a step's result, under its status line.
+
+    Per spec: each metric's mean with its change from the base (``*`` significant, ``!`` a regression), why the
+    spec is not ok, and each regression's interval; then the specs not due at this step.
+    """
+    lines = []
+    for spec in result.specs:
+        point = CurvePoint(
+            result.step,
+            spec.path,
+            spec.status == "complete",
+            spec.gates_passed,
+            spec.means,
+            spec.comparisons,
+            spec.regressions,
+        )
+        cells = ", ".join(f"{escape(m)} {cell_text(point, m)}" for m in spec.means) or "no metrics"
+        lines.append(f"  {escape(spec.spec)}: {cells}" + (" (reused)" if spec.reused else ""))
+        if point.status != "ok":
+            lines.append(f"    [bold red]{point.status}[/]: {escape(spec.reason or 'see ' + str(spec.path))}")
+        for rule in spec.regressions:
+            d = spec.comparisons[rule.metric].difference
+            lines.append(
+                f"    [bold red]regression[/] {escape(rule.metric)} "
+                f"{d.mean:+.4f} (95% CI [{d.ci_low:+.4f}, {d.ci_high:+.4f}]) beyond {escape(str(rule))}"
+            )
+    for name, every in result.not_due.items():
+        lines.append(f"  {escape(name)}: not due at this step (every {every})")
+    return lines
+
+
+def step_exit_code(statuses: list[str], failed: bool = False) -> int:
+    """The exit code of evaluated steps: 3 a regression or failed gate, else 1 a partial or failed step, else 0.
+
+    A step's status is a verdict only on its records: a partial step's gates wait for the rest (1), while a
+    significant drop is one even on the records there (3).
+    """
+    if any(s == "regressed" for s in statuses):
+        return EXIT_GATE
+    if failed or any(s == "partial" for s in statuses):
+        return EXIT_FAILED
+    if any(s == "gate failed" for s in statuses):
+        return EXIT_GATE
+    return EXIT_OK
 
 
 @contextlib.contextmanager
@@ -306,24 +387,42 @@ def eval_command(
     vllm_args: VllmArgs = None,
     device: Device = "cpu",
     base_model: BaseModel = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the step's result as JSON.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the step's result as JSON (each spec's means and changes).")
+    ] = False,
     quiet: Quiet = False,
     server: Server = None,
     restart: Restart = False,
     tokenizer: TokenizerOption = None,
+    final: Annotated[
+        bool,
+        typer.Option("--final", help="The training's last step: every spec is evaluated, whatever its `every`."),
+    ] = False,
 ) -> None:
     """Evaluate one checkpoint (or the base model) against the run specs; results go to LOG_DIR (and --server).
 
-    Exit codes: 0 ok; 1 it could not be served or evaluated; 2 bad usage or spec; 3 it regressed or failed a gate.
+    A spec with `every: N` is evaluated at the base, at steps N divides, and with --final.
+    Exit codes: 0 ok; 1 it could not be served or evaluated; 2 bad usage or input; 3 it regressed or failed a gate.
     """
     number = parse_step_option(step)
     serving = make_serving(serve, base_url, model, vllm_bin, vllm_args, device, base_model, log_dir, tokenizer)
     display = Display(not quiet)
     evaluator = _evaluator(files, training_run, serving, regression, log_dir, overrides, display, server, restart)
+    label = "base" if number is None else f"step {number}"
+    if not evaluator.due(number, final=final):
+        cadence = ", ".join(f"{name} every {every}" for name, every in evaluator.cadence().items())
+        if as_json:
+            stdout.out(orjson.dumps(describe_result(evaluator.evaluate(model_or_path, number))).decode())
+        stderr.print(
+            f"{label}: not evaluated: no run spec is due at this step ({escape(cadence)}); --final evaluates all",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(EXIT_OK)
     try:
         with _terminate_as_interrupt():
             location = fetch_location(model_or_path, number, log_dir / "downloads" / training_run)
-            result = evaluator.evaluate(location, number)
+            result = evaluator.evaluate(location, number, final=final)
     except KeyboardInterrupt:
         fail("interrupted: scored records are saved; run the same command again to resume", EXIT_FAILED)
     except (SpecError, DataError) as exc:
@@ -334,13 +433,8 @@ def eval_command(
         display.close()
     if as_json:
         stdout.out(orjson.dumps(describe_result(result)).decode(), highlight=False)
-    elif not quiet:
-        stderr.print(
-            f"{result.label}: {result.status} ({', '.join(str(s.path) for s in result.specs)})", highlight=False
-        )
-    if not result.complete:
-        raise typer.Exit(EXIT_FAILED)
-    raise typer.Exit(EXIT_GATE if result.status in ("regressed", "gate failed") else 0)
+    display.result(label, result)
+    raise typer.Exit(step_exit_code([result.status]))
 
 
 @app.command("watch")
@@ -406,8 +500,14 @@ def watch_command(
         )
     try:
         source = open_source(directory, log_dir / "downloads" / training_run)
-    except EvalsiError as exc:
+    except (SpecError, DataError) as exc:  # a location that cannot be opened: as `eval` says of it
         fail(str(exc))
+    except EvalsiError as exc:  # a registry that does not answer
+        fail(str(exc), EXIT_FAILED)
+    if isinstance(source, LocalDirectory) and not source.path.is_dir():
+        if once:  # nothing can appear there before --once returns: a mistyped directory
+            fail(f"{directory}: no such directory (it resolves to {source.path})")
+        stderr.print(f"[yellow]note:[/] {escape(str(source.path))} does not exist yet; waiting for it", highlight=False)
     watcher = Watcher(evaluator, source, settle=settle, poll=poll, stop_file=stop_file, once=once, display=display)
     report = watcher.report
     try:
@@ -418,7 +518,7 @@ def watch_command(
         stderr.print(
             "stopped: finished steps are saved; a half-evaluated one resumes when the watcher restarts", highlight=False
         )
-    except (SpecError, DataError) as exc:  # the source holds bad input (an MLflow step tag that is not a number)
+    except (SpecError, DataError) as exc:  # bad input: a spec or dataset, a checkpoint --serve cannot serve
         display.close()
         fail(str(exc))
     except EvalsiError as exc:  # the source or the evalsi server could not be read (one stopped answering)
@@ -428,10 +528,7 @@ def watch_command(
         display.close()
     if report.stop_file_written and stop_file is not None:
         stderr.print(f"[bold red]a checkpoint regressed[/]: wrote {escape(str(stop_file))}", highlight=False)
-    if report.regressed or report.gates_failed:
-        raise typer.Exit(EXIT_GATE)
-    if report.failed:
-        raise typer.Exit(EXIT_FAILED)
+    raise typer.Exit(step_exit_code([r.status for _, r in report.evaluated], failed=bool(report.failed)))
 
 
 @app.command("curve")

@@ -8,6 +8,10 @@ import typer
 
 from evalsi.cli._console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_GATE, fail
 
+_ALREADY_IMPORTED = "ignore:Module already imported so cannot be rewritten; evalsi:pytest.PytestAssertRewriteWarning"
+"""pytest would rewrite the asserts of evalsi itself (it registers a pytest plugin), but this command imported
+evalsi before starting pytest: that warning says nothing about the user's tests, whose asserts are rewritten."""
+
 
 def local_test_command(
     entry: str = typer.Argument(..., help="The evaluation test: path/to/test_file.py::test_name."),
@@ -25,7 +29,7 @@ def local_test_command(
         import pytest
     except ModuleNotFoundError:
         fail("local-test runs pytest: pip install pytest")
-    arguments = [entry, "-q", "-s", "-p", "no:cacheprovider"]
+    arguments = [entry, "-q", "-s", "-p", "no:cacheprovider", "-W", _ALREADY_IMPORTED]
     for option, value in (
         ("--evalsi-max-rows", max_rows),
         ("--evalsi-num-runs", num_runs),

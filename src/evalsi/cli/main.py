@@ -27,8 +27,12 @@ ENVIRONMENT = (
     "EVALSI_PASSED_THRESHOLD, EVALSI_NUM_RUNS, EVALSI_MAX_ROWS, EVALSI_COMPLETION_PARAMS: override an evaluation "
     "test's threshold, runs, rows and completion params (CI);\n\n"
     "EVALSI_RESULTS_DB: where evaluation test results are stored (default .evalsi/results.sqlite);\n\n"
+    "EVALSI_SANDBOX_CGROUP=off: bound a sandbox's memory per process (the budget divided by its processes) instead "
+    "of with a cgroup around the whole sandbox;\n\n"
     "MLFLOW_TRACKING_URI: the MLflow tracking server of mlflow: checkpoint locations;\n\n"
-    "HF_HOME, HF_HUB_CACHE, HUGGINGFACE_HUB_CACHE: where built-in datasets are looked up in the Hugging Face cache."
+    "HF_HOME, HF_HUB_CACHE, HUGGINGFACE_HUB_CACHE: where built-in datasets are looked up in the Hugging Face cache;\n\n"
+    "HF_HUB_OFFLINE, HF_DATASETS_OFFLINE, HF_ENDPOINT (and the HTTPS proxy variables): whether, and from where, a "
+    "built-in dataset that is not here may be downloaded."
 )
 """The documented environment variables (shown by ``evalsi --help``)."""
 

@@ -6,6 +6,7 @@ run stopped under ``onError: raise``; 2 bad usage, spec or data; 3 a gate failed
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Annotated, Any
@@ -30,7 +31,11 @@ def run_command(
     file: Annotated[Path, typer.Option("--file", "-f", help="The RunSpec YAML file.")],
     overrides: Annotated[
         list[str] | None,
-        typer.Option("--set", help="Override a spec field, e.g. --set sampling.temperature=0.6 (repeatable)."),
+        typer.Option(
+            "--set",
+            help="Override a spec field, e.g. --set sampling.temperature=0.6 (repeatable); a path set this way is "
+            "relative to the current directory.",
+        ),
     ] = None,
     name: Annotated[str | None, typer.Option("--name", help="Which RunSpec, when the file holds several.")] = None,
     output: Annotated[
@@ -38,8 +43,8 @@ def run_command(
         typer.Option(
             "--output",
             "-o",
-            help="The results file, relative to the current directory (default: "
-            "spec.output, relative to the spec file).",
+            help="The results file, relative to the current directory (default: the spec's output, relative to "
+            "the spec file; without one, <name>.results.json in the current directory, never beside the spec).",
         ),
     ] = None,
     restart: Annotated[
@@ -60,13 +65,19 @@ def run_command(
 ) -> None:
     """Generate completions from the spec's target, score them, write the results file and summarise.
 
-    Every spec field can be overridden: --set numSamples=50 --set target.model=my-lora. An
-    interrupted run resumes from its finished records when run again with the same spec.
+    Every spec field can be overridden: --set numSamples=50 --set samples=8 --set target.model=my-lora.
+
+    numSamples: how many dataset records are evaluated (the first N; -1, the default, all of them).
+
+    samples: how many completions are generated for each record (OpenAI's n; pass@k needs samples >= k).
+
+    An interrupted run resumes from its finished records when run again with the same spec.
 
     Exit codes: 0 ok; 1 records failed (rerun to resume); 2 bad usage, spec or data; 3 a gate failed.
     """
-    # -o is relative to the current directory (spec.output, like the spec's other paths, to the spec file)
-    extra = [*(overrides or []), *([f"output={output.absolute()}"] if output is not None else [])]
+    # Paths given here (-f, -o, a path set with --set) are relative to the working directory; the spec's own
+    # paths (spec.output, dataset.path...) to the spec file.
+    extra = [*(overrides or []), *([f"output={json.dumps(str(output.absolute()))}"] if output is not None else [])]
     pool: Any = None
     try:
         run = load_run(file, name, extra)

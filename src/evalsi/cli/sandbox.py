@@ -6,7 +6,7 @@ import typer
 from rich.table import Table
 
 from evalsi.cli._console import EXIT_FAILED, fail, stdout
-from evalsi.sandbox import best_available, doctor
+from evalsi.sandbox import best_available, doctor, memory_bound
 
 app = typer.Typer(help="Inspect the sandbox that code-running evaluators use.", no_args_is_help=True)
 
@@ -24,6 +24,8 @@ def doctor_command(
 ) -> None:
     """Print each rung (process < namespaced < gvisor): whether it works here, and what is missing if not.
 
+    Then the memory bound in force: a cgroup per sandbox (v2 or v1), or per-process rlimits dividing the budget.
+
     Exit codes: 0 ok; 1 the rung named by --require (or any rung, without it) is not available.
     """
     table = Table(title="sandbox rungs (lowest to highest isolation)", title_justify="left")
@@ -36,6 +38,7 @@ def doctor_command(
     stdout.print(table)
     best = best_available()
     stdout.print(f"best available rung: [bold]{best or 'none'}[/]")
+    stdout.print(f"memory bound: {memory_bound()}", soft_wrap=True)
     if require is not None:
         names = [f.rung for f in found]
         if require not in names:

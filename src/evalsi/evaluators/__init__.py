@@ -8,6 +8,7 @@ from evalsi.evaluators._operator import (
     is_operator_only,
     operator_fields_set,
 )
+from evalsi.evaluators._paths import SPEC_PATH, resolve_spec_paths, spec_path_params
 from evalsi.evaluators._patterns import use_python_regex
 from evalsi.evaluators._registry import (
     ENTRY_POINT_GROUP,
@@ -24,6 +25,7 @@ from evalsi.evaluators._score import STATUSES, Score, Status
 __all__ = [
     "ENTRY_POINT_GROUP",
     "OPERATOR_ONLY",
+    "SPEC_PATH",
     "STATUSES",
     "Evaluator",
     "NoParams",
@@ -42,5 +44,7 @@ __all__ = [
     "is_operator_only",
     "operator_fields_set",
     "register",
+    "resolve_spec_paths",
+    "spec_path_params",
     "use_python_regex",
 ]

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from evalsi.engine import ComponentJob, Pools, ScoreCache, score_components
 from evalsi.errors import SpecError, UnknownEvaluatorError
-from evalsi.evaluators import Evaluator, Params, Score, get_evaluator
+from evalsi.evaluators import Evaluator, Params, Score, get_evaluator, resolve_spec_paths
 from evalsi.records import Record, from_rollout
 from evalsi.rewards._batch import rows, totals, trl_batch
 from evalsi.rewards._compose import ComponentRule, RewardResult, compose_batch
@@ -213,7 +213,7 @@ def load(path: str | Path, name: str | None = None) -> Reward:
 
     """
     resources = load_resources(path)
-    return bind(select_resource(resources, "RewardSpec", name, str(path)))
+    return bind(select_resource(resources, "RewardSpec", name, str(path)), Path(path).absolute().parent)
 
 
 def from_mapping(data: Mapping[str, Any], source: str | None = None) -> Reward:
@@ -225,8 +225,11 @@ def from_mapping(data: Mapping[str, Any], source: str | None = None) -> Reward:
     return bind(select_resource(resources, "RewardSpec", None, source))
 
 
-def bind(resource: Resource) -> Reward:
-    """Validate a RewardSpec resource and resolve its components to evaluators with validated params."""
+def bind(resource: Resource, base_dir: Path | None = None) -> Reward:
+    """Validate a RewardSpec resource and resolve its components to evaluators with validated params.
+
+    ``base_dir`` is the spec file's folder: params naming a file are relative to it (None: to the working directory).
+    """
     try:
         body = RewardSpecBody.model_validate(resource.spec)
     except ValidationError as exc:
@@ -243,20 +246,27 @@ def bind(resource: Resource) -> Reward:
                 (*where, "name" if component.name else "ref"),
             )
         seen[name] = index
-        bound.append(bind_component(resource, component, body, where))
+        bound.append(bind_component(resource, component, body, where, base_dir))
     return Reward(spec, bound)
 
 
 def bind_component(
-    resource: Resource, component: ComponentSpec, body: RewardSpecBody, where: tuple[str | int, ...]
+    resource: Resource,
+    component: ComponentSpec,
+    body: RewardSpecBody,
+    where: tuple[str | int, ...],
+    base_dir: Path | None = None,
 ) -> BoundComponent:
-    """Resolve one component's evaluator and validate its params; errors point at ``where`` in the resource."""
+    """Resolve one component's evaluator and validate its params; errors point at ``where`` in the resource.
+
+    Params naming a file (marked ``SPEC_PATH``) are made absolute against ``base_dir``, the spec file's folder.
+    """
     name, slash, argument = component.ref.partition("/")
     try:
         evaluator = get_evaluator(name)
     except UnknownEvaluatorError as exc:
         raise resource.error(str(exc), (*where, "ref")) from None
-    raw_params = dict(component.params)
+    raw_params = resolve_spec_paths(evaluator.params_model, component.params, base_dir)
     if slash:
         if evaluator.ref_argument is None or not argument:
             raise resource.error(f"{name!r} takes no argument after '/' in its ref; write ref: {name}", (*where, "ref"))

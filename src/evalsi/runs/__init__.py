@@ -33,6 +33,7 @@ from evalsi.runs._compare import (
     run_from_document,
 )
 from evalsi.runs._datasets import Item, load_items, read_rows, rows_to_items
+from evalsi.runs._document import RECORD, RunDocument, RunHeader, Summary, check_document, header_of, validation_message
 from evalsi.runs._driver import Runner, RunOutcome, RunVerdict, generated_otherwise, load_run_items
 from evalsi.runs._overrides import apply_overrides
 from evalsi.runs._remote import RunNotFoundError, RunsClient, RunServiceError
@@ -50,6 +51,7 @@ from evalsi.runs._targets import CallableTarget, Generation, GenerationError, Op
 
 __all__ = [
     "BUILTINS",
+    "RECORD",
     "BoundRun",
     "BuiltinEval",
     "CallableTarget",
@@ -65,6 +67,8 @@ __all__ = [
     "RecordResult",
     "ResultsWriter",
     "ResumeError",
+    "RunDocument",
+    "RunHeader",
     "RunNotFoundError",
     "RunOutcome",
     "RunServiceError",
@@ -73,14 +77,17 @@ __all__ = [
     "Runner",
     "RunsClient",
     "SampleResult",
+    "Summary",
     "Target",
     "apply_overrides",
     "bind_run",
+    "check_document",
     "compare_runs",
     "comparison_from_dict",
     "comparison_to_dict",
     "fingerprint",
     "generated_otherwise",
+    "header_of",
     "hub_cache_dirs",
     "journal_path",
     "load_builtin",
@@ -97,4 +104,5 @@ __all__ = [
     "run_from_document",
     "run_from_mapping",
     "summarize",
+    "validation_message",
 ]

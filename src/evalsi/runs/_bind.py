@@ -63,14 +63,17 @@ class BoundRun:
 def load_run(path: str | Path, name: str | None = None, overrides: Sequence[str] = ()) -> BoundRun:
     """Load the RunSpec in a YAML file, apply ``path.to.field=value`` overrides, validate and bind it.
 
+    Paths in the file are relative to its folder; paths the overrides set, to the working directory.
+
     Raises:
         SpecError: The file, an override, a field, a ``ref`` or a param is invalid (file, line, field path).
 
     """
     resource = select_resource(load_resources(path), "RunSpec", name, str(path))
     overridden, applied = applied_overrides(resource, overrides)
+    base_dir = Path(path).absolute().parent  # fixed now: the spec's paths never follow a later change of directory
     try:
-        return bind_run(overridden, Path(path).parent)
+        return bind_run(overridden, base_dir)
     except SpecError as exc:
         culprit = override_at(exc, applied)
         if culprit is None:
@@ -81,7 +84,7 @@ def load_run(path: str | Path, name: str | None = None, overrides: Sequence[str]
     # an evaluator param may want text: retry with the value as written
     put(overridden.spec, culprit.keys, culprit.text)
     try:
-        return bind_run(overridden, Path(path).parent)
+        return bind_run(overridden, base_dir)
     except SpecError:
         raise error from None
 
@@ -96,13 +99,17 @@ def run_from_mapping(data: Mapping[str, Any], source: str | None = None, base_di
 
 
 def bind_run(resource: Resource, base_dir: Path | None = None) -> BoundRun:
-    """Validate a RunSpec resource and bind its evaluators (a built-in eval's own when none are given)."""
+    """Validate a RunSpec resource and bind its evaluators (a built-in eval's own when none are given).
+
+    ``base_dir`` is the folder the spec's relative paths are relative to (made absolute now); None leaves them
+    relative to the working directory.
+    """
     try:
         body = RunSpecBody.model_validate(resource.spec)
     except ValidationError as exc:
         raise resource.validation_error(exc) from None
     spec = RunSpec(name=resource.name, spec=body, source=resource.document.file)
-    components = list(body.evaluators)
+    components: list[ComponentSpec] = list(body.evaluators)
     where_root: tuple[str | int, ...] = ("spec", "evaluators")
     if not components and body.dataset.builtin is not None:
         components = [ComponentSpec.model_validate(e) for e in builtin_evaluators(body.dataset.builtin)]
@@ -115,10 +122,10 @@ def bind_run(resource: Resource, base_dir: Path | None = None) -> BoundRun:
         if component.display_name in seen:
             raise resource.error(f"two evaluators are named {component.display_name!r}; give one a `name`", where)
         seen.add(component.display_name)
-        bound.append(bind_component(resource, component, reward_body, where))
+        bound.append(bind_component(resource, component, reward_body, where, base_dir))
     reward = Reward(RewardSpec(name=resource.name, spec=reward_body, source=resource.document.file), bound)
     metrics = [MetricInfo(c.display_name, c.threshold) for c in components]
-    run = BoundRun(spec, reward, metrics, base_dir)
+    run = BoundRun(spec, reward, metrics, None if base_dir is None else base_dir.absolute())
     _check_metric_names(resource, run)
     return run
 

@@ -1,15 +1,21 @@
 """Built-in evals: math500, aime_2024, aime_2025 and gpqa_diamond, with their loaders, prompts and evaluators.
 
 Each reads its Hugging Face dataset in the published format: from ``dataset.path`` (the file, or a directory
-holding it), else from the local Hugging Face hub cache, else through the ``datasets`` package. Nothing is
-downloaded here; an eval whose data cannot be found says where it looked and how to provide it.
+holding it), else from the local Hugging Face hub cache, else through the ``datasets`` package (which downloads
+it). Offline (``HF_HUB_OFFLINE``, or the hub not answering a connect within a few seconds) nothing waits on
+download retries: an eval whose data is not here fails at once, saying where it looked, the command that
+downloads it and where to put it.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import random
+import socket
+import urllib.parse
+import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +53,8 @@ class BuiltinEval:
     size: int
     map_row: Callable[[Row, str], Mapped]
     evaluators: tuple[dict[str, Any], ...]
+    gated: bool = False
+    """Hugging Face shows the files only to signed-in users who accepted the dataset's terms."""
 
 
 def _math_row(problem_field: str, id_field: str | None) -> Callable[[Row, str], Mapped]:
@@ -121,6 +129,7 @@ BUILTINS: dict[str, BuiltinEval] = {
         198,
         _gpqa_row,
         ({"ref": "multiple-choice"},),
+        gated=True,
     ),
 }
 
@@ -152,22 +161,84 @@ def _roots(builtin: BuiltinEval, path: Path | None) -> list[Path]:
     return [cache / repo_dir / "snapshots" for cache in hub_cache_dirs()]
 
 
+HUB_PROBE_TIMEOUT = 3.0
+"""Seconds a connect to the hub (or the proxy to it) may take before the hub counts as unreachable."""
+
+_TRUE = frozenset({"1", "ON", "YES", "TRUE"})
+
+
+@dataclass(frozen=True)
+class Offline:
+    """Why the Hugging Face hub is not used now."""
+
+    reason: str
+    chosen: bool
+    """Set by the user (``HF_HUB_OFFLINE``): the ``datasets`` cache may still be read, quickly."""
+
+
+def hub_offline() -> Offline | None:
+    """Why the Hugging Face hub cannot be used now, or None when it answers a TCP connect.
+
+    ``HF_HUB_OFFLINE`` (or ``HF_DATASETS_OFFLINE``) set, as ``huggingface_hub`` reads it, says so at once;
+    otherwise one connect to ``HF_ENDPOINT`` (default https://huggingface.co), or to the proxy the environment
+    names for it, decides within :data:`HUB_PROBE_TIMEOUT` seconds, where a download would retry for half a
+    minute before failing.
+    """
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        if os.environ.get(name, "").strip().upper() in _TRUE:
+            return Offline(f"{name}={os.environ[name]} is set", chosen=True)
+    endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+    parts = urllib.parse.urlsplit(endpoint)
+    host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if proxy and not urllib.request.proxy_bypass(host):
+        via = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        host, port, endpoint = via.hostname or "", via.port or 80, f"{endpoint} (through the proxy {proxy})"
+    try:
+        with socket.create_connection((host, port), timeout=HUB_PROBE_TIMEOUT):
+            return None
+    except OSError as exc:
+        return Offline(f"the hub cannot be reached: {endpoint}: {exc.strerror or exc}", chosen=False)
+
+
 def _part_rows(
-    builtin: BuiltinEval, config: str | None, file_name: str, path: Path | None
+    builtin: BuiltinEval, config: str | None, file_name: str, path: Path | None, offline: Callable[[], Offline | None]
 ) -> tuple[list[dict[str, Any]], RowSource]:
     if path is not None and path.is_file() and len(builtin.files) == 1:
         return read_located_rows(path)  # a single-file eval accepts its file under any name
     found = _find(file_name, _roots(builtin, path))
     if found is not None:
         return read_located_rows(found)
+    state = offline()
+    if state is not None and not state.chosen:
+        raise DataError(_not_here(builtin, file_name, path, state.reason))  # no download would succeed: say so now
     try:
         return load_hf(builtin.repo, config, builtin.split), RowSource(f"hf:{builtin.repo}", unit="row")
-    except DataError:
-        where = str(path) if path is not None else " or ".join(str(r) for r in _roots(builtin, None))
-        raise DataError(
-            f"built-in eval {builtin.name!r}: {file_name} (from {builtin.repo}) not found in {where}; "
-            f"download it and set dataset.path, or install `datasets` with a populated cache"
-        ) from None
+    except DataError as exc:  # offline by choice, the `datasets` cache did not hold it either
+        reason = state.reason if state is not None else f"loading it through `datasets` failed: {exc}"
+    raise DataError(_not_here(builtin, file_name, path, reason))
+
+
+def _not_here(builtin: BuiltinEval, file_name: str, path: Path | None, reason: str) -> str:
+    """What is missing, where it was looked for, why it was not downloaded, and how to provide it."""
+    where = str(path) if path is not None else ", ".join(dict.fromkeys(str(r) for r in _roots(builtin, None)))
+    download = f"hf download {builtin.repo} --repo-type dataset"
+    gated = (
+        f" (a gated dataset: accept its terms at https://huggingface.co/datasets/{builtin.repo} and run "
+        "`hf auth login` first)"
+        if builtin.gated
+        else ""
+    )
+    return (
+        f"built-in eval {builtin.name!r} needs {file_name} from the Hugging Face dataset {builtin.repo}: it is not "
+        f"in {where}, and it was not downloaded ({reason}).\n"
+        f"To provide it, on a machine with network run{gated}\n"
+        f"    {download} --local-dir {builtin.name}\n"
+        f"then copy the {builtin.name} directory here and set dataset.path to it (the directory, or the file in "
+        f"it); or, with network here, run `{download}` to fill the Hugging Face cache ({hub_cache_dirs()[0]}), "
+        f"which evalsi reads without dataset.path. (Before huggingface_hub 0.34 the command is "
+        f"`huggingface-cli download`.)"
+    )
 
 
 def load_builtin(spec: DatasetSpec, base_dir: Path | None = None) -> list[Item]:
@@ -183,8 +254,9 @@ def load_builtin(spec: DatasetSpec, base_dir: Path | None = None) -> list[Item]:
         path = base_dir / path
     items: list[Item] = []
     seen: set[str] = set()
+    offline = functools.cache(hub_offline)  # asked at most once per load, and only when a file is not here
     for config, file_name in builtin.files:
-        rows, source = _part_rows(builtin, config, file_name, path)
+        rows, source = _part_rows(builtin, config, file_name, path, offline)
         part = config or builtin.name
         for row_index, row in enumerate(rows):
             try:

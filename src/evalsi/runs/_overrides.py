@@ -1,23 +1,29 @@
 """``--set path.to.field=value`` overrides of a RunSpec, and errors that say they came from ``--set``.
 
 A value is parsed as YAML unless its field wants text and only the text as written is valid there. An error in
-an overridden field names the override and suggests close field names, rather than a line of the spec file.
+an overridden field names the override and suggests close field names, rather than a line of the spec file. A
+path an override sets (``output``, ``dataset.path``, a ``target.callable`` file, an evaluator's file param) is
+typed on the command line (or given to a Python API), so it is relative to the working directory, unlike the
+paths written in the spec file, which are relative to the file.
 """
 
 from __future__ import annotations
 
 import copy
 import difflib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, get_args
 
 import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic.alias_generators import to_camel
 
-from evalsi.errors import SpecError
+from evalsi.errors import SpecError, UnknownEvaluatorError
+from evalsi.evaluators import evaluator_class, spec_path_params
 from evalsi.specs import Resource, RunSpecBody, describe_pydantic_error, format_path
+from evalsi.specs._run import sample_count_hint
 
 _FREE_FORM = frozenset({"params", "extra", "headers", "judge"})
 """Mappings whose keys are passed on as written (not spec fields, so not camelCased)."""
@@ -61,6 +67,7 @@ def applied_overrides(resource: Resource, overrides: Sequence[str]) -> tuple[Res
         keys = _assign(spec, parts[1:] if parts[0] == "spec" else parts, value, dotted)
         applied.append(Override(dotted.strip(), tuple(keys), text, value))
     _check_overrides(spec, applied)
+    _paths_from_the_working_directory(spec, applied)
     return Resource(resource.kind, name, spec, resource.document, resource.labels), applied
 
 
@@ -99,8 +106,53 @@ def _check_overrides(spec: dict[str, Any], applied: Sequence[Override]) -> None:
             message = describe_pydantic_error(first)
             if first["type"] == "extra_forbidden":
                 close = _close_fields(loc)
-                message += f"; did you mean {', '.join(close)}?" if close else ""
+                message += (f"; did you mean {', '.join(close)}?" if close else "") + sample_count_hint(str(loc[-1]))
             raise SpecError(message, file="--set", path=f"{override.dotted} ({format_path(('spec', *loc))})")
+
+
+def _paths_from_the_working_directory(spec: dict[str, Any], applied: Sequence[Override]) -> None:
+    """Make every relative path an override set absolute against the working directory (where it was typed)."""
+    for location in _path_locations(spec):
+        if not any(location[: len(o.keys)] == o.keys for o in applied):
+            continue
+        value: Any = spec
+        for key in location:
+            value = value[key]
+        if isinstance(value, str) and value:
+            put(spec, location, _absolute(value, callable_target=location == ("target", "callable")))
+
+
+def _absolute(value: str, *, callable_target: bool) -> str:
+    """A path made absolute against the working directory; for a callable, only its ``file.py`` part."""
+    if callable_target:
+        file_part, colon, attribute = value.partition(":")
+        if not file_part.endswith(".py"):
+            return value  # module:function, found on the import path
+        return f"{_absolute(file_part, callable_target=False)}{colon}{attribute}"
+    path = Path(value).expanduser()
+    return str(path if path.is_absolute() else path.absolute())
+
+
+def _path_locations(spec: Mapping[str, Any]) -> Iterator[tuple[str | int, ...]]:
+    """Where the spec mapping holds paths: output, dataset.path, target.callable, evaluators' file params."""
+    if "output" in spec:
+        yield ("output",)
+    for section, key in (("dataset", "path"), ("target", "callable")):
+        inner = spec.get(section)
+        if isinstance(inner, Mapping) and key in inner:
+            yield (section, key)
+    evaluators = spec.get("evaluators")
+    for index, component in enumerate(evaluators if isinstance(evaluators, list) else []):
+        params = component.get("params") if isinstance(component, Mapping) else None
+        if not isinstance(params, Mapping) or not isinstance(component.get("ref"), str):
+            continue
+        try:
+            cls = evaluator_class(component["ref"].partition("/")[0])
+        except UnknownEvaluatorError:
+            continue  # binding reports it, naming the field
+        for name in spec_path_params(cls.params_model):
+            if name in params:
+                yield ("evaluators", index, "params", name)
 
 
 def _errors_under(spec: dict[str, Any], keys: tuple[str | int, ...]) -> list[Any]:

@@ -1,10 +1,11 @@
 """A client of the evalsi server's Run Service over HTTP JSON: store runs, find them by label, compare them.
 
 Routes (the server documents them in its proto): ``POST /v1alpha1/runs``, ``GET /v1alpha1/runs/{id}``,
-``GET /v1alpha1/runs?label=KEY=VALUE``, ``POST /v1alpha1/runs:compare``. The token is ``token=`` or
-``$EVALSI_TOKEN`` (``Authorization: Bearer ...``), and answers in :data:`evalsi._util.retry.RETRY_STATUSES`,
-timeouts and lost connections are retried as every evalsi client retries them. Each :meth:`RunsClient.create_run`
-sends a fresh ``requestId`` (the same on its retries), so a retry whose first attempt was stored stores nothing.
+``GET /v1alpha1/runs?label=KEY=VALUE``, ``POST /v1alpha1/runs:compare``, ``DELETE /v1alpha1/runs/{id}``. The
+token is ``token=`` or ``$EVALSI_TOKEN`` (``Authorization: Bearer ...``), and answers in
+:data:`evalsi._util.retry.RETRY_STATUSES`, timeouts and lost connections are retried as every evalsi client
+retries them. Each :meth:`RunsClient.create_run` sends a fresh ``requestId`` (the same on its retries), so a retry
+whose first attempt was stored stores nothing.
 
 Example:
     >>> client = RunsClient("http://127.0.0.1:8000", token="evalsi_...")
@@ -19,6 +20,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import orjson
@@ -143,6 +145,15 @@ class RunsClient:
         params = [*(("label", f"{k}={v}") for k, v in labels.items()), ("pageSize", "1")]
         runs = self._call("GET", RUNS_PATH, params=params).get("runs") or []
         return dict(runs[0]) if runs else None
+
+    def delete_run(self, run_id: str) -> None:
+        """Delete a run of the token's project, with its labels and records.
+
+        Raises:
+            RunNotFoundError: The project holds no such run (a retry whose first attempt deleted it ends here too).
+
+        """
+        self._call("DELETE", f"{RUNS_PATH}/{quote(run_id, safe='')}")
 
     def compare_runs(
         self, base_id: str, candidate_id: str, metrics: Sequence[str] = (), regression: Sequence[str] = ()

@@ -14,6 +14,8 @@ Example:
 from __future__ import annotations
 
 from evalsi.errors import SandboxError, SandboxUnavailableError
+from evalsi.sandbox._cgroups import controllers
+from evalsi.sandbox._gvisor import has_total_memory
 from evalsi.sandbox._ladder import RUNGS
 from evalsi.sandbox._pool import SandboxPool, close_shared_pools, shared_pool
 from evalsi.sandbox._rungs import Availability, Rung
@@ -44,6 +46,7 @@ __all__ = [
     "close_shared_pools",
     "doctor",
     "isolation_level",
+    "memory_bound",
     "require",
     "run",
     "shared_pool",
@@ -53,6 +56,14 @@ __all__ = [
 def doctor() -> list[Availability]:
     """Whether each rung works on this machine, lowest first, with what is missing and how to install it."""
     return [RUNGS[name].availability() for name in ISOLATION_ORDER]
+
+
+def memory_bound() -> str:
+    """Which bound holds a sandbox's memory and processes as a whole here (see :mod:`evalsi.sandbox._cgroups`)."""
+    line = controllers().describe()
+    if RUNGS["gvisor"].availability().ok:
+        line += "; gvisor: " + ("--total-memory and " if has_total_memory() else "") + "runsc inside the same bound"
+    return line
 
 
 def available_rungs() -> list[Isolation]:

@@ -16,6 +16,7 @@ import json
 import os
 import secrets
 import shutil
+import subprocess
 import tempfile
 from typing import Any
 
@@ -24,6 +25,8 @@ from evalsi.sandbox._rungs import SANDBOX_WORKDIR, TMPFS_BYTES, Availability, La
 from evalsi.sandbox._seccomp import X86_64_DENIED
 from evalsi.sandbox._types import Isolation
 
+GVISOR_RUNTIME_BYTES = 256 << 20
+"""Memory gVisor's own processes (the sentry, the gofer) hold besides the program's budget."""
 _FIX = (
     "install gVisor's runsc (Debian/Ubuntu: `apt-get install runsc`; else https://gvisor.dev/docs/user_guide/install/)"
 )
@@ -42,8 +45,19 @@ class GvisorRung(Rung):
         """Runsc installed, and a probe sandbox starts."""
         return _gvisor_availability()
 
-    def launch(self, server_source: str, slot: int) -> Launch:
-        """A fresh bundle and state dir, owned by the sandbox uid; ``runsc run`` attached to our stdio."""
+    def memory_overhead(self) -> int:
+        """The work dir and scratch (tmpfs in the sentry's memory) and gVisor's own runtime."""
+        return TMPFS_BYTES + sum(size for _, size in self.scratch) + GVISOR_RUNTIME_BYTES
+
+    def extra_tasks(self) -> int | None:
+        """The sentry and gofer run threads of their own: no ``pids.max`` (gVisor applies RLIMIT_NPROC inside)."""
+        return None
+
+    def launch(self, server_source: str, slot: int, memory_bytes: int | None = None) -> Launch:
+        """A fresh bundle and state dir, owned by the sandbox uid; ``runsc run`` attached to our stdio.
+
+        ``memory_bytes`` is passed as gVisor's ``--total-memory`` where this runsc has the flag.
+        """
         uid = sandbox_uid(slot)
         python = self._python(slot)
         bundle = tempfile.mkdtemp(prefix="evalsi-gvisor-")
@@ -56,6 +70,8 @@ class GvisorRung(Rung):
         runsc = shutil.which("runsc") or "runsc"
         container = "evalsi-" + secrets.token_hex(6)
         flags = ["--rootless", "--network=none", "--ignore-cgroups", "--oci-seccomp", "--root", state]
+        if memory_bytes is not None and has_total_memory():
+            flags.append(f"--total-memory={memory_bytes}")
         return Launch(
             [runsc, *flags, "run", "--bundle", bundle, container],
             uid=drop_to(uid),
@@ -130,6 +146,16 @@ def _write_bundle(
         for name in dirnames:
             if name != "state":
                 os.chmod(os.path.join(dirpath, name), 0o755)
+
+
+@functools.lru_cache(maxsize=1)
+def has_total_memory() -> bool:
+    """Whether this runsc has ``--total-memory`` (the sandbox's memory as its kernel reports and keeps it)."""
+    try:
+        done = subprocess.run(["runsc", "flags"], capture_output=True, timeout=10, check=False, text=True)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return "total-memory" in done.stdout + done.stderr
 
 
 @functools.lru_cache(maxsize=1)

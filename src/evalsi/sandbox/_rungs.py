@@ -33,6 +33,8 @@ from evalsi.sandbox._types import Isolation
 SANDBOX_WORKDIR = "/work"
 TMPFS_BYTES = 256 << 20
 """Size of the sandbox's private writable work dir (a tmpfs)."""
+RUNTIME_BYTES = 64 << 20
+"""Memory a sandbox's own processes hold (the fork server, bubblewrap), besides its program's budget."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,8 +74,25 @@ class Rung(ABC):
         """Whether this rung works here; probes once and caches."""
 
     @abstractmethod
-    def launch(self, server_source: str, slot: int) -> Launch:
-        """The command that starts the fork server under this rung for pool slot ``slot``."""
+    def launch(self, server_source: str, slot: int, memory_bytes: int | None = None) -> Launch:
+        """The command that starts the fork server under this rung for pool slot ``slot``.
+
+        ``memory_bytes`` is the sandbox's memory budget, for a rung whose runtime takes it at start (gVisor).
+        """
+
+    def memory_overhead(self) -> int:
+        """Memory a sandbox of this rung holds besides its program's budget (its cgroup's limit adds this).
+
+        Its memory filesystems (work dir, scratch) and its runtime (the fork server, bubblewrap or gVisor).
+        """
+        return RUNTIME_BYTES
+
+    def extra_tasks(self) -> int | None:
+        """Tasks of the sandbox's own besides the fork server's and its cases'.
+
+        None: too many to count (gVisor's runtime threads), so no ``pids.max``.
+        """
+        return 0
 
     def require(self) -> None:
         """Raise :class:`SandboxUnavailableError` naming what is missing when the rung does not work here."""
@@ -105,7 +124,7 @@ class ProcessRung(Rung):
             return Availability("process", False, "no interpreter the sandbox user can start", "install python3")
         return Availability("process", True, f"rlimits, own session, clean env; interpreter {python}")
 
-    def launch(self, server_source: str, slot: int) -> Launch:
+    def launch(self, server_source: str, slot: int, memory_bytes: int | None = None) -> Launch:
         """Run the server in a fresh 0700 temp dir owned by the sandbox uid."""
         uid = sandbox_uid(slot)
         workdir = tempfile.mkdtemp(prefix="evalsi-sandbox-")
@@ -126,12 +145,22 @@ class NamespacedRung(Rung):
     """
 
     name: Isolation = "namespaced"
+    scratch: tuple[tuple[str, int], ...] = ()
+    """``(sandbox path, bytes)`` size-capped tmpfs mounts (a workspace's)."""
 
     def availability(self) -> Availability:
         """Bubblewrap installed, the filter defined for this CPU, and a probe sandbox starts."""
         return _namespaced_availability()
 
-    def launch(self, server_source: str, slot: int) -> Launch:
+    def memory_overhead(self) -> int:
+        """The work dir (a tmpfs: its files are memory) and the runtime."""
+        return TMPFS_BYTES + sum(size for _, size in self.scratch) + RUNTIME_BYTES
+
+    def extra_tasks(self) -> int | None:
+        """Bubblewrap outside the namespace and its init inside."""
+        return 2
+
+    def launch(self, server_source: str, slot: int, memory_bytes: int | None = None) -> Launch:
         """The bubblewrap command line around the server; the seccomp program travels in a memfd."""
         python = self._python(slot)
         seccomp = os.memfd_create("evalsi-seccomp", 0)

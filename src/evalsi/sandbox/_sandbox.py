@@ -8,6 +8,7 @@ code never holds either, so whatever it prints, however it exits, it cannot writ
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import os
@@ -25,6 +26,7 @@ from importlib import resources
 from typing import Any, Literal
 
 from evalsi.errors import SandboxError
+from evalsi.sandbox._cgroups import SandboxCgroup, new_cgroup
 from evalsi.sandbox._host import acquire_slot, as_user, release_slot, sandbox_python
 from evalsi.sandbox._rungs import Launch, Rung, run_cleanup
 from evalsi.sandbox._types import Limits, RunResult, classify
@@ -91,21 +93,33 @@ class Sandbox:
         self._proc: subprocess.Popen[bytes] | None = None
         self._ctl: socket.socket | None = None
         self._launch: Launch | None = None
+        self._cgroup: SandboxCgroup | None = None
 
     @property
     def alive(self) -> bool:
         """The server process is running."""
         return self._proc is not None and self._proc.poll() is None
 
-    def start(self) -> None:
-        """Start the server and wait for its ``ready``; raises :class:`SandboxError` with the rung's stderr."""
+    def start(self, limits: Limits | None = None) -> None:
+        """Start the server and wait for its ``ready``; raises :class:`SandboxError` with the rung's stderr.
+
+        The sandbox gets its own cgroup where the host allows one (see :mod:`._cgroups`), and everything it
+        starts is in it; ``limits`` (the first program's) give a rung that takes its memory at start its budget.
+        """
         self.close()
-        launch = self.rung.launch(server_source(), self.slot)
+        memory = None if limits is None else limits.memory_bytes + self.rung.memory_overhead()
+        launch = self.rung.launch(server_source(), self.slot, memory)
+        self._cgroup = new_cgroup()
+        argv = as_user(launch.argv, launch.uid)  # no uid switch in a forked copy of this process: see as_user
+        if self._cgroup is not None:
+            argv = self._cgroup.wrap(argv)
+            if limits is not None:
+                self._bound(limits)
         host, child = socket.socketpair()
         errors = tempfile.TemporaryFile()  # noqa: SIM115 (closed below, once the server answered)
         try:
             self._proc = subprocess.Popen(
-                as_user(launch.argv, launch.uid),  # no uid switch in a forked copy of this process: see as_user
+                argv,
                 stdin=child.fileno(),
                 stdout=subprocess.DEVNULL,
                 stderr=errors,
@@ -148,7 +162,7 @@ class Sandbox:
         out: list[CaseOutcome] = []
         for chunk in _chunks(cases):
             if not self.alive:
-                self.start()
+                self.start(limits)
             out.extend(self._run_chunk(source, chunk, limits, files or {}, workdir))
         self.programs_run += 1
         return out
@@ -169,7 +183,12 @@ class Sandbox:
             tester_ends.append(tester_end.detach())
         wire_cases = [{"kind": c.kind, "stdin": c.stdin, "argv": list(c.argv)} for c in cases]
         request: dict[str, Any] = {"op": "program", "nonce": pending.nonce, "source": source, "cases": wire_cases}
-        request.update(limits=limits.to_wire(), files=files, workdir=workdir)
+        shared = self._cgroup is not None
+        request.update(limits=limits.to_wire(shared_memory=shared), files=files, workdir=workdir)
+        killed = 0
+        if self._cgroup is not None:
+            self._bound(limits)
+            killed = self._cgroup.oom_kills()
         deadline = time.monotonic() + sum(limits.wall_time + 2.0 for _ in cases) + 5.0
         try:
             _send(self._ctl, request, tester_ends)
@@ -179,7 +198,21 @@ class Sandbox:
         finally:
             for fd in tester_ends:
                 os.close(fd)
-        return self._collect(pending, reply, limits)
+        # read before the answer is handled: a sandbox whose runtime was killed is closed there, cgroup and all
+        out_of_memory = self._cgroup is not None and self._cgroup.oom_kills() > killed
+        out = self._collect(pending, reply, limits)
+        return [_out_of_memory(o) for o in out] if out_of_memory else out
+
+    def _bound(self, limits: Limits) -> None:
+        """Write the program's budget to the sandbox's cgroup: its memory and its tasks, all processes together."""
+        assert self._cgroup is not None
+        extra = self.rung.extra_tasks()
+        tasks = None if extra is None else limits.to_wire()["processes"] + extra
+        try:
+            self._cgroup.limit(limits.memory_bytes + self.rung.memory_overhead(), tasks)
+        except OSError as exc:
+            self.close()
+            raise SandboxError(f"the sandbox's cgroup refused its limits: {exc.strerror}") from None
 
     def _collect(self, pending: _Pending, reply: dict[str, Any], limits: Limits) -> list[CaseOutcome]:
         if reply.get("nonce") != pending.nonce:
@@ -223,6 +256,9 @@ class Sandbox:
             for path in self._launch.remove_after:
                 shutil.rmtree(path, ignore_errors=True)
             self._launch = None
+        if self._cgroup is not None:
+            self._cgroup.close()
+            self._cgroup = None
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -271,6 +307,13 @@ def _chunks(cases: list[Case]) -> list[list[Case]]:
             calls += 1
         chunks[-1].append(case)
     return [c for c in chunks if c]
+
+
+def _out_of_memory(outcome: CaseOutcome) -> CaseOutcome:
+    """A case killed by a signal while its sandbox's cgroup killed for memory ran out of memory."""
+    if outcome.run.reason not in ("signal", "sandbox"):
+        return outcome
+    return CaseOutcome(dataclasses.replace(outcome.run, reason="memory"), outcome.verdict)
 
 
 def _sandbox_failure(detail: str) -> CaseOutcome:

@@ -28,9 +28,12 @@ class Limits:
     cpu_time: int = 10
     """Seconds of CPU time (RLIMIT_CPU)."""
     memory_bytes: int = 512 << 20
-    """Address space (RLIMIT_AS)."""
+    """Memory of the run, all its processes together: its sandbox's cgroup holds them to this (plus the sandbox's
+    own overhead: its memory filesystems and runtime), and each one's address space (RLIMIT_AS) to it too. Where
+    no cgroup is usable, each process's RLIMIT_AS is ``memory_bytes / max_processes`` instead."""
     max_processes: int = 32
-    """Processes and threads the run may have at once (RLIMIT_NPROC, counted in the sandbox's user namespace)."""
+    """Processes and threads the run may have at once (RLIMIT_NPROC in the sandbox's user namespace, and the
+    sandbox cgroup's ``pids.max``)."""
     max_output_bytes: int = 1 << 20
     """stdout and stderr beyond this are truncated, and the run is marked."""
     max_file_bytes: int = 16 << 20
@@ -38,12 +41,17 @@ class Limits:
     max_open_files: int = 256
     """Open file descriptors (RLIMIT_NOFILE)."""
 
-    def to_wire(self) -> dict[str, Any]:
-        """The form the fork server reads. ``processes`` counts the server, its init and the tester too."""
+    def to_wire(self, shared_memory: bool = False) -> dict[str, Any]:
+        """The form the fork server reads. ``processes`` counts the server, its init and the tester too.
+
+        ``shared_memory``: a cgroup bounds the sandbox as a whole, so each process may use the whole budget;
+        without one, each process's address space is the budget divided across the processes allowed.
+        """
+        memory = self.memory_bytes if shared_memory else self.memory_bytes // max(1, self.max_processes)
         return {
             "wall": self.wall_time,
             "cpu": max(1, int(self.cpu_time)),
-            "memory": self.memory_bytes,
+            "memory": memory,
             "processes": self.max_processes + 4,
             "file_size": self.max_file_bytes,
             "open_files": self.max_open_files,

@@ -64,7 +64,7 @@ class _NamespacedWorkspace(NamespacedRung):
         self.image = image
         self.scratch = tuple((s.target, s.max_bytes) for s in scratch)
 
-    def launch(self, server_source: str, slot: int) -> Launch:
+    def launch(self, server_source: str, slot: int, memory_bytes: int | None = None) -> Launch:
         """The bubblewrap command line of the base rung, with this workspace's mounts and system."""
         python = IMAGE_PYTHON if self.image else self._python(slot)
         seccomp = os.memfd_create("evalsi-seccomp", 0)

@@ -36,6 +36,7 @@ Field names are snake_case; camelCase spellings (``maxRollouts``) are accepted t
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -83,6 +84,20 @@ class ListenConfig(_Model):
     free port)."""
     grpc_port: int | None = Field(default=50051, ge=0, le=65535)
     """gRPC port (0 picks a free port; null disables gRPC)."""
+    trusted_proxies: list[str] = Field(default_factory=list)
+    """Addresses or networks (``10.0.0.5``, ``10.0.0.0/8``) of TLS-terminating proxies in front of the HTTP port:
+    their ``X-Forwarded-Proto`` and ``X-Forwarded-For`` are believed (the viewer's session cookie is then Secure
+    behind an https proxy). Empty (the default): those headers are ignored, whoever sends them."""
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(f"{entry!r} is not an IP address or network (e.g. 10.0.0.5, 10.0.0.0/8)") from None
+        return value
 
 
 class DatabaseConfig(_Model):
@@ -206,6 +221,18 @@ class UiConfig(_Model):
 
     enabled: bool = True
     """Serve ``/ui`` (tokens with ``evaluations.run`` see their own project's results)."""
+    cache_bytes: int = Field(default=512 << 20, ge=0)
+    """Estimated memory of the runs the viewer keeps open, across projects (about twice a run's JSON, its index
+    and search text included); past it the least recently opened are dropped and read again when next opened. The
+    run just opened is kept even when it alone is larger."""
+    session_ttl: float = Field(default=12 * 3600.0, gt=0)
+    """How long a browser's sign-in lasts: seconds, or ``12h``, ``30m``. A session also ends when it signs out
+    and when its token is revoked."""
+
+    @field_validator("session_ttl", mode="before")
+    @classmethod
+    def _ttl(cls, value: Any) -> float:
+        return parse_duration(value)
 
 
 class ServerSpec(_Model):

@@ -121,11 +121,21 @@ class Datasets:
             ServiceError: ``already_exists`` when the project has a dataset of that id.
 
         """
-        content = encode(rows)
+        return self.store_encoded(project, dataset_id, encode(rows), len(rows), source_job)
+
+    def store_encoded(
+        self, project: str, dataset_id: str, content: bytes, row_count: int, source_job: str
+    ) -> pb.Dataset:
+        """Insert a dataset already encoded as JSONL (a job's output, spooled as it was scored).
+
+        Raises:
+            ServiceError: ``already_exists`` when the project has a dataset of that id.
+
+        """
         values = {
             "project": project,
             "dataset_id": dataset_id,
-            "row_count": len(rows),
+            "row_count": row_count,
             "size_bytes": len(content),
             "source_job": source_job,
             "content": content,

@@ -14,14 +14,18 @@ Example::
       index_url: https://pypi.internal/simple   # and wheels the server downloads from this index (no other)
     datasets: {max_bytes: 16777216, max_rows: 100000}
     jobs: {workers: 2, max_active_per_project: 4, batch_rows: 256, batch_timeout: 2m,
-           heartbeat_interval: 5s, orphan_after: 60s}
+           heartbeat_interval: 5s, orphan_after: 60s, memory_mb: 1024, max_processes: 8,
+           max_output_bytes: 67108864, max_reason_bytes: 4096, max_batch_output_bytes: 16777216}
     targets:                           # what a job's ``target: NAME`` generates replies with
       qwen-7b: {base_url: http://127.0.0.1:8000/v1, model: qwen2.5-7b-instruct, api_key_env: VLLM_KEY,
-                max_tokens: 2048, max_concurrency: 16, timeout: 2m, retries: 2}
+                max_tokens: 2048, max_concurrency: 16, timeout: 2m, retries: 2, max_stop: 4, max_stop_chars: 64,
+                image_url_prefixes: [], max_requests_per_job: 10000,
+                budget: {window: 1d, max_requests: 100000, max_tokens: 50000000}}
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +108,19 @@ class JobsConfig(_Model):
     batch_timeout: float = Field(default=120.0, gt=0)
     """Seconds one batch may take in the sandbox; a slower batch fails its rows."""
     memory_mb: int = Field(default=1024, ge=64)
-    """Memory of a scoring sandbox call."""
+    """Memory of a job's scoring sandbox, all its processes together (see ``max_processes``)."""
+    max_processes: int = Field(default=8, ge=1, le=1024)
+    """Processes (and threads) a job's scoring sandbox may run at once. Where the server can use no cgroup for
+    the sandbox, each process's address space is ``memory_mb / max_processes``: keep it small."""
+    max_output_bytes: int = Field(default=64 << 20, ge=1024)
+    """Most bytes of a job's output dataset (JSONL). Rows are counted and spooled to a file as each batch returns
+    (the server never holds the output in memory while the job runs); a job passing it fails naming this limit
+    and stores nothing."""
+    max_reason_bytes: int = Field(default=4096, ge=64)
+    """Most bytes (UTF-8) of one row's ``reason``; a longer one is cut there and marked as cut."""
+    max_batch_output_bytes: int = Field(default=16 << 20, ge=64 << 10)
+    """Most bytes one sandbox call (a batch) may print as its answer; past it the output is cut off unread and
+    the batch's rows fail naming this limit."""
     heartbeat_interval: float = Field(default=5.0, gt=0)
     """How often a server refreshes the heartbeat of the jobs and builds it owns (queued or running)."""
     orphan_after: float = Field(default=60.0, gt=0)
@@ -124,6 +140,30 @@ class JobsConfig(_Model):
                 f"({self.heartbeat_interval:g}s): a live server's work would otherwise look abandoned"
             )
         return self
+
+
+class TargetBudget(_Model):
+    """What each project may use of one target in a window of time.
+
+    Counted in the database: every replica and restart of the server shares the count.
+    """
+
+    window: float = Field(default=86400.0, gt=0)
+    """The window's length: seconds, or ``1h``, ``1d``. Windows are aligned to the epoch (``1d`` starts at 00:00
+    UTC), and a project's count starts from zero in each."""
+    max_requests: int | None = Field(default=None, ge=1)
+    """Rows a project's jobs may have generated in one window (a row's retries count once); none: no limit."""
+    max_tokens: int | None = Field(default=None, ge=1)
+    """Completion tokens a project may use in one window. Each request reserves the job's ``max_tokens`` before
+    it is sent and gives back what the endpoint's ``usage`` says it did not use; none: no limit."""
+
+    @field_validator("window", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> float:
+        return _seconds(value)
+
+
+_MEDIA_PREFIX = re.compile(r"^(https?://[^/?#@\s]+/\S*|data:image/\S*)$")
 
 
 class TargetConfig(_Model):
@@ -151,11 +191,36 @@ class TargetConfig(_Model):
     """Retries of a request after 408, 409, 425, 429, 500, 502, 503, 504, a timeout or a dropped connection."""
     retry_backoff: float = Field(default=1.0, ge=0)
     """Seconds before the first retry, doubled each time (a ``Retry-After`` header wins)."""
+    max_stop: int = Field(default=4, ge=0, le=64)
+    """Most ``stop`` sequences a job may set."""
+    max_stop_chars: int = Field(default=64, ge=1, le=4096)
+    """Longest ``stop`` sequence a job may set, in characters."""
+    image_url_prefixes: list[str] = Field(default_factory=list)
+    """Images this target may be sent: a row's ``image_url`` content part is forwarded only when its URL starts
+    with one of these prefixes (``https://images.example.com/``; ``data:image/`` for inline images). Empty (the
+    default): a row with an image fails, and only text reaches the target. Every message is rebuilt from its
+    ``role`` (system, user, assistant) and content (text, and images allowed here): no other field is sent."""
+    max_requests_per_job: int | None = Field(default=None, ge=1)
+    """Most rows one job may have this target generate; the rows past it fail naming this limit. None: as many
+    as the job's dataset has rows."""
+    budget: TargetBudget | None = None
+    """Each project's budget of requests and tokens on this target per window; none: no budget."""
 
     @field_validator("timeout", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> float:
         return _seconds(value)
+
+    @field_validator("image_url_prefixes")
+    @classmethod
+    def _media_prefixes(cls, value: list[str]) -> list[str]:
+        for prefix in value:
+            if not _MEDIA_PREFIX.match(prefix):
+                raise ValueError(
+                    f"{prefix!r}: an image URL prefix is an http(s) URL up to at least the '/' after its host "
+                    "(https://images.example.com/), or data:image/ for inline images"
+                )
+        return value
 
     def target_spec(self) -> TargetSpec:
         """The run engine's target for this endpoint (chat completions)."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import shlex
 import shutil
@@ -358,9 +359,56 @@ def discard(root: Path) -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
+MAX_REASON_BYTES = 4096
+"""A row's ``reason`` is cut at this many bytes unless the caller says otherwise (``jobs.max_reason_bytes``)."""
+MAX_METRICS = 32
+"""Named metrics kept of one row; more are dropped."""
+MAX_METRIC_NAME = 64
+"""Characters of a metric's name kept."""
+
+
+def cut_text(text: str, limit: int, what: str) -> str:
+    """``text`` within ``limit`` UTF-8 bytes: cut there (on a character boundary) and marked, naming the limit."""
+    data = text.encode("utf-8", "replace")
+    if len(data) <= limit:
+        return text
+    mark = f" [cut at {what}={limit} bytes]"
+    return data[: max(0, limit - len(mark))].decode("utf-8", "ignore") + mark
+
+
+def clean_result(raw: Any, max_reason_bytes: int) -> dict[str, Any]:
+    """One row's result as the server keeps it, whatever the sandbox printed.
+
+    ``{score, reason, metrics}`` with a score within [0, 1], a reason of at most ``max_reason_bytes`` and at most
+    :data:`MAX_METRICS` finite numeric metrics; or ``{error}`` (cut at ``max_reason_bytes`` too).
+    """
+    if not isinstance(raw, dict):
+        return {"error": "the evaluator's answer for this row is not an object"}
+    if "error" in raw:
+        return {"error": cut_text(str(raw["error"]), max_reason_bytes, "jobs.max_reason_bytes")}
+    score = raw.get("score")
+    if isinstance(score, bool) or not isinstance(score, int | float) or not 0.0 <= float(score) <= 1.0:
+        return {"error": "the evaluator's answer for this row has no score within [0, 1]"}
+    reason = raw.get("reason")
+    metrics: dict[str, float] = {}
+    given = raw.get("metrics")
+    for name, value in given.items() if isinstance(given, dict) else ():
+        if len(metrics) == MAX_METRICS:
+            break
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+            metrics[str(name)[:MAX_METRIC_NAME]] = float(value)
+    return {
+        "score": float(score),
+        "reason": None if reason is None else cut_text(str(reason), max_reason_bytes, "jobs.max_reason_bytes"),
+        "metrics": metrics,
+    }
+
+
 class ScoringSession:
     """One sandbox with a built evaluator mounted read-only, scoring batches of rows until closed.
 
+    What one batch prints is read within ``limits.max_output_bytes`` (past it the answer is cut off unread and
+    the batch's rows fail), and each row's result is checked and its reason cut at ``max_reason_bytes``.
     :meth:`close` may be called from another thread (a cancelled job): it kills the sandbox and everything in
     it, and a batch running then ends with an error.
 
@@ -369,9 +417,20 @@ class ScoringSession:
 
     """
 
-    def __init__(self, directory: Path, entry: str, runtime: Path, rung: Isolation, limits: Limits) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        entry: str,
+        runtime: Path,
+        rung: Isolation,
+        limits: Limits,
+        max_reason_bytes: int = MAX_REASON_BYTES,
+        output_setting: str = "the evaluator's output limit",
+    ) -> None:
         self.entry = entry
         self.limits = limits
+        self.max_reason_bytes = max_reason_bytes
+        self.output_setting = output_setting
         self._closed = threading.Event()
         self._lock = threading.Lock()
         self._python = f"{EVALUATOR}/venv/bin/python"
@@ -383,17 +442,22 @@ class ScoringSession:
         if self._closed.is_set():
             return [{"error": "cancelled"} for _ in rows]
         argv = [self._python, "-I", f"{RUNTIME}/evalsi_runner.py", "score", self.entry]
-        result = self._workspace.exec(argv, stdin=json.dumps({"rows": list(rows)}), limits=self.limits, reset=True)
-        answer = _answer(result.stdout)
+        request = json.dumps({"rows": list(rows), "max_reason_bytes": self.max_reason_bytes})
+        result = self._workspace.exec(argv, stdin=request, limits=self.limits, reset=True)
         if self._closed.is_set():
             return [{"error": "cancelled"} for _ in rows]
+        if result.stdout_truncated:  # never parsed: a cut answer is no answer
+            cap, count = self.limits.max_output_bytes, len(rows)
+            cut = f"the evaluator printed more than {self.output_setting}={cap} bytes for its batch of {count} rows"
+            return [{"error": cut} for _ in rows]
+        answer = _answer(result.stdout)
         if answer is None or not answer.get("ok") or len(answer.get("results", ())) != len(rows):
             why = answer.get("error") if answer else None
             if not why:
                 tail = result.stderr.strip().splitlines()[-1:] if result.stderr.strip() else []
                 why = f"the evaluator stopped ({result.reason}{', ' + tail[0][:300] if tail else ''})"
-            return [{"error": str(why)} for _ in rows]
-        return [dict(r) for r in answer["results"]]
+            return [{"error": cut_text(str(why), self.max_reason_bytes, "jobs.max_reason_bytes")} for _ in rows]
+        return [clean_result(r, self.max_reason_bytes) for r in answer["results"]]
 
     def close(self) -> None:
         """Kill the sandbox (and the batch running in it, if any)."""

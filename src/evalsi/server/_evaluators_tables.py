@@ -1,14 +1,15 @@
 """The tables of uploaded evaluators, datasets and evaluation jobs.
 
 ``0003_evaluation_jobs`` creates them; ``0005_job_targets`` adds a job's target and completion params;
-``0006_work_owners`` adds the server process owning an unfinished job or build and its last heartbeat.
+``0006_work_owners`` adds the server process owning an unfinished job or build and its last heartbeat;
+``0008_target_usage`` counts each project's use of each generation target per budget window.
 
 Every row belongs to a project; every query names the caller's project, so one project never sees another's.
 """
 
 from __future__ import annotations
 
-from sqlalchemy import Column, Float, Integer, LargeBinary, MetaData, String, Table, Text
+from sqlalchemy import BigInteger, Column, Float, Integer, LargeBinary, MetaData, String, Table, Text
 
 metadata = MetaData()
 
@@ -64,3 +65,14 @@ evaluation_jobs = Table(
     Column("heartbeat_at", Float, nullable=True),  # its owner's last sign of life (NULL: use updated_at)
 )
 """Evaluation jobs and their outcome."""
+
+target_usage = Table(
+    "target_usage",
+    metadata,
+    Column("project", String(200), primary_key=True),
+    Column("target", String(200), primary_key=True),
+    Column("window_start", Float, primary_key=True),  # seconds since the epoch, a multiple of the window
+    Column("requests", BigInteger, nullable=False, server_default="0"),
+    Column("tokens", BigInteger, nullable=False, server_default="0"),
+)
+"""Requests and completion tokens each project used of each target in each budget window."""

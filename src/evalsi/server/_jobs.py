@@ -37,11 +37,13 @@ from evalsi.server._config import ServerConfig
 from evalsi.server._datasets import Datasets, has_reply
 from evalsi.server._errors import ServiceError, redact
 from evalsi.server._evaluators import Evaluators
+from evalsi.server._evaluators_config import TargetBudget
 from evalsi.server._evaluators_ids import check_id, resource_id, timestamp
 from evalsi.server._evaluators_pages import page
 from evalsi.server._evaluators_sandbox import ScoringSession
 from evalsi.server._evaluators_tables import evaluation_jobs
 from evalsi.server._fair import FairPool, share_of
+from evalsi.server._jobs_budget import Budgets, Grant
 from evalsi.server._jobs_generation import (
     PARAMS_PATH,
     Failed,
@@ -52,7 +54,8 @@ from evalsi.server._jobs_generation import (
     with_reply,
 )
 from evalsi.server._jobs_metrics import EvaluationMetrics
-from evalsi.server._jobs_stats import summarise
+from evalsi.server._jobs_output import OutputSpool, output_row
+from evalsi.server._jobs_stats import Summary
 from evalsi.server._proto.evalsi.v1alpha1 import evaluation_pb2 as pb
 from evalsi.server._service import require
 from evalsi.server._tokens import RUN, Principal
@@ -100,6 +103,7 @@ class Jobs:
         self._sessions: dict[tuple[str, str], ScoringSession] = {}
         self._generating: dict[tuple[str, str], concurrent.futures.Future[list[Outcome]]] = {}
         self.generators = Generators(config)
+        self.budgets = Budgets(engine)
         self.metrics: EvaluationMetrics | None = None
         """Counts finished jobs by state (set by the server)."""
 
@@ -349,67 +353,106 @@ class Jobs:
         rows = self.datasets.rows(project, job["input_dataset"], "evaluationJob.inputDataset")
         self._refuse_existing_output(project, job["output_dataset"])
         self._advance(project, job_id, RUNNING)
-        results: list[dict[str, Any]] = [{"error": NO_REPLY} for _ in rows]
         target, params = str(job["target"] or ""), orjson.loads(job["completion_params"] or "{}")
-        generated: dict[int, dict[str, Any]] = {}  # row index -> what the output row records of its generation
-        failed = 0  # rows whose generation failed
+        summary = Summary()
+        generated = failed = sent = 0  # rows whose reply was generated; whose generation failed; sent to the target
+        settings = self.settings
         limits = Limits(
-            wall_time=self.settings.batch_timeout,
-            cpu_time=max(1, int(self.settings.batch_timeout)),
-            memory_bytes=self.settings.memory_mb << 20,
-            max_processes=32,
-            max_output_bytes=16 << 20,
+            wall_time=settings.batch_timeout,
+            cpu_time=max(1, int(settings.batch_timeout)),
+            memory_bytes=settings.memory_mb << 20,
+            max_processes=settings.max_processes,
+            max_output_bytes=settings.max_batch_output_bytes,
         )
         try:
-            session = ScoringSession(evaluator.directory, evaluator.entry, self.evaluators.runtime, self.rung, limits)
+            session = ScoringSession(evaluator.directory, evaluator.entry, self.evaluators.runtime, self.rung, limits,
+                                     settings.max_reason_bytes, "jobs.max_batch_output_bytes")  # fmt: skip
         except EvalsiError as exc:
             raise ServiceError(
                 "failed_precondition", f"the sandbox is unavailable on this server: {redact(str(exc))}"
             ) from None
         with self._lock:
             self._sessions[(project, job_id)] = session
+        spool = OutputSpool(settings.max_output_bytes)
         try:
-            size = self.settings.batch_rows
+            size = settings.batch_rows
             for start in range(0, len(rows), size):
                 self._check_running(project, job_id)
                 indices = range(start, min(start + size, len(rows)))
+                results: dict[int, dict[str, Any]] = {}
+                records: dict[int, dict[str, Any]] = {}  # row index -> what its output row records of its generation
                 if target:
                     missing = [i for i in indices if not has_reply(rows[i])]
-                    outcomes = self._generate(project, job_id, target, params, [rows[i] for i in missing])
+                    outcomes = self._generate(project, job_id, target, params, [rows[i] for i in missing], sent)
+                    sent += sum(1 for o in outcomes if not isinstance(o, Failed) or o.sent)
                     for index, outcome in zip(missing, outcomes, strict=True):
                         if isinstance(outcome, Failed):
                             results[index] = {"error": f"generation failed: {outcome.reason}"}
                             failed += 1
                         else:
                             rows[index] = with_reply(rows[index], outcome)
-                            generated[index] = generation_record(target, outcome)
+                            records[index] = generation_record(target, outcome)
+                            generated += 1
                 batch = [i for i in indices if has_reply(rows[i])]
-                if not batch:
-                    continue
-                self._check_running(project, job_id)
-                scored = session.score([_sandbox_row(rows[i], i) for i in batch])
-                for index, result in zip(batch, scored, strict=True):
-                    results[index] = result
+                if batch:
+                    self._check_running(project, job_id)
+                    scored = session.score([_sandbox_row(rows[i], i) for i in batch])
+                    results.update(zip(batch, scored, strict=True))
+                for index in indices:  # counted and spooled as the batch returns; the output is never held here
+                    result = results.get(index) or {"error": NO_REPLY}
+                    summary.add(result)
+                    spool.write(output_row(rows[index], result, records.get(index)))
+                    rows[index] = {}
+            session.close()
+            self._check_running(project, job_id)
+            self._advance(project, job_id, WRITING_RESULTS)
+            metrics, stats = summary.report()
+            stats.update(generated=generated, generation_failed=failed)
+            if rows and not stats["scored"]:
+                raise ServiceError("failed_precondition", f"no row could be scored; row 1: {summary.first_error}")
+            self.datasets.store_encoded(project, job["output_dataset"], spool.content(), spool.rows, source_job=job_id)
         finally:
             session.close()
-        self._check_running(project, job_id)
-        self._advance(project, job_id, WRITING_RESULTS)
-        output = [_output_row(row, results[i], generated.get(i)) for i, row in enumerate(rows)]
-        metrics, stats = summarise(results)
-        stats.update(generated=len(generated), generation_failed=failed)
-        if rows and not stats["scored"]:
-            first = next((r["error"] for r in results if "error" in r), "")
-            raise ServiceError("failed_precondition", f"no row could be scored; row 1: {first}")
-        self.datasets.store(project, job["output_dataset"], output, source_job=job_id)
+            spool.close()
         self._advance(project, job_id, COMPLETED, metrics=orjson.dumps(metrics).decode(),
                       output_stats=orjson.dumps(stats).decode())  # fmt: skip
 
     def _generate(
-        self, project: str, job_id: str, target: str, params: dict[str, Any], rows: list[dict[str, Any]]
+        self, project: str, job_id: str, target: str, params: dict[str, Any], rows: list[dict[str, Any]], sent: int
     ) -> list[Outcome]:
-        """A reply for each row from ``target``; a cancel stops the requests in flight at once."""
+        """A reply for each row from ``target``, within the job's and the project's budget on it.
+
+        ``sent`` is how many rows the job sent the target so far. A cancel stops the requests in flight at once.
+        """
         if not rows:
             return []
+        config = self.generators.target(target)
+        allowed, over = len(rows), ""
+        per_job = config.max_requests_per_job
+        if per_job is not None and per_job - sent < allowed:
+            allowed = max(0, per_job - sent)
+            over = (
+                f"the job reached target {target!r}'s limit of {per_job} generated rows per job "
+                f"(targets.{target}.max_requests_per_job)"
+            )
+        grant: Grant | None = None
+        if config.budget is not None and allowed:
+            tokens_each = int(params.get("max_tokens") or config.max_tokens)
+            grant = self.budgets.reserve(project, target, config.budget, allowed, tokens_each)
+            if grant.rows < allowed:
+                allowed, over = grant.rows, _budget_spent(project, target, config.budget, grant)
+        outcomes: list[Outcome] = []
+        if allowed:
+            outcomes = self._send(project, job_id, target, params, rows[:allowed])
+        if grant is not None:
+            unsent = sum(1 for o in outcomes if isinstance(o, Failed) and not o.sent)
+            unused = sum(_unused_tokens(o, grant.tokens_each) for o in outcomes)
+            self.budgets.settle(project, target, grant, unsent, unused)
+        return outcomes + [Failed(over, sent=False) for _ in rows[allowed:]]
+
+    def _send(
+        self, project: str, job_id: str, target: str, params: dict[str, Any], rows: list[dict[str, Any]]
+    ) -> list[Outcome]:
         key = (project, job_id)
         future = self.generators.start(project, target, params, [list(row.get("messages") or []) for row in rows])
         with self._lock:
@@ -486,6 +529,26 @@ class Jobs:
             log.exception("marking this server's unfinished jobs failed")
 
 
+def _budget_spent(project: str, target: str, budget: TargetBudget, grant: Grant) -> str:
+    limits = ", ".join(
+        f"{name}={value}" for name, value in (("max_requests", budget.max_requests), ("max_tokens", budget.max_tokens))
+        if value is not None
+    )  # fmt: skip
+    again = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(grant.window_start + budget.window))
+    return (
+        f"project {project!r} has used its budget on target {target!r} for this window "
+        f"(targets.{target}.budget: {limits} per {budget.window:g}s); it starts again at {again}"
+    )
+
+
+def _unused_tokens(outcome: Outcome, reserved: int) -> int:
+    """Tokens of a row's reservation its request did not use (all of them when it failed)."""
+    if isinstance(outcome, Failed):
+        return reserved
+    used = reserved if outcome.tokens is None else min(reserved, max(0, int(outcome.tokens)))
+    return reserved - used
+
+
 def _sandbox_row(row: dict[str, Any], index: int) -> dict[str, Any]:
     metadata = {k: v for k, v in row.items() if k not in ("messages", "ground_truth")}
     return {
@@ -494,21 +557,6 @@ def _sandbox_row(row: dict[str, Any], index: int) -> dict[str, Any]:
         "row_id": str(row.get("id", row.get("row_id", index))),
         "metadata": metadata,
     }
-
-
-def _output_row(row: dict[str, Any], result: dict[str, Any], generation: dict[str, Any] | None) -> dict[str, Any]:
-    out = dict(row)
-    if generation is not None:
-        out["generation"] = generation
-    if "error" in result:
-        out["evaluation_error"] = str(result["error"])
-    else:
-        out["evaluation_result"] = {
-            "score": result.get("score"),
-            "reason": result.get("reason"),
-            "metrics": result.get("metrics") or {},
-        }
-    return out
 
 
 def _message(row: dict[str, Any]) -> pb.EvaluationJob:

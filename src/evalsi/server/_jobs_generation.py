@@ -5,7 +5,9 @@ on which each job's rows are sent through the run engine's :class:`~evalsi.runs.
 transport, its parsing). Requests open to a target are bounded across jobs by the target's ``max_concurrency``,
 and one project holds at most ``rewards.project_share`` of them, so one project's large job cannot starve
 another's. A job's generation is a future: cancelling it stops the requests at once. Failures reach the tenant
-as the status or the kind of failure only, never the endpoint's address or what it answered.
+as the status or the kind of failure only, never the endpoint's address or what it answered. What a target is
+sent of a row is rebuilt from an allow-list (:mod:`._jobs_messages`); a job's ``stop`` sequences are bounded by
+the target's ``max_stop`` and ``max_stop_chars``; the target's budgets are kept by :mod:`._jobs_budget`.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from evalsi.server._config import ServerConfig
 from evalsi.server._errors import ServiceError
 from evalsi.server._evaluators_config import TargetConfig
 from evalsi.server._fair import share_of
+from evalsi.server._jobs_messages import Refused, prompt_messages
 from evalsi.specs import SamplingSpec
 
 PARAMS_PATH = "evaluationJob.completionParams"
@@ -41,6 +44,8 @@ class Failed:
     """A row whose reply could not be generated, and why (fit for the tenant)."""
 
     reason: str
+    sent: bool = True
+    """Whether a request reached the target (a row refused before it, or past a budget, was never sent)."""
 
 
 Outcome = Generation | Failed
@@ -72,6 +77,7 @@ def check_params(raw: Mapping[str, Any], target: TargetConfig) -> dict[str, Any]
         fields[name] = _whole(value, where) if name in ("max_tokens", "seed") else value
     if isinstance(fields.get("stop"), str):
         fields["stop"] = [fields["stop"]]
+    _check_stop(fields.get("stop"), target)
     try:
         sampling = SamplingSpec.model_validate(fields)
     except ValidationError as exc:
@@ -81,6 +87,27 @@ def check_params(raw: Mapping[str, Any], target: TargetConfig) -> dict[str, Any]
     out = sampling.request_fields()
     out["max_tokens"] = min(int(out.get("max_tokens") or target.max_tokens), target.max_tokens)
     return out
+
+
+def _check_stop(stop: Any, target: TargetConfig) -> None:
+    """At most ``max_stop`` stop sequences of at most ``max_stop_chars`` characters each (the target's bounds)."""
+    if not isinstance(stop, list):
+        return  # absent, or a wrong type SamplingSpec names
+    where = f"{PARAMS_PATH}.stop"
+    if len(stop) > target.max_stop:
+        raise ServiceError(
+            "invalid_argument",
+            f"{where}: {len(stop)} stop sequences; this target takes at most {target.max_stop} (max_stop)",
+            path=where,
+        )
+    for index, item in enumerate(stop):
+        if isinstance(item, str) and len(item) > target.max_stop_chars:
+            raise ServiceError(
+                "invalid_argument",
+                f"{where}[{index}]: {len(item)} characters; a stop sequence has at most {target.max_stop_chars} "
+                "(max_stop_chars)",
+                path=f"{where}[{index}]",
+            )
 
 
 def _whole(value: Any, where: str) -> Any:
@@ -157,17 +184,26 @@ class Generators:
                 f"target {name!r} cannot be used on this server now: its API key is not set (tell the operator)",
             ) from None
         try:
-            return await asyncio.gather(*(self._one(target, slots, share, prompt) for prompt in prompts))
+            return await asyncio.gather(*(self._one(name, config, target, slots, share, p) for p in prompts))
         finally:
             await target.aclose()
 
     @staticmethod
     async def _one(
-        target: OpenAITarget, slots: asyncio.Semaphore, share: asyncio.Semaphore, prompt: list[dict[str, Any]]
+        name: str,
+        config: TargetConfig,
+        target: OpenAITarget,
+        slots: asyncio.Semaphore,
+        share: asyncio.Semaphore,
+        prompt: list[dict[str, Any]],
     ) -> Outcome:
+        try:
+            messages = prompt_messages(prompt, name, config)  # rebuilt: never the row's messages as stored
+        except Refused as exc:
+            return Failed(exc.reason, sent=False)
         async with share, slots:  # the project's share first: waiting for it holds none of the target's slots
             try:
-                generations = await target.generate(prompt, 1)
+                generations = await target.generate(messages, 1)
             except GenerationError as exc:
                 return Failed(exc.public)
         return generations[0]

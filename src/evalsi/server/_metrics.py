@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-RUN_METHODS = frozenset({"CreateRun", "GetRun", "ListRuns", "CompareRuns"})
+RUN_METHODS = frozenset({"CreateRun", "GetRun", "ListRuns", "CompareRuns", "DeleteRun"})
 """The Run Service's methods: the values of the ``method`` label (anything else is counted as ``other``)."""
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 

@@ -36,14 +36,16 @@ from evalsi.server._jobs_api import EvaluationApi
 from evalsi.server._metrics import Metrics
 from evalsi.server._runs_grpc import run_handlers
 from evalsi.server._runs_service import RunService
-from evalsi.server._runs_store import RunStore
 from evalsi.server._service import RewardService
 from evalsi.server._shared_cache import SharedScores
 from evalsi.server._tokens import TokenStore
-from evalsi.server._ui import ProjectExporter, ServerUi
-from evalsi.server._ui_jobs import JobExporter
-from evalsi.server._ui_runs import RunExporter
+from evalsi.server._ui import ServerUi
+from evalsi.server._ui_catalog import ProjectCatalog
+from evalsi.server._ui_jobs import CompletedJobs
+from evalsi.server._ui_runs import StoredRuns
+from evalsi.server._ui_sessions import Sessions
 from evalsi.server._work_owners import Heartbeat, new_instance
+from evalsi.view import RunCache
 
 log = logging.getLogger("evalsi.server")
 ReadyHook = Callable[[dict[str, Any]], None]
@@ -80,10 +82,21 @@ def build(config: ServerConfig) -> Parts:
     metrics = Metrics()
     service = RewardService(config, tokens, shared, metrics)
     evaluation, heartbeat = _evaluation(config, engine, service)
-    exporters: list[ProjectExporter] = [RunExporter(RunStore(engine)), JobExporter(engine, evaluation.datasets)]
-    ui = ServerUi(service.authenticate, exporters) if config.spec.ui.enabled else None
+    ui = _ui(config, engine, service, evaluation) if config.spec.ui.enabled else None
     state = ServerState(service, evaluation, ui)
     return Parts(engine, tokens, shared, metrics, service, state, evaluation, heartbeat)
+
+
+def _ui(config: ServerConfig, engine: Engine, service: RewardService, evaluation: EvaluationApi) -> ServerUi:
+    """The results viewer: sessions in the database, each project's runs and jobs read from it, one run cache."""
+    runs, jobs = StoredRuns(engine), CompletedJobs(engine, evaluation.datasets)
+    return ServerUi(
+        service.authenticate,
+        Sessions(engine, config.spec.ui.session_ttl),
+        lambda project: ProjectCatalog(project, runs, jobs),
+        RunCache(config.spec.ui.cache_bytes),
+        service.metrics.registry,
+    )
 
 
 def _evaluation(config: ServerConfig, engine: Engine, service: RewardService) -> tuple[EvaluationApi, Heartbeat]:
@@ -137,6 +150,9 @@ async def serve_async(config: ServerConfig, ready: ReadyHook = default_ready) ->
             http="httptools" if importlib.util.find_spec("httptools") else "h11",
             timeout_graceful_shutdown=max(1, int(drain)),
             access_log=False,
+            # X-Forwarded-Proto/-For only from the operator's proxies (uvicorn would trust loopback by default)
+            proxy_headers=bool(listen.trusted_proxies),
+            forwarded_allow_ips=list(listen.trusted_proxies),
         )
     )
     grpc_server = None
@@ -212,6 +228,7 @@ def _metrics_listener(config: ServerConfig, parts: Parts) -> _Uvicorn | None:
             log_level="warning",
             loop="asyncio",
             access_log=False,
+            proxy_headers=False,
         )
     )
 

@@ -71,5 +71,6 @@ def run_handlers(service: RunService, held: BodyGate) -> grpc.GenericRpcHandler:
         "GetRun": unary("GetRun", pb.GetRunRequest, messages.get_run),
         "ListRuns": unary("ListRuns", pb.ListRunsRequest, messages.list_runs),
         "CompareRuns": unary("CompareRuns", pb.CompareRunsRequest, messages.compare_runs),
+        "DeleteRun": unary("DeleteRun", pb.DeleteRunRequest, messages.delete_run),
     }
     return grpc.method_handlers_generic_handler(SERVICE_NAME, handlers)

@@ -6,9 +6,10 @@ JSON routes (bodies and answers are the proto messages' JSON form)::
     GET  /v1alpha1/runs/{id}       GetRun: ?records=true&pageSize=N&pageToken=T
     GET  /v1alpha1/runs            ListRuns: ?label=KEY=VALUE (repeatable)&pageSize=N&pageToken=T
     POST /v1alpha1/runs:compare    CompareRuns: {"baseRunId", "candidateRunId", "metrics", "regression"}
+    DELETE /v1alpha1/runs/{id}     DeleteRun
 
 The two POST routes and Connect go through the server's guard (token before body, size limits, body timeout,
-the project's share of in-flight bytes); the GET routes carry no body and check the token themselves.
+the project's share of in-flight bytes); the GET and DELETE routes carry no body and check the token themselves.
 """
 
 from __future__ import annotations
@@ -116,11 +117,15 @@ def run_routes(service: RunService) -> list[Route]:
     async def compare(request: Request, principal: Principal) -> Any:
         return await service.compare(principal, await _body(request))
 
+    async def remove(request: Request, principal: Principal) -> Any:
+        return await service.delete(principal, request.path_params["run_id"])
+
     return [
         Route(COMPARE_PATH, endpoint("CompareRuns", compare), methods=["POST"]),
         Route(RUNS_PATH, endpoint("CreateRun", create), methods=["POST"]),
         Route(RUNS_PATH, endpoint("ListRuns", listing), methods=["GET"]),
         Route(RUNS_PATH + "/{run_id}", endpoint("GetRun", get), methods=["GET"]),
+        Route(RUNS_PATH + "/{run_id}", endpoint("DeleteRun", remove), methods=["DELETE"]),
     ]
 
 
@@ -169,6 +174,13 @@ class ConnectRunService:
     async def list_runs(self, request: pb.ListRunsRequest, ctx: RequestContext[Any, Any]) -> pb.ListRunsResponse:
         """``ListRuns``."""
         result: pb.ListRunsResponse = await self._call(ctx, "ListRuns", lambda p: self.messages.list_runs(p, request))
+        return result
+
+    async def delete_run(self, request: pb.DeleteRunRequest, ctx: RequestContext[Any, Any]) -> pb.DeleteRunResponse:
+        """``DeleteRun``."""
+        result: pb.DeleteRunResponse = await self._call(
+            ctx, "DeleteRun", lambda p: self.messages.delete_run(p, request)
+        )
         return result
 
     async def compare_runs(

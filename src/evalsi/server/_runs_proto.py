@@ -59,3 +59,10 @@ class RunMessages:
             await self.service.compare(principal, _plain(request)), pb.CompareRunsResponse()
         )
         return response
+
+    async def delete_run(self, principal: Principal, request: pb.DeleteRunRequest) -> pb.DeleteRunResponse:
+        """``DeleteRun``."""
+        response: pb.DeleteRunResponse = _message(
+            await self.service.delete(principal, request.id), pb.DeleteRunResponse()
+        )
+        return response

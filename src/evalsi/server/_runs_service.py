@@ -18,6 +18,7 @@ from evalsi.runs import compare_runs, comparison_to_dict
 from evalsi.server._errors import ServiceError
 from evalsi.server._metrics import Metrics
 from evalsi.server._run_requests import check_request_id
+from evalsi.server._runs_check import check_results
 from evalsi.server._runs_store import RunStore, check_labels, page_size
 from evalsi.server._service import RewardService, require
 from evalsi.server._tokens import RUN, Principal
@@ -61,6 +62,7 @@ class RunService:
         labels = check_labels(body.get("labels"))
         request_id = check_request_id(body.get("requestId"))
         check_depth(document, "results")
+        await asyncio.to_thread(check_results, document)
         stored = await asyncio.to_thread(self.store.create, principal.project, document, labels, request_id)
         if stored.replayed:
             self.metrics.run_replays.inc()
@@ -93,6 +95,12 @@ class RunService:
         if next_token:
             answer["nextPageToken"] = next_token
         return answer
+
+    async def delete(self, principal: Principal, run_id: str) -> dict[str, Any]:
+        """``DeleteRun``: delete a run of the token's project (``evaluations.run``, as ``CreateRun`` needs)."""
+        self._admit(principal)
+        await asyncio.to_thread(self.store.delete, principal.project, run_id)
+        return {"id": run_id}
 
     async def compare(self, principal: Principal, body: Mapping[str, Any]) -> dict[str, Any]:
         """``CompareRuns``: the candidate against the base, per metric, with the regression gates' verdict."""

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import Engine, insert, select
+from sqlalchemy import Engine, delete, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from evalsi.runs import LoadedRun, RecordResult, run_from_document
@@ -431,3 +431,20 @@ class RunStore:
 
         """
         return run_from_document(self.document(project, run_id), run_id)
+
+    def delete(self, project: str, run_id: str) -> None:
+        """Delete a run of ``project`` with its labels and records (all at once, or nothing).
+
+        Raises:
+            ServiceError: ``not_found`` when the project holds no such run (or another call deleted it first).
+
+        """
+        with self.engine.begin() as connection:
+            row = connection.execute(select(runs.c.seq).where(runs.c.id == run_id, runs.c.project == project)).first()
+            if row is None:
+                raise not_found(run_id)
+            connection.execute(delete(run_records).where(run_records.c.run_seq == row.seq))
+            connection.execute(delete(run_labels).where(run_labels.c.run_seq == row.seq))
+            gone = connection.execute(delete(runs).where(runs.c.seq == row.seq, runs.c.project == project))
+            if not gone.rowcount:
+                raise not_found(run_id)

@@ -67,3 +67,14 @@ run_records = Table(
     Column("data", Text, nullable=False),  # JSON of the record: its samples' values per metric
 )
 """Per-record results of a run, for paired comparisons."""
+
+ui_sessions = Table(
+    "ui_sessions",
+    metadata,
+    Column("id_hash", String(64), primary_key=True),  # sha256 hex of the session's secret (the browser's cookie)
+    Column("token_hash", String(64), nullable=False, index=True),  # the API token signed in with (its sha256)
+    Column("created_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False, index=True),
+)
+"""Browser sign-ins of the results viewer: a session lasts until it expires, is signed out, or its token is revoked
+(a session's token is looked up on every request). Only digests are stored, so the table holds no usable secret."""

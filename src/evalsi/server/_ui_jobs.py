@@ -4,31 +4,30 @@ A job's output dataset holds each input row with its ``evaluation_result`` (scor
 ``evaluation_error``. Here each row becomes a record of an ``evalsi run`` results file: the prompt is the row's
 messages before the reply, the sample is the reply, ``score`` its value (an error where the row errored) and
 every number the row's metrics hold a further metric, so the viewer lists, opens and compares jobs as it does
-runs. A completed job never changes; a job whose output dataset was deleted is skipped.
+runs. A completed job never changes; a job whose output dataset was deleted is not listed.
+
+Listing reads the jobs' rows alone (their metrics are the run list's means); a job's output dataset is read when
+the job is opened, and nothing is written to disk.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import orjson
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, exists, select
 
-from evalsi._util.atomic import atomic_writer
 from evalsi.evaluators import Score
 from evalsi.runs import MetricInfo, RecordResult, SampleResult, summarize
 from evalsi.server._datasets import Datasets
 from evalsi.server._errors import ServiceError
+from evalsi.server._evaluators_tables import datasets as dataset_rows
 from evalsi.server._evaluators_tables import evaluation_jobs
-from evalsi.server._ui_runs import safe_name
 from evalsi.specs import PassKSpec
-
-CLOCK_MARGIN = 300.0
-"""Seconds before the newest completion already read that the next read starts at: replicas' clocks differ."""
+from evalsi.view import Records
 
 SCORE = "score"
 """The metric every job reports: the evaluator's score of the row."""
@@ -103,38 +102,74 @@ def _iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).isoformat()
 
 
-class JobExporter:
-    """Writes a project's completed evaluation jobs into its viewer directory, each once."""
+@dataclass(frozen=True)
+class JobRow:
+    """A completed job as listing reads it (its output dataset unread)."""
+
+    job_id: str
+    row: dict[str, Any]
+
+
+class CompletedJobs:
+    """Reads a project's completed evaluation jobs for the viewer (every query is scoped to the project)."""
 
     def __init__(self, engine: Engine, datasets: Datasets) -> None:
         self.engine = engine
         self.datasets = datasets
-        self._done: dict[str, set[str]] = {}
-        self._since: dict[str, float] = {}
-        self._lock = threading.Lock()
 
-    def export(self, project: str, directory: Path) -> None:
-        """Write the jobs completed since the last call."""
-        with self._lock:
-            done = self._done.setdefault(project, set())
-            since = self._since.get(project, float("-inf")) - CLOCK_MARGIN
-            query = select(evaluation_jobs).where(
+    def rows(self, project: str) -> list[JobRow]:
+        """Every completed job of the project whose output dataset still exists, newest first."""
+        query = (
+            select(evaluation_jobs)
+            .where(
                 evaluation_jobs.c.project == project,
                 evaluation_jobs.c.state == "COMPLETED",
-                evaluation_jobs.c.updated_at >= since,  # completed jobs never change: only the newer ones are read
+                exists().where(
+                    dataset_rows.c.project == project, dataset_rows.c.dataset_id == evaluation_jobs.c.output_dataset
+                ),
             )
-            with self.engine.connect() as connection:
-                jobs = [dict(row) for row in connection.execute(query).mappings()]
-            for job in jobs:
-                self._since[project] = max(self._since.get(project, float("-inf")), job["updated_at"])
-                if job["job_id"] in done:
-                    continue
-                done.add(job["job_id"])
-                try:
-                    rows = self.datasets.rows(project, job["output_dataset"], "outputDataset")
-                except ServiceError:
-                    continue  # the output dataset was deleted: nothing to show
-                path = directory / "evaluation-jobs" / f"{safe_name(job['job_id'])}.results.json"
-                path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-                with atomic_writer(path) as handle:
-                    handle.write(orjson.dumps(job_document(job, rows)))
+            .order_by(evaluation_jobs.c.updated_at.desc())
+        )
+        with self.engine.connect() as connection:
+            return [JobRow(str(row["job_id"]), dict(row)) for row in connection.execute(query).mappings()]
+
+    def open(self, project: str, job_id: str) -> tuple[dict[str, Any], Records] | None:
+        """A completed job as a run's header and records, or None when it (or its output dataset) is gone."""
+        query = select(evaluation_jobs).where(
+            evaluation_jobs.c.project == project,
+            evaluation_jobs.c.job_id == job_id,
+            evaluation_jobs.c.state == "COMPLETED",
+        )
+        with self.engine.connect() as connection:
+            found = connection.execute(query).mappings().first()
+        if found is None:
+            return None
+        job = dict(found)
+        try:
+            rows = self.datasets.rows(project, job["output_dataset"], "outputDataset")
+        except ServiceError:
+            return None
+        document = job_document(job, rows)
+        records = document.pop("records")
+        return document, Records(raw=[orjson.dumps(record) for record in records])
+
+
+def job_headline(job: Mapping[str, Any]) -> dict[str, Any]:
+    """The run list's entry of a completed job, from its row: the job's own metrics are the means listed."""
+    try:
+        metrics = orjson.loads(job["metrics"] or "{}")
+    except orjson.JSONDecodeError:
+        metrics = {}
+    means = {
+        str(name): float(value)
+        for name, value in (metrics.items() if isinstance(metrics, dict) else ())
+        if isinstance(value, int | float) and not isinstance(value, bool)
+    }
+    return {
+        "name": f"job {job['job_id']}",
+        "target": f"evaluator {job['evaluator_id']} on {job['input_dataset']}",
+        "date": _iso(job["updated_at"]),
+        "status": "complete",
+        "metrics": means,
+        "gates": [],
+    }

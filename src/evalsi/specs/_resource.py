@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from evalsi.errors import SpecError
+from evalsi.specs._run import sample_count_hint
 from evalsi.specs._yaml import Document, PathKey, format_path, load_yaml_documents, read_yaml_file
 
 API_VERSION = "evals.si/v1alpha1"
@@ -36,6 +37,8 @@ class Resource:
         first = errors[0]
         path = (*root, *first["loc"])
         message = describe_pydantic_error(first)
+        if self.kind == "RunSpec" and first["type"] == "extra_forbidden" and first["loc"]:
+            message += sample_count_hint(str(first["loc"][-1]))
         if len(errors) > 1:
             others = "; ".join(f"{format_path((*root, *e['loc']))}: {describe_pydantic_error(e)}" for e in errors[1:4])
             message += f" (also: {others})"
@@ -97,7 +100,12 @@ def parse_resources(documents: list[Document]) -> list[Resource]:
         name = metadata.get("name")
         if not isinstance(name, str) or not name:
             raise fail("metadata.name is required: a non-empty name for this resource", ("metadata",))
+        for key in metadata:
+            if key not in ("name", "labels"):
+                raise fail("unknown field; metadata has name and labels", ("metadata", key))
         labels = metadata.get("labels") or {}
+        if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
+            raise fail("labels must map names to text, such as {team: math}", ("metadata", "labels"))
         spec = data.get("spec")
         if not isinstance(spec, dict):
             raise fail("spec is required and must be a mapping", ("spec",) if "spec" in data else ())

@@ -40,7 +40,7 @@ class ComponentSpec(_Model):
     gate: bool = False
     """A gate must score at least ``threshold``; a failed, skipped or errored gate makes the total ``floor``."""
     threshold: float = Field(default=1.0, allow_inf_nan=False)
-    """The least value that passes a gate."""
+    """The least value that passes a gate (in a RunSpec: that makes a sample correct for pass@k)."""
     on_error: OnError | None = None
     """What an error means: ``raise`` fails the batch, ``zero`` counts 0, ``none`` gives no total.
     Inherits the spec's ``onError``."""
@@ -79,6 +79,17 @@ class RewardSpecBody(_Model):
     reference_field: str | None = None
     """The rollout field that holds the reference, instead of the first of reference, ground_truth, answer,
     solution, label."""
+
+    @field_validator("components", mode="before")
+    @classmethod
+    def _thresholds_belong_to_gates(cls, value: Any) -> Any:
+        for index, item in enumerate(value if isinstance(value, list) else []):
+            if isinstance(item, dict) and "threshold" in item and not item.get("gate"):
+                raise ValueError(
+                    f"components[{index}].threshold is a gate's pass mark, and this component is no gate: "
+                    "set gate: true, or remove threshold"
+                )
+        return value
 
     @field_validator("clip")
     @classmethod

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from evalsi.specs._model import SpecModel as _Model
 from evalsi.specs._reward import ComponentSpec, OnError
@@ -125,7 +125,46 @@ class DatasetSpec(_Model):
             raise ValueError("give one of builtin, path (a local file) or hf (a Hugging Face dataset)")
         if self.builtin is not None and self.hf is not None:
             raise ValueError("a built-in eval knows its dataset; give path (a local copy), not hf")
+        source = "a built-in eval" if self.builtin is not None else "a local file" if self.path else "hf"
+        for name in sorted(self.model_fields_set & _NOT_FOR.get(source, frozenset())):
+            alias = type(self).model_fields[name].alias or name
+            raise ValueError(f"{alias} does not apply to {source} ({_WHY_NOT[source]}); remove it")
         return self
+
+
+_NOT_FOR: dict[str, frozenset[str]] = {
+    "a built-in eval": frozenset({"fields", "prompt_template", "format", "split", "subset"}),
+    "a local file": frozenset({"split", "subset"}),
+    "hf": frozenset({"format"}),
+}
+"""Dataset fields that one kind of source would accept and never read."""
+_WHY_NOT = {
+    "a built-in eval": "it has its own columns, prompt format and splits",
+    "a local file": "split and subset choose part of a Hugging Face dataset",
+    "hf": "format is a local file's",
+}
+
+
+class RunEvaluatorSpec(ComponentSpec):
+    """An evaluator of a RunSpec: a RewardSpec component less what only a total means.
+
+    A run reports each evaluator's mean, so ``weight`` (a share of a total), ``gate`` (a run's gates are
+    ``spec.gates``) and a component's ``onError`` (a run's is ``spec.onError``) would be accepted and never read:
+    they are refused, naming what to write instead. ``threshold`` stays: it decides pass@k's correct samples.
+    """
+
+    @field_validator("weight", "gate", "on_error")
+    @classmethod
+    def _no_total_in_a_run(cls, value: object, info: ValidationInfo) -> object:
+        raise ValueError(_RUN_COMPONENT_HINTS[str(info.field_name)])
+
+
+_RUN_COMPONENT_HINTS = {
+    "weight": "a run reports each evaluator's mean and has no total to weigh it in; remove weight "
+    "(weights belong to a RewardSpec's components)",
+    "gate": "a run's gates are spec.gates: [{metric: NAME, min: 0.5}]; remove gate here",
+    "on_error": "a run counts errored scores by spec.onError (zero, none or raise); set it there",
+}
 
 
 class KSpec(_Model):
@@ -176,19 +215,23 @@ class RunSpecBody(_Model):
     sampling: SamplingSpec = Field(default_factory=SamplingSpec)
     dataset: DatasetSpec
     samples: int = Field(default=1, ge=1)
-    """Completions per record. With ``passK`` and no explicit value, the largest k."""
+    """Completions generated per record (OpenAI's ``n``). With ``passK`` and no explicit value, the largest k.
+    Not the number of records: that is ``numSamples``."""
     num_samples: int = Field(default=-1, ge=-1)
-    """How many dataset records to evaluate (the first ones); -1 for all."""
-    evaluators: list[ComponentSpec] = Field(default_factory=list)
-    """Components as in a RewardSpec; a built-in eval brings its own when none are given."""
+    """How many dataset records to evaluate (the first ones); -1 for all. Not the completions per record: that is
+    ``samples``."""
+    evaluators: list[RunEvaluatorSpec] = Field(default_factory=list)
+    """Components as in a RewardSpec, less ``weight``, ``gate`` and ``onError``; a built-in eval brings its own when
+    none are given."""
     pass_k: PassKSpec = Field(default_factory=PassKSpec)
     gates: list[GateSpec] = Field(default_factory=list)
     every: int | None = Field(default=None, ge=1)
-    """During training: evaluate every N steps."""
+    """Training only (``evalsi run`` ignores it): evaluate checkpoints at the steps N divides, and always the base
+    and the final step; at a step no spec is due at, the checkpoint is not served."""
     separate_eval_samples: bool = False
-    """The dataset is also training data: the records this run evaluates are set aside from training
-    (``evalsi.training.exclude_eval_samples`` drops them from a training dataset), so an evaluation never
-    scores what the model trained on."""
+    """Training only: the dataset is also training data, and the records this run evaluates are set aside from
+    training (``evalsi.training.exclude_eval_samples`` drops them from a training dataset), so an evaluation
+    never scores what the model trained on."""
     on_error: OnError = "zero"
     """An errored score counts as 0 (``zero``), is left out of the means (``none``), or fails the run
     (``raise``)."""
@@ -209,7 +252,36 @@ class RunSpecBody(_Model):
             object.__setattr__(self, "samples", max_k)  # pass@k needs max(k) completions per record
         if not self.evaluators and self.dataset.builtin is None:
             raise ValueError("evaluators is required (only a built-in eval brings its own)")
+        if self.dataset.system_prompt is not None and self.target.api == "completions":
+            raise ValueError(
+                "dataset.systemPrompt is sent as a chat message, which target.api: completions never sends; "
+                "put it in dataset.promptTemplate, or use api: chat"
+            )
         return self
+
+
+_SAMPLE_COUNT_NAMES = frozenset(
+    {
+        "n", "nsamples", "numsamples", "samples", "maxsamples", "numcompletions", "ncompletions", "completions",
+        "numreturnsequences", "bestof", "epochs", "repeats", "numrepeats", "limit", "numrecords", "records",
+        "numexamples", "examples", "numrows", "maxrows",
+    }
+)  # fmt: skip
+"""Unknown RunSpec fields (lower case, without ``_`` and ``-``) that are most likely one of the two counts."""
+
+
+def sample_count_hint(field: str) -> str:
+    """What ``numSamples`` and ``samples`` mean, for an unknown RunSpec field that looks like either; else ``""``.
+
+    ``n`` (OpenAI), ``num_samples`` under ``sampling``, ``limit`` (lm-evaluation-harness, inspect_ai) or ``epochs``
+    (inspect_ai) each mean one of the two counts elsewhere, so the error says which field means what.
+    """
+    if field.replace("_", "").replace("-", "").lower() not in _SAMPLE_COUNT_NAMES:
+        return ""
+    return (
+        " (spec.numSamples: how many dataset records are evaluated, the first N or -1 for all; spec.samples: how "
+        "many completions are generated per record, OpenAI's n)"
+    )
 
 
 class RunSpec(BaseModel):

@@ -14,9 +14,11 @@ Example::
         row.score = 1.0 if row.ground_truth.lower() in row.last_text.lower() else 0.0
         return row
 
-The decorated function becomes a pytest test: it loads the rows, rolls each out with every set of completion
-params ``num_runs`` times, scores the rollouts with the function, aggregates, stores the results
-(:mod:`evalsi.testing._store`) and fails with a table of the worst rows when the pass rule is not met.
+The decorated function becomes a pytest test: it loads the rows, rolls each out ``num_runs`` times, scores the
+rollouts with the function, aggregates, stores the results (:mod:`evalsi.testing._store`) and fails with a table
+of the worst rows when the pass rule is not met. In ``pointwise`` and ``all`` mode each completion-params entry
+is its own pytest case (``test_capitals[qwen3-8b]``), with its own verdict and stored results; in ``groupwise``
+mode the entries are compared row by row in one case (:mod:`evalsi.testing._cases`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from typing import Any
 
 from evalsi._util.modules import import_file
 from evalsi.errors import EvalsiError
+from evalsi.testing._cases import EvaluationCase, evaluation_cases
 from evalsi.testing._config import (
     Aggregation,
     EvaluationSetupError,
@@ -43,8 +46,15 @@ from evalsi.testing._config import (
     env_positive,
     env_threshold,
 )
-from evalsi.testing._inputs import row_from_mapping, rows_from_dataset, rows_from_messages
-from evalsi.testing._report import Verdict, results_document, verdict, worst_rows_table
+from evalsi.testing._inputs import distinct_ids, row_from_mapping, rows_from_dataset, rows_from_messages
+from evalsi.testing._report import (
+    Verdict,
+    case_id,
+    results_document,
+    summary_line,
+    verdict,
+    worst_rows_table,
+)
 from evalsi.testing._rollout import NoOp, RolloutProcessor, SingleTurn
 from evalsi.testing._row import EvaluationRow
 from evalsi.testing._scoring import ScoringFunction, check_signature, score_rollouts
@@ -60,12 +70,14 @@ class EvaluationFailed(EvalsiError, AssertionError):
 
 @dataclass
 class EvaluationOutcome:
-    """What one run of an evaluation test produced."""
+    """What one run of an evaluation test case produced."""
 
     rows: list[EvaluationRow]
     verdict: Verdict
     threshold: Threshold | None
     document: dict[str, Any]
+    order: dict[str, int] = field(default_factory=dict)
+    """Each input row's position (``row_id`` -> index)."""
 
 
 @dataclass
@@ -91,36 +103,55 @@ class EvaluationTest:
         """``module::function``."""
         return f"{self.function.__module__}::{self.function.__qualname__}"
 
+    def cases(self) -> list[EvaluationCase]:
+        """The pytest cases: one per completion-params entry (after ``EVALSI_COMPLETION_PARAMS``), or one.
+
+        Raises:
+            EvaluationSetupError: The override is invalid, two entries are the same, or groupwise has one entry.
+
+        """
+        return evaluation_cases(self.test_id, self.mode, env_completion_params(self.completion_params))
+
     def inputs(self, max_rows: int | None) -> list[EvaluationRow]:
-        """The input rows, cut to ``max_rows``."""
+        """The input rows, cut to ``max_rows``; a repeated row gets its own id (``id#2``)."""
         rows = rows_from_dataset(self.input_dataset, self.base_dir) if self.input_dataset else []
         rows += rows_from_messages(self.input_messages)
         rows += [
-            EvaluationRow(list(r.messages), r.ground_truth, r.row_id or f"row-{i}", metadata=dict(r.metadata))
+            EvaluationRow(
+                list(r.messages),
+                r.ground_truth,
+                r.row_id or f"row-{i}",
+                metadata=dict(r.metadata),
+                source=r.source or f"input_rows[{i}]",
+                dataset_id=r.dataset_id if r.source else (r.row_id or None),  # a row built by hand: its own id
+            )
             for i, r in enumerate(self.input_rows)
         ]
+        rows = distinct_ids(rows)
         return rows if max_rows is None else rows[:max_rows]
 
-    def run(self, *, store: bool = True) -> EvaluationOutcome:
-        """Roll out, score, aggregate and store, with the environment's overrides applied (no pass check).
+    def run(self, case: EvaluationCase | None = None, *, store: bool = True) -> EvaluationOutcome:
+        """Roll out, score, aggregate and store one case, with the environment's overrides applied (no pass check).
+
+        ``case`` is one of :meth:`cases`; it may be left out when there is only one.
 
         Raises:
             EvaluationSetupError: The declaration or an override is invalid, or the function misbehaves.
 
         """
+        case = self._the_case(case)
         threshold = env_threshold(self.passed_threshold)
         num_runs = env_positive("EVALSI_NUM_RUNS", self.num_runs) or 1
         max_rows = env_positive("EVALSI_MAX_ROWS", self.max_dataset_rows, allow_all=True)
-        params = env_completion_params(self.completion_params)
-        if self.mode == "groupwise" and len(params) < 2:
-            raise EvaluationSetupError(f"{self.test_id}: mode='groupwise' compares two or more completion_params")
         rows = self.inputs(max_rows)
         if not rows:
             raise EvaluationSetupError(
                 f"{self.test_id}: no input rows (give input_dataset, input_messages or input_rows)"
             )
-        processor = self.rollout_processor or (SingleTurn() if params else NoOp())
-        rollouts = [row.copy_for(p, run) for row in rows for p in (params or [{}]) for run in range(num_runs)]
+        order = {row.row_id: index for index, row in enumerate(rows)}
+        processor = self.rollout_processor or (SingleTurn() if case.params else NoOp())
+        variants = list(zip(case.params, case.params_labels, strict=True)) or [({}, "")]
+        rollouts = [row.copy_for(p, run, label) for row in rows for p, label in variants for run in range(num_runs)]
         rolled = asyncio.run(processor.process(rollouts, self.max_concurrent_rollouts))
         scored = score_rollouts(self.function, self.mode, rolled)
         result = verdict(scored, self.aggregation_method, threshold)
@@ -128,16 +159,16 @@ class EvaluationTest:
             "mode": self.mode,
             "numRuns": num_runs,
             "aggregationMethod": self.aggregation_method,
-            "completionParams": [_public(p) for p in params],
+            "completionParams": [_public(p) for p in case.params],
             "maxRows": max_rows,
             "inputDataset": self.input_dataset,
         }
-        document = results_document(self.test_id, scored, result, threshold, settings)
+        document = results_document(self.test_id, case.label, scored, result, threshold, settings, order)
         if store:
             store_result(document)
-        return EvaluationOutcome(scored, result, threshold, document)
+        return EvaluationOutcome(scored, result, threshold, document, order)
 
-    def check(self) -> EvaluationOutcome:
+    def check(self, case: EvaluationCase | None = None) -> EvaluationOutcome:
         """:meth:`run`, then fail when the pass rule is not met.
 
         Raises:
@@ -145,18 +176,23 @@ class EvaluationTest:
 
         """
         __tracebackhide__ = True  # pytest shows the message, not evalsi's frames
-        outcome = self.run()
+        outcome = self.run(case)
         result, threshold = outcome.verdict, outcome.threshold
-        summary = (
-            f"{self.test_id}: score {result.score:.4f} ± {result.standard_error:.4f} (standard error) over "
-            f"{result.rollouts} rollouts"
-        )
+        summary = summary_line(str(outcome.document["name"]), result)
         print(summary)  # pytest shows it with -s, and with the failure
         if threshold is not None and not result.passed:
-            raise EvaluationFailed(
-                f"{summary}; the pass rule is {threshold.describe()}\nworst rows:\n{worst_rows_table(outcome.rows)}"
-            )
+            table = worst_rows_table(outcome.rows, order=outcome.order)
+            raise EvaluationFailed(f"{summary}; the pass rule is {threshold.describe()}\nworst rows:\n{table}")
         return outcome
+
+    def _the_case(self, case: EvaluationCase | None) -> EvaluationCase:
+        if case is not None:
+            return case
+        cases = self.cases()
+        if len(cases) > 1:
+            named = ", ".join(case_id(self.test_id, c.label) for c in cases)
+            raise EvaluationSetupError(f"{self.test_id} has {len(cases)} cases ({named}); run one of cases()")
+        return cases[0]
 
 
 def _public(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -266,17 +302,51 @@ def _caller_module() -> str:
     return str(frame.f_globals.get("__name__", "__main__"))
 
 
-def as_pytest_test(declared: EvaluationTest) -> Callable[[], None]:
-    """A no-argument function pytest collects and runs (it must not look like it wants a ``row`` fixture)."""
+def as_pytest_test(declared: EvaluationTest) -> Callable[..., None]:
+    """The function pytest collects and runs: one case per completion-params entry, as parametrized cases.
 
-    def run_evaluation_test() -> None:
-        __tracebackhide__ = True
-        declared.check()
+    A test of one unnamed case (groupwise, or pre-generated rows) takes no argument; otherwise it takes
+    ``evalsi_case``, parametrized with one ``pytest.param`` per case whose id is the case's name. The cases are
+    fixed when the module is imported (``EVALSI_COMPLETION_PARAMS``, which the plugin's option sets before
+    collection, applies then); it must not look like it wants a ``row`` fixture.
+    """
+    cases = declared.cases()
+    test: Callable[..., None]
+    if len(cases) == 1 and not cases[0].label:
 
+        def run_one_case() -> None:
+            __tracebackhide__ = True
+            declared.check(cases[0])
+
+        test = run_one_case
+    else:
+
+        def run_evaluation_test(evalsi_case: EvaluationCase) -> None:
+            __tracebackhide__ = True
+            declared.check(evalsi_case)
+
+        test = _parametrized(run_evaluation_test, cases)
     for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
-        setattr(run_evaluation_test, attribute, getattr(declared.function, attribute, None))
-    run_evaluation_test.evaluation = declared  # type: ignore[attr-defined]
-    return run_evaluation_test
+        setattr(test, attribute, getattr(declared.function, attribute, None))
+    marks = list(getattr(declared.function, "pytestmark", []))  # marks put on the scoring function stay
+    test.pytestmark = [*marks, *getattr(test, "pytestmark", [])]  # type: ignore[attr-defined]
+    test.evaluation = declared  # type: ignore[attr-defined]
+    return test
+
+
+def _parametrized(test: Callable[[EvaluationCase], None], cases: list[EvaluationCase]) -> Callable[..., None]:
+    """``test`` parametrized over ``cases`` (each case's label its pytest id); without pytest, runs every case."""
+    try:
+        import pytest
+    except ModuleNotFoundError:  # nothing collects it then; called directly, it checks each case in turn
+
+        def every_case() -> None:
+            for case in cases:
+                test(case)
+
+        return every_case
+    values = [pytest.param(case, id=case.label) for case in cases]
+    return pytest.mark.parametrize("evalsi_case", values)(test)
 
 
 evaluation_test = _EvaluationTestDecorator()

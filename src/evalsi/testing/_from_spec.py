@@ -43,6 +43,8 @@ def spec_scorer(
                 item.reference,
                 item.key,
                 metadata=dict(item.metadata),
+                source=f"{run.spec.name} record {item.index}",
+                dataset_id=None if item.id is None else item.key,
             )
             for item in items
         ]

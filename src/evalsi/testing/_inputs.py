@@ -39,12 +39,14 @@ def rows_from_dataset(paths: Sequence[str | Path], base_dir: Path | None = None)
                 raise DataError(f"not valid JSON: {exc}", file=str(path), line=number) from None
             if not isinstance(data, dict):
                 raise DataError("a row must be a JSON object", file=str(path), line=number)
-            rows.append(row_from_mapping(data, f"{path}:{number}"))
+            rows.append(row_from_mapping(data, f"{path}:{number}", f"{path.name}:{number}"))
     return rows
 
 
-def row_from_mapping(data: Mapping[str, Any], where: str) -> EvaluationRow:
+def row_from_mapping(data: Mapping[str, Any], where: str, source: str | None = None) -> EvaluationRow:
     """A row from ``{"messages": [...], "ground_truth": ..., "id": ..., ...}`` (``prompt`` text also works).
+
+    ``where`` names the row in errors; ``source`` (default ``where``) in reports, when the row has no id.
 
     Raises:
         DataError: There are no messages and no prompt (``where`` names the source).
@@ -59,13 +61,30 @@ def row_from_mapping(data: Mapping[str, Any], where: str) -> EvaluationRow:
     row_id = data.get("id", data.get("row_id"))
     metadata = {k: v for k, v in data.items() if k not in ("messages", "prompt", "ground_truth", "id", "row_id")}
     message_list: list[Message] = [dict(m) for m in messages]
-    identity = str(row_id) if row_id is not None else _content_id(message_list, ground_truth)
-    return EvaluationRow(message_list, ground_truth, identity, metadata=metadata)
+    given = None if row_id is None else str(row_id)
+    identity = given if given is not None else _content_id(message_list, ground_truth)
+    return EvaluationRow(
+        message_list, ground_truth, identity, metadata=metadata, source=source or where, dataset_id=given
+    )
 
 
 def rows_from_messages(conversations: Sequence[Sequence[Mapping[str, Any]]]) -> list[EvaluationRow]:
     """Rows from message lists (no reference)."""
     return [row_from_mapping({"messages": list(c)}, f"input_messages[{i}]") for i, c in enumerate(conversations)]
+
+
+def distinct_ids(rows: Sequence[EvaluationRow]) -> list[EvaluationRow]:
+    """The rows, a repeated ``row_id`` made distinct (``id#2``, ``id#3``...) as ``evalsi run`` does with records.
+
+    A dataset may hold the same question twice: each is its own row, scored and counted on its own, never merged
+    with the other into one record (which would also hide a row from the standard error).
+    """
+    seen: dict[str, int] = {}
+    for row in rows:
+        count = seen[row.row_id] = seen.get(row.row_id, 0) + 1
+        if count > 1:
+            row.row_id = f"{row.row_id}#{count}"
+    return list(rows)
 
 
 def _content_id(messages: list[Message], ground_truth: Any) -> str:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from evalsi.evaluators import Score
 from evalsi.runs import MetricInfo, RecordResult, SampleResult, summarize
@@ -64,35 +66,64 @@ def verdict(rows: Sequence[EvaluationRow], aggregation: Aggregation, threshold: 
     )
 
 
+def summary_line(name: str, result: Verdict) -> str:
+    """``name: score 0.8000 ± 0.0400 (standard error) over 5 rollouts`` (no ``± nan`` when it is undefined)."""
+    if math.isnan(result.standard_error):
+        spread = " (no standard error: it needs two or more rows)"
+    else:
+        spread = f" ± {result.standard_error:.4f} (standard error)"
+    return f"{name}: score {result.score:.4f}{spread} over {result.rollouts} rollouts"
+
+
+def case_id(test_id: str, case: str) -> str:
+    """How a case is named in reports and stored results: ``module::test[case]`` (``module::test`` alone)."""
+    return f"{test_id}[{case}]" if case else test_id
+
+
 def results_document(
-    test_id: str, rows: Sequence[EvaluationRow], result: Verdict, threshold: Threshold | None, settings: dict[str, Any]
+    test_id: str,
+    case: str,
+    rows: Sequence[EvaluationRow],
+    result: Verdict,
+    threshold: Threshold | None,
+    settings: dict[str, Any],
+    order: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
-    """The run in the results form of ``evalsi run``: one record per input row, one sample per rollout."""
+    """The run in the results form of ``evalsi run``: one record per input row, one sample per rollout.
+
+    The run is named by its case (``module::test[case]``, see :func:`case_id`); ``order`` gives each row's input
+    position (``row_id`` -> index), so records keep the dataset's order whatever order the rollouts finished in.
+    """
+    positions = dict(order or {})
     records: dict[str, RecordResult] = {}
-    for row in rows:
+    for row in sorted(rows, key=lambda r: positions.get(r.row_id, len(positions))):
         record = records.get(row.row_id)
         if record is None:
             prompt = [m for m in row.messages if m.get("role") != "assistant"] or row.messages
             record = records[row.row_id] = RecordResult(
-                row.row_id, len(records), prompt, row.ground_truth, row.row_id, []
+                row.row_id, len(records), prompt, row.ground_truth, row.dataset_id, []
             )
         score = Score(row.score, "ok", row.reason) if row.rollout_error is None else Score.error(row.reason or "")
         record.samples.append(SampleResult(row.last_text, None, row.tokens, row.latency, {METRIC: score}))
     summary = summarize(list(records.values()), [MetricInfo(METRIC)], PassKSpec(), [], "zero")
+    params = settings.get("completionParams") or []
+    name = case_id(test_id, case)
     return {
         "version": 1,
         "kind": "RunResults",
-        "name": test_id,
+        "name": name,
         "status": "complete",
         "spec": settings,
-        "target": {"kind": "evaluation-test", "completionParams": settings.get("completionParams")},
+        "target": {"kind": "evaluation-test", "description": _describe(params), "completionParams": params},
         "fingerprints": {},
         "metrics": [{"name": METRIC, "threshold": 1.0}],
         "onError": "zero",
         "timings": {},
         "summary": summary.to_dict(),
         "evaluationTest": {
-            "id": test_id,
+            "id": name,
+            "test": test_id,
+            "case": case,
             "passed": result.passed,
             "score": result.score,
             "standardError": result.standard_error,
@@ -107,13 +138,39 @@ def results_document(
     }
 
 
-def worst_rows_table(rows: Sequence[EvaluationRow], limit: int = 10) -> str:
-    """The lowest-scored rollouts as a plain-text table (what a failing test prints)."""
-    worst = sorted(rows, key=lambda r: (float(r.score or 0.0), r.row_id))[:limit]
-    lines = [f"{'row':<18} {'params':<24} {'run':>3} {'score':>6}  reason / reply"]
+def _describe(params: Sequence[Mapping[str, Any]]) -> str:
+    """What the rollouts came from, in a few words: ``model @ base_url``, entries joined by `` vs ``."""
+    if not params:
+        return "pre-generated rows"
+    named = [" @ ".join(str(p[k]) for k in ("model", "base_url") if p.get(k)) for p in params]
+    return " vs ".join(n or orjson.dumps(p, default=repr).decode() for n, p in zip(named, params, strict=True))
+
+
+def worst_rows_table(rows: Sequence[EvaluationRow], limit: int = 10, order: Mapping[str, int] | None = None) -> str:
+    """The lowest-scored rollouts as a plain-text table (what a failing test prints).
+
+    Each row is named by its id (else where it came from: ``capitals.jsonl:5``) and its prompt; the params
+    column appears when the rollouts used several completion params, the run column when there were repeats.
+    """
+    positions = dict(order or {})
+    worst = sorted(rows, key=lambda r: (float(r.score or 0.0), positions.get(r.row_id, len(positions)), r.run))
+    worst = worst[:limit]
+    several_params = len({r.variant for r in rows}) > 1
+    several_runs = len({r.run for r in rows}) > 1
+    name_width = min(max([len(r.label) for r in worst] + [3]), 28)
+    params_width = min(max([len(r.variant) for r in worst] + [6]), 28)
+    header = [f"{'row':<{name_width}}", f"{'prompt':<40}"]
+    header += [f"{'params':<{params_width}}"] if several_params else []
+    header += [f"{'run':>3}"] if several_runs else []
+    lines = [" ".join([*header, f"{'score':>6}", " reason / reply"])]
     for row in worst:
-        said = row.reason or row.last_text
-        said = " ".join(said.split())
-        said = said if len(said) <= 70 else said[:67] + "..."
-        lines.append(f"{row.row_id[:18]:<18} {row.variant[:24]:<24} {row.run:>3} {float(row.score or 0):>6.3f}  {said}")
+        cells = [f"{_cut(row.label, name_width):<{name_width}}", f"{_cut(row.prompt_text, 40):<40}"]
+        cells += [f"{_cut(row.variant, params_width):<{params_width}}"] if several_params else []
+        cells += [f"{row.run:>3}"] if several_runs else []
+        said = " ".join((row.reason or row.last_text).split())
+        lines.append(" ".join([*cells, f"{float(row.score or 0):>6.3f}", f" {_cut(said, 70)}"]))
     return "\n".join(lines)
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."

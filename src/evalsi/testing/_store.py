@@ -1,15 +1,18 @@
 """Where evaluation test results are kept: a local SQLite file, one row per test run, in the run results form.
 
 Each stored document has the layout of an ``evalsi run`` results file (``kind: RunResults``, ``summary``,
-``records`` with their samples and scores), plus ``evaluationTest`` (the test's id, pass rule and verdict), so
+``records`` with their samples and scores), plus ``evaluationTest`` (the case's id, pass rule and verdict), so
 the tools that read run results read these too. Each is also written as a results file beside the database
-(``evaluation-tests/<test>/<run>.results.json``), which ``evalsi view`` and ``evalsi compare`` open as they are.
+(``evaluation-tests/<case>/<run>.results.json``), which ``evalsi view`` and ``evalsi compare`` open as they are.
+A test with several completion-params entries stores each case on its own (``module::test[case]``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
+import re
 import sqlite3
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -76,20 +79,31 @@ def store_result(document: dict[str, Any], path: Path | None = None) -> int:
 
 
 def results_file(db: Path, test: str, row: int) -> Path:
-    """Where stored run ``row`` of ``test`` is also written: ``<db dir>/evaluation-tests/<test>/<row>.results.json``."""
+    """Where stored run ``row`` of ``test`` is also written: ``<db dir>/evaluation-tests/<test>/<row>.results.json``.
+
+    The folder is the test's id with other characters than letters, digits, ``.``, ``_`` and ``-`` replaced; a
+    case's id (``module::test[case]``) also gets a digest of the whole id, so two cases never share a folder.
+    """
     folder = "".join(c if c.isalnum() or c in "._-" else "_" for c in test)
+    if not re.fullmatch(r"[\w.:-]*", test):
+        folder += "-" + hashlib.sha256(test.encode()).hexdigest()[:8]
     return db.parent / "evaluation-tests" / folder / f"{row:06d}.results.json"
 
 
 def stored_results(test: str | None = None, path: Path | None = None) -> list[dict[str, Any]]:
-    """Stored results documents, oldest first (of one test when ``test`` is given)."""
+    """Stored results documents, oldest first (of one test, or one case, when ``test`` is given).
+
+    ``module::test`` gives every case of the test (``module::test[case]``); a case's id gives that case alone.
+    """
     db = path or results_db()
     if not db.exists():
         return []
     with _connect(db) as connection:
         query = "select document from evaluation_runs"
         rows = (
-            connection.execute(query + " where test = ? order by id", (test,))
+            connection.execute(
+                query + " where test = ? or substr(test, 1, ?) = ? order by id", (test, len(test) + 1, test + "[")
+            )
             if test
             else connection.execute(query + " order by id")
         )

@@ -5,6 +5,11 @@ Evaluation starts after the real save (``ModelCheckpoint._save_checkpoint`` has 
 training fails. In the background mode every checkpoint is kept (``save_top_k=-1``, no ``save_last``), so
 top-k retention cannot delete a file that is still queued for evaluation.
 
+Each evaluation goes to every logger of the trainer (``trainer.loggers``) once, at the checkpoint's step:
+``eval/<spec>/<metric>`` and ``eval/step``, logged on the training thread at the end of the batch in which it
+finished (with ``wait=True``, the batch that saved it), and at the end of training (or when it fails) for those
+still pending.
+
 Example::
 
     callback = lightning_checkpoint_callback(
@@ -16,10 +21,13 @@ Example::
 from __future__ import annotations
 
 import importlib
+import logging
 from types import ModuleType
 from typing import Any
 
-from evalsi.training._runner import CheckpointEvaluatorLike, CheckpointRunner
+from evalsi.training._runner import CheckpointEvaluatorLike, CheckpointRunner, Step, StepOutcome
+
+log = logging.getLogger("evalsi.training")
 
 
 def lightning_module() -> ModuleType:
@@ -70,6 +78,29 @@ def lightning_checkpoint_callback(
     return callback_class(evaluator, wait, raise_errors, stop_on_regression, **checkpoint_options)
 
 
+def logger_metrics(step: Step, outcome: StepOutcome) -> dict[str, float]:
+    """One evaluation as a Lightning logger's metrics: ``eval/<spec>/<metric>`` and ``eval/step``.
+
+    ``eval/step`` is the checkpoint's step (0 for the base model), an explicit x-axis for plots (W&B's
+    ``define_metric("eval/*", step_metric="eval/step")``); the metrics are also logged at that step.
+
+    Example:
+        >>> class Outcome:
+        ...     regressed = False
+        ...     def log_metrics(self): return {"eval/math/math-equiv": 0.75}
+        >>> logger_metrics(200, Outcome())
+        {'eval/math/math-equiv': 0.75, 'eval/step': 200.0}
+
+    """
+    metrics = {name: float(value) for name, value in outcome.log_metrics().items()}
+    metrics["eval/step"] = float(_at(step))
+    return metrics
+
+
+def _at(step: Step) -> int:
+    return 0 if step is None else step
+
+
 _classes: dict[str, type[Any]] = {}
 
 
@@ -94,6 +125,7 @@ def _evaluating_checkpoint_class(pl: ModuleType) -> type[Any]:
             super().__init__(**options)
             self.runner = CheckpointRunner(evaluator, wait=wait, raise_errors=raise_errors)
             self.stop_on_regression = stop_on_regression
+            self._logged = 0
 
         def _save_checkpoint(self, trainer: Any, filepath: str) -> None:
             super()._save_checkpoint(trainer, filepath)
@@ -102,18 +134,39 @@ def _evaluating_checkpoint_class(pl: ModuleType) -> type[Any]:
 
         def on_train_batch_end(self, trainer: Any, *args: Any, **kwargs: Any) -> None:
             super().on_train_batch_end(trainer, *args, **kwargs)
+            if trainer.is_global_zero:
+                self._log_results(trainer)
             if self.stop_on_regression and self.runner.regressed:
                 trainer.should_stop = True
 
         def on_train_end(self, trainer: Any, pl_module: Any) -> None:
             super().on_train_end(trainer, pl_module)
             if trainer.is_global_zero:
-                self.runner.close()
+                try:
+                    self.runner.close()
+                finally:
+                    self._log_results(trainer)
 
         def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
             super().on_exception(trainer, pl_module, exception)
             if trainer.is_global_zero:
-                self.runner.__exit__(type(exception), exception, exception.__traceback__)
+                try:
+                    self.runner.__exit__(type(exception), exception, exception.__traceback__)
+                finally:
+                    self._log_results(trainer)
+
+        def _log_results(self, trainer: Any) -> None:
+            """Log each evaluation finished since the last call to every logger, at its checkpoint's step."""
+            fresh = self.runner.new_results(self._logged)
+            self._logged += len(fresh)
+            for step, outcome in fresh:
+                metrics = logger_metrics(step, outcome)
+                for logger in trainer.loggers:
+                    try:
+                        logger.log_metrics(metrics, step=_at(step))
+                        logger.save()
+                    except Exception as exc:  # a logger's failure must not end training, nor lose other entries
+                        log.error("logging the evaluation of step %s failed: %s", _at(step), exc, exc_info=exc)
 
     _classes[pl.__name__] = EvaluatingModelCheckpoint
     return EvaluatingModelCheckpoint

@@ -23,7 +23,7 @@ from typing import Any
 
 from evalsi.errors import DataError
 from evalsi.training._checkpoints import Checkpoint, ModelFiles, Signature, find_model, model_kind, nested_folders
-from evalsi.training._sources import SourceError
+from evalsi.training._sources import LocationError, SourceError
 
 PREFIX = "mlflow:"
 READY = "READY"
@@ -52,7 +52,7 @@ def _import_mlflow(location: str) -> Any:
     try:
         import mlflow
     except ImportError:
-        raise SourceError(
+        raise LocationError(
             f"{location}: MLflow checkpoints need the MLflow client: pip install 'evalsi[mlflow]'"
         ) from None
     return mlflow
@@ -102,7 +102,7 @@ class MlflowModel:
         self.mlflow = _import_mlflow(self.description)
         uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
         if not uri:
-            raise SourceError(
+            raise LocationError(
                 f"{self.description}: set {TRACKING_URI_VARIABLE} to the MLflow tracking server "
                 "(e.g. http://127.0.0.1:5000) whose registry holds the model"
             )

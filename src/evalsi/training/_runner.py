@@ -4,6 +4,10 @@ Training hands a checkpoint over and carries on; the runner evaluates it while t
 evaluation is logged and kept (``failures``), never dropped silently, and stops nothing unless the runner was made
 with ``raise_errors=True``. ``drain()`` waits for everything submitted: the trainer hooks call it before training
 returns, on an exception too, so no evaluation is lost when a script ends.
+
+With an evaluator that has a cadence (a :class:`~evalsi.training.CheckpointEvaluator` whose run specs set
+``every``), a step no spec is due at is not evaluated (nor served), and the last step submitted is the final one:
+when training ends (``close``), the specs it was not due for are evaluated at it too.
 """
 
 from __future__ import annotations
@@ -48,6 +52,19 @@ class CheckpointEvaluatorLike(Protocol):
         ...
 
 
+@runtime_checkable
+class CadencedEvaluator(Protocol):
+    """An evaluator whose specs are due at some steps only (``every``), and all of them at the final step."""
+
+    def due(self, step: Step, *, final: bool = False) -> list[str]:
+        """The specs due at ``step`` (every spec when ``final``)."""
+        ...
+
+    def evaluate(self, checkpoint: str | Path, step: Step, *, final: bool = False) -> StepOutcome:
+        """Evaluate the specs due at ``step`` (all of them when ``final``)."""
+        ...
+
+
 @dataclass(frozen=True)
 class EvaluationFailure:
     """An evaluation that raised: which step, which checkpoint, and the exception."""
@@ -70,7 +87,8 @@ class CheckpointEvaluationError(EvalsiError, RuntimeError):
         super().__init__(f"{len(failures)} checkpoint evaluation(s) failed: {listed}")
 
 
-_Job = tuple[str, Step, "Future[StepOutcome]"]
+_Job = tuple[str, Step, bool, "Future[StepOutcome]"]
+"""A checkpoint, its step, whether it is the final step, and the future of its outcome."""
 _STOP = None
 
 
@@ -118,6 +136,8 @@ class CheckpointRunner:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._reported = 0
+        self._owed: tuple[str, Step] | None = None
+        """The last step submitted, when some spec was not due at it: the final step owes that spec."""
 
     @property
     def regressed(self) -> bool:
@@ -131,13 +151,51 @@ class CheckpointRunner:
         return self._queue.unfinished_tasks
 
     def submit(self, checkpoint: str | Path, step: Step) -> Future[StepOutcome]:
-        """Queue an evaluation (or run it now, with ``wait``); the future holds its outcome or its exception."""
+        """Queue an evaluation (or run it now, with ``wait``); the future holds its outcome or its exception.
+
+        A step no spec is due at (see the module doc) is not queued: the future holds the evaluator's outcome for
+        it, which evaluates nothing, and it is not added to ``results``.
+        """
         future: Future[StepOutcome] = Future()
-        if self.wait:
-            self._evaluate(str(checkpoint), step, future)
+        due, owed = self._cadence(step)
+        with self._lock:
+            self._owed = (str(checkpoint), step) if owed else None
+        if not due:
+            log.info("step %s: no run spec is due at this step; not evaluated", _label(step))
+            try:
+                future.set_result(self.evaluator.evaluate(str(checkpoint), step))
+            except Exception as exc:
+                future.set_exception(exc)
             return future
+        self._put(str(checkpoint), step, False, future)
+        return future
+
+    def _put(self, checkpoint: str, step: Step, final: bool, future: Future[StepOutcome]) -> None:
+        if self.wait:
+            self._evaluate(checkpoint, step, final, future)
+            return
         self._ensure_thread()
-        self._queue.put((str(checkpoint), step, future))
+        self._queue.put((checkpoint, step, final, future))
+
+    def _cadence(self, step: Step) -> tuple[bool, bool]:
+        """Whether any spec is due at ``step``, and whether some spec is not (the final step would owe it)."""
+        if not isinstance(self.evaluator, CadencedEvaluator):
+            return True, False
+        due, every = self.evaluator.due(step), self.evaluator.due(step, final=True)
+        return bool(due), len(due) < len(every)
+
+    def finish(self) -> Future[StepOutcome] | None:
+        """Training ended: evaluate the last step submitted against the specs that were not due at it.
+
+        ``close`` calls it (not when training failed). Returns the final evaluation's future, or None when the last
+        step owed nothing (every spec was due at it, or the evaluator has no cadence).
+        """
+        with self._lock:
+            owed, self._owed = self._owed, None
+        if owed is None:
+            return None
+        future: Future[StepOutcome] = Future()
+        self._put(owed[0], owed[1], True, future)
         return future
 
     def drain(self) -> None:
@@ -155,9 +213,11 @@ class CheckpointRunner:
         if new and self.raise_errors:
             raise CheckpointEvaluationError(new)
 
-    def close(self) -> None:
-        """Drain, then stop the background thread."""
+    def close(self, *, final: bool = True) -> None:
+        """Evaluate what the final step owes (``finish``, unless ``final`` is false), drain, stop the thread."""
         try:
+            if final:
+                self.finish()
             self.drain()
         finally:
             thread = self._thread
@@ -180,9 +240,10 @@ class CheckpointRunner:
         if kind is None:
             self.close()
             return
-        # Training failed: still finish what was submitted, but let the training error be the one raised.
+        # Training failed: still finish what was submitted (its last step was no final one), but let the
+        # training error be the one raised.
         try:
-            self.close()
+            self.close(final=False)
         except CheckpointEvaluationError as exc:
             log.error("%s", exc)
 
@@ -202,9 +263,12 @@ class CheckpointRunner:
             finally:
                 self._queue.task_done()
 
-    def _evaluate(self, checkpoint: str, step: Step, future: Future[StepOutcome]) -> None:
+    def _evaluate(self, checkpoint: str, step: Step, final: bool, future: Future[StepOutcome]) -> None:
         try:
-            outcome = self.evaluator.evaluate(checkpoint, step)
+            if final and isinstance(self.evaluator, CadencedEvaluator):
+                outcome = self.evaluator.evaluate(checkpoint, step, final=True)
+            else:
+                outcome = self.evaluator.evaluate(checkpoint, step)
         except Exception as exc:  # reported and kept: a failed evaluation must not kill training unasked
             log.error("evaluating checkpoint %s (step %s) failed: %s", checkpoint, _label(step), exc, exc_info=exc)
             with self._lock:

@@ -68,17 +68,24 @@ class ServerRuns:
         """Store a step's results file as a run with the step's labels."""
         return self.client.upload(path, self.labels(spec, step))
 
-    def outcome(self, spec: str, step: int | None, rules: Sequence[RegressionRule]) -> ServerOutcome:
-        """The step's status and gates, and (for a step with regression rules) the server's comparison with base."""
+    def outcome(
+        self, spec: str, step: int | None, rules: Sequence[RegressionRule], metrics: Sequence[str] = ()
+    ) -> ServerOutcome:
+        """The step's status and gates, and the server's comparison with the base for ``metrics`` and the rules."""
         run = self.latest(spec, step)
         if run is None:
             return ServerOutcome(None, "missing", True)
         out = ServerOutcome(run["id"], str(run.get("status", "complete")), _gates_passed(run))
         out.summary = dict(run.get("summary") or {})
-        base = self.latest(spec, None) if step is not None and rules else None
+        wanted = list(dict.fromkeys([*metrics, *(r.metric for r in rules)]))
+        base = self.latest(spec, None) if step is not None and wanted else None
+        reported = set(out.summary.get("metrics") or {})
         if base is not None:
-            metrics = list(dict.fromkeys(r.metric for r in rules))
-            compared, failed = self.client.comparisons(base["id"], run["id"], metrics, [str(r) for r in rules])
+            reported &= set((base.get("summary") or {}).get("metrics") or {})
+        shared = [m for m in wanted if m in reported]
+        if base is not None and shared:
+            gated = [str(r) for r in rules if r.metric in shared]
+            compared, failed = self.client.comparisons(base["id"], run["id"], shared, gated)
             out.comparisons = {c.metric: c.comparison for c in compared}
             out.regressions = [r for r in rules if str(r) in failed]
         return out

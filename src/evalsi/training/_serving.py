@@ -26,14 +26,95 @@ from typing import Any, Protocol, runtime_checkable
 
 import httpx
 
-from evalsi.errors import EvalsiError
-from evalsi.training._checkpoints import ModelFiles, find_model, signature
+from evalsi.errors import DataError, EvalsiError
+from evalsi.training._checkpoints import STATE_DICT_SUFFIXES, ModelFiles, ModelKind, find_model, parse_step, signature
 
 log = logging.getLogger(__name__)
 
 
 class ServingError(EvalsiError, RuntimeError):
     """A checkpoint could not be served (a server did not start, refused an adapter, or the files do not fit)."""
+
+
+class UnservableError(ServingError, DataError):
+    """The checkpoint is not there, holds no model, or holds a kind the serving strategy cannot serve.
+
+    Bad input rather than failed work (``evalsi checkpoints`` exits 2): serving it again would fail the same way.
+    """
+
+
+_ADVICE: dict[ModelKind, str] = {
+    "weights": "serve full weights with --serve vllm or --serve transformers (Python: VLLM(), Transformers())",
+    "lora": "serve a LoRA adapter with --serve lora and --base-url of a vLLM started with --enable-lora "
+    "(Python: LoRA(base_url))",
+    "state-dict": "a state dictionary is weights without an architecture, which vLLM cannot load: serve it with "
+    "--serve transformers --base-model MODEL (Python: Transformers(base_model=...) or StateDict(model_factory))",
+}
+_DESCRIBED: dict[ModelKind, str] = {
+    "weights": "full weights",
+    "lora": "a LoRA adapter",
+    "state-dict": "a state dictionary",
+}
+_SERVES: dict[str, tuple[ModelKind, ...]] = {
+    "vllm": ("weights",),
+    "lora": ("lora",),
+    "transformers": ("weights", "state-dict"),
+    "state-dict": ("state-dict",),
+}
+"""What each built-in strategy (by ``name``) serves from a checkpoint's files; ``endpoint`` serves anything."""
+MODEL_FILES = (
+    "config.json with model.safetensors (or the shards its index names), adapter_config.json with "
+    f"adapter_model.safetensors, or a state dictionary file ({', '.join(STATE_DICT_SUFFIXES)})"
+)
+"""What a checkpoint must hold, for messages."""
+
+
+def serving_advice(kind: ModelKind) -> str:
+    """How a checkpoint holding ``kind`` is served (the ``--serve`` option and the Python strategy)."""
+    return _ADVICE[kind]
+
+
+def check_servable(strategy: ServingStrategy, ref: ModelRef) -> None:
+    """Refuse a checkpoint a built-in strategy cannot serve, before anything is started, with the way that can.
+
+    The base model (``step`` None) may be a name the server resolves, and ``endpoint`` or your own strategies
+    decide for themselves.
+
+    Raises:
+        UnservableError: The checkpoint is not there, holds no model, or holds a kind the strategy cannot serve.
+
+    """
+    kinds = _SERVES.get(strategy.name)
+    if ref.step is None or kinds is None:
+        return
+    if ref.files is None:
+        path = Path(ref.location)
+        if path.exists():
+            raise UnservableError(f"{ref.location} holds no model: a checkpoint holds {MODEL_FILES}")
+        if strategy.name == "lora" or _looks_like_a_path(ref.location):
+            raise UnservableError(f"{ref.location}: no such file or directory")
+        return  # a model name the server resolves (vllm serve org/model)
+    kind = ref.files.kind
+    if kind not in kinds:
+        raise UnservableError(
+            f"{ref.location} holds {_DESCRIBED[kind]}, which --serve {strategy.name} cannot serve; "
+            f"{serving_advice(kind)}"
+        )
+    if kind == "state-dict" and strategy.name == "transformers" and getattr(strategy, "base_model", None) is None:
+        raise UnservableError(
+            f"{ref.location} is a state dictionary: give --base-model MODEL, the model whose architecture and "
+            "tokenizer it fits (Python: Transformers(base_model=...) or StateDict(model_factory))"
+        )
+
+
+def _looks_like_a_path(location: str) -> bool:
+    """Whether a location that does not exist was meant as a local path rather than a served model's name."""
+    name = Path(location).name
+    return (
+        location.startswith(("/", "./", "../", "~"))
+        or parse_step(name) is not None
+        or name.endswith(STATE_DICT_SUFFIXES)
+    )
 
 
 @dataclass(frozen=True)
@@ -159,10 +240,13 @@ class LoRA:
             yield Served(self.base_url, self.base_model or ref.location)
             return
         if ref.files is None or ref.files.kind != "lora":
-            held = "nothing servable" if ref.files is None else f"{ref.files.kind} ({ref.files.path})"
-            raise ServingError(
-                f"{ref.location} holds {held}, not a LoRA adapter (adapter_config.json and "
-                "adapter_model.safetensors); use --serve vllm for full checkpoints"
+            if ref.files is None:
+                raise UnservableError(
+                    f"{ref.location} holds no LoRA adapter (adapter_config.json and adapter_model.safetensors)"
+                )
+            raise UnservableError(
+                f"{ref.location} holds {_DESCRIBED[ref.files.kind]}, not a LoRA adapter; "
+                f"{serving_advice(ref.files.kind)}"
             )
         name = ref.served_name
         client = self.client()

@@ -17,7 +17,9 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
-from evalsi.errors import EvalsiError
+import orjson
+
+from evalsi.errors import DataError, EvalsiError
 from evalsi.training._checkpoints import (
     STATE_DICT_SUFFIXES,
     Checkpoint,
@@ -33,7 +35,38 @@ from evalsi.training._checkpoints import (
 
 
 class SourceError(EvalsiError, RuntimeError):
-    """A checkpoint location cannot be read (fsspec missing, an unknown protocol, a failed download)."""
+    """A checkpoint location cannot be read (a listing or a download failed): failed work, worth a retry."""
+
+
+class LocationError(SourceError, DataError):
+    """A checkpoint location cannot be opened at all: bad input, which ``checkpoints eval`` and ``watch`` exit 2 on.
+
+    An unknown protocol, a missing extra (fsspec, mlflow), no tracking server named.
+    """
+
+
+TRAINER_STATE = "trainer_state.json"
+"""What a Hugging Face trainer writes into each checkpoint: its ``global_step`` and ``max_steps``."""
+
+
+def training_finished(state: bytes | None) -> bool:
+    """Whether a ``trainer_state.json`` says its checkpoint is the training's last (``global_step >= max_steps``).
+
+    Example:
+        >>> training_finished(b'{"global_step": 500, "max_steps": 500}'), training_finished(b'{"global_step": 5}')
+        (True, False)
+
+    """
+    if not state:
+        return False
+    try:
+        data = orjson.loads(state)
+    except orjson.JSONDecodeError:
+        return False
+    if not isinstance(data, dict):
+        return False
+    step, limit = data.get("global_step"), data.get("max_steps")
+    return isinstance(step, int) and isinstance(limit, int) and 0 < limit <= step
 
 
 class CheckpointSource(Protocol):
@@ -67,7 +100,7 @@ class LocalDirectory:
     """A training output directory on this machine."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
+        self.path = path.expanduser().absolute()  # relative to the working directory when the source is made
         self.description = str(path)
 
     def discover(self) -> list[Checkpoint]:
@@ -85,6 +118,13 @@ class LocalDirectory:
     def fetch(self, checkpoint: Checkpoint) -> Path:
         """The checkpoint itself: it is local."""
         return checkpoint.path
+
+    def training_finished(self, checkpoint: Checkpoint) -> bool:
+        """Whether the trainer marked this checkpoint its last (``trainer_state.json``)."""
+        try:
+            return training_finished((checkpoint.path / TRAINER_STATE).read_bytes())
+        except OSError:
+            return False
 
 
 def is_remote(location: str) -> bool:
@@ -106,18 +146,18 @@ class RemoteDirectory:
         try:
             from fsspec.core import url_to_fs
         except ImportError:
-            raise SourceError(
+            raise LocationError(
                 f"{url}: remote checkpoints need fsspec: pip install 'evalsi[remote]' "
-                "(and s3fs, gcsfs or huggingface_hub for s3://, gs://, hf://)"
+                "(it brings s3fs, gcsfs and huggingface_hub for s3://, gs:// and hf://)"
             ) from None
         try:
             self.fs, root = url_to_fs(url, **storage_options)
         except (ImportError, ValueError) as exc:
-            raise SourceError(f"{url}: cannot open this location: {exc}") from None
+            raise LocationError(f"{url}: cannot open this location: {exc}") from None
         self.root = root.rstrip("/")
         self.url = url
         self.description = url
-        self.cache_dir = cache_dir
+        self.cache_dir = cache_dir.expanduser().absolute()
 
     def discover(self) -> list[Checkpoint]:
         """Checkpoints directly in the remote directory, by step."""
@@ -154,6 +194,14 @@ class RemoteDirectory:
             name[len(prefix) :] if name.startswith(prefix) else PurePosixPath(name).name: entry
             for name, entry in listing.items()
         }
+
+    def training_finished(self, checkpoint: Checkpoint) -> bool:
+        """Whether the trainer marked this checkpoint its last (``trainer_state.json``)."""
+        try:
+            state: bytes = self.fs.cat_file(f"{checkpoint.path}/{TRAINER_STATE}")
+        except OSError:
+            return False
+        return training_finished(state)
 
     def find_model(self, checkpoint: Checkpoint) -> ModelFiles | None:
         """What the remote checkpoint holds (judged from its listing, reading only a shard index)."""
@@ -228,7 +276,13 @@ def _mtime_ns(entry: dict[str, Any]) -> int:
 
 
 def open_source(location: str, cache_dir: Path) -> CheckpointSource:
-    """The source a location names: ``mlflow:<model>``, a URL through fsspec, else a local directory."""
+    """The source a location names: ``mlflow:<model>``, a URL through fsspec, else a local directory.
+
+    Raises:
+        LocationError: The location cannot be opened (an unknown protocol, a missing extra).
+        SourceError: It could not be read (a registry that does not answer).
+
+    """
     if location.startswith("mlflow:"):
         from evalsi.training._mlflow_source import MlflowModel  # imports mlflow, an optional extra
 

@@ -21,7 +21,7 @@ from typing import IO
 
 import httpx
 
-from evalsi.training._serving import ModelRef, Served, ServingError
+from evalsi.training._serving import ModelRef, Served, ServingError, UnservableError, serving_advice
 
 STOP_GRACE_SECONDS = 30.0
 """How long vLLM gets to exit after SIGTERM before it is killed."""
@@ -89,9 +89,9 @@ class VLLM:
     def serve(self, ref: ModelRef) -> Iterator[Served]:
         """Start the server, wait until it is healthy, yield its URL and model name, stop it."""
         if ref.files is not None and ref.files.kind != "weights":
-            raise ServingError(
+            raise UnservableError(
                 f"{ref.location} holds a {ref.files.kind}, which vllm serve does not load as a model; "
-                + ("use --serve lora" if ref.files.kind == "lora" else "supply a serving strategy that reads it")
+                + serving_advice(ref.files.kind)
             )
         port = free_port(self.host)
         command = self.command(ref, port)

@@ -4,6 +4,14 @@ Which steps are done is read from the results files, so a watcher that is killed
 finished step and resumes a half-evaluated one from its journal. A checkpoint waits until it holds a model and
 has settled; the watcher sleeps until the next checkpoint settles (or the next look at the directory), so a
 checkpoint is picked up the moment it is ready rather than at the next poll.
+
+A run spec with ``every: N`` is evaluated at the steps N divides, and at the final step: the checkpoint whose
+``trainer_state.json`` says training reached its ``max_steps``, or with ``once`` the highest step there. A
+checkpoint no spec is due at is skipped without being downloaded or served.
+
+Bad input (a spec, a dataset, a checkpoint the serving strategy cannot serve) is raised rather than recorded:
+every other checkpoint would fail the same way. Failed work (a server that did not start) is recorded in the
+report and the watcher carries on.
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ from typing import Protocol
 import orjson
 
 from evalsi._util.atomic import atomic_writer
-from evalsi.errors import EvalsiError
+from evalsi.errors import DataError, EvalsiError, SpecError
 from evalsi.training._checkpoints import Checkpoint, SettleTracker
 from evalsi.training._evaluator import CheckpointEvaluator, StepResult
 from evalsi.training._sources import CheckpointSource, LocalDirectory
@@ -38,6 +46,9 @@ class WatchDisplay(Protocol):
     def failed(self, checkpoint: Checkpoint, reason: str) -> None:
         """A checkpoint could not be evaluated (it is not tried again by this watcher)."""
 
+    def skipped(self, checkpoint: Checkpoint, reason: str) -> None:
+        """A checkpoint is not evaluated: no run spec is due at its step."""
+
 
 @dataclass
 class WatchReport:
@@ -46,7 +57,7 @@ class WatchReport:
     evaluated: list[tuple[Checkpoint, StepResult]] = field(default_factory=list)
     failed: dict[int, str] = field(default_factory=dict)
     skipped: list[Checkpoint] = field(default_factory=list)
-    """Checkpoints whose results were already complete when the watcher found them."""
+    """Checkpoints whose results were already complete when the watcher found them, or no spec was due at."""
     stop_file_written: bool = False
 
     @property
@@ -70,8 +81,9 @@ class Watcher:
             ``settles_itself``, such as a model registry).
         poll: Seconds between looks at the directory for new checkpoints.
         stop_file: Written (JSON: step, regressions) when a checkpoint regresses; a training loop that checks
-            for it stops.
-        once: Evaluate what is there (waiting for checkpoints that are settling) and return.
+            for it stops (relative to the working directory when the watcher is made).
+        once: Evaluate what is there (waiting for checkpoints that are settling) and return; the highest step
+            there is the final one.
         display: Where progress goes.
 
     """
@@ -95,12 +107,13 @@ class Watcher:
         settles_itself = bool(getattr(self.source, "settles_itself", False))
         self.tracker = SettleTracker(0.0 if settles_itself else settle, clock, self.source.signature)
         self.poll = poll
-        self.stop_file = stop_file
+        self.stop_file = None if stop_file is None else stop_file.expanduser().absolute()
         self.once = once
         self.display = display
         self.clock = clock
         self.sleep = sleep
         self._done: set[int] = set()
+        self._highest: int | None = None
         self.report = WatchReport()
         """What this watcher did so far (kept when ``run`` is interrupted)."""
 
@@ -128,10 +141,12 @@ class Watcher:
         """The first checkpoint ready to evaluate, those still waiting (and why), and when to look again."""
         waiting: list[tuple[Checkpoint, str]] = []
         wake = float("inf")
-        for checkpoint in self.source.discover():
+        found = self.source.discover()
+        self._highest = max((c.step for c in found), default=None)
+        for checkpoint in found:
             if checkpoint.step in self._done or checkpoint.step in report.failed:
                 continue
-            if self.evaluator.is_done(checkpoint.step):
+            if self.evaluator.is_done(checkpoint.step, final=True):  # every spec: nothing is left to evaluate
                 self._done.add(checkpoint.step)
                 report.skipped.append(checkpoint)
                 continue
@@ -146,11 +161,30 @@ class Watcher:
             waiting.append((checkpoint, f"settles in {max(0.0, settles_at - self.clock()):.0f} s"))
         return None, waiting, wake
 
+    def _final(self, checkpoint: Checkpoint) -> bool:
+        """Whether a checkpoint is the training's last: its trainer says so, or with ``once`` it is the highest."""
+        if self.once and checkpoint.step == self._highest:
+            return True
+        finished = getattr(self.source, "training_finished", None)
+        return bool(finished(checkpoint)) if callable(finished) else False
+
     def _evaluate(self, checkpoint: Checkpoint, report: WatchReport) -> None:
         settled_at = self.tracker.settles_at(checkpoint.path)
+        final = self._final(checkpoint)
+        if self.evaluator.is_done(checkpoint.step, final=final):  # no spec is due, or those due are complete
+            self.tracker.forget([checkpoint.path])
+            self._done.add(checkpoint.step)
+            report.skipped.append(checkpoint)
+            shown = getattr(self.display, "skipped", None)  # a display written before it existed has none
+            if callable(shown) and not self.evaluator.due(checkpoint.step, final=final):
+                cadence = ", ".join(f"{name} every {n}" for name, n in self.evaluator.cadence().items())
+                shown(checkpoint, f"no run spec is due at step {checkpoint.step} ({cadence})")
+            return
         try:
             local = self.source.fetch(checkpoint)
-            result = self.evaluator.evaluate(local, checkpoint.step, settled_at=settled_at)
+            result = self.evaluator.evaluate(local, checkpoint.step, settled_at=settled_at, final=final)
+        except (SpecError, DataError):
+            raise  # bad input: every other checkpoint would fail the same way
         except EvalsiError as exc:  # a serving or generation failure: report it, keep watching the others
             report.failed[checkpoint.step] = str(exc)
             if self.display is not None:
@@ -161,7 +195,8 @@ class Watcher:
         if result.complete:
             self._done.add(checkpoint.step)
         else:  # records failed to generate: try again after a restart, not in a loop now
-            report.failed[checkpoint.step] = "some records could not be generated (run again to resume them)"
+            reasons = [f"{s.spec}: {s.reason}" for s in result.specs if s.status != "complete"]
+            report.failed[checkpoint.step] = "; ".join(reasons) or "some records could not be generated"
         if result.regressed and self.stop_file is not None:
             write_stop_file(self.stop_file, result)
             report.stop_file_written = True

@@ -15,9 +15,14 @@ What it does, on the main process (``state.is_world_process_zero``) only:
   or inside the save with ``wait=True``.
 - ``every=N`` also evaluates every N steps between saves (the model is saved under
   ``output_dir/evalsi-eval/step-N`` for it); ``before_training`` evaluates the model before the first step
-  (as the base, step None), ``after_training`` the model after the last one.
-- Each result's metrics go into the trainer's own log as ``eval/<spec>/<metric>`` (and so to W&B, TensorBoard
-  or MLflow, and ``trainer.state.log_history``).
+  (as the base, step None; not on a run resumed from a checkpoint), ``after_training`` the model after the
+  last one. Those copies are deleted once evaluated (``keep_copies=True`` keeps them; a copy whose evaluation
+  failed is kept, to evaluate it again).
+- Each evaluation is logged once, as its own log entry attributed to its checkpoint's step (see
+  :func:`trainer_logs`): at the end of the training step in which it finished, or during the save with
+  ``wait=True``, and at the end of training for those still pending. The entry goes to every callback's
+  ``on_log`` (so to each reporting integration: W&B, TensorBoard, MLflow...) with the checkpoint's step as
+  ``state.global_step``, and to ``state.log_history``.
 - Training stops at the next step after a regression (``stop_on_regression``) or once ``stop_file`` exists (the
   file ``evalsi checkpoints watch --stop-file`` writes). ``evalsi_callback(None, stop_file=PATH)`` only watches it.
 - Pending evaluations finish before ``train()`` returns.
@@ -28,10 +33,14 @@ with it set, the callback evaluates inside the save (``wait=True``) or refuses t
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import importlib
 import logging
+import shutil
 import sys
 from collections.abc import Mapping
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +48,10 @@ from evalsi.training._runner import CheckpointEvaluatorLike, CheckpointRunner, S
 
 log = logging.getLogger("evalsi.training")
 
-__all__ = ["evalsi_callback"]
+__all__ = ["evalsi_callback", "trainer_logs"]
+
+COPIES_DIR = "evalsi-eval"
+"""Under the trainer's ``output_dir``: the models evalsi saves itself (``every``, before and after training)."""
 
 
 def _transformers() -> Any:
@@ -58,6 +70,7 @@ def evalsi_callback(
     before_training: bool = False,
     after_training: bool = False,
     raise_errors: bool = False,
+    keep_copies: bool = False,
 ) -> Any:
     """A ``transformers.TrainerCallback`` that evaluates checkpoints with ``evaluator`` (see the module doc).
 
@@ -68,9 +81,12 @@ def evalsi_callback(
         stop_on_regression: Stop training at the next step after an evaluation found a regression.
         wait: Evaluate inside the save; training waits for each evaluation.
         every: Also evaluate every this many steps (between saves too).
-        before_training: Evaluate the model before the first step, as the base (step None).
+        before_training: Evaluate the model before the first step, as the base (step None); not when training
+            resumes from a checkpoint, whose model is not the one training began with.
         after_training: Evaluate the model after the last step.
         raise_errors: Fail ``train()`` at its end when an evaluation failed (by default: logged and kept).
+        keep_copies: Keep the models saved under ``output_dir/evalsi-eval`` for ``every``, ``before_training``
+            and ``after_training`` (by default each is deleted once it is evaluated).
 
     Raises:
         ValueError: ``every`` is not a positive number, or no evaluator is given and there is nothing to watch.
@@ -83,8 +99,43 @@ def evalsi_callback(
     base = _transformers().TrainerCallback
     callback_class = type("EvalsiCallback", (_EvalsiCallbackMixin, base), {"__doc__": _EvalsiCallbackMixin.__doc__})
     return callback_class(
-        evaluator, stop_file, stop_on_regression, wait, every, before_training, after_training, raise_errors
+        evaluator,
+        stop_file,
+        stop_on_regression,
+        wait,
+        every,
+        before_training,
+        after_training,
+        raise_errors,
+        keep_copies,
     )
+
+
+def trainer_logs(step: Step, outcome: StepOutcome) -> dict[str, float]:
+    """One evaluation as a transformers log entry: ``eval_<spec>/<metric>`` and ``eval_step``.
+
+    transformers names its own evaluation metrics ``eval_<name>`` in logs and ``state.log_history``, and its
+    reporting callbacks (W&B, TensorBoard, Comet...) show them as ``eval/<name>``; evalsi's metrics follow the same
+    rule, so they appear as ``eval/<spec>/<metric>`` beside ``eval/loss`` (MLflow keeps the names as given).
+    ``eval_step`` is the checkpoint's step (0 for the base model), an explicit x-axis for plots, e.g. W&B's
+    ``define_metric("eval/*", step_metric="eval/step")``.
+
+    Example:
+        >>> class Outcome:
+        ...     regressed = False
+        ...     def log_metrics(self): return {"eval/math/math-equiv": 0.75}
+        >>> trainer_logs(200, Outcome())
+        {'eval_math/math-equiv': 0.75, 'eval_step': 200.0}
+
+    """
+    logs = {f"eval_{name.removeprefix('eval/')}": float(value) for name, value in outcome.log_metrics().items()}
+    logs["eval_step"] = float(_at(step))
+    return logs
+
+
+def _at(step: Step) -> int:
+    """The training step an evaluation is attributed to: the checkpoint's, 0 for the base model."""
+    return 0 if step is None else step
 
 
 class _EvalsiCallbackMixin:
@@ -100,16 +151,20 @@ class _EvalsiCallbackMixin:
         before_training: bool,
         after_training: bool,
         raise_errors: bool,
+        keep_copies: bool = False,
     ) -> None:
         self.evaluator = evaluator
-        self.stop_file = None if stop_file is None else Path(stop_file)
+        # Relative to the working directory the callback was made in, whatever the trainer does to it later.
+        self.stop_file = None if stop_file is None else Path(stop_file).absolute()
         self.stop_on_regression = stop_on_regression
         self.every = every
         self.before_training = before_training
         self.after_training = after_training
+        self.keep_copies = keep_copies
         self.runner = None if evaluator is None else CheckpointRunner(evaluator, wait=wait, raise_errors=raise_errors)
         self._submitted: set[Step] = set()
         self._logged = 0
+        self._handler: Any = None
 
     # -- events ---------------------------------------------------------------------------------------------------
 
@@ -122,12 +177,22 @@ class _EvalsiCallbackMixin:
                 f"save_total_limit={args.save_total_limit} deletes old checkpoints during the next save, which can "
                 "be before a queued one is evaluated: use evalsi_callback(..., wait=True), or save_total_limit=None"
             )
-        _move_to_front(self)
+        self._handler = _move_to_front(self)
         if self.before_training and state.is_world_process_zero:
-            self._evaluate_model(args, kwargs, None, Path(args.output_dir) / "evalsi-eval" / "base")
+            if state.global_step > 0:
+                # Resumed from a checkpoint: the model in hand is that checkpoint's, not the one training began
+                # with, and it must never be stored as the base (every step is compared with the base).
+                log.warning(
+                    "not evaluating the base: training resumed at step %d, so the model before training is not at "
+                    "hand (the base results stored by the first run are kept)",
+                    state.global_step,
+                )
+                return
+            self._evaluate_model(args, kwargs, None, Path(args.output_dir) / COPIES_DIR / "base")
+            self._report(args, state, control)
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        """Submit the checkpoint the trainer just wrote."""
+        """Submit the checkpoint the trainer just wrote (with ``wait``, log its evaluation now)."""
         if self.runner is None or not state.is_world_process_zero:
             return
         step = state.global_step
@@ -135,57 +200,60 @@ class _EvalsiCallbackMixin:
             return
         self._submitted.add(step)
         self.runner.submit(Path(args.output_dir) / f"checkpoint-{step}", step)
+        self._report(args, state, control)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
-        """Evaluate every ``every`` steps, ask for a log when results are new, and stop when told to."""
+        """Evaluate every ``every`` steps, log the evaluations that finished, and stop when told to."""
         step = state.global_step
         if self.runner is not None and state.is_world_process_zero:
             saving = bool(getattr(control, "should_save", False)) or _saves_at(args, state, step)
             if self.every and step % self.every == 0 and not saving and step not in self._submitted:
-                self._evaluate_model(args, kwargs, step, Path(args.output_dir) / "evalsi-eval" / f"step-{step}")
-            if len(self.runner.results) > self._logged:
-                control.should_log = True
+                self._evaluate_model(args, kwargs, step, Path(args.output_dir) / COPIES_DIR / f"step-{step}")
+            self._report(args, state, control)
         if self._should_stop():
             control.should_training_stop = True
         return control
 
-    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        """Add every newly finished evaluation's metrics to this log entry (and to ``state.log_history``)."""
-        if self.runner is None or logs is None:
-            return
-        fresh = self.runner.new_results(self._logged)
-        if not fresh:
-            return
-        self._logged += len(fresh)
-        metrics: dict[str, float] = {}
-        for step, outcome in fresh:
-            metrics.update(_metrics(outcome))
-            if step is None:
-                metrics.update({f"{name}/base": value for name, value in _metrics(outcome).items()})
-        logs.update(metrics)
-        if state.log_history and state.log_history[-1].get("step") == state.global_step:
-            state.log_history[-1].update(metrics)
-
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        """The final evaluation, then wait for every pending one."""
+        """The final evaluation, then wait for every pending one and log them (before the loggers close)."""
         if self.runner is None or not state.is_world_process_zero:
             return
         try:
             if self.after_training and state.global_step not in self._submitted:
                 self._evaluate_model(
-                    args, kwargs, state.global_step, Path(args.output_dir) / "evalsi-eval" / f"step-{state.global_step}"
+                    args, kwargs, state.global_step, Path(args.output_dir) / COPIES_DIR / f"step-{state.global_step}"
                 )
         finally:
-            self.runner.close()
-        fresh = self.runner.new_results(self._logged)
-        if fresh:  # finished after the last log of training: they still belong in the history
-            self._logged += len(fresh)
-            entry: dict[str, Any] = {"step": state.global_step}
-            for _, outcome in fresh:
-                entry.update(_metrics(outcome))
-            state.log_history.append(entry)
+            try:
+                self.runner.close()
+            finally:
+                self._report(args, state, control)
 
     # -- helpers --------------------------------------------------------------------------------------------------
+
+    def _report(self, args: Any, state: Any, control: Any) -> None:
+        """Log each evaluation finished since the last call, as ``Trainer.log`` would at the checkpoint's step.
+
+        One entry per evaluation, never merged with another: ``state.log_history`` gets it with ``step`` set to
+        the checkpoint's step, and every callback's ``on_log`` gets it with a copy of ``state`` whose
+        ``global_step`` is that step (the reporting integrations take the step from there). It runs on the
+        training thread, as the integrations expect (MLflow's active run is per thread).
+        """
+        if self.runner is None or not state.is_world_process_zero:
+            return
+        fresh = self.runner.new_results(self._logged)
+        self._logged += len(fresh)
+        for step, outcome in fresh:
+            logs = trainer_logs(step, outcome)
+            state.log_history.append({**logs, "step": _at(step)})
+            if self._handler is None:
+                continue
+            at_step = copy.copy(state)
+            at_step.global_step = _at(step)
+            try:
+                self._handler.call_event("on_log", args, at_step, control, logs=logs)
+            except Exception as exc:  # a logger's failure must not end training, nor lose the other entries
+                log.error("logging the evaluation of step %s failed: %s", _at(step), exc, exc_info=exc)
 
     def _should_stop(self) -> bool:
         if self.stop_file is not None and self.stop_file.exists():
@@ -197,7 +265,7 @@ class _EvalsiCallbackMixin:
         return False
 
     def _evaluate_model(self, args: Any, kwargs: Mapping[str, Any], step: Step, where: Path) -> None:
-        """Save the live model (and its tokenizer) to ``where`` and submit it."""
+        """Save the live model (and its tokenizer) to ``where`` and submit it; delete the copy once evaluated."""
         assert self.runner is not None
         model = kwargs.get("model")
         if model is None:
@@ -209,7 +277,19 @@ class _EvalsiCallbackMixin:
         if processor is not None and hasattr(processor, "save_pretrained"):
             processor.save_pretrained(where)
         self._submitted.add(step)
-        self.runner.submit(where, step)
+        future = self.runner.submit(where, step)
+        if not self.keep_copies:
+            future.add_done_callback(lambda done: _remove_copy(where, done))
+
+
+def _remove_copy(where: Path, done: Future[StepOutcome]) -> None:
+    """Delete a model copy evalsi saved, once evaluated; keep it when the evaluation failed (to run it again)."""
+    if done.exception() is not None:
+        log.warning("kept %s: its evaluation failed (evaluate it again with `evalsi checkpoints eval`)", where)
+        return
+    shutil.rmtree(where, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        where.parent.rmdir()  # evalsi-eval/, once it holds nothing more
 
 
 def _saves_at(args: Any, state: Any, step: int) -> bool:
@@ -219,16 +299,12 @@ def _saves_at(args: Any, state: Any, step: int) -> bool:
     return strategy == "steps" and save_steps > 0 and step % save_steps == 0
 
 
-def _metrics(outcome: StepOutcome) -> dict[str, float]:
-    return {name: float(value) for name, value in outcome.log_metrics().items()}
+def _move_to_front(callback: object) -> Any:
+    """Put ``callback`` first in the trainer's callback list, and return the handler that keeps the list.
 
-
-def _move_to_front(callback: object) -> None:
-    """Put ``callback`` first in the trainer's callback list, so the reporting integrations see what it logs.
-
-    Reporting callbacks (W&B, TensorBoard, MLflow) come before user callbacks and read a log entry as soon as it
-    is made; metrics this callback adds to it must be there first. The callback handler is the caller of the
-    event (``CallbackHandler.call_event``); it keeps the callback list.
+    At the end of training the reporting callbacks (W&B, TensorBoard, MLflow) close their runs in their own
+    ``on_train_end``; going first, this callback logs the last evaluations before that. The handler is the caller
+    of the event (``CallbackHandler.call_event``); this callback sends its log entries through it.
     """
     frame = sys._getframe(2)  # on_train_begin <- call_event (the handler's method)
     while frame is not None:
@@ -237,6 +313,7 @@ def _move_to_front(callback: object) -> None:
         if isinstance(callbacks, list) and callback in callbacks:
             callbacks.remove(callback)
             callbacks.insert(0, callback)
-            return
+            return handler
         frame = frame.f_back  # type: ignore[assignment]
     log.warning("could not find the trainer's callback list; evaluation metrics reach the log history only")
+    return None

@@ -16,6 +16,7 @@ from urllib.parse import urlencode
 
 import orjson
 from jinja2 import Environment, PackageLoader, select_autoescape
+from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
 from starlette.middleware import Middleware
@@ -27,12 +28,12 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from evalsi.errors import DataError
-from evalsi.runs import compare_runs, comparison_to_dict, load_results
+from evalsi.runs import RECORD, compare_runs, comparison_to_dict, validation_message
 from evalsi.view import _charts
 from evalsi.view._catalog import Catalog, Kind, Source
-from evalsi.view._curves import BASE, curve_stamp, load_curve
+from evalsi.view._curves import BASE, load_curve
 from evalsi.view._rewards import TOTAL, RewardCache
-from evalsi.view._runs import RunCache, describe_target, headline, prompt_text, read_header, stamp
+from evalsi.view._runs import RunCache, RunData, describe_target, prompt_text
 from evalsi.view._table import OPS, PAGE_SIZES, QueryError, parse_query, run_query
 
 SECURITY_HEADERS = [
@@ -90,9 +91,9 @@ def _signed(value: Any) -> str:
 class Viewer:
     """The pages and JSON endpoints over one catalog."""
 
-    def __init__(self, catalog: Catalog) -> None:
+    def __init__(self, catalog: Catalog, runs: RunCache | None = None) -> None:
         self.catalog = catalog
-        self.runs = RunCache()
+        self.runs = RunCache() if runs is None else runs
         self.rewards = RewardCache()
         self.env = Environment(
             loader=PackageLoader("evalsi.view", "templates"),
@@ -119,6 +120,10 @@ class Viewer:
         html = self.env.get_template(template).render(base=base, request=request, **context)
         return HTMLResponse(html, status_code=status)
 
+    def run(self, path: Path) -> RunData:
+        """The run at ``path`` (a source's, or a curve step's), read through the catalog and kept in the cache."""
+        return self.runs.get(path, self.catalog.version(path), self.catalog.load)
+
     @staticmethod
     def json(data: Any, status: int = 200) -> Response:
         """A JSON response (NaN becomes null)."""
@@ -132,10 +137,7 @@ class Viewer:
         for source in self.catalog.scan():
             item: dict[str, Any] = {"id": source.id, "label": source.label}
             if source.kind == "run":
-                try:
-                    item.update(headline(read_header(source.path), source.path))
-                except DataError as exc:
-                    item.update(name=source.label, error=str(exc.detail))
+                item.update(self.catalog.headline(source))
                 out["runs"].append(item)
             elif source.kind == "curve":
                 out["curves"].append(item)
@@ -145,7 +147,7 @@ class Viewer:
 
     def run_summary(self, source: Source) -> dict[str, Any]:
         """A run's header, summary and status."""
-        run = self.runs.get(source.path)
+        run = self.run(source.path)
         header = {k: v for k, v in run.header.items() if k != "summary"}
         target = describe_target((run.header.get("spec") or {}).get("target") or run.header.get("target"))
         return {
@@ -158,15 +160,20 @@ class Viewer:
             "metrics": [m.__dict__ for m in run.metrics],
             "summary": run.summary,
             "header": header,
-            "stamp": "-".join(map(str, stamp(source.path))),
+            "stamp": self.catalog.version(source.path),
         }
 
     def record(self, source: Source, position: int) -> dict[str, Any]:
-        """One record of a run, whole."""
-        run = self.runs.get(source.path)
+        """One record of a run, whole (checked as the results document's model has it)."""
+        run = self.run(source.path)
         if not 0 <= position < len(run.records):
             raise NotFound(f"no record {position} (the run has {len(run.records)})")
-        return run.records[position]
+        record = run.records[position]
+        try:
+            RECORD.validate_python(record)
+        except ValidationError as exc:
+            raise DataError(validation_message(exc, f"records[{position}]"), file=source.label) from None
+        return record
 
     # -- pages -----------------------------------------------------------------------------------------------------
 
@@ -177,7 +184,7 @@ class Viewer:
     def run_page(self, request: Request) -> Response:
         """A run: metrics, gates, status counts and the record table."""
         source = self.source(request, "run")
-        run = self.runs.get(source.path)
+        run = self.run(source.path)
         query = parse_query(request.query_params, run)
         table = run_query(run, query)
         template = "_run_live.html" if request.query_params.get("fragment") == "live" else "run.html"
@@ -199,14 +206,14 @@ class Viewer:
         source = self.source(request, "run")
         position = int(request.path_params["position"])
         record = self.record(source, position)
-        run = self.runs.get(source.path)
+        run = self.run(source.path)
         return self.page(request, "record.html", source=source, run=run, record=record, position=position)
 
     def compare_page(self, request: Request) -> Response:
         """Two runs side by side: paired differences with CIs, McNemar and flipped records."""
         a, b = self.source(request, "run", "a"), self.source(request, "run", "b")
         result = self.comparison(a, b)
-        run_a, run_b = self.runs.get(a.path), self.runs.get(b.path)
+        run_a, run_b = self.run(a.path), self.run(b.path)
         return self.page(
             request,
             "compare.html",
@@ -221,7 +228,7 @@ class Viewer:
 
     def comparison(self, a: Source, b: Source) -> list[dict[str, Any]]:
         """evalsi.runs' comparison of run B against run A, as JSON."""
-        return [comparison_to_dict(c) for c in compare_runs(load_results(a.path), load_results(b.path))]
+        return [comparison_to_dict(c) for c in compare_runs(self.run(a.path).loaded(), self.run(b.path).loaded())]
 
     def rewards_page(self, request: Request) -> Response:
         """A score file: the total's and each component's distribution, and the status counts."""
@@ -277,10 +284,11 @@ class Viewer:
         """A learning curve as JSON: per step, each metric's estimate and its difference from the base."""
 
         def read(path: Path) -> tuple[dict[str, Any], dict[str, Any], str]:
-            run = self.runs.get(path)
+            run = self.run(path)
             return run.header, run.summary, run.status
 
-        curve = load_curve(source.path, read, max_drop)
+        paths = self.catalog.curve_paths(source)
+        curve = load_curve(source.path, read, max_drop, paths, lambda path: self.run(path).loaded())
         run_ids = {s.path: s.id for s in self.catalog.scan() if s.kind == "run"}
         return {
             "name": curve.name,
@@ -289,7 +297,7 @@ class Viewer:
                 {
                     "step": p.step,
                     "status": p.status,
-                    "run": run_ids.get(p.path.resolve()),
+                    "run": run_ids.get(p.path) or run_ids.get(p.path.resolve()),
                     "estimates": p.estimates,
                     "versusBase": p.versus_base,
                 }
@@ -324,7 +332,13 @@ class Viewer:
             charts[metric] = _charts.curve_svg(points, base_mean, metric)
         template = "_curve_live.html" if request.query_params.get("fragment") == "live" else "curve.html"
         return self.page(
-            request, template, source=source, data=data, charts=charts, drop=max_drop, stamp=curve_stamp(source.path)
+            request,
+            template,
+            source=source,
+            data=data,
+            charts=charts,
+            drop=max_drop,
+            stamp=self.catalog.curve_stamp(source),
         )
 
     # -- JSON ------------------------------------------------------------------------------------------------------
@@ -340,12 +354,12 @@ class Viewer:
     def api_stamp(self, request: Request) -> Response:
         """What changes when the run's files change (the live page polls it)."""
         source = self.source(request, "run")
-        return self.json({"stamp": "-".join(map(str, stamp(source.path)))})
+        return self.json({"stamp": self.catalog.version(source.path)})
 
     def api_records(self, request: Request) -> Response:
         """One page of the record table."""
         source = self.source(request, "run")
-        run = self.runs.get(source.path)
+        run = self.run(source.path)
         table = run_query(run, parse_query(request.query_params, run))
         return self.json(table.__dict__)
 
@@ -381,7 +395,7 @@ class Viewer:
 
     def api_curve_stamp(self, request: Request) -> Response:
         """What changes when a step file appears or changes (the curve page polls it while a watcher runs)."""
-        return self.json({"stamp": curve_stamp(self.source(request, "curve").path)})
+        return self.json({"stamp": self.catalog.curve_stamp(self.source(request, "curve"))})
 
     def api_curve(self, request: Request) -> Response:
         """A learning curve."""
@@ -402,18 +416,25 @@ def _errors(viewer: Viewer) -> dict[Any, Any]:
 
 
 def create_app(
-    paths: Iterable[str | os.PathLike[str]], *, allowed_hosts: list[str] | None = None, debug: bool = False
+    paths: Iterable[str | os.PathLike[str]] | Catalog,
+    *,
+    allowed_hosts: list[str] | None = None,
+    debug: bool = False,
+    runs: RunCache | None = None,
 ) -> Starlette:
     """The viewer over results files, reward score files and log directories (read-only).
 
     Args:
-        paths: Files and directories the viewer may read; nothing outside them is served.
+        paths: Files and directories the viewer may read; nothing outside them is served. Or a :class:`Catalog`
+            of another kind (the evalsi server passes one reading its database).
         allowed_hosts: Host headers to accept (the command line passes the loopback names, which stops DNS
             rebinding); None accepts any, for an app mounted behind a server that checks hosts itself.
         debug: Starlette's debug tracebacks.
+        runs: The cache of open runs (a server shares one, bounded in bytes, among its viewers); default: one of
+            :data:`evalsi.view._runs.CACHE_BYTES`.
 
     """
-    viewer = Viewer(Catalog(paths))
+    viewer = Viewer(paths if isinstance(paths, Catalog) else Catalog(paths), runs)
     static = StaticFiles(directory=Path(__file__).parent / "static")
     routes = [
         Route("/", viewer.home, name="home"),

@@ -3,20 +3,29 @@
 Every source gets an opaque id (a hash of its resolved path) and is reached only through it; a URL never holds
 a path. A file is a source only when its resolved path lies under one of the given roots, so a symbolic link
 that points elsewhere is not followed out of them.
+
+The catalog is also how the viewer reads what it shows (a run's list entry, a run, a curve's steps), so another
+catalog can serve sources that are not files: the evalsi server's catalog reads its database. The run list
+reads each results file's header alone (:func:`evalsi.view._runs.read_header`, a bounded prefix), once per
+version of the file, so listing costs the same whatever the runs' sizes.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import orjson
 
+from evalsi.errors import DataError
 from evalsi.view import _curves
+from evalsi.view._runs import RunData, file_headline, load_run, stamp
 
 Kind = Literal["run", "rewards", "curve"]
 
@@ -27,6 +36,9 @@ MAX_DEPTH = 6
 """How deep below a given directory files are looked for."""
 
 SNIFF_BYTES = 4096
+
+HEADLINES = 4096
+"""Run list entries kept (each until its file changes); the least recently listed beyond this are read again."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +82,8 @@ class Catalog:
     def __init__(self, paths: Iterable[str | os.PathLike[str]]) -> None:
         self.roots = [Path(p).resolve() for p in paths]
         self._sources: dict[str, Source] = {}
+        self._headlines: OrderedDict[Path, tuple[str, dict[str, Any]]] = OrderedDict()
+        self._lock = threading.Lock()
 
     def allowed(self, path: Path) -> bool:
         """Whether a resolved path is one of the roots or lies under one."""
@@ -94,6 +108,50 @@ class Catalog:
         if source is None or source.kind != kind or not self.allowed(source.path.resolve()):
             return None
         return source
+
+    # -- what the viewer reads through the catalog (another catalog serves sources that are not files) --------------
+
+    def headline(self, source: Source) -> dict[str, Any]:
+        """A run's entry in the run list (name, target, date, status, metrics, gates), or its name and ``error``.
+
+        A run that cannot be read is listed with the reason, so one broken file never breaks the list.
+        """
+        version = self.version(source.path)
+        with self._lock:
+            hit = self._headlines.get(source.path)
+            if hit is not None and hit[0] == version:
+                self._headlines.move_to_end(source.path)
+                return hit[1]
+        try:
+            item = file_headline(source.path)
+        except DataError as exc:
+            item = {"name": source.label, "status": "unreadable", "error": str(exc.detail)}
+        with self._lock:
+            self._headlines[source.path] = (version, item)
+            while len(self._headlines) > HEADLINES:
+                self._headlines.popitem(last=False)
+        return item
+
+    def version(self, path: Path) -> str:
+        """What changes when a run changes: its file's and journal's size and modification time."""
+        return "-".join(map(str, stamp(path)))
+
+    def load(self, path: Path) -> RunData:
+        """A run, read whole (its records parsed on demand).
+
+        Raises:
+            DataError: The run cannot be read.
+
+        """
+        return load_run(path)
+
+    def curve_paths(self, source: Source) -> list[Path]:
+        """The step files of a learning curve, in name order."""
+        return _curves.step_paths(source.path)
+
+    def curve_stamp(self, source: Source) -> str:
+        """What changes when a step of a learning curve appears or changes."""
+        return _curves.curve_stamp(source.path)
 
     def _scan_root(self, root: Path) -> Iterator[Source]:
         if root.is_file():

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalsi.runs import compare_runs, load_results
+from evalsi.runs import LoadedRun, compare_runs, load_results
 
 BASE = "base"
 _STEP_NAME = re.compile(r"^(?:base|step-(\d+))\.json$")
@@ -39,6 +39,14 @@ def is_curve_dir(directory: Path) -> bool:
         return any(step_of_name(p.name) is not None for p in directory.iterdir() if p.is_file())
     except OSError:
         return False
+
+
+def step_paths(directory: Path) -> list[Path]:
+    """The step files of a curve directory, in name order."""
+    try:
+        return sorted(p for p in directory.iterdir() if p.is_file() and step_of_name(p.name) is not None)
+    except OSError:
+        return []
 
 
 def curve_stamp(directory: Path) -> str:
@@ -82,6 +90,8 @@ class Curve:
 
 RunReader = Callable[[Path], tuple[dict[str, Any], dict[str, Any], str]]
 """Reads a step file: its header, its summary (worked out for a step still running) and its status."""
+RunLoader = Callable[[Path], LoadedRun]
+"""Reads a step file's records for comparison with the base."""
 
 
 def _step(path: Path, header: dict[str, Any]) -> int | str | None:
@@ -99,8 +109,17 @@ def _name(directory: Path, headers: list[dict[str, Any]]) -> str:
     return f"{directory.parent.name} / {directory.name}"
 
 
-def load_curve(directory: Path, read: RunReader, max_drop: float = 0.0) -> Curve:
-    """Every step file of a training run, with each metric's estimate and its paired difference from the base.
+def load_curve(
+    directory: Path,
+    read: RunReader,
+    max_drop: float = 0.0,
+    paths: list[Path] | None = None,
+    load: RunLoader = load_results,
+) -> Curve:
+    """Every step of a training run, with each metric's estimate and its paired difference from the base.
+
+    ``paths`` are the step files (default: those in ``directory``); ``read`` gives a step's header, summary and
+    status, and ``load`` its records for the comparisons.
 
     Raises:
         DataError: A step file is not a readable results file.
@@ -109,9 +128,7 @@ def load_curve(directory: Path, read: RunReader, max_drop: float = 0.0) -> Curve
     points: list[StepPoint] = []
     metrics: list[str] = []
     headers: list[dict[str, Any]] = []
-    for path in sorted(directory.iterdir()):
-        if not path.is_file() or step_of_name(path.name) is None:
-            continue
+    for path in step_paths(directory) if paths is None else paths:
         header, summary, status = read(path)
         headers.append(header)
         step = _step(path, header)
@@ -124,12 +141,12 @@ def load_curve(directory: Path, read: RunReader, max_drop: float = 0.0) -> Curve
     curve = Curve(_name(directory, headers), metrics, points)
     base = curve.base
     if base is not None:
-        base_run = load_results(base.path)
+        base_run = load(base.path)
         for point in points:
             shared = [m for m in metrics if m in point.estimates and m in base.estimates]
             if point is base or not shared:
                 continue
-            for item in compare_runs(base_run, load_results(point.path), shared):
+            for item in compare_runs(base_run, load(point.path), shared):
                 d = item.comparison.difference
                 drop = 0.0 if math.isnan(d.mean) else -d.mean
                 point.versus_base[item.metric] = {

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import math
 import mmap
+import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +22,17 @@ import orjson
 from pydantic import ValidationError
 
 from evalsi.errors import DataError
-from evalsi.runs import MetricInfo, RecordResult, journal_path, read_results, summarize
+from evalsi.runs import (
+    LoadedRun,
+    MetricInfo,
+    RecordResult,
+    RunHeader,
+    header_of,
+    journal_path,
+    read_results,
+    summarize,
+    validation_message,
+)
 from evalsi.specs import GateSpec, OnError, PassKSpec
 
 STATUSES = ("ok", "error", "skipped")
@@ -65,29 +77,79 @@ def _text(value: Any) -> str:
 
 
 def read_header(path: Path) -> dict[str, Any]:
-    """A results file without its records (fast for large files: only the bytes before the records are read).
+    """A results file without its records, read from at most :data:`MAX_HEADER_BYTES` of its beginning.
+
+    The header is everything before the top-level ``records`` key, in the indented layout ``evalsi run`` writes
+    and in compact JSON (what the server and :meth:`evalsi.runs.RunsClient.document` give) alike, so listing a
+    run costs the same whatever its size. Reading grows geometrically until the key is found, so the work is
+    linear in the header.
 
     Raises:
-        DataError: The file is not a readable results file.
+        DataError: The file is not readable, not JSON, or its header is not within the first bytes.
 
     """
-    head = b""
     try:
+        size = path.stat().st_size
         with path.open("rb") as handle:
-            while (cut := head.find(_RECORDS_KEY)) < 0:
-                chunk = handle.read(1 << 16)
-                if not chunk:
+            head = b""
+            want = _FIRST_READ
+            while True:
+                head += handle.read(want - len(head))
+                cut = _records_at(head)
+                if cut >= 0 or len(head) >= size or len(head) >= MAX_HEADER_BYTES:
                     break
-                head += chunk
+                want = min(2 * want, MAX_HEADER_BYTES)
     except OSError as exc:
         raise DataError(f"not readable: {exc}", file=str(path)) from None
-    if cut > 0:
-        header = _parse_header(head[:cut])
-        if header is not None:
-            return header
-    full = read_results(path)
-    full.pop("records", None)
-    return full
+    header = _loads_object(head[:cut].rstrip().rstrip(b",") + b"}", path) if cut >= 0 else None
+    if header is None or "kind" not in header:  # no header before the records: only a small file is read whole
+        if size > MAX_HEADER_BYTES:
+            raise DataError(
+                f"no header before the records in the first {MAX_HEADER_BYTES >> 20} MiB: it is too large to list "
+                "(open the run to read it whole)",
+                file=str(path),
+            )
+        if len(head) < size:
+            head += path.read_bytes()[len(head) :]
+        header = _loads_object(head, path)
+    header.pop("records", None)
+    return header
+
+
+def _loads_object(text: bytes, path: Path) -> dict[str, Any]:
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise DataError(f"not a readable results file: {exc}", file=str(path)) from None
+    if not isinstance(value, dict):
+        raise DataError("not an evalsi results file (not an object)", file=str(path))
+    return value
+
+
+MAX_HEADER_BYTES = 16 << 20
+"""The most of a results file :func:`read_header` reads to find its header."""
+_FIRST_READ = 1 << 16
+_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
+"""A JSON string, or a bracket: all that decides where a top-level key is (commas, numbers and literals do not)."""
+
+
+def _records_at(head: bytes) -> int:
+    """Where the top-level ``"records"`` key starts in the beginning of a JSON object, or -1 when not in ``head``.
+
+    A string token cut off at the end of ``head`` does not match, and brackets inside it cannot open a top-level
+    key, so a prefix never gives a wrong answer (only none yet).
+    """
+    depth = 0
+    for match in _TOKEN.finditer(head):
+        first = match.group()[0]
+        if first == 0x22:  # a string: a key when a colon follows
+            if depth == 1 and match.group() == b'"records"' and head[match.end() :].lstrip()[:1] == b":":
+                return match.start()
+        elif first in (0x7B, 0x5B):
+            depth += 1
+        else:
+            depth -= 1
+    return -1
 
 
 def _parse_header(head: bytes) -> dict[str, Any] | None:
@@ -100,23 +162,36 @@ def _parse_header(head: bytes) -> dict[str, Any] | None:
     return None
 
 
-def headline(header: dict[str, Any], path: Path) -> dict[str, Any]:
-    """What the run list shows of a run: name, target, date, status and the metrics' means."""
-    spec = header.get("spec") or {}
-    target = spec.get("target") or header.get("target") or {}
-    timings = header.get("timings") or {}
-    metrics = ((header.get("summary") or {}).get("metrics")) or {}
-    status = str(header.get("status", "?"))
+def headline(header: RunHeader, status: str) -> dict[str, Any]:
+    """What the run list shows of a run: name, target, date, status and the metrics' means and gates."""
+    timings = header.timings
+    summary = header.summary
+    return {
+        "name": header.name,
+        "target": describe_target(header.spec.get("target") or header.target or {}),
+        "date": (timings.finished or timings.started) if timings is not None else None,
+        "status": status,
+        "metrics": {} if summary is None else {name: est.mean for name, est in summary.metrics.items()},
+        "gates": [] if summary is None else [gate.passed for gate in summary.gates],
+    }
+
+
+def file_headline(path: Path) -> dict[str, Any]:
+    """The run list's entry of a results file (``running`` while its journal exists), from its header alone.
+
+    Raises:
+        DataError: The file is not readable or its header has the wrong shape (the message names the field).
+
+    """
+    data = read_header(path)
+    try:
+        header = header_of(data)
+    except ValidationError as exc:
+        raise DataError(validation_message(exc), file=str(path)) from None
+    status = header.status
     if status != "complete" and journal_path(path).exists():
         status = "running"
-    return {
-        "name": str(header.get("name") or path.stem),
-        "target": describe_target(target),
-        "date": timings.get("finished") or timings.get("started"),
-        "status": status,
-        "metrics": {k: v.get("mean") for k, v in metrics.items() if isinstance(v, dict)},
-        "gates": [g.get("passed") for g in (header.get("summary") or {}).get("gates") or []],
-    }
+    return headline(header, status)
 
 
 def describe_target(target: Any) -> str:
@@ -176,12 +251,18 @@ def record_stats(record: dict[str, Any], metrics: list[str], on_error: OnError) 
     )
 
 
-class Records(Sequence[dict[str, Any]]):
-    """A run's records, each parsed from its bytes when first asked for (a page needs only a few of them).
+KEEP_PARSED = 2048
+"""Records kept parsed per run once read from their bytes (the pages being looked at); the rest are re-read."""
 
-    Either already parsed, or a buffer (the mapped file) holding ``count`` records between ``body`` and ``end``:
-    where each one starts is found when a record at or past it is first asked for, so opening a large run costs
-    one count over the bytes, not a pass over the records.
+
+class Records(Sequence[dict[str, Any]]):
+    """A run's records, each parsed from its bytes when asked for (a page needs only a few of them).
+
+    Three forms: already parsed (``parsed``); one JSON text per record (``raw``, as the server's database holds
+    them); or a buffer (the mapped file) holding ``count`` records between ``body`` and ``end``, where each one
+    starts is found when a record at or past it is first asked for, so opening a large run costs one count over
+    the bytes, not a pass over the records. Records parsed from bytes are kept for the last
+    :data:`KEEP_PARSED` asked for, so paging through a large run does not end up holding all of it parsed.
     """
 
     def __init__(
@@ -191,17 +272,28 @@ class Records(Sequence[dict[str, Any]]):
         body: int = 0,
         end: int = 0,
         parsed: list[dict[str, Any]] | None = None,
+        raw: list[bytes] | None = None,
     ) -> None:
         self._buffer = buffer
         self._view = memoryview(buffer) if buffer is not None else None
+        self._raw = raw
         self._starts: list[int] = []
         self._next = body - 1
         self._end = end
         self._lock = threading.Lock()
-        self._parsed: list[dict[str, Any] | None] = list(parsed) if parsed is not None else [None] * count
+        self._parsed = list(parsed) if parsed is not None else None
+        self._count = len(raw) if raw is not None else len(self._parsed) if self._parsed is not None else count
+        self._kept: OrderedDict[int, dict[str, Any]] = OrderedDict()
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes the records are read from (0 when they came parsed)."""
+        if self._raw is not None:
+            return sum(len(r) for r in self._raw)
+        return 0 if self._buffer is None else len(self._buffer)
 
     def __len__(self) -> int:
-        return len(self._parsed)
+        return self._count
 
     @overload
     def __getitem__(self, i: int) -> dict[str, Any]: ...
@@ -211,29 +303,50 @@ class Records(Sequence[dict[str, Any]]):
     def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
-        record = self._parsed[i]
-        if record is None:
-            record = self._parsed[i] = self._parse(i)
+        if self._parsed is not None:
+            return self._parsed[i]
+        if i < 0:
+            i += self._count
+        if not 0 <= i < self._count:
+            raise IndexError(i)
+        with self._lock:
+            record = self._kept.get(i)
+            if record is not None:
+                self._kept.move_to_end(i)
+                return record
+        record = self._parse(i)
+        with self._lock:
+            self._kept[i] = record
+            while len(self._kept) > KEEP_PARSED:
+                self._kept.popitem(last=False)
         return record
 
     def peek(self, i: int) -> dict[str, Any]:
         """Record ``i`` parsed without keeping it (the index pass touches every record once)."""
-        record = self._parsed[i]
+        if self._parsed is not None:
+            return self._parsed[i]
+        with self._lock:
+            record = self._kept.get(i)
         return self._parse(i) if record is None else record
 
     def scan(self) -> Iterator[dict[str, Any]]:
         """Every record in order, parsed without being kept (one pass for the row index)."""
+        if self._parsed is not None:
+            yield from self._parsed
+            return
+        if self._raw is not None:
+            loads = orjson.loads
+            for i, text in enumerate(self._raw):
+                yield _checked(loads(text), i)
+            return
         if self._view is None or len(self) == 0:
-            yield from (r for r in self._parsed if r is not None)
             return
         self._span(len(self) - 1)  # every start found, in one go
         view, starts, loads = self._view, self._starts, orjson.loads
         cut = len(_RECORD_SEPARATOR)
         for i in range(len(starts) - 1):
-            record = self._parsed[i]
-            yield record if record is not None else loads(view[starts[i] : starts[i + 1] - cut])
-        last = self._parsed[-1]
-        yield last if last is not None else loads(view[starts[-1] : self._end])
+            yield loads(view[starts[i] : starts[i + 1] - cut])
+        yield loads(view[starts[-1] : self._end])
 
     def _span(self, i: int) -> tuple[int, int]:
         with self._lock:
@@ -252,12 +365,17 @@ class Records(Sequence[dict[str, Any]]):
             return starts[i], stop
 
     def _parse(self, i: int) -> dict[str, Any]:
+        if self._raw is not None:
+            return _checked(orjson.loads(self._raw[i]), i)
         assert self._view is not None
         start, stop = self._span(i)
-        record = orjson.loads(self._view[start:stop])
-        if not isinstance(record, dict):
-            raise DataError(f"record {i} is not an object")
-        return record
+        return _checked(orjson.loads(self._view[start:stop]), i)
+
+
+def _checked(record: Any, i: int) -> dict[str, Any]:
+    if not isinstance(record, dict):
+        raise DataError(f"record {i} is not an object")
+    return record
 
 
 _RECORD_START = b"\n    {\n"
@@ -388,9 +506,36 @@ class RunData:
     metrics: list[MetricInfo]
     on_error: OnError
     status: str
+    size: int = 0
+    """The bytes the run was read from (its file, or its records' JSON)."""
     _index: Future[RowIndex] = field(default_factory=Future)
     _started: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def cost(self) -> int:
+        """The memory this run is estimated to hold once its index and search text are built, in bytes.
+
+        Records read from bytes on demand hold their bytes and about as much again in the index and search text;
+        records parsed whole hold Python objects instead, two to three times their JSON.
+        """
+        per_byte = HELD_PER_BYTE if self.records.nbytes else PARSED_PER_BYTE
+        return max(self.size, self.records.nbytes) * per_byte + 64 * len(self.records) + 4096
+
+    def loaded(self) -> LoadedRun:
+        """The run ready for :func:`evalsi.runs.compare_runs` (records parsed for the comparison only).
+
+        Raises:
+            DataError: A record is malformed.
+
+        """
+        try:
+            records = [RecordResult.from_json(r) for r in self.records.scan()]
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise DataError(f"malformed record: {exc}", file=str(self.path)) from None
+        pass_k = [name for name in self.summary.get("metrics") or {} if name.startswith(("pass@", "pass^"))]
+        status = str(self.header.get("status") or "complete")
+        return LoadedRun(str(self.path), self.name, self.metrics, pass_k, self.on_error, records, status)
 
     @property
     def name(self) -> str:
@@ -452,32 +597,52 @@ def load_run(path: Path) -> RunData:
     (needed to sort, filter and search) is built later (``ensure_index``), so the first page shows at once.
 
     Raises:
-        DataError: The file is not a readable results file.
+        DataError: The file is not a readable results file, or its header has the wrong shape.
 
     """
     journal = journal_path(path)
     live = journal.exists()
-    split = None if live else split_records(_map(path))
+    mapped = None if live else _map(path)
+    split = None if mapped is None else split_records(mapped)
     if split is not None:
         data, records = split
     else:
         data = read_results(path)
         raw: list[dict[str, Any]] = list(data.pop("records", None) or [])
         records = Records(parsed=_merge_journal(raw, journal) if live else raw)
+    size = len(mapped) if mapped is not None else _size(path)
+    return make_run(path, data, records, live=live, size=size)
+
+
+def make_run(path: Path, data: dict[str, Any], records: Records, *, live: bool = False, size: int = 0) -> RunData:
+    """A run from its header (checked as :class:`evalsi.runs.RunHeader`) and its records.
+
+    ``live``: the run is in progress (its summary is worked out from the records so far).
+
+    Raises:
+        DataError: The header has the wrong shape (the message names the field), or a record is malformed.
+
+    """
     try:
-        metrics = [MetricInfo(str(m["name"]), float(m.get("threshold", 1.0))) for m in data.get("metrics") or []]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise DataError(f"malformed metrics: {exc}", file=str(path)) from None
-    on_error: OnError = "zero"
-    if data.get("onError") in ("none", "raise"):
-        on_error = data["onError"]
+        header = header_of(data)
+    except ValidationError as exc:
+        raise DataError(validation_message(exc), file=str(path)) from None
+    metrics = [MetricInfo(m.name, m.threshold) for m in header.metrics]
+    on_error: OnError = header.on_error if header.on_error in ("none", "raise") else "zero"
     summary = data.get("summary")
     if live or not isinstance(summary, dict):
-        summary = _summarize(data, records[:], metrics, on_error, path)
-    status = str(data.get("status", "?"))
+        summary = _summarize(data, list(records.scan()), metrics, on_error, path)
+    status = header.status
     if status != "complete" and live:
         status = "running"
-    return RunData(path, data, records, summary, metrics, on_error, status)
+    return RunData(path, data, records, summary, metrics, on_error, status, size)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _map(path: Path) -> bytes | mmap.mmap:
@@ -522,24 +687,85 @@ def _summarize(
     return result
 
 
+HELD_PER_BYTE = 2
+"""Estimated memory per byte of a run read in place: its bytes, and its index and search text."""
+PARSED_PER_BYTE = 3
+"""Estimated memory per byte of a run parsed whole: its Python objects (two to three times the JSON), its index and
+search text."""
+CACHE_BYTES = 1 << 30
+"""Default estimated memory of the runs a viewer keeps open (:attr:`RunData.cost`)."""
+
+Loader = Callable[[Path], RunData]
+
+
 class RunCache:
-    """Runs read once per version on disk (thread-safe: the server answers from a thread pool)."""
+    """Runs read once per version, kept within an estimated memory budget (thread-safe, for a thread pool).
 
-    def __init__(self, capacity: int = 8) -> None:
-        self.capacity = capacity
-        self._items: dict[Path, tuple[tuple[int, int, int, int], RunData]] = {}
+    Each run is charged :attr:`RunData.cost`; past ``max_bytes`` the least recently opened runs are dropped. The
+    run just opened is kept even when it alone passes the budget (its pages are about to be read), so the memory
+    held is at most the budget or the largest run. One run is read by one thread at a time: requests for a run
+    being read wait for it rather than reading it again.
+    """
+
+    def __init__(self, max_bytes: int = CACHE_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[Path, tuple[str, RunData]] = OrderedDict()
+        self._bytes = 0
         self._lock = threading.Lock()
+        self._reading: dict[tuple[Path, str], threading.Lock] = {}
+        self.evictions = 0
 
-    def get(self, path: Path) -> RunData:
-        """The run at ``path``, read again only when it changed."""
-        key = stamp(path)
+    @property
+    def held_bytes(self) -> int:
+        """The estimated memory of the runs kept."""
+        with self._lock:
+            return self._bytes
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+    def get(self, path: Path, version: str | None = None, load: Loader = load_run) -> RunData:
+        """The run at ``path`` in this ``version`` (default: its file's :func:`stamp`), read only when not kept.
+
+        Raises:
+            DataError: ``load`` could not read the run.
+
+        """
+        key = "-".join(map(str, stamp(path))) if version is None else version
+        hit = self._hit(path, key)
+        if hit is not None:
+            return hit
+        with self._lock:
+            reading = self._reading.setdefault((path, key), threading.Lock())
+        with reading:
+            hit = self._hit(path, key)
+            if hit is not None:
+                return hit
+            try:
+                run = load(path)
+            finally:
+                with self._lock:
+                    self._reading.pop((path, key), None)
+            self._keep(path, key, run)
+            return run
+
+    def _hit(self, path: Path, key: str) -> RunData | None:
         with self._lock:
             hit = self._items.get(path)
-            if hit is not None and hit[0] == key:
-                return hit[1]
-        run = load_run(path)
+            if hit is None or hit[0] != key:
+                return None
+            self._items.move_to_end(path)
+            return hit[1]
+
+    def _keep(self, path: Path, key: str, run: RunData) -> None:
         with self._lock:
+            old = self._items.pop(path, None)
+            if old is not None:
+                self._bytes -= old[1].cost
             self._items[path] = (key, run)
-            while len(self._items) > self.capacity:
-                self._items.pop(next(iter(self._items)))
-        return run
+            self._bytes += run.cost
+            while self._bytes > self.max_bytes and len(self._items) > 1:
+                _, (_, dropped) = self._items.popitem(last=False)
+                self._bytes -= dropped.cost
+                self.evictions += 1

@@ -1,4 +1,5 @@
-"""The evalsi server's ``/ui`` in a real browser: sign in with a token, see the project's stored runs, open one."""
+"""The evalsi server's ``/ui`` in a real browser: sign in with a token, see the project's stored runs, open one,
+sign out."""
 
 from __future__ import annotations
 
@@ -50,6 +51,13 @@ def test_sign_in_then_open_a_stored_run(page: Page, served: tuple[str, str]) -> 
     expect(page.locator("h1")).to_contain_text("nightly")
     expect(page.locator("#matching")).to_have_text("40 of 40 records")
     cookies = page.context.cookies()
-    (cookie,) = [c for c in cookies if c["name"] == "evalsi_ui_token"]
+    (cookie,) = [c for c in cookies if c["name"] == "evalsi_ui_session"]
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["path"] == "/ui"
-    assert page.evaluate("document.cookie") == ""  # page scripts cannot read the token
+    assert token not in cookie["value"]  # a session id: the token itself never reaches the browser's storage
+    assert page.evaluate("document.cookie") == ""  # page scripts cannot read the session either
+    page.get_by_role("button", name="Sign out").click()
+    expect(page).to_have_url(f"{url}/ui/login")
+    page.goto(f"{url}/ui/")
+    expect(page).to_have_url(f"{url}/ui/login?next=/ui/")  # the session ended: the server forgot it
+    replayed = {"Cookie": f"evalsi_ui_session={cookie['value']}"}
+    assert httpx.get(f"{url}/ui/api/sources", headers=replayed).status_code == 401

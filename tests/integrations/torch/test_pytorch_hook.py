@@ -1,4 +1,5 @@
-"""PyTorchCheckpointHook with a real model trained on the CPU: atomic saves, background evaluation, DDP rank zero."""
+"""PyTorchCheckpointHook with a real model trained on the CPU: atomic saves, background evaluation, DDP rank zero,
+each evaluation logged once at its step (TensorBoard read back)."""
 
 from __future__ import annotations
 
@@ -6,15 +7,20 @@ import json
 import os
 import socket
 import stat
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel
+from torch.utils.tensorboard import SummaryWriter
 
 from evalsi.training import PyTorchCheckpointHook
+from tests.integrations.torch.events import scalars
 from tests.integrations.torch.models import LossEvaluator, make_model, train_steps
 
 
@@ -94,3 +100,65 @@ def test_under_ddp_only_rank_zero_saves_and_evaluates(tmp_path: Path) -> None:
     assert not (tmp_path / "journal-rank1.jsonl").exists()
     saved = torch.load(tmp_path / "step-10.pt", weights_only=True)
     assert not any(key.startswith("module.") for key in saved["model"])  # the unwrapped model's names
+
+
+class HeldEvaluator(LossEvaluator):
+    """Holds each evaluation until the training loop says the step it waits for was reached."""
+
+    def __init__(self, journal: Path, hold: dict[int, int]) -> None:
+        super().__init__(journal)
+        self.hold = hold
+        self.trained = 0
+        self.progress = threading.Condition()
+
+    def advance(self, step: int) -> None:
+        with self.progress:
+            self.trained = step
+            self.progress.notify_all()
+
+    def evaluate(self, checkpoint: str | Path, step: int | None) -> Any:
+        until = self.hold.get(step or 0, 0)
+        with self.progress:
+            assert self.progress.wait_for(lambda: self.trained >= until, 120), f"never reached step {until}"
+        return super().evaluate(checkpoint, step)
+
+
+def test_each_evaluation_is_logged_once_at_its_step_on_the_training_thread(tmp_path: Path) -> None:
+    # Saves at 10, 20, 30, 40; the evaluation of step s waits until the loop reached s + 15 (40 for the last two),
+    # so results finish between saves and the last two only when the hook drains them at exit.
+    evaluator = HeldEvaluator(tmp_path / "journal.jsonl", {10: 25, 20: 35, 30: 40, 40: 40})
+    writer = SummaryWriter(str(tmp_path / "tb"))
+    threads: set[str] = set()
+    loop = [0]
+    calls: list[tuple[int, int]] = []
+
+    def to_tensorboard(metrics: dict[str, float], step: int) -> None:
+        threads.add(threading.current_thread().name)
+        calls.append((step, loop[0]))
+        for name, value in metrics.items():
+            writer.add_scalar(name, value, step)
+
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    with PyTorchCheckpointHook(evaluator, log=to_tensorboard) as hook:
+        for step in range(1, 41):
+            loop[0] = step
+            train_steps(model, optimizer, 1)
+            if step % 10 == 0:
+                hook.save(model, tmp_path / "checkpoints" / f"step-{step}.pt", step)
+            evaluator.advance(step)
+            if step in (25, 35):  # the result is there before the next step's log_results
+                deadline = time.monotonic() + 120
+                while len(hook.runner.results) < (1 if step == 25 else 2):
+                    assert time.monotonic() < deadline
+                    time.sleep(0.01)
+            hook.log_results()
+    writer.close()
+    journal = [json.loads(line) for line in (tmp_path / "journal.jsonl").read_text().splitlines()]
+    losses = {int(e["step"]): float(e["loss"]) for e in journal}
+    points = scalars(tmp_path / "tb")
+    assert [step for step, _ in points["eval/toy/loss"]] == [10, 20, 30, 40]  # each once, none lost at exit
+    assert [value for _, value in points["eval/toy/loss"]] == pytest.approx([losses[s] for s in (10, 20, 30, 40)])
+    assert points["eval/step"] == [(10, 10.0), (20, 20.0), (30, 30.0), (40, 40.0)]
+    assert threads == {threading.current_thread().name}  # never from the evaluating thread
+    assert calls == [(10, 25), (20, 35), (30, 40), (40, 40)]  # as soon as the loop could know each result

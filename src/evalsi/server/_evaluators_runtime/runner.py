@@ -2,8 +2,9 @@
 
 ``python -I evalsi_runner.py check FILE::FUNCTION`` prints ``{"ok": true, "mode": ...}``;
 ``... score FILE::FUNCTION`` reads ``{"rows": [...]}`` on stdin and prints ``{"ok": true, "results": [...]}``, one
-result per row in order: ``{"score", "reason", "metrics"}`` or ``{"error"}``. While the evaluator's code runs,
-whatever it prints goes to stderr, so stdout carries only the answer. Standard library only.
+result per row in order: ``{"score", "reason", "metrics"}`` or ``{"error"}``, a reason or error cut at the request's
+``max_reason_bytes``. While the evaluator's code runs, whatever it prints goes to stderr, so stdout carries only
+the answer. Standard library only.
 """
 
 from __future__ import annotations
@@ -123,6 +124,14 @@ def main(argv: list[str]) -> int:
         return 0
     request = json.loads(sys.stdin.read())
     results = score(function, mode, list(request["rows"]))
+    limit = int(request.get("max_reason_bytes") or 0)
+    if limit > 0:  # the server cuts them again: this only keeps an honest evaluator's answer small
+        for result in results:
+            for key in ("reason", "error"):
+                if isinstance(result.get(key), str) and len(result[key]) > limit // 4:
+                    data = result[key].encode("utf-8", "replace")
+                    if len(data) > limit:  # one byte over: the server marks it as cut
+                        result[key] = data[: limit + 1].decode("utf-8", "ignore")
     answer.write(json.dumps({"ok": True, "results": results}) + "\n")
     return 0
 

@@ -84,6 +84,9 @@ class RunService(Protocol):
     async def compare_runs(self, request: evalsi_dot_v1alpha1_dot_rewards__pb2.CompareRunsRequest, ctx: RequestContext) -> evalsi_dot_v1alpha1_dot_rewards__pb2.CompareRunsResponse:
         raise ConnectError(Code.UNIMPLEMENTED, "Not implemented")
 
+    async def delete_run(self, request: evalsi_dot_v1alpha1_dot_rewards__pb2.DeleteRunRequest, ctx: RequestContext) -> evalsi_dot_v1alpha1_dot_rewards__pb2.DeleteRunResponse:
+        raise ConnectError(Code.UNIMPLEMENTED, "Not implemented")
+
 
 class RunServiceASGIApplication(ConnectASGIApplication[RunService]):
     def __init__(self, service: RunService | AsyncGenerator[RunService], *, interceptors: Iterable[Interceptor]=(), read_max_bytes: int | None = None, compressions: Iterable[Compression] | None = None) -> None:
@@ -129,6 +132,16 @@ class RunServiceASGIApplication(ConnectASGIApplication[RunService]):
                         idempotency_level=IdempotencyLevel.UNKNOWN,
                     ),
                     function=svc.compare_runs,
+                ),
+                "/evalsi.v1alpha1.RunService/DeleteRun": Endpoint.unary(
+                    method=MethodInfo(
+                        name="DeleteRun",
+                        service_name="evalsi.v1alpha1.RunService",
+                        input=evalsi_dot_v1alpha1_dot_rewards__pb2.DeleteRunRequest,
+                        output=evalsi_dot_v1alpha1_dot_rewards__pb2.DeleteRunResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                    ),
+                    function=svc.delete_run,
                 ),
             },
             interceptors=interceptors,
@@ -223,6 +236,26 @@ class RunServiceClient(ConnectClient):
             timeout_ms=timeout_ms,
         )
 
+    async def delete_run(
+        self,
+        request: evalsi_dot_v1alpha1_dot_rewards__pb2.DeleteRunRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None,
+        timeout_ms: int | None = None,
+    ) -> evalsi_dot_v1alpha1_dot_rewards__pb2.DeleteRunResponse:
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="DeleteRun",
+                service_name="evalsi.v1alpha1.RunService",
+                input=evalsi_dot_v1alpha1_dot_rewards__pb2.DeleteRunRequest,
+                output=evalsi_dot_v1alpha1_dot_rewards__pb2.DeleteRunResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+
 
 class RewardServiceSync(Protocol):
     def score_rewards(self, request: evalsi_dot_v1alpha1_dot_rewards__pb2.ScoreRewardsRequest, ctx: RequestContext) -> evalsi_dot_v1alpha1_dot_rewards__pb2.ScoreRewardsResponse:
@@ -285,6 +318,8 @@ class RunServiceSync(Protocol):
         raise ConnectError(Code.UNIMPLEMENTED, "Not implemented")
     def compare_runs(self, request: evalsi_dot_v1alpha1_dot_rewards__pb2.CompareRunsRequest, ctx: RequestContext) -> evalsi_dot_v1alpha1_dot_rewards__pb2.CompareRunsResponse:
         raise ConnectError(Code.UNIMPLEMENTED, "Not implemented")
+    def delete_run(self, request: evalsi_dot_v1alpha1_dot_rewards__pb2.DeleteRunRequest, ctx: RequestContext) -> evalsi_dot_v1alpha1_dot_rewards__pb2.DeleteRunResponse:
+        raise ConnectError(Code.UNIMPLEMENTED, "Not implemented")
 
 
 class RunServiceWSGIApplication(ConnectWSGIApplication):
@@ -330,6 +365,16 @@ class RunServiceWSGIApplication(ConnectWSGIApplication):
                         idempotency_level=IdempotencyLevel.UNKNOWN,
                     ),
                     function=service.compare_runs,
+                ),
+                "/evalsi.v1alpha1.RunService/DeleteRun": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="DeleteRun",
+                        service_name="evalsi.v1alpha1.RunService",
+                        input=evalsi_dot_v1alpha1_dot_rewards__pb2.DeleteRunRequest,
+                        output=evalsi_dot_v1alpha1_dot_rewards__pb2.DeleteRunResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                    ),
+                    function=service.delete_run,
                 ),
             },
             interceptors=interceptors,
@@ -418,6 +463,26 @@ class RunServiceClientSync(ConnectClientSync):
                 service_name="evalsi.v1alpha1.RunService",
                 input=evalsi_dot_v1alpha1_dot_rewards__pb2.CompareRunsRequest,
                 output=evalsi_dot_v1alpha1_dot_rewards__pb2.CompareRunsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+
+    def delete_run(
+        self,
+        request: evalsi_dot_v1alpha1_dot_rewards__pb2.DeleteRunRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None,
+        timeout_ms: int | None = None,
+    ) -> evalsi_dot_v1alpha1_dot_rewards__pb2.DeleteRunResponse:
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="DeleteRun",
+                service_name="evalsi.v1alpha1.RunService",
+                input=evalsi_dot_v1alpha1_dot_rewards__pb2.DeleteRunRequest,
+                output=evalsi_dot_v1alpha1_dot_rewards__pb2.DeleteRunResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
             ),
             headers=headers,

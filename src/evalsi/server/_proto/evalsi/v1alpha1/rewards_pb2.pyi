@@ -145,6 +145,18 @@ class ListRunsResponse(_message.Message):
     next_page_token: str
     def __init__(self, runs: _Optional[_Iterable[_Union[Run, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
+class DeleteRunRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class DeleteRunResponse(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
 class CompareRunsRequest(_message.Message):
     __slots__ = ("base_run_id", "candidate_run_id", "metrics", "regression")
     BASE_RUN_ID_FIELD_NUMBER: _ClassVar[int]

@@ -112,6 +112,7 @@ class RunServiceStub:
     GET  /v1alpha1/runs/{id}                GetRun      ?records=true&pageSize=100&pageToken=...
     GET  /v1alpha1/runs                     ListRuns    ?label=training-run=grpo-1&label=...&pageSize=50&pageToken=...
     POST /v1alpha1/runs:compare             CompareRuns {"baseRunId", "candidateRunId", "metrics", "regression"}
+    DELETE /v1alpha1/runs/{id}              DeleteRun
     """
 
     def __init__(self, channel):
@@ -140,6 +141,11 @@ class RunServiceStub:
                 request_serializer=evalsi_dot_v1alpha1_dot_rewards__pb2.CompareRunsRequest.SerializeToString,
                 response_deserializer=evalsi_dot_v1alpha1_dot_rewards__pb2.CompareRunsResponse.FromString,
                 _registered_method=True)
+        self.DeleteRun = channel.unary_unary(
+                '/evalsi.v1alpha1.RunService/DeleteRun',
+                request_serializer=evalsi_dot_v1alpha1_dot_rewards__pb2.DeleteRunRequest.SerializeToString,
+                response_deserializer=evalsi_dot_v1alpha1_dot_rewards__pb2.DeleteRunResponse.FromString,
+                _registered_method=True)
 
 
 class RunServiceServicer:
@@ -153,6 +159,7 @@ class RunServiceServicer:
     GET  /v1alpha1/runs/{id}                GetRun      ?records=true&pageSize=100&pageToken=...
     GET  /v1alpha1/runs                     ListRuns    ?label=training-run=grpo-1&label=...&pageSize=50&pageToken=...
     POST /v1alpha1/runs:compare             CompareRuns {"baseRunId", "candidateRunId", "metrics", "regression"}
+    DELETE /v1alpha1/runs/{id}              DeleteRun
     """
 
     def CreateRun(self, request, context):
@@ -190,6 +197,14 @@ class RunServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteRun(self, request, context):
+        """Delete a run with its labels and records. Needs `evaluations.run`, as storing one does.
+        Errors: NOT_FOUND (no such run in the token's project: another project's run id answers as an unknown one).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RunServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -213,6 +228,11 @@ def add_RunServiceServicer_to_server(servicer, server):
                     request_deserializer=evalsi_dot_v1alpha1_dot_rewards__pb2.CompareRunsRequest.FromString,
                     response_serializer=evalsi_dot_v1alpha1_dot_rewards__pb2.CompareRunsResponse.SerializeToString,
             ),
+            'DeleteRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteRun,
+                    request_deserializer=evalsi_dot_v1alpha1_dot_rewards__pb2.DeleteRunRequest.FromString,
+                    response_serializer=evalsi_dot_v1alpha1_dot_rewards__pb2.DeleteRunResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'evalsi.v1alpha1.RunService', rpc_method_handlers)
@@ -232,6 +252,7 @@ class RunService:
     GET  /v1alpha1/runs/{id}                GetRun      ?records=true&pageSize=100&pageToken=...
     GET  /v1alpha1/runs                     ListRuns    ?label=training-run=grpo-1&label=...&pageSize=50&pageToken=...
     POST /v1alpha1/runs:compare             CompareRuns {"baseRunId", "candidateRunId", "metrics", "regression"}
+    DELETE /v1alpha1/runs/{id}              DeleteRun
     """
 
     @staticmethod
@@ -332,6 +353,33 @@ class RunService:
             '/evalsi.v1alpha1.RunService/CompareRuns',
             evalsi_dot_v1alpha1_dot_rewards__pb2.CompareRunsRequest.SerializeToString,
             evalsi_dot_v1alpha1_dot_rewards__pb2.CompareRunsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evalsi.v1alpha1.RunService/DeleteRun',
+            evalsi_dot_v1alpha1_dot_rewards__pb2.DeleteRunRequest.SerializeToString,
+            evalsi_dot_v1alpha1_dot_rewards__pb2.DeleteRunResponse.FromString,
             options,
             channel_credentials,
             insecure,

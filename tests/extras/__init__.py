@@ -1,0 +1,1 @@
+"""Checks that each extra, installed alone, does its job (run by the `extras` nox session)."""
