@@ -128,7 +128,9 @@ def ray(session: nox.Session) -> None:
     )
     session.install("--no-deps", "openrlhf==0.11.2")
     env = {"EVALSI_INTEGRATION": "1"}
-    session.run("pytest", "-q", "-p", "no:randomly", "-p", "no:xdist", "tests/integrations/ray", env=env)
+    # --timeout: the first test's bound also covers starting the two nodes, slow on a busy machine
+    tests = ["tests/integrations/ray", "--timeout=1200"]
+    session.run("pytest", "-q", "-p", "no:randomly", "-p", "no:xdist", *tests, env=env)
     # the benchmark's smoke run: the pool against in-process on a local Ray instance (prints ratios, asserts none)
     session.run("python", "bench/ray_scaling.py", "--quick")
 

@@ -70,6 +70,15 @@ class Cluster:
             subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         )
 
+    def log_tails(self) -> str:
+        """The last lines each node's ``ray start`` wrote."""
+        tails = []
+        for log in ("head.log", "node-b.log"):
+            path = self.tmp / log
+            lines = path.read_text(errors="replace").splitlines()[-15:] if path.exists() else []
+            tails.append(f"--- {log}\n" + "\n".join(lines))
+        return "\n".join(tails)
+
     def stop(self) -> None:
         for process in self.nodes:
             _stop_session(process)
@@ -124,10 +133,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             try:
                 _start(nodes, ray)
                 break
-            except Exception:
+            except Exception as exc:
                 if ray.is_initialized():
                     ray.shutdown()
                 nodes.stop()
+                # why, on stderr (pytest shows it with the failure): the node logs are gone with the next attempt
+                print(f"Ray test cluster, attempt {attempt + 1}: {exc!r}\n{nodes.log_tails()}", file=sys.stderr)
                 if attempt == 2:
                     raise
         assert nodes is not None
