@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
+import click
 import orjson
 import typer
 from rich.console import Console
@@ -25,6 +26,7 @@ from rich.table import Table
 from rich.text import Text
 
 from evalsi.cli._console import EXIT_FAILED, EXIT_GATE, EXIT_OK, fail, stderr, stdout
+from evalsi.cli._ray import PoolScorers, RayAddress, RayWorkers
 from evalsi.errors import DataError, EvalsiError, SpecError
 from evalsi.runs import RunsClient, load_run
 from evalsi.stats import RegressionRule
@@ -347,8 +349,14 @@ def _evaluator(
     display: Display,
     server: str | None = None,
     restart: bool = False,
+    ray: str | None = None,
+    ray_workers: int = 2,
 ) -> CheckpointEvaluator:
     try:
+        # --ray: one reward pool scores every step's runs, stopped when the command ends
+        scorer = PoolScorers(ray, ray_workers) if ray is not None else None
+        if scorer is not None:
+            click.get_current_context().call_on_close(scorer.close)
         return CheckpointEvaluator(
             files,
             training_run,
@@ -360,8 +368,9 @@ def _evaluator(
             on_stage=display.stage,
             server=server,
             restart=restart,
+            scorer=scorer,
         )
-    except (SpecError, DataError) as exc:
+    except (SpecError, DataError, ImportError) as exc:
         fail(str(exc))
 
 
@@ -394,6 +403,8 @@ def eval_command(
     server: Server = None,
     restart: Restart = False,
     tokenizer: TokenizerOption = None,
+    ray: RayAddress = None,
+    ray_workers: RayWorkers = 2,
     final: Annotated[
         bool,
         typer.Option("--final", help="The training's last step: every spec is evaluated, whatever its `every`."),
@@ -407,7 +418,9 @@ def eval_command(
     number = parse_step_option(step)
     serving = make_serving(serve, base_url, model, vllm_bin, vllm_args, device, base_model, log_dir, tokenizer)
     display = Display(not quiet)
-    evaluator = _evaluator(files, training_run, serving, regression, log_dir, overrides, display, server, restart)
+    evaluator = _evaluator(
+        files, training_run, serving, regression, log_dir, overrides, display, server, restart, ray, ray_workers
+    )
     label = "base" if number is None else f"step {number}"
     if not evaluator.due(number, final=final):
         cadence = ", ".join(f"{name} every {every}" for name, every in evaluator.cadence().items())
@@ -478,6 +491,8 @@ def watch_command(
     server: Server = None,
     restart: Restart = False,
     tokenizer: TokenizerOption = None,
+    ray: RayAddress = None,
+    ray_workers: RayWorkers = 2,
 ) -> None:
     """Evaluate each new checkpoint in DIRECTORY once, in step order, as it settles. Stop with Ctrl-C.
 
@@ -487,7 +502,9 @@ def watch_command(
     """
     serving = make_serving(serve, base_url, model, vllm_bin, vllm_args, device, base_model, log_dir, tokenizer)
     display = Display(not quiet)
-    evaluator = _evaluator(files, training_run, serving, regression, log_dir, overrides, display, server, restart)
+    evaluator = _evaluator(
+        files, training_run, serving, regression, log_dir, overrides, display, server, restart, ray, ray_workers
+    )
     try:
         base_done = evaluator.has_results(None)
     except EvalsiError as exc:  # the server is unreachable or refused the token

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Group
@@ -18,9 +18,10 @@ from rich.table import Table
 from rich.text import Text
 
 from evalsi.cli._console import EXIT_FAILED, EXIT_GATE, EXIT_OK, fail, stderr
+from evalsi.cli._ray import PoolScorers, RayAddress, RayWorkers
 from evalsi.cli._tables import number_table
 from evalsi.errors import DataError, SpecError
-from evalsi.runs import BoundRun, GenerationError, Runner, RunOutcome, RunVerdict, load_run
+from evalsi.runs import GenerationError, Runner, RunOutcome, RunVerdict, load_run
 from evalsi.stats import Estimate
 
 EXIT_CODES: dict[RunVerdict, int] = {"ok": EXIT_OK, "failed": EXIT_FAILED, "gate failed": EXIT_GATE}
@@ -51,17 +52,8 @@ def run_command(
         bool, typer.Option("--restart", help="Discard earlier results of this run instead of resuming.")
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
-    ray: Annotated[
-        str | None,
-        typer.Option(
-            "--ray",
-            metavar="ADDRESS",
-            help="Score the generations on a Ray cluster's CPU workers with a reward pool ('auto': the running "
-            "cluster or RAY_ADDRESS; 'local': a new one in this process; or host:port); generation stays on "
-            "the target.",
-        ),
-    ] = None,
-    ray_workers: Annotated[int, typer.Option("--ray-workers", min=1, help="Scorer actors with --ray.")] = 2,
+    ray: RayAddress = None,
+    ray_workers: RayWorkers = 2,
 ) -> None:
     """Generate completions from the spec's target, score them, write the results file and summarise.
 
@@ -78,19 +70,19 @@ def run_command(
     # Paths given here (-f, -o, a path set with --set) are relative to the working directory; the spec's own
     # paths (spec.output, dataset.path...) to the spec file.
     extra = [*(overrides or []), *([f"output={json.dumps(str(output.absolute()))}"] if output is not None else [])]
-    pool: Any = None
+    pools: PoolScorers | None = None
     try:
         run = load_run(file, name, extra)
-        if ray is not None:
-            pool = _ray_pool(run, ray, ray_workers)
-        outcome = Runner(run, progress=not quiet, restart=restart, scorer=pool).run()
+        pools = PoolScorers(ray, ray_workers) if ray is not None else None
+        scorer = pools(run) if pools is not None else None
+        outcome = Runner(run, progress=not quiet, restart=restart, scorer=scorer).run()
     except (SpecError, DataError, GenerationError, ImportError) as exc:
         fail(str(exc))
     except KeyboardInterrupt:
         fail("interrupted: every scored record is saved; run the same command again to resume", EXIT_FAILED)
     finally:
-        if pool is not None:
-            pool.shutdown()
+        if pools is not None:
+            pools.close()
     stderr.print(run_summary(outcome))
     if not outcome.summary.gates_passed:  # the exit code is said once: here only when the gate decides it
         code = f" (exit {EXIT_GATE})" if outcome.verdict == "gate failed" else ""
@@ -105,13 +97,6 @@ def run_command(
             EXIT_FAILED,
         )
     raise typer.Exit(EXIT_CODES[outcome.verdict])
-
-
-def _ray_pool(run: BoundRun, address: str, workers: int) -> Any:
-    """``--ray``: a reward pool of ``workers`` actors scoring the run's reward on the cluster at ``address``."""
-    from evalsi.ray import RewardPool
-
-    return RewardPool(run.reward, num_workers=workers, address=address)
 
 
 def fmt(value: float, digits: int = 4) -> str:

@@ -1,4 +1,5 @@
-"""`evalsi run --ray`: a run's generations scored by a reward pool on the cluster, as in-process scoring would."""
+"""`evalsi run --ray` and checkpoint evaluation with ``--ray``: a run's generations scored by a reward pool on the
+cluster, as in-process scoring would score them."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ from typer.testing import CliRunner
 from evalsi.cli.main import app
 from evalsi.ray import RewardPool
 from evalsi.runs import Runner, read_results, run_from_mapping
+from evalsi.training import step_files
 from tests.helpers.openai_server import OpenAIServer
 from tests.integrations.ray import probe
 from tests.integrations.ray._util import PROBE_MODULE
 from tests.integrations.ray.conftest import Cluster
 from tests.runs.conftest import run_spec, write_jsonl
+from tests.training.conftest import answers, write_spec
 
 QUESTIONS = {f"{a}+{a}?": str(2 * a) for a in range(12)}
 
@@ -72,3 +75,21 @@ def test_evalsi_run_with_ray_writes_what_an_in_process_run_writes(cluster: Clust
     assert (local.exit_code, remote.exit_code) == (0, 0), remote.stderr
     assert scores(tmp_path / "ray.json") == scores(tmp_path / "local.json")
     assert read_results(tmp_path / "ray.json")["summary"] == read_results(tmp_path / "local.json")["summary"]
+
+
+def test_checkpoint_evaluation_with_ray_writes_what_it_writes_in_process(cluster: Cluster, tmp_path: Path) -> None:
+    spec = write_spec(tmp_path / "specs")
+    runner = CliRunner()
+    with OpenAIServer(answers=answers(wrong=7), default="?") as server:
+        serving = ["--serve", "endpoint", "--base-url", server.base_url, "--model", "served"]
+        for run, extra in (("local", []), ("ray", ["--ray", cluster.address, "--ray-workers", "2"])):
+            result = runner.invoke(
+                app,
+                ["checkpoints", "eval", "org/base", "--step", "base", "-f", str(spec), "--training-run", run,
+                 *serving, "--log-dir", str(tmp_path / "logs"), "-q", *extra],
+            )  # fmt: skip
+            assert result.exit_code == 0, result.stderr
+    files = {run: step_files(tmp_path / "logs", run, "forgetting")[None] for run in ("local", "ray")}
+    assert scores(files["ray"]) == scores(files["local"])
+    assert read_results(files["ray"])["summary"] == read_results(files["local"])["summary"]
+    assert read_results(files["ray"])["summary"]["metrics"]["exact-match"]["mean"] == 23 / 30
