@@ -62,13 +62,13 @@ class Cluster:
         self.metrics_ports: list[int] = [_free_port(), _free_port()]
         """Each node's Prometheus endpoint (Ray's metrics agent)."""
 
-    def start_node(self, *args: str, log: str) -> None:
+    def start_node(self, *args: str, log: str) -> subprocess.Popen[bytes]:
         env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", PYTHONPATH=str(ROOT))
-        handle = (self.tmp / log).open("wb")
+        handle = (self.tmp / log).open("ab")
         command = [_ray_binary(), "start", "--block", "--disable-usage-stats", *args]
-        self.nodes.append(
-            subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        )
+        process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        self.nodes.append(process)
+        return process
 
     def log_tails(self) -> str:
         """The last lines each node's ``ray start`` wrote."""
@@ -112,12 +112,21 @@ def _session_alive(sid: int) -> bool:
     return False
 
 
-def _wait_for_nodes(ray: Any, count: int) -> None:
+def _wait_for_nodes(ray: Any, count: int, nodes: Cluster, join: list[str]) -> None:
+    """Wait for ``count`` live nodes; a joining node whose ``ray start`` gave up is started again.
+
+    ``ray start`` gives a raylet 30 s (not configurable) to register with the head, which a loaded machine can
+    exceed; a new try then usually joins.
+    """
     deadline = time.monotonic() + START_BOUND
+    joining = nodes.nodes[-1]
     while time.monotonic() < deadline:
         alive = [n for n in ray.nodes() if n.get("Alive")]
         if len(alive) >= count:
             return
+        if joining.poll() is not None:
+            _stop_session(joining)
+            joining = nodes.start_node(*join, log="node-b.log")
         time.sleep(1)
     raise RuntimeError(f"the Ray cluster did not reach {count} nodes in {START_BOUND:g} s")
 
@@ -164,17 +173,17 @@ def _start(nodes: Cluster, ray: Any) -> None:
         log="head.log",
     )
     _wait_for_port(nodes)
-    nodes.start_node(
+    join = [
         f"--address={nodes.address}",
         "--node-ip-address=127.0.0.1",
         "--num-cpus=2",
         f"--object-store-memory={store}",
         "--resources=" + json.dumps({"evalsi_node_b": 8, "evalsi_slot": 2}),
         f"--metrics-export-port={nodes.metrics_ports[1]}",
-        log="node-b.log",
-    )
+    ]
+    nodes.start_node(*join, log="node-b.log")
     ray.init(address=nodes.address, log_to_driver=False)
-    _wait_for_nodes(ray, 2)
+    _wait_for_nodes(ray, 2, nodes, join)
 
 
 def _wait_for_port(nodes: Cluster) -> None:
