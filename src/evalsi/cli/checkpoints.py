@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import orjson
 import typer
 from rich.console import Console
@@ -351,12 +350,13 @@ def _evaluator(
     restart: bool = False,
     ray: str | None = None,
     ray_workers: int = 2,
+    ctx: typer.Context | None = None,
 ) -> CheckpointEvaluator:
     try:
         # --ray: one reward pool scores every step's runs, stopped when the command ends
         scorer = PoolScorers(ray, ray_workers) if ray is not None else None
-        if scorer is not None:
-            click.get_current_context().call_on_close(scorer.close)
+        if scorer is not None and ctx is not None:
+            ctx.call_on_close(scorer.close)
         return CheckpointEvaluator(
             files,
             training_run,
@@ -376,6 +376,7 @@ def _evaluator(
 
 @app.command("eval")
 def eval_command(
+    ctx: typer.Context,
     model_or_path: Annotated[
         str,
         typer.Argument(
@@ -419,7 +420,7 @@ def eval_command(
     serving = make_serving(serve, base_url, model, vllm_bin, vllm_args, device, base_model, log_dir, tokenizer)
     display = Display(not quiet)
     evaluator = _evaluator(
-        files, training_run, serving, regression, log_dir, overrides, display, server, restart, ray, ray_workers
+        files, training_run, serving, regression, log_dir, overrides, display, server, restart, ray, ray_workers, ctx
     )
     label = "base" if number is None else f"step {number}"
     if not evaluator.due(number, final=final):
@@ -452,6 +453,7 @@ def eval_command(
 
 @app.command("watch")
 def watch_command(
+    ctx: typer.Context,
     directory: Annotated[
         str,
         typer.Argument(
@@ -503,7 +505,7 @@ def watch_command(
     serving = make_serving(serve, base_url, model, vllm_bin, vllm_args, device, base_model, log_dir, tokenizer)
     display = Display(not quiet)
     evaluator = _evaluator(
-        files, training_run, serving, regression, log_dir, overrides, display, server, restart, ray, ray_workers
+        files, training_run, serving, regression, log_dir, overrides, display, server, restart, ray, ray_workers, ctx
     )
     try:
         base_done = evaluator.has_results(None)
