@@ -56,7 +56,8 @@ def trl(session: nox.Session) -> None:
 
 @nox.session(name="verl")
 def verl(session: nox.Session) -> None:
-    """verl's Naive and Batch reward managers score a DataProto through evalsi/rewards/verl.py (CPU)."""
+    """verl's Naive and Batch reward managers score a DataProto through evalsi/rewards/verl.py (CPU); a verl FSDP
+    actor checkpoint saved by verl is merged by its model merger and served."""
     session.install("torch==2.13.0", "verl==0.9.1", "transformers==5.10.4", "ray==2.60.0", "-e", ".[dev]")
     session.run("pytest", "-q", "tests/integrations/verl", env={"EVALSI_INTEGRATION": "1"})
 
@@ -89,8 +90,10 @@ def browser(session: nox.Session) -> None:
 @nox.session(name="torch")
 def torch(session: nox.Session) -> None:
     """Checkpoints served in-process by transformers (CPU); the Trainer callback and the PyTorch hook that evaluate
-    each save (DDP on gloo included)."""
+    each save (DDP on gloo included); sharded checkpoints (torch DCP, DeepSpeed ZeRO) converted and served."""
     session.install("torch==2.13.0", "transformers==5.24.0", "accelerate>=1.1.0", "tensorboard==2.21.0", "-e", ".[dev]")
+    # DeepSpeed (ZeRO checkpoints and zero_to_fp32) is an sdist whose setup imports torch; no ops are compiled.
+    session.install("--no-build-isolation", "deepspeed==0.19.8", env={"DS_BUILD_OPS": "0"})
     session.run("pytest", "-q", "tests/integrations/torch", env={"EVALSI_INTEGRATION": "1", "HF_HUB_OFFLINE": "1"})
 
 

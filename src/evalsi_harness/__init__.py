@@ -9,8 +9,10 @@ from evalsi_harness._actions import TOOL_NAMES, Action, ActionError, parse_actio
 from evalsi_harness._agent import Episode, OpenAIPolicy, Policy, ScriptedPolicy, run_episode
 from evalsi_harness._checker import CheckResult, run_checker
 from evalsi_harness._environment import Environment, Snapshot, TaskSetupError
+from evalsi_harness._image import UnpackedImage, image_cache_dir, unpack_image
 from evalsi_harness._pool import TaskEnvPool
 from evalsi_harness._task import CheckFn, CommandChecker, Setup, Task, load_task, task_from_spec
+from evalsi_harness._unpack import ImageError
 from evalsi_harness.gym import TaskEnv, TaskEnvError
 
 __all__ = [
@@ -22,6 +24,7 @@ __all__ = [
     "CommandChecker",
     "Environment",
     "Episode",
+    "ImageError",
     "OpenAIPolicy",
     "Policy",
     "ScriptedPolicy",
@@ -32,10 +35,13 @@ __all__ = [
     "TaskEnvError",
     "TaskEnvPool",
     "TaskSetupError",
+    "UnpackedImage",
+    "image_cache_dir",
     "load_task",
     "parse_action",
     "run_checker",
     "run_episode",
     "task_from_spec",
     "tool_schemas",
+    "unpack_image",
 ]

@@ -24,6 +24,7 @@ from types import TracebackType
 
 from evalsi.errors import EvalsiError
 from evalsi.sandbox import Limits, Mount, RunResult, Workspace
+from evalsi_harness._image import UnpackedImage, is_image, split_image, unpack_image
 from evalsi_harness._task import Task
 
 SNAPSHOT_TARGET = "/snapshot"
@@ -46,10 +47,28 @@ class TaskSetupError(EvalsiError, RuntimeError):
     """A task's setup failed: a file could not be written or a command did not succeed (named in the message)."""
 
 
-def shell_for(task: Task) -> str:
-    """``/bin/bash`` when the task's system has it, else ``/bin/sh``."""
-    root = task.image_dir or "/"
-    return "/bin/bash" if os.path.lexists(os.path.join(root, "bin/bash")) else "/bin/sh"
+def shell_for(root: str | None) -> str:
+    """``/bin/bash`` when the system (a root filesystem directory; None: the host's) has it, else ``/bin/sh``."""
+    return "/bin/bash" if os.path.lexists(os.path.join(root or "/", "bin/bash")) else "/bin/sh"
+
+
+def task_root(task: Task) -> tuple[str | None, UnpackedImage | None]:
+    """The root filesystem a task's episodes run on (None: the host's), and the unpacked image it came from.
+
+    An OCI image layout or a ``docker save`` archive is unpacked into the image cache, once (later calls, in
+    this process or another, reuse the unpacked copy); a root filesystem directory is used as it is.
+
+    Raises:
+        ImageError: The image cannot be read or unpacked (the message names the layer and member at fault).
+
+    """
+    if task.image == "host":
+        return None, None
+    path, ref = split_image(task.image)
+    if ref is None and not is_image(path):
+        return path, None
+    unpacked = unpack_image(path, ref, task.platform)
+    return unpacked.rootfs, unpacked
 
 
 def _describe(result: RunResult) -> str:
@@ -62,14 +81,19 @@ def _describe(result: RunResult) -> str:
 class Snapshot:
     """A task's work dir after setup, on the host; mounted read-only by every environment of the task.
 
+    ``rootfs`` is the root filesystem episodes run on (None: the host's); ``image`` the unpacked image it came
+    from, when the task's image is an OCI layout or a ``docker save`` archive (``image.cached``: it was already).
+
     Raises:
         TaskSetupError: A setup file or command failed.
+        ImageError: The task's image cannot be read or unpacked.
         SandboxUnavailableError: The task's rung does not work here, or its image is unusable.
 
     """
 
     def __init__(self, task: Task) -> None:
         self.task = task
+        self.rootfs, self.image = task_root(task)
         self._root = tempfile.mkdtemp(prefix="evalsi-task-")
         self._remove = weakref.finalize(self, shutil.rmtree, self._root, True)  # also if never closed
         os.chmod(self._root, 0o711)  # every environment's sandbox uid must reach the snapshot below it
@@ -84,11 +108,11 @@ class Snapshot:
         self.setup_seconds = time.monotonic() - started
 
     def _run_setup(self) -> None:
-        task, shell = self.task, shell_for(self.task)
+        task, shell = self.task, shell_for(self.rootfs)
         mount = Mount(self.path, SNAPSHOT_TARGET, writable=True)
         limits = dataclasses.replace(task.step_limits, wall_time=task.setup.wall_time)
         exported = task.isolation == "gvisor"
-        with Workspace(task.isolation, mounts=[] if exported else [mount], image=task.image_dir) as ws:
+        with Workspace(task.isolation, mounts=[] if exported else [mount], image=self.rootfs) as ws:
             for path, text in task.setup.files.items():
                 done = ws.exec([shell, "-c", _WRITE, "sh", path], stdin=text, limits=limits)
                 if not done.ok:
@@ -153,9 +177,9 @@ class Environment:
 
     def __init__(self, task: Task, snapshot: Snapshot) -> None:
         self.task = task
-        self.shell = shell_for(task)
+        self.shell = shell_for(snapshot.rootfs)
         self._mount = Mount(snapshot.path, SNAPSHOT_TARGET)
-        self._workspace = Workspace(task.isolation, mounts=[self._mount], image=task.image_dir)
+        self._workspace = Workspace(task.isolation, mounts=[self._mount], image=snapshot.rootfs)
         self._lock = threading.Lock()
 
     @property

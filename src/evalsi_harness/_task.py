@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from evalsi._util.modules import import_file
 from evalsi.errors import SpecError
 from evalsi.sandbox import Isolation, Limits
-from evalsi.specs import StepLimitsSpec, TaskSpec, check_relative_path, load_task_spec
+from evalsi.specs import StepLimitsSpec, TaskSpec, check_image, check_platform, check_relative_path, load_task_spec
 
 if TYPE_CHECKING:
     from evalsi_harness._environment import Environment
@@ -64,7 +64,8 @@ class Task:
     """An agent task: what the agent is asked, where it works, and how its end state is graded.
 
     Raises:
-        ValueError: A file path leaves the work dir, or a limit is not positive.
+        ValueError: A file path leaves the work dir, a limit is not positive, or the image or platform is not one
+            (an image in a registry must be saved to disk first).
 
     """
 
@@ -75,7 +76,10 @@ class Task:
     checker_files: Mapping[str, str] = field(default_factory=dict)
     """Files written just before the checker runs (hidden tests the agent never sees)."""
     image: str = "host"
-    """``host`` (the host's read-only system) or the path of a root filesystem directory."""
+    """``host`` (the host's read-only system), or the path of a root filesystem directory, an OCI image layout
+    or a ``docker save`` archive (``PATH#REF`` chooses one image of several), unpacked into the image cache."""
+    platform: str | None = None
+    """The platform taken from a multi-platform image (``linux/arm64``); None: this machine's."""
     isolation: Isolation = "namespaced"
     max_steps: int = 30
     step_limits: Limits = field(default_factory=step_limits)
@@ -87,6 +91,8 @@ class Task:
     def __post_init__(self) -> None:
         for path in [*self.setup.files, *self.checker_files]:
             check_relative_path(path)
+        check_image(self.image)
+        check_platform(self.platform)
         if self.max_steps < 1:
             raise ValueError(f"max_steps must be at least 1 (got {self.max_steps})")
         if min(self.episode_wall_time, self.episode_cpu_time, self.setup.wall_time) <= 0:
@@ -96,8 +102,8 @@ class Task:
 
     @property
     def image_dir(self) -> str | None:
-        """The root filesystem directory, or None for the host's system."""
-        return None if self.image == "host" else self.image
+        """The image's path (a root filesystem directory, an OCI layout, an archive), or None for the host's."""
+        return None if self.image == "host" else self.image.partition("#")[0]
 
 
 def load_task(path: str | Path, name: str | None = None) -> Task:
@@ -119,7 +125,10 @@ def task_from_spec(spec: TaskSpec) -> Task:
         checker = CommandChecker(body.checker.command, body.checker.score, body.checker.wall_time)
     else:
         checker = _load_callable(str(body.checker.callable), base, spec.source)
-    image = body.image if body.image == "host" else str((base / body.image).resolve())
+    image = body.image
+    if image != "host":
+        path, sep, ref = image.partition("#")
+        image = str((base / path).resolve()) + sep + ref
     return Task(
         name=spec.name,
         description=body.description,
@@ -127,6 +136,7 @@ def task_from_spec(spec: TaskSpec) -> Task:
         setup=Setup(dict(body.setup.files), tuple(body.setup.commands), body.setup.wall_time),
         checker_files=dict(body.checker.files),
         image=image,
+        platform=body.platform,
         isolation=body.isolation,
         max_steps=body.max_steps,
         step_limits=step_limits(body.limits.step),

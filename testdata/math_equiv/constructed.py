@@ -342,6 +342,150 @@ PLAIN = r"""
 """
 
 
+EQUATION_SIDES = r"""
+\sin(x)=\frac{42}{59} ;; \sin x=\frac{42}{59} ;; T
+\sin(x)=\frac{42}{59} ;; \frac{42}{59} ;; T
+\sin(x)=\frac{42}{59} ;; \cos(x)=\frac{42}{59} ;; F
+\cos(x)=\frac{42}{59} ;; \sin(x)=\frac{42}{59} ;; F
+\tan\theta=\frac{3}{4} ;; \tan\theta=0.75 ;; T
+\tan\theta=\frac{3}{4} ;; \cot\theta=\frac{3}{4} ;; F
+x=3 ;; 3 ;; T
+3 ;; x=3 ;; T
+x=3 ;; 2x=6 ;; T
+2x=6 ;; x=3 ;; T
+x=3 ;; y=3 ;; F
+y=3 ;; x=3 ;; F
+x=3 ;; 2x=7 ;; F
+x=3 ;; x^2=9 ;; F
+x^2=4 ;; x=2 ;; F
+a=5 ;; b=5 ;; F
+n=12 ;; m=12 ;; F
+t=\frac{1}{2} ;; s=\frac{1}{2} ;; F
+\theta=\frac{\pi}{6} ;; \frac{\pi}{6} ;; T
+\theta=\frac{\pi}{6} ;; \alpha=\frac{\pi}{6} ;; F
+y=2x+1 ;; y-1=2x ;; T
+y=2x+1 ;; 2x-y+1=0 ;; T
+y=2x+1 ;; 2x-y-1=0 ;; F
+y=2x+1 ;; x=2y+1 ;; F
+x+y=5 ;; y+x=5 ;; T
+x+y=5 ;; x-y=5 ;; F
+3x+2y=6 ;; y=3-\frac{3}{2}x ;; T
+3x+2y=6 ;; y=3-\frac{2}{3}x ;; F
+x=1, y=2 ;; 1, 2 ;; T
+a=1, b=2 ;; x=1, y=2 ;; F
+"""
+
+BOUND_INDICES = r"""
+F_n=\sum_{k=0}^{n-1}F_kF_{n-k-1} ;; F_n=\sum_{k=0}^{n-1}F_{n-k-1}F_k ;; T
+F_n=\sum_{k=0}^{n-1}F_kF_{n-k-1} ;; F_n=\sum_{k=1}^{n}F_{k-1}F_{n-k} ;; T
+F_n=\sum_{k=0}^{n-1}F_kF_{n-k-1} ;; F_n=\sum_{k=0}^{n-2}F_kF_{n-k-2} ;; F
+F_n=\sum_{k=0}^{n-1}F_kF_{n-k-1} ;; F_n=\sum_{k=0}^{n-1}F_kF_{n-k} ;; F
+\sum_{k=1}^{n}k ;; \frac{n(n+1)}{2} ;; T
+\sum_{k=1}^{n}k ;; \frac{n(n-1)}{2} ;; F
+\sum_{k=1}^{n}k^2 ;; \frac{n(n+1)(2n+1)}{6} ;; T
+\sum_{k=1}^{n}k^2 ;; \frac{n(n+1)(2n-1)}{6} ;; F
+\sum_{k=1}^{n}(2k-1) ;; n^2 ;; T
+\sum_{k=1}^{n}(2k-1) ;; n^2+1 ;; F
+\sum_{k=0}^{n}\binom{n}{k} ;; 2^n ;; T
+\sum_{k=0}^{n}\binom{n}{k} ;; 2^{n+1} ;; F
+\sum_{k=1}^{n}\frac{1}{k(k+1)} ;; \frac{n}{n+1} ;; T
+\sum_{k=1}^{n}\frac{1}{k(k+1)} ;; \frac{1}{n+1} ;; F
+\sum_{k=0}^{n}x^k ;; \frac{x^{n+1}-1}{x-1} ;; T
+\sum_{k=0}^{n}x^k ;; \frac{x^{n}-1}{x-1} ;; F
+\prod_{k=1}^{n}k ;; n! ;; T
+\prod_{k=1}^{n}k ;; (n-1)! ;; F
+\prod_{k=1}^{n}\frac{k+1}{k} ;; n+1 ;; T
+\prod_{k=1}^{n}\frac{k+1}{k} ;; n ;; F
+\sum_{i=1}^{n}\sum_{j=1}^{i}1 ;; \frac{n(n+1)}{2} ;; T
+\sum_{i=1}^{n}\sum_{j=1}^{i}1 ;; \frac{n(n-1)}{2} ;; F
+\sum_{k=1}^{n}a_k ;; \sum_{j=1}^{n}a_j ;; T
+\sum_{k=1}^{n}a_k ;; \sum_{j=0}^{n}a_j ;; F
+a_n=a_{n-1}+a_{n-2} ;; a_n=a_{n-2}+a_{n-1} ;; T
+a_n=a_{n-1}+a_{n-2} ;; a_n=a_{n-1}+a_{n-3} ;; F
+a_n=2a_{n-1}+1 ;; a_n=2a_{n-1}-1 ;; F
+"""
+
+LOG_BASE = r"""
+3 ;; \log_2 8 ;; T
+\log_2 8 ;; 3 ;; T
+3 ;; \log_{2} 8 ;; T
+2 ;; \log_3 9 ;; T
+2 ;; \log_{10} 100 ;; T
+4 ;; \log_2 16 ;; T
+\frac{1}{2} ;; \log_4 2 ;; T
+\log_2 3 ;; \frac{\ln 3}{\ln 2} ;; T
+16 ;; \log_2 8 ;; F
+3 ;; \log_2 9 ;; F
+\log_2 8 ;; 8 ;; F
+\log_2 8 ;; 2 ;; F
+3 ;; \log_3 8 ;; F
+2 ;; \log_{10} 1000 ;; F
+\log_2 3 ;; \log_3 2 ;; F
+"""
+
+MATRIX_ENTRIES = r"""
+\begin{pmatrix} 1 & 2 \\ 3 & 4 \end{pmatrix} ;; \begin{pmatrix}1&2\\3&4\end{pmatrix} ;; T
+\begin{pmatrix}1&2\\3&4\end{pmatrix} ;; \begin{pmatrix} 1 & 2 \\ 3 & 4 \end{pmatrix} ;; T
+\begin{pmatrix} 1 \\ 0 \end{pmatrix} ;; \begin{pmatrix}1\\0\end{pmatrix} ;; T
+\begin{bmatrix} 1 & 0 \\ 0 & 1 \end{bmatrix} ;; \begin{pmatrix}1&0\\0&1\end{pmatrix} ;; T
+\begin{pmatrix} 2 & -1 \\ 5 & 3 \end{pmatrix} ;; \begin{pmatrix}2&-1\\5&3\end{pmatrix} ;; T
+\begin{pmatrix} 1 & 2 \\ 3 & 4 \end{pmatrix} ;; \begin{pmatrix} 2 & 2 \\ 3 & 4 \end{pmatrix} ;; F
+\begin{pmatrix} 1 & 2 \\ 3 & 4 \end{pmatrix} ;; \begin{pmatrix} 1 & 2 \\ 4 & 3 \end{pmatrix} ;; F
+\begin{pmatrix} 1 & 2 \\ 3 & 4 \end{pmatrix} ;; \begin{pmatrix} 3 & 4 \\ 1 & 2 \end{pmatrix} ;; F
+\begin{pmatrix} 1 \\ 0 \end{pmatrix} ;; \begin{pmatrix} 0 \\ 1 \end{pmatrix} ;; F
+\begin{pmatrix} 7 \\ -2 \end{pmatrix} ;; \begin{pmatrix} 7 \\ 2 \end{pmatrix} ;; F
+\begin{pmatrix} 1 & 2 \end{pmatrix} ;; \begin{pmatrix} 2 & 1 \end{pmatrix} ;; F
+"""
+
+MIXED_NUMBERS = r"""
+1 1/2 ;; \frac{3}{2} ;; T
+1 1/2 ;; 1.5 ;; T
+\frac{3}{2} ;; 1 1/2 ;; T
+2 3/4 ;; \frac{11}{4} ;; T
+2 3/4 ;; 2.75 ;; T
+3\frac{1}{3} ;; \frac{10}{3} ;; T
+5\frac{1}{4} ;; 5.25 ;; T
+-1 1/2 ;; -\frac{3}{2} ;; T
+1 1/2 ;; \frac{1}{2} ;; F
+1 1/2 ;; 2 ;; F
+2 3/4 ;; \frac{3}{2} ;; F
+2 3/4 ;; \frac{5}{4} ;; F
+3\frac{1}{3} ;; 1 ;; F
+5\frac{1}{4} ;; \frac{5}{4} ;; F
+-1 1/2 ;; -\frac{1}{2} ;; F
+2 1/3 cups ;; \frac{7}{3} ;; T
+2 1/3 cups ;; 2\frac{1}{3} \text{ cups} ;; T
+1 1/2 hours ;; 1.5 ;; T
+1 1/2 hours ;; \frac{3}{2} \text{ hours} ;; T
+3\frac{1}{4} inches ;; 3.25 ;; T
+2 1/3 cups ;; \frac{2}{3} ;; F
+2 1/3 cups ;; \frac{1}{3} \text{ cups} ;; F
+1 1/2 hours ;; \frac{1}{2} ;; F
+1 1/2 hours ;; 1.5 \text{ minutes} ;; F
+3\frac{1}{4} inches ;; \frac{3}{4} ;; F
+"""
+
+CONJUNCTIONS = r"""
+5 or 9 ;; 5, 9 ;; T
+5 or 9 ;; 9, 5 ;; T
+5 \text{ or } 9 ;; 5 \text{ and } 9 ;; T
+12 and 13 ;; 12, 13 ;; T
+12 and 13 ;; 13 \text{ and } 12 ;; T
+100 or 200 ;; 100, 200 ;; T
+300 \text{ and } 400 ;; 300, 400 ;; T
+1,000 or 2,000 ;; 1000, 2000 ;; T
+x = 5 \text{ or } x = 9 ;; 5, 9 ;; T
+100 or 200 ;; 100200 ;; F
+300 \text{ and } 400 ;; 300400 ;; F
+1,000 or 2,000 ;; 1000 ;; F
+5 or 9 ;; 5 ;; F
+5 or 9 ;; 9 ;; F
+12 and 13 ;; 12 ;; F
+5 or 9 ;; 5, 7 ;; F
+x = 5 \text{ or } x = 9 ;; x=5 ;; F
+"""
+
+
 def _rows(cls: str, table: str, *, wrap: bool = True) -> list[dict[str, object]]:
     rows: list[dict[str, object]] = []
     for number, line in enumerate(x for x in table.strip().splitlines() if x.strip()):
@@ -549,6 +693,18 @@ def _answer_sentences() -> list[dict[str, object]]:
             for i, (g, c, lab) in enumerate(table)]
 
 
+def _conjunction_boxes() -> list[dict[str, object]]:
+    """Whole completions: boxes joined by a conjunction are several answers, never one number with thousands."""
+    table = [
+        ("100 and 200", "The values are $\\boxed{100}$ and $\\boxed{200}$.", True),
+        ("100200", "The values are $\\boxed{100}$ and $\\boxed{200}$.", False),
+        ("125 \\text{ or } 250", "So $x = \\boxed{125}$ or $x = \\boxed{250}$.", True),
+        ("125250", "So $x = \\boxed{125}$ or $x = \\boxed{250}$.", False),
+    ]
+    return [{"id": f"c-conjunctions-box-{i}", "class": "conjunctions", "gold": g, "completion": c, "label": lab,
+             "ambiguous": False, "note": "", "source": "constructed"} for i, (g, c, lab) in enumerate(table)]
+
+
 def _pairs_rows(cls: str, pairs: list[tuple[str, str, bool]]) -> list[dict[str, object]]:
     table = "\n".join(f"{g} ;; {a} ;; {'T' if lab else 'F'}" for g, a, lab in pairs)
     return _rows(cls, table)
@@ -573,4 +729,11 @@ def constructed() -> list[dict[str, object]]:
         + _rows("symbolic-slow", SYMBOLIC_SLOW)
         + _pairs_rows("numeric", _numeric())
         + _rows("plain", PLAIN)
+        + _rows("equation-sides", EQUATION_SIDES)
+        + _rows("bound-indices", BOUND_INDICES)
+        + _rows("log-base", LOG_BASE)
+        + _rows("matrix-entries", MATRIX_ENTRIES)
+        + _rows("mixed-numbers", MIXED_NUMBERS)
+        + _rows("conjunctions", CONJUNCTIONS)
+        + _conjunction_boxes()
     )

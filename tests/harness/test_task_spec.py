@@ -90,6 +90,19 @@ def test_image_directory_resolves_against_the_task_file(tmp_path: Path) -> None:
     assert task.image_dir == str(tmp_path / "rootfs")
 
 
+def test_an_image_archive_with_a_reference_and_a_platform_resolves_against_the_task_file(tmp_path: Path) -> None:
+    body = "description: d\nchecker: {command: 'true'}\nimage: 'images/app.tar#app:1.0'\nplatform: linux/arm64\n"
+    task = load_task(write(tmp_path, body))
+    assert task.image == f"{tmp_path / 'images/app.tar'}#app:1.0" and task.image_dir == str(tmp_path / "images/app.tar")
+    assert task.platform == "linux/arm64"
+    exc = error(tmp_path, "description: d\nchecker: {command: 'true'}\nimage: ghcr.io/org/app:1.0\n")
+    assert exc.path == "spec.image" and "skopeo copy docker://ghcr.io/org/app:1.0" in str(exc)
+    exc = error(tmp_path, "description: d\nchecker: {command: 'true'}\nimage: 'app.tar#'\n")
+    assert exc.path == "spec.image" and "optional '#REF'" in str(exc)
+    exc = error(tmp_path, "description: d\nchecker: {command: 'true'}\nimage: app.tar\nplatform: arm64\n")
+    assert exc.path == "spec.platform" and "os/arch[/variant]" in str(exc)
+
+
 def test_a_file_with_several_tasks_is_chosen_by_name(tmp_path: Path) -> None:
     path = tmp_path / "tasks.yaml"
 

@@ -200,7 +200,7 @@ def test_a_reward_component_naming_an_unknown_or_unusable_evaluator_is_refused_n
 
 def _runner_processes() -> list[str]:
     listing = subprocess.run(["ps", "-ewwo", "args"], capture_output=True, text=True, check=True).stdout
-    return [line for line in listing.splitlines() if "evalsi_runner.py score test_slow.py" in line]
+    return [line for line in listing.splitlines() if "evalsi_runner.py serve test_slow.py" in line]
 
 
 def test_a_cancelled_job_ends_cancelled_and_its_sandbox_processes_are_killed(env: Env) -> None:

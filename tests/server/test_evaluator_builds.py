@@ -23,6 +23,9 @@ import pytest
 from tests.server.evaluation import (
     CAPITALS,
     NORMALISED_TEST,
+    TERMINAL,
+    chat,
+    create_job,
     get,
     headers,
     jsonl,
@@ -31,6 +34,7 @@ from tests.server.evaluation import (
     upload,
     upload_raw,
     wait_built,
+    wait_state,
     write_wheel,
 )
 from tests.server.harness import ServerProcess, make_token, post_http, write_config
@@ -221,6 +225,119 @@ def test_the_evaluators_own_code_first_runs_with_its_directory_read_only(env: En
     assert "Read-only file system" in log and "OSError" in evaluator["message"]
 
 
+PEER_SHAPED = """
+from evalsi.testing import EvaluateResult, EvaluationRow, MetricResult, SingleTurnRolloutProcessor, evaluation_test
+
+
+@evaluation_test(
+    input_dataset=["capitals.jsonl"],
+    completion_params=[{"model": "fireworks_ai/accounts/fireworks/models/gpt-oss-120b", "temperature": 0.0}],
+    rollout_processor=SingleTurnRolloutProcessor(),
+    passed_threshold=0.8,
+    mode="pointwise",
+)
+def test_capital_cities(row: EvaluationRow) -> EvaluationRow:
+    expected = row.ground_truth
+    answer = row.messages[-1].content or ""
+    named = expected.lower() in answer.lower()
+    row.evaluation_result = EvaluateResult(
+        score=1.0 if named else 0.0,
+        reason="names the capital" if named else "another city",
+        metrics={"named": MetricResult(score=float(named), reason="the reply names it")},
+    )
+    return row
+"""
+
+
+def _cli_env(env: Env) -> dict[str, str]:
+    return {"EVALSI_SERVER": env.server.http, "EVALSI_TOKEN": env.token}
+
+
+def test_upload_finds_the_only_evaluation_test_and_its_eval_protocol_shapes_score_on_the_server(
+    env: Env, tmp_path: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from evalsi.cli.main import app
+
+    project = tmp_path / "peer"
+    project.mkdir()
+    (project / "test_capital.py").write_text(PEER_SHAPED)
+    (project / "capitals.jsonl").write_text(jsonl([chat("What is the capital of France?", None, "Paris")]))
+    (project / "helpers.py").write_text("def normalise(text):\n    return text.lower()\n")
+    uploaded = CliRunner().invoke(app, ["evaluators", "upload", str(project)], env=_cli_env(env))
+    assert uploaded.exit_code == 0, uploaded.output
+    assert "evaluation test: test_capital.py::test_capital_cities" in uploaded.output
+    assert "evaluator id: capital-cities" in uploaded.output and '"state": "ACTIVE"' in uploaded.stdout
+    spec = {"components": [{"ref": "evaluator/capital-cities", "name": "c"}]}
+    rollouts = [
+        {"prompt": "What is the capital of France?", "completion": "It is Paris.", "answer": "Paris"},
+        {"prompt": "What is the capital of Japan?", "completion": "Osaka", "answer": "Tokyo"},
+    ]
+    answer = post_http(env.server, env.token, spec, rollouts)
+    results = answer.json()["results"]
+    assert [r["total"] for r in results] == [1.0, 0.0], answer.text
+    assert results[1]["components"]["c"]["reason"] == "another city"
+    rows = [chat("Capital of Italy?", "Rome.", "Rome"), chat("Capital of Peru?", "Cusco", "Lima")]
+    assert post(env.server, env.token, "datasets", {"datasetId": "peer-rows", "jsonl": jsonl(rows)}).is_success
+    created = create_job(env.server, env.token, "peer-job", "capital-cities", "peer-rows", "peer-out")
+    assert created.is_success, created.text
+    job = wait_state(env.server, env.token, "peer-job", TERMINAL)
+    assert job["state"] == "COMPLETED", job
+    assert job["metrics"]["score"] == pytest.approx(0.5) and job["metrics"]["named"] == pytest.approx(0.5)
+
+
+def test_upload_on_a_terminal_asks_which_of_several_evaluation_tests(env: Env, tmp_path: Path) -> None:
+    import select
+    import sys
+
+    project = tmp_path / "several"
+    project.mkdir()
+    (project / "test_capitals.py").write_text(CAPITALS)
+    (project / "test_peer.py").write_text(PEER_SHAPED)
+    primary, secondary = os.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "evalsi", "evaluators", "upload", str(project), "--id", "picked", "--no-wait"],
+        stdin=secondary,
+        stdout=secondary,
+        stderr=secondary,
+        env={**os.environ, **_cli_env(env), "COLUMNS": "200"},
+        close_fds=True,
+    )
+    os.close(secondary)
+    seen = b""
+
+    def read_until(marker: bytes | None, timeout: float = 120) -> None:
+        nonlocal seen
+        deadline = time.monotonic() + timeout
+        while (marker is None or marker not in seen) and time.monotonic() < deadline:
+            ready, _, _ = select.select([primary], [], [], 1.0)
+            if not ready:
+                continue
+            try:
+                chunk = os.read(primary, 4096)
+            except OSError:  # the process ended and closed the terminal
+                return
+            if not chunk:
+                return
+            seen += chunk
+
+    try:
+        read_until(b"Which one (1-2)")
+        assert b"1. test_capitals.py::test_capitals" in seen and b"2. test_peer.py::test_capital_cities" in seen
+        os.write(primary, b"3\n")  # out of range: asked again
+        read_until(b"choose a number from 1 to 2")
+        os.write(primary, b"2\n")
+        read_until(None)
+        assert process.wait(timeout=120) == 0, seen.decode(errors="replace")
+    finally:
+        if process.poll() is None:
+            process.kill()
+        os.close(primary)
+    evaluator = wait_built(env.server, env.token, "picked")
+    assert evaluator["entry"] == "test_peer.py::test_capital_cities" and evaluator["state"] == "ACTIVE", evaluator
+
+
 def test_a_storage_directory_the_sandbox_cannot_reach_refuses_uploads_without_showing_paths(tmp_path: Path) -> None:
     hidden = tmp_path / "private"  # pytest's temporary directories are 0700: sandbox users cannot pass them
     database = f"sqlite:///{tmp_path / 'server.db'}"
@@ -237,7 +354,7 @@ def test_a_storage_directory_the_sandbox_cannot_reach_refuses_uploads_without_sh
 def _sleepers() -> list[str]:
     for _ in range(100):  # the sandbox starts a moment after the job is RUNNING
         listing = subprocess.run(["ps", "-ewwo", "args"], capture_output=True, text=True, check=True).stdout
-        found = [line for line in listing.splitlines() if "evalsi_runner.py score test_sleepy.py" in line]
+        found = [line for line in listing.splitlines() if "evalsi_runner.py serve test_sleepy.py" in line]
         if found:
             return found
         time.sleep(0.05)

@@ -34,7 +34,7 @@ MEMORY_BOUND = 150 << 20
 """How much the server's peak resident memory may grow while it runs the swamping job."""
 
 FORGED = f"""
-import json, os
+import json, os, struct
 
 from evalsi.testing import EvaluationRow, evaluation_test
 
@@ -43,7 +43,8 @@ from evalsi.testing import EvaluationRow, evaluation_test
 def test_forged(rows: list[EvaluationRow]) -> list[EvaluationRow]:
     reason = "x" * {HUGE_REASON}
     answer = {{"ok": True, "results": [{{"score": 1.0, "reason": reason, "metrics": {{}}}} for _ in rows]}}
-    os.write(1, (json.dumps(answer) + "\\n").encode())  # past the runner, straight to the answer channel
+    frame = json.dumps(answer).encode()
+    os.write(3, struct.pack(">I", len(frame)) + frame)  # past the runner, straight onto the worker's channel
     os._exit(0)
 """
 CHATTY = """

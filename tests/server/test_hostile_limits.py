@@ -8,6 +8,7 @@ nothing, bodies far past the configured maximum, requests without a valid token.
 
 from __future__ import annotations
 
+import base64
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -21,8 +22,11 @@ import httpx
 import orjson
 import pytest
 
+from evalsi.server._proto.evalsi.v1alpha1 import evaluation_pb2 as epb
+from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2_grpc as pb_grpc
 from tests.helpers.silent_upstream import silent_upstream
+from tests.server.calls import PROTOCOLS, Call
 from tests.server.harness import (
     CONNECT_PATH,
     ServerProcess,
@@ -310,7 +314,9 @@ def body_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Serv
             },
         },
     )
-    tokens = {project: make_token(url, project, ["evaluations.run"]) for project in ("a", "b")}
+    every = ["evaluations.run", "evaluators.write", "resource.runs_code"]
+    tokens = {project: make_token(url, project, every) for project in ("a", "b")}
+    tokens["ops"] = make_token(url, "ops", ["metrics.read"])
     with ServerProcess(config) as server:
         yield server, tokens
 
@@ -403,3 +409,233 @@ def test_grpc_message_cap_follows_the_configured_maximum(tmp_path: Path) -> None
         assert call_grpc(server, token, EXACT, over)[0] == "resource_exhausted"
         assert post_http(server, token, EXACT, fits).status_code == 200
         assert post_http(server, token, EXACT, over).status_code == 413
+
+
+# --- bound specs ---------------------------------------------------------------------------------------------
+
+
+def _spec_of(size: int, salt: int) -> dict[str, Any]:
+    """A distinct RewardSpec of about ``size`` bytes of canonical JSON: 100 ``contains`` components."""
+    text = (f"{salt}-" + "x" * (size // 100))[: size // 100]
+    return {"components": [{"ref": "contains", "name": f"c{n}", "params": {"text": text}} for n in range(100)]}
+
+
+SPEC_FLOODS = {"just under the spec limit": 1000 * 1024, "four times the spec limit": 4 << 20}
+"""Spec sizes a tenant floods the server with, forty distinct specs each (the default ``max_spec_bytes`` is 1 MiB)."""
+
+
+def test_bound_specs_are_kept_within_bytes_and_a_projects_share(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    config = write_config(tmp_path, {"database": {"url": url}})  # the default limits
+    flood = make_token(url, "flood", ["evaluations.run", "metrics.read"])
+    quiet = make_token(url, "quiet", ["evaluations.run"])
+    rollout = [{"completion": "x"}]
+    with ServerProcess(config) as server:
+        kept = {"components": [{"ref": "exact-match"}], "clip": [0, 1]}
+        assert post_http(server, quiet, kept, rollout).status_code == 200  # another project's spec, bound first
+        assert post_http(server, flood, EXACT, rollout).status_code == 200  # warm: the server's own memory
+        answers: dict[str, list[int]] = {}
+        held: dict[str, int] = {}
+        for name, size in SPEC_FLOODS.items():
+            before = _rss_kib(server)
+            with ThreadPoolExecutor(4) as pool:
+                calls = [pool.submit(post_http, server, flood, _spec_of(size, n), rollout) for n in range(40)]
+                answers[name] = [call.result(timeout=300).status_code for call in calls]
+            held[name] = (_rss_kib(server) - before) // 1024
+        text = _metrics(server, flood)
+        over = post_http(server, flood, _spec_of(4 << 20, 99), rollout).json().get("error", {})
+        code, details = call_grpc(server, flood, _spec_of(4 << 20, 98), rollout)
+    assert answers["just under the spec limit"] == [200] * 40
+    assert answers["four times the spec limit"] == [400] * 40
+    assert over.get("code") == "spec_too_large" and "rewards.max_spec_bytes=1048576" in over["message"], over
+    assert code == "invalid_argument" and "rewards.max_spec_bytes" in details
+    # the flood keeps at most its share (half of the 64 MiB default) of bound specs, not forty of them
+    share = 32 << 20
+    assert 0 < metric(text, "evalsi_reward_spec_cache_bytes", project="flood") <= share
+    assert metric(text, "evalsi_reward_spec_cache_bytes", project="quiet") > 0  # the other project's spec stayed
+    # after the calls, the server holds the kept specs (and the allocator's slack), not every spec it saw
+    assert max(held.values()) < 80, f"MiB the server held after each flood: {held}"
+
+
+# --- every service on every protocol passes the byte gate ----------------------------------------------------------
+
+
+def _calls(payload: str) -> list[Call]:
+    """Every RPC with a request body, carrying ``payload`` where the request has room for free text."""
+    archive = base64.b64encode(payload.encode()).decode()
+    row = orjson.dumps({"messages": [{"role": "user", "content": payload}]}).decode()
+    run = {"version": 1, "kind": "RunResults", "name": "r", "records": [], "summary": {"note": payload}}
+    job = {"evaluator": "none", "inputDataset": "none", "outputDataset": "out"}
+    return [
+        Call("RewardService", "ScoreRewards", SCORE_PATH, pb.ScoreRewardsRequest,
+             {"spec": EXACT, "rollouts": [{"completion": payload, "reference": "a"}]}),
+        Call("RunService", "CreateRun", "/v1alpha1/runs", pb.CreateRunRequest, {"results": run}),
+        Call("RunService", "CompareRuns", "/v1alpha1/runs:compare", pb.CompareRunsRequest,
+             {"baseRunId": "run_x", "candidateRunId": "run_y", "metrics": [payload]}),
+        Call("EvaluatorService", "CreateEvaluator", "/v1alpha1/evaluators", epb.CreateEvaluatorRequest,
+             {"evaluatorId": "e", "entry": "t.py::test_t", "archive": archive}),
+        Call("DatasetService", "CreateDataset", "/v1alpha1/datasets", epb.CreateDatasetRequest,
+             {"datasetId": "d", "jsonl": row}),
+        Call("EvaluationJobService", "CreateEvaluationJob", "/v1alpha1/evaluationJobs",
+             epb.CreateEvaluationJobRequest, {"evaluationJob": {**job, "target": payload}}),
+        Call("EvaluationJobService", "CancelEvaluationJob", "/v1alpha1/evaluationJobs/j/cancel",
+             epb.GetEvaluationJobRequest, {"evaluationJobId": "j"}),
+    ]  # fmt: skip
+
+
+def test_every_service_on_every_protocol_waits_for_the_projects_byte_share(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    rewards = {"max_request_bytes": LIMIT, "max_inflight_bytes": 2 * MIB, "body_timeout": 600, "project_share": 0.5}
+    config = write_config(tmp_path, {"database": {"url": url}, "rewards": rewards})
+    every = ["evaluations.run", "evaluators.write", "resource.runs_code"]
+    tokens = {project: make_token(url, project, every) for project in ("a", "b")}
+    tokens["ops"] = make_token(url, "ops", ["metrics.read"])
+    calls = [(call, protocol) for call in _calls("x" * 1024) for protocol in PROTOCOLS]
+    with ServerProcess(config) as server, ThreadPoolExecutor(len(calls)) as pool:
+        # an idle body takes project a's whole share of the byte gate (1 MiB of 2) until its client goes away
+        idle = _raw_request(server, SCORE_PATH, _json_headers(tokens["a"], LIMIT), b"{")
+        try:
+            pending = {
+                pool.submit(getattr(call, protocol), server, tokens["a"]): (call.method, protocol)
+                for call, protocol in calls
+            }
+            _until(
+                lambda: metric(_metrics(server, tokens["ops"]), "evalsi_reward_requests_waiting_to_read") >= len(calls),
+                f"all {len(calls)} calls waiting for project a's share",
+            )
+            answered = [pending[f] for f in pending if f.done()]
+            assert not answered, f"answered while the project's byte share was held: {answered}"
+            assert post_http(server, tokens["b"], EXACT, [ROLLOUT], timeout=30).status_code == 200  # b is served
+        finally:
+            idle.close()  # the idle body's client goes away: its room is given back
+        outcomes = {pending[f]: f.result(timeout=120) for f in pending}
+    # each got its own answer (whatever it was) once the share was free
+    assert all(outcome not in (500, "UNKNOWN", "INTERNAL") for outcome in outcomes.values()), outcomes
+
+
+def _hwm_kib(server: ServerProcess) -> int:
+    for line in Path(f"/proc/{server.process.pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmHWM")
+
+
+def _peak_from_here(server: ServerProcess) -> Callable[[], int]:
+    """Reset the server's peak memory to what it holds now; the returned function gives the MiB it rose since."""
+    Path(f"/proc/{server.process.pid}/clear_refs").write_text("5")  # Linux: VmHWM := VmRSS
+    now = _rss_kib(server)
+    return lambda: (_hwm_kib(server) - now) // 1024
+
+
+LARGE = 50 * 1000 * 1000
+"""One large call's payload: six of them at once are 300 MB of messages."""
+LARGE_CALLS = ("ScoreRewards", "CreateDataset", "CreateEvaluator", "CreateRun")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", LARGE_CALLS)
+def test_six_large_grpc_calls_at_once_take_the_memory_of_one(tmp_path: Path, method: str) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    rewards = {"max_inflight_bytes": 128 * MIB, "project_share": 0.5}  # a project's share: one 64 MiB call at once
+    config = write_config(tmp_path, {"database": {"url": url}, "rewards": rewards})
+    token = make_token(url, "p", ["evaluations.run", "evaluators.write", "resource.runs_code"])
+    (call,) = [c for c in _calls("x" * LARGE) if c.method == method]
+    with ServerProcess(config) as server:
+        assert _calls("warm")[0].grpc(server, token) == "OK"
+        peak = _peak_from_here(server)
+        alone = call.grpc(server, token, timeout=300)
+        one = peak()
+        peak = _peak_from_here(server)
+        with ThreadPoolExecutor(6) as pool:
+            outcomes = list(pool.map(lambda _: call.grpc(server, token, timeout=300), range(6)))
+        six = peak()
+        assert _calls("after")[0].grpc(server, token) == "OK"
+    assert alone not in ("UNKNOWN", "INTERNAL") and set(outcomes) == {alone}, (alone, outcomes)
+    # the byte gate admits one such message of the project at a time: six at once peak near one alone
+    assert six < 1.75 * one, f"{method}: one 50 MB call raised the peak by {one} MiB, six at once by {six} MiB"
+
+
+# --- comparing runs --------------------------------------------------------------------------------------------
+
+
+def _results(name: str, records: int, text: int, wrong: int = 0) -> dict[str, Any]:
+    """A results document of ``records`` records of one sample each, with ``text`` characters of completion."""
+    rows = [
+        {
+            "key": f"k{n}",
+            "index": n,
+            "prompt": f"question {n}",
+            "samples": [
+                {
+                    "completion": f"{n}:" + "y" * text,
+                    "scores": {
+                        "exact-match": {"value": n >= wrong, "status": "ok", "reason": "a reason " * 4},
+                        "length": {"value": float(n % 7), "status": "ok"},
+                    },
+                }
+            ],
+        }
+        for n in range(records)
+    ]
+    metrics = [{"name": "exact-match", "threshold": 1.0}, {"name": "length", "threshold": 1.0}]
+    return {"version": 1, "kind": "RunResults", "name": name, "metrics": metrics, "records": rows}
+
+
+def _create_run(server: ServerProcess, token: str, document: dict[str, Any]) -> str:
+    headers = {"Authorization": f"Bearer {token}"}
+    created = httpx.post(server.http + "/v1alpha1/runs", json={"results": document}, headers=headers, timeout=300)
+    assert created.status_code == 200, created.text[:300]
+    return str(created.json()["id"])
+
+
+def _compare(server: ServerProcess, token: str, base: str, candidate: str) -> httpx.Response:
+    body = {"baseRunId": base, "candidateRunId": candidate, "regression": ["exact-match:0.01"]}
+    headers = {"Authorization": f"Bearer {token}"}
+    return httpx.post(server.http + "/v1alpha1/runs:compare", json=body, headers=headers, timeout=300)
+
+
+@pytest.mark.slow
+def test_four_comparisons_of_large_runs_at_once_read_their_scores_not_their_texts(tmp_path: Path) -> None:
+    from evalsi.runs import compare_runs, comparison_to_dict, run_from_document
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    config = write_config(tmp_path, {"database": {"url": url}})  # the default limits
+    token = make_token(url, "p", ["evaluations.run"])
+    base_doc, step_doc = _results("base", 12000, 2500), _results("step", 12000, 2500, wrong=600)  # 30 MB each
+    with ServerProcess(config) as server:
+        base, step = _create_run(server, token, base_doc), _create_run(server, token, step_doc)
+        small = _create_run(server, token, _results("small", 50, 10))
+        assert _compare(server, token, small, small).status_code == 200  # warm: the comparison's own code
+        rise = _peak_from_here(server)
+        with ThreadPoolExecutor(4) as pool:
+            answers = list(pool.map(lambda _: _compare(server, token, base, step), range(4)))
+        peak = rise()
+    assert all(a.status_code == 200 for a in answers), [a.text[:200] for a in answers]
+    local = compare_runs(run_from_document(base_doc, "base"), run_from_document(step_doc, "step"))
+    expected = [comparison_to_dict(c) for c in local]
+    for answer in answers:
+        compared = answer.json()
+        assert compared["regressed"] is True and compared["regressions"] == ["exact-match:0.01"]
+        got = {c["metric"]: c for c in compared["comparisons"]}
+        for item in expected:
+            assert got[item["metric"]]["difference"]["mean"] == pytest.approx(item["difference"]["mean"])
+            assert got[item["metric"]]["pairs"] == item["pairs"]
+            assert (got[item["metric"]]["mcnemar"] is None) == (item["mcnemar"] is None)
+    assert peak < 200, f"four comparisons of two 30 MB runs raised the server's peak memory by {peak} MiB"
+
+
+def test_a_comparison_past_max_compare_bytes_is_refused_on_every_protocol(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    config = write_config(tmp_path, {"database": {"url": url}, "runs": {"max_compare_bytes": MIB}})
+    token = make_token(url, "p", ["evaluations.run"])
+    with ServerProcess(config) as server:
+        large = [_create_run(server, token, _results(f"large-{n}", 400, 1500)) for n in range(2)]  # 600 KB each
+        small = [_create_run(server, token, _results(f"small-{n}", 40, 100)) for n in range(2)]
+        assert _compare(server, token, *small).status_code == 200
+        body = {"baseRunId": large[0], "candidateRunId": large[1]}
+        call = Call("RunService", "CompareRuns", "/v1alpha1/runs:compare", pb.CompareRunsRequest, body)
+        answers = {protocol: call.answer(protocol, server, token) for protocol in PROTOCOLS}
+    assert answers["http"].status == "413", answers
+    assert answers["connect"].status == answers["grpc"].status == "resource_exhausted", answers
+    for answer in answers.values():
+        assert f"runs.max_compare_bytes={MIB}" in answer.message, answer

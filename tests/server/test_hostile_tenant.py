@@ -7,6 +7,7 @@ kind of attack; the payloads are data the tests iterate over.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import stat
@@ -24,6 +25,9 @@ from typing import Any
 import httpx
 import pytest
 
+from evalsi.server._proto.evalsi.v1alpha1 import evaluation_pb2 as epb
+from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as rpb
+from tests.server.calls import PROTOCOLS, Call
 from tests.server.harness import (
     CONNECT_PATH,
     ServerProcess,
@@ -143,7 +147,7 @@ def _fill(value: Any, listener: str) -> Any:
     return value
 
 
-# --- item 1: credentials and URLs are the operator's -------------------------------------------------------------
+# --- credentials and URLs are the operator's --------------------------------------------------------------------------
 
 SECRET_GRABS = [
     (
@@ -179,7 +183,7 @@ SECRET_GRABS = [
 ]
 
 
-def test_item1_a_request_never_sets_where_credentials_go(hostile: Hostile) -> None:
+def test_a_request_never_sets_where_credentials_go(hostile: Hostile) -> None:
     rollouts = [{"prompt": "p", "completion": "c", "answer": "a"}]
     for component, path in SECRET_GRABS:
         spec = {"components": [_fill(component, hostile.upstream.url)], "onError": "zero"}
@@ -218,7 +222,7 @@ HOST_CODE = [
 """Evaluators that import or read what the spec names on the scoring machine: in-process only, never a tenant's."""
 
 
-def test_item1_a_request_never_runs_or_reads_host_code_it_names(hostile: Hostile) -> None:
+def test_a_request_never_runs_or_reads_host_code_it_names(hostile: Hostile) -> None:
     rollouts = [{"prompt": "p", "completion": "c", "answer": "a"}]
     for component, path in HOST_CODE:
         spec = {"components": [component], "onError": "zero"}
@@ -229,7 +233,7 @@ def test_item1_a_request_never_runs_or_reads_host_code_it_names(hostile: Hostile
         assert call_grpc(hostile.server, hostile.run, spec, rollouts)[0] == "permission_denied"
 
 
-# --- item 7: the operator's isolation floor -------------------------------------------------------------------
+# --- the operator's isolation floor -----------------------------------------------------------------------------------
 
 LOWERED_FLOORS = [
     {"ref": "code-exec-tests", "sandbox": {"minIsolation": "process"}},
@@ -253,9 +257,7 @@ print(",".join(seen) or "isolated")
 """
 
 
-def test_item7_code_runs_at_the_operators_floor_and_sees_nothing_of_the_server(
-    hostile: Hostile, tmp_path: Path
-) -> None:
+def test_code_runs_at_the_operators_floor_and_sees_nothing_of_the_server(hostile: Hostile, tmp_path: Path) -> None:
     # HTTP only: this server starts sandboxes from a process without gRPC threads, so only the floor is tested
     url = f"sqlite:///{tmp_path / 'code.db'}"
     config = write_config(
@@ -287,7 +289,7 @@ OVERSIZED_LIMITS = [
 ]
 
 
-def test_item7_code_limits_are_clamped_to_the_operators_ceilings() -> None:
+def test_code_limits_are_clamped_to_the_operators_ceilings() -> None:
     from evalsi.rewards import from_mapping
     from evalsi.server import config_from_mapping
     from evalsi.server._caps import Caps, capped
@@ -303,7 +305,7 @@ def test_item7_code_limits_are_clamped_to_the_operators_ceilings() -> None:
         assert params.min_isolation == "namespaced"
 
 
-def test_item7_a_server_refuses_the_process_rung_as_its_floor(tmp_path: Path) -> None:
+def test_a_server_refuses_the_process_rung_as_its_floor(tmp_path: Path) -> None:
     config = write_config(
         tmp_path, {"database": {"url": f"sqlite:///{tmp_path / 's.db'}"}, "sandbox": {"min_isolation": "process"}}
     )
@@ -311,10 +313,10 @@ def test_item7_a_server_refuses_the_process_rung_as_its_floor(tmp_path: Path) ->
         ServerProcess(config)
 
 
-# --- item 9: metrics are the operator's ---------------------------------------------------------------------
+# --- metrics are the operator's ---------------------------------------------------------------------------------------
 
 
-def test_item9_metrics_are_an_operator_endpoint_with_bounded_labels(hostile: Hostile) -> None:
+def test_metrics_are_an_operator_endpoint_with_bounded_labels(hostile: Hostile) -> None:
     label = "tenant-chosen-label-8f3a"
     spec = {"components": [{"ref": "reward-model", "name": label, "params": {"model": "dead"}, "onError": "zero"}]}
     assert post_http(hostile.server, hostile.run, spec, [{"prompt": "p", "completion": "x"}]).status_code == 200
@@ -328,10 +330,10 @@ def test_item9_metrics_are_an_operator_endpoint_with_bounded_labels(hostile: Hos
     assert httpx.get(hostile.server.ready["metrics"].replace("/metrics", CONNECT_PATH)).status_code == 404
 
 
-# --- item 10: one project's cache is not another's oracle -----------------------------------------------------
+# --- one project's cache is not another's oracle ----------------------------------------------------------------------
 
 
-def test_item10_cached_scores_are_kept_per_project(hostile: Hostile) -> None:
+def test_cached_scores_are_kept_per_project(hostile: Hostile) -> None:
     log = hostile.directory / "scored.log"
     spec = {"components": [{"ref": "test-server-count", "params": {"log": str(log)}}]}
     rollout = [{"completion": "the other tenant's answer", "reference": "x"}]
@@ -341,7 +343,7 @@ def test_item10_cached_scores_are_kept_per_project(hostile: Hostile) -> None:
         assert len(log.read_text().splitlines()) == scored  # a hit only within the project that scored it
 
 
-# --- item 11: bad input is the caller's error, and errors reveal nothing of the server ---------------------------
+# --- bad input is the caller's error, and errors reveal nothing of the server -----------------------------------------
 
 CLASS_NAME = re.compile(r"\b[A-Z]\w*(Error|Exception)\b")  # an exception's class name, e.g. DecodeError
 DEEP = '{"a":' * 1000 + "1" + "}" * 1000
@@ -363,7 +365,7 @@ OVERFLOWS = [
 ]
 
 
-def test_item11_errors_are_classified_and_reveal_nothing(hostile: Hostile) -> None:
+def test_errors_are_classified_and_reveal_nothing(hostile: Hostile) -> None:
     headers = {"Authorization": f"Bearer {hostile.run}", "Content-Type": "application/json"}
     for body in MALFORMED_JSON:
         answer = httpx.post(
@@ -403,17 +405,17 @@ def test_item11_errors_are_classified_and_reveal_nothing(hostile: Hostile) -> No
     assert not CLASS_NAME.search(json.dumps(connect_answer.json()))
 
 
-# --- item 12: files and shutdown ---------------------------------------------------------------------------
+# --- files and shutdown -----------------------------------------------------------------------------------------------
 
 
-def test_item12_database_files_are_private(hostile: Hostile) -> None:
+def test_database_files_are_private(hostile: Hostile) -> None:
     files = [p for p in hostile.directory.iterdir() if p.name.startswith("server.db")]
     assert any(p.name == "server.db" for p in files)
     for path in files:
         assert stat.S_IMODE(path.stat().st_mode) & 0o077 == 0, (path.name, oct(path.stat().st_mode))
 
 
-def test_item12_healthz_answers_503_while_draining(tmp_path: Path) -> None:
+def test_healthz_answers_503_while_draining(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
     config = write_config(tmp_path, {"database": {"url": url}})
     token = make_token(url, "p", ["evaluations.run"])
@@ -435,3 +437,99 @@ def test_item12_healthz_answers_503_while_draining(tmp_path: Path) -> None:
         assert server.process.wait(60) == 0
     finally:
         server.kill()
+
+
+# --- numbers out of range and deep nesting are the caller's error -----------------------------------------------------
+
+
+def _deep(depth: int) -> Any:
+    nested: Any = 1
+    for _ in range(depth):
+        nested = {"a": nested}
+    return nested
+
+
+def _run_with(**record: Any) -> Call:
+    """CreateRun of one record with ``record``'s fields over a valid one."""
+    sample = {"completion": "c", "scores": {"m": {"value": 1.0, "status": "ok"}}}
+    base = {"key": "k", "index": 0, "samples": [sample], **record}
+    results = {"version": 1, "kind": "RunResults", "name": "r", "records": [base]}
+    return Call("RunService", "CreateRun", "/v1alpha1/runs", rpb.CreateRunRequest, {"results": results})
+
+
+def _dataset_row(row: Any) -> Call:
+    body = {"datasetId": "deep", "jsonl": json.dumps(row) + "\n"}
+    return Call("DatasetService", "CreateDataset", "/v1alpha1/datasets", epb.CreateDatasetRequest, body)
+
+
+def _score_with(rollout: dict[str, Any]) -> Call:
+    body = {"spec": {"components": [{"ref": "exact-match"}]}, "rollouts": [{"completion": "a", **rollout}]}
+    return Call("RewardService", "ScoreRewards", "/v1alpha1/rewards:score", rpb.ScoreRewardsRequest, body)
+
+
+ONE_SAMPLE = {"completion": "c", "scores": {"m": {"value": "high", "status": "ok"}}}
+ASKED = [{"role": "user", "content": "x"}]
+OUT_OF_RANGE: list[tuple[str, Call, tuple[str, ...], str]] = [
+    # (what, the call, the protocols that can carry it, what the refusal names)
+    ("a record index of 1e30", _run_with(index=1e30), PROTOCOLS, "results.records[0]"),
+    ("a record id past 64 bits", _run_with(id=2**63), PROTOCOLS, "results.records[0]"),
+    ("a score value that is text", _run_with(samples=[ONE_SAMPLE]), PROTOCOLS, "results.records[0]"),
+    ("a dataset row nested 300 deep", _dataset_row({"messages": ASKED, "label": _deep(300)}), PROTOCOLS, "line 1"),
+    ("a message nested 80 deep", _dataset_row({"messages": [{**ASKED[0], "content": [_deep(80)]}]}), PROTOCOLS, "line"),
+    ("a record index that is infinite", _run_with(index=float("inf")), ("grpc",), "results"),
+    ("a rollout with an infinite number", _score_with({"completion_tokens": float("inf")}), ("grpc",), "rollouts[0]"),
+]  # fmt: skip
+"""Requests a JSON or protobuf decoder accepts whose numbers or nesting no stored resource may hold."""
+
+
+def test_numbers_out_of_range_and_deep_nesting_are_refused_naming_where(hostile: Hostile) -> None:
+    for what, call, protocols, where in OUT_OF_RANGE:
+        for protocol in protocols:
+            answer = call.answer(protocol, hostile.server, hostile.run)
+            assert answer.status in ("400", "invalid_argument"), (what, protocol, answer)
+            assert where in answer.message and not CLASS_NAME.search(answer.message), (what, protocol, answer)
+    token = base64.urlsafe_b64encode(b"p" + b"9" * 30).decode()  # a page token naming a row past 64 bits
+    headers = {"Authorization": f"Bearer {hostile.run}"}
+    listed = httpx.get(f"{hostile.server.http}/v1alpha1/runs?pageToken={token}", headers=headers, timeout=60)
+    assert listed.status_code == 400 and "pageToken" in listed.json()["error"]["message"], listed.text
+    # a body whose field has the wrong type is a bad argument on every service's Connect route too
+    bad = {"datasetId": 5, "jsonl": {"not": "text"}}
+    for service, method in (("DatasetService", "CreateDataset"), ("EvaluationJobService", "CreateEvaluationJob")):
+        response = httpx.post(
+            f"{hostile.server.http}/evalsi.v1alpha1.{service}/{method}",
+            json=bad if method == "CreateDataset" else {"evaluationJob": {"target": 1e30}},
+            headers={**headers, "Connect-Protocol-Version": "1"},
+            timeout=60,
+        )
+        assert response.status_code == 400 and response.json()["code"] == "invalid_argument", response.text
+
+
+@pytest.mark.sandbox
+@pytest.mark.timeout(600)
+def test_a_jobs_seed_past_64_bits_is_refused_naming_it(tmp_path: Path) -> None:
+    from tests.server.evaluation import CAPITALS, chat, jsonl, upload, wait_built
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    storage = Path(tempfile.mkdtemp(prefix="evalsi-seed-test-"))  # under /tmp: sandbox users must reach it
+    targets = {"t": {"base_url": "http://127.0.0.1:9/v1", "model": "m"}}
+    config = write_config(
+        tmp_path, {"database": {"url": url}, "evaluators": {"storage_dir": str(storage)}, "targets": targets}
+    )
+    token = make_token(url, "p", ["evaluations.run", "resource.runs_code", "evaluators.write"])
+    rows = jsonl([chat("Capital of France?", None, "Paris")])
+    with ServerProcess(config) as server:
+        files = {"test_capitals.py": CAPITALS, "capitals.jsonl": rows}
+        assert upload(server, token, "capitals", files, "test_capitals.py::test_capitals").status_code == 200
+        assert wait_built(server, token, "capitals", timeout=300)["state"] == "ACTIVE"
+        dataset = Call("DatasetService", "CreateDataset", "/v1alpha1/datasets", epb.CreateDatasetRequest,
+                       {"datasetId": "questions", "jsonl": rows})  # fmt: skip
+        assert dataset.answer("http", server, token).status == "200"
+        for n, seed in enumerate((1e30, -1e30, 2**64 - 1, float("inf"))):
+            job = {"evaluator": "capitals", "inputDataset": "questions", "outputDataset": f"out-{n}", "target": "t",
+                   "completionParams": {"seed": seed, "temperature": 0.5}}  # fmt: skip
+            call = Call("EvaluationJobService", "CreateEvaluationJob", "/v1alpha1/evaluationJobs",
+                        epb.CreateEvaluationJobRequest, {"evaluationJob": job, "evaluationJobId": f"j{n}"})  # fmt: skip
+            for protocol in PROTOCOLS if seed != float("inf") else ("grpc",):
+                answer = call.answer(protocol, server, token)
+                assert answer.status in ("400", "invalid_argument"), (seed, protocol, answer)
+                assert "evaluationJob.completionParams" in answer.message, (seed, protocol, answer)

@@ -23,6 +23,7 @@ from rich.table import Table
 from evalsi.cli import _listing
 from evalsi.cli._archive import PackError, pack
 from evalsi.cli._console import EXIT_FAILED, fail, stderr, stdout
+from evalsi.cli._entries import choose_entry
 from evalsi.cli._remote import SERVER_HELP, call, show
 from evalsi.errors import UnknownEvaluatorError
 from evalsi.evaluators import Evaluator, all_evaluators, evaluator_class, is_operator_only
@@ -137,17 +138,37 @@ def _type_text(annotation: Any) -> str:
 
 @app.command("upload")
 def upload_command(
-    path: Path = typer.Argument(..., exists=True, file_okay=False, help="The project directory to upload."),
-    entry: str = typer.Option(..., "--entry", help="The evaluation test: path/to/test_file.py::function."),
-    evaluator_id: str = typer.Option(..., "--id", help="The evaluator's id in your project."),
+    path: Path = typer.Argument(Path("."), exists=True, file_okay=False, help="The project directory to upload."),
+    path_option: Path | None = typer.Option(
+        None, "--path", exists=True, file_okay=False, help="The project directory, as the argument (default: .)."
+    ),
+    entry: str | None = typer.Option(
+        None,
+        "--entry",
+        help="The evaluation test: path/to/test_file.py::function. Without it, the project's test files are "
+        "searched: the only @evaluation_test is used; several are offered on a terminal, listed otherwise.",
+    ),
+    evaluator_id: str | None = typer.Option(
+        None, "--id", "--evaluator-id", help="The evaluator's id in your project (default: from the test's name)."
+    ),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask: use the only evaluation test found."),
     server: str | None = typer.Option(None, "--server", help=SERVER_HELP),
     max_bytes: int = typer.Option(16 << 20, "--max-bytes", help="Refuse to upload an archive larger than this."),
     wait: bool = typer.Option(True, "--wait/--no-wait", help="Wait until the build ends (exit 1 if it failed)."),
 ) -> None:
     """Pack PATH (respecting .gitignore; never .git or .venv) and upload it; the server builds it in the sandbox."""
-    location, sep, _ = entry.partition("::")
-    if not sep or not (path / location).is_file():
+    if path_option is not None:
+        if path != Path(".") and path.resolve() != path_option.resolve():
+            fail(f"the argument {str(path)!r} and --path {str(path_option)!r} name different directories: give one")
+        path = path_option
+    if entry is None:
+        entry = choose_entry(path, where=str(path), yes=yes)
+    location, sep, function = entry.partition("::")
+    if not sep or not function or not (path / location).is_file():
         fail(f"--entry {entry!r}: name a test file inside {path} as path/to/test_file.py::function")
+    if evaluator_id is None:
+        evaluator_id = default_id(function)
+        stderr.print(f"evaluator id: {evaluator_id} (--id to choose another)", highlight=False)
     try:
         archive = pack(path, max_bytes)
     except PackError as exc:
@@ -163,6 +184,12 @@ def upload_command(
         log = call(server, "GET", f"/v1alpha1/evaluators/{evaluator_id}/log").get("log", "")
         stderr.print(escape(log[-4000:]), highlight=False)
         fail(f"the build failed: {evaluator.get('message', '')}", EXIT_FAILED)
+
+
+def default_id(function: str) -> str:
+    """An evaluator id from a test's name: ``test_capital_cities`` -> ``capital-cities`` (at most 63 characters)."""
+    name = function.removeprefix("test_").strip("_") or function
+    return re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower()[:63].rstrip("-") or "evaluator"
 
 
 @app.command("get")

@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from evalsi.cli._console import EXIT_FAILED, fail, stderr
+from evalsi.cli._console import EXIT_FAILED, EXIT_OK, fail, stderr
 from evalsi.cli._summary import reward_summary
+from evalsi.cli.rewards_probe import exit_code as probe_exit_code
+from evalsi.cli.rewards_probe import probe_command, report_view, run_probes
+from evalsi.cli.rewards_rescore import rescore_command
 from evalsi.cli.rewards_serve import serve_command
 from evalsi.errors import DataError, RewardBatchError, SpecError
 from evalsi.records import Record
-from evalsi.rewards import Reward, RewardResult, load, read_rollout_file, write_jsonl
+from evalsi.rewards import Reward, RewardResult, load, read_rollout_file, score_keys, write_jsonl
+from evalsi.rewards.probes import ProbeLimits
 from evalsi.rewards.wire import result_json
 
 app = typer.Typer(help="Score rollouts with a RewardSpec, or serve one to a trainer.", no_args_is_help=True)
@@ -31,6 +36,14 @@ def score_command(
     ),
     output: Path | None = typer.Option(
         None, "--output", "-o", help="Where to write one JSON object per rollout (default: stdout)."
+    ),
+    keep_rollouts: bool = typer.Option(
+        False,
+        "--keep-rollouts",
+        help="Write each rollout and its components' content keys beside its scores, for `rewards rescore`.",
+    ),
+    probe: bool = typer.Option(
+        False, "--probe", help="Probe the spec with this data first (see `rewards probe`); exit 3 before scoring."
     ),
     name: str | None = typer.Option(None, "--name", help="Which RewardSpec, when the file holds several."),
     details: bool = typer.Option(False, "--details", help="Include each component's details in the output."),
@@ -50,7 +63,11 @@ def score_command(
     none), status (ok, gated, no_total) and components ({name: {value, status, reason}}). The output appears
     only when every rollout is scored: a batch completes or fails whole.
 
-    Exit codes: 0 scored; 1 a component errored under onError: raise; 2 bad usage, spec or data.
+    With --probe, the probes of `evalsi rewards probe` run first on the same data; when a probe earns reward or
+    the data's right answers do not earn full reward, the table is printed and nothing is scored (exit 3).
+
+    Exit codes: 0 scored; 1 a component errored under onError: raise; 2 bad usage, spec or data; 3 --probe found
+    the spec hackable.
     """
     if ray is not None:
         _score_on_ray(spec, data, output, name, details, quiet, ray, ray_workers)
@@ -64,6 +81,8 @@ def score_command(
         records = reward.records(rollouts)
     except DataError as exc:
         fail(str(source.locate(exc)))
+    if probe:
+        _probe_first(reward, records, quiet)
     try:
         results = _score_in_chunks(reward, records, show_progress=not quiet and len(records) > CHUNK)
     except RewardBatchError as exc:
@@ -73,8 +92,7 @@ def score_command(
             "set onError to 'zero' or 'none' to score past errors)",
             EXIT_FAILED,
         )
-    pairs = enumerate(zip(records, results, strict=True))
-    lines = [result_json(result, i, record_id=record.id, details=details) for i, (record, result) in pairs]
+    lines = _result_lines(reward, records, results, details, rollouts if keep_rollouts else None)
     if output is None:
         sys.stdout.buffer.write(b"".join(orjson.dumps(line) + b"\n" for line in lines))
         sys.stdout.flush()
@@ -84,6 +102,38 @@ def score_command(
         stderr.print(reward_summary(reward, results))
         if output is not None:
             stderr.print(f"wrote {len(lines)} results to {output}", highlight=False)
+
+
+def _result_lines(
+    reward: Reward,
+    records: list[Record],
+    results: list[RewardResult],
+    details: bool,
+    rollouts: list[dict[str, Any]] | None,
+) -> list[dict[str, Any]]:
+    """One JSON object per rollout, with its rollout and content keys under ``--keep-rollouts``.
+
+    The content key of each component's score lets ``rewards rescore`` reuse the scores whose key is unchanged.
+    """
+    pairs = enumerate(zip(records, results, strict=True))
+    lines: list[dict[str, Any]] = [
+        result_json(result, i, record_id=record.id, details=details) for i, (record, result) in pairs
+    ]
+    if rollouts is not None:
+        for line, rollout, keys in zip(lines, rollouts, score_keys(reward, records), strict=True):
+            line["rollout"] = rollout
+            line["keys"] = keys
+    return lines
+
+
+def _probe_first(reward: Reward, records: list[Record], quiet: bool) -> None:
+    """``--probe``: the probes on the data to be scored; exit 3 (nothing scored) when they find a problem."""
+    report = run_probes(reward, records, ProbeLimits())
+    code = probe_exit_code(report)
+    if not quiet or code != EXIT_OK:
+        stderr.print(report_view(report))
+    if code != EXIT_OK:
+        fail("--probe: the probes found problems in this spec (above); nothing was scored", code)
 
 
 def _score_in_chunks(reward: Reward, records: list[Record], show_progress: bool) -> list[RewardResult]:
@@ -144,3 +194,5 @@ def _score_on_ray(
 
 
 app.command("serve")(serve_command)
+app.command("probe")(probe_command)
+app.command("rescore")(rescore_command)

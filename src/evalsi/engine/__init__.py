@@ -5,6 +5,7 @@ Every entry point (the library, trainer adapters, ``rewards serve``, the server,
 """
 
 from evalsi.engine._cache import CacheStats, ScoreCache
+from evalsi.engine._keys import record_key
 from evalsi.engine._runner import ComponentJob, Pools, ScoringCancelled, score_components
 
 __all__ = [
@@ -13,5 +14,6 @@ __all__ = [
     "Pools",
     "ScoreCache",
     "ScoringCancelled",
+    "record_key",
     "score_components",
 ]

@@ -18,21 +18,24 @@ from evalsi.sandbox._cgroups import controllers
 from evalsi.sandbox._gvisor import has_total_memory
 from evalsi.sandbox._ladder import RUNGS
 from evalsi.sandbox._pool import SandboxPool, close_shared_pools, shared_pool
+from evalsi.sandbox._resident import Answer, Resident
 from evalsi.sandbox._rungs import Availability, Rung
 from evalsi.sandbox._sandbox import Case, CaseOutcome, Sandbox
 from evalsi.sandbox._types import ISOLATION_ORDER, Isolation, Limits, RunResult, StopReason, isolation_level
-from evalsi.sandbox._workspace import MAX_SANDBOXES, Mount, Scratch, Workspace
+from evalsi.sandbox._workspace import MAX_SANDBOXES, Mount, Scratch, Workspace, resident
 
 __all__ = [
     "ISOLATION_ORDER",
     "MAX_SANDBOXES",
     "RUNGS",
+    "Answer",
     "Availability",
     "Case",
     "CaseOutcome",
     "Isolation",
     "Limits",
     "Mount",
+    "Resident",
     "RunResult",
     "Rung",
     "Sandbox",
@@ -48,6 +51,7 @@ __all__ = [
     "isolation_level",
     "memory_bound",
     "require",
+    "resident",
     "run",
     "shared_pool",
 ]

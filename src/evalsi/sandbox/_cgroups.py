@@ -187,6 +187,18 @@ class SandboxCgroup:
                 return int(value)
         return 0
 
+    def memory_bytes(self) -> int:
+        """Memory charged to the sandbox now, all its processes and memory filesystems together."""
+        text = _read(self.memory, "memory.current" if self.kind == "cgroup2" else "memory.usage_in_bytes").strip()
+        return int(text) if text.isdigit() else 0
+
+    def kill(self) -> None:
+        """Send SIGKILL to every process in the cgroup once (no waiting: :meth:`close` waits)."""
+        for path in dict.fromkeys((self.memory, self.pids)):
+            for pid in _read(path, "cgroup.procs").split():
+                with contextlib.suppress(OSError, ValueError):
+                    os.kill(int(pid), signal.SIGKILL)
+
     def close(self) -> None:
         """Kill whatever is left in the cgroup, then remove it."""
         for path in dict.fromkeys((self.memory, self.pids)):

@@ -137,16 +137,28 @@ def sandbox_python(uid: int) -> str | None:
 
     evalsi's own interpreter comes first; when it lives where the sandbox uid cannot read it (pyenv under a
     0700 ``/root``), a system interpreter is used instead. Never a pyenv shim (≈180 ms per start). Only a
-    success is remembered: a probe that failed by accident (a loaded machine) is tried again next time.
+    success is remembered (once for all sandbox uids): a probe that failed by accident (a loaded machine) is
+    tried again next time.
     """
-    found = _found.get(uid)
+    found = _found.get(_probe_key(uid))
     if found is not None:
         return found
     for path in _candidates():
         if _starts(path, uid):
-            _found[uid] = path
+            _found[_probe_key(uid)] = path
             return path
     return None
+
+
+def _probe_key(uid: int) -> int:
+    """The key a probe's answer is kept under: one for every sandbox uid.
+
+    Sandbox uids have no groups and own none of an interpreter's files, so what one starts every one starts:
+    one probe serves them all (a new pool slot does not pay for an interpreter start).
+    """
+    if running_as_root() and SANDBOX_UID_BASE <= uid < SANDBOX_UID_BASE + 1000:
+        return SANDBOX_UID_BASE
+    return uid
 
 
 def _starts(path: str, uid: int) -> bool:

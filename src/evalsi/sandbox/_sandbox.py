@@ -94,6 +94,8 @@ class Sandbox:
         self._ctl: socket.socket | None = None
         self._launch: Launch | None = None
         self._cgroup: SandboxCgroup | None = None
+        self._oom_kills = 0
+        """The sandbox cgroup's OOM kills when last looked at (a new cgroup has none)."""
 
     @property
     def alive(self) -> bool:
@@ -110,6 +112,7 @@ class Sandbox:
         memory = None if limits is None else limits.memory_bytes + self.rung.memory_overhead()
         launch = self.rung.launch(server_source(), self.slot, memory)
         self._cgroup = new_cgroup()
+        self._oom_kills = 0
         argv = as_user(launch.argv, launch.uid)  # no uid switch in a forked copy of this process: see as_user
         if self._cgroup is not None:
             argv = self._cgroup.wrap(argv)
@@ -185,10 +188,8 @@ class Sandbox:
         request: dict[str, Any] = {"op": "program", "nonce": pending.nonce, "source": source, "cases": wire_cases}
         shared = self._cgroup is not None
         request.update(limits=limits.to_wire(shared_memory=shared), files=files, workdir=workdir)
-        killed = 0
         if self._cgroup is not None:
             self._bound(limits)
-            killed = self._cgroup.oom_kills()
         deadline = time.monotonic() + sum(limits.wall_time + 2.0 for _ in cases) + 5.0
         try:
             _send(self._ctl, request, tester_ends)
@@ -199,9 +200,33 @@ class Sandbox:
             for fd in tester_ends:
                 os.close(fd)
         # read before the answer is handled: a sandbox whose runtime was killed is closed there, cgroup and all
-        out_of_memory = self._cgroup is not None and self._cgroup.oom_kills() > killed
+        out_of_memory = self._oom_killed(reply, len(cases))
         out = self._collect(pending, reply, limits)
         return [_out_of_memory(o) for o in out] if out_of_memory else out
+
+    def _oom_killed(self, reply: dict[str, Any], cases: int) -> bool:
+        """Whether the cgroup's OOM killer killed in the sandbox since the last look.
+
+        Looked at only when something was killed (a case ended by a signal, or the sandbox failed): a program
+        whose cases all exited by themselves costs no read of the cgroup's files.
+        """
+        if self._cgroup is None:
+            return False
+        results = reply.get("results")
+        if isinstance(results, list) and len(results) == cases and "compile_error" not in reply:
+            if all(isinstance(r, dict) and isinstance(r.get("exit"), int) and r["exit"] >= 0 for r in results):
+                return False
+        elif "compile_error" in reply:
+            return False
+        return self.oom_killed()
+
+    def oom_killed(self) -> bool:
+        """Whether the sandbox cgroup's OOM killer killed in it since the last look (False without a cgroup)."""
+        if self._cgroup is None:
+            return False
+        kills = self._cgroup.oom_kills()
+        seen, self._oom_kills = self._oom_kills, kills
+        return kills > seen
 
     def _bound(self, limits: Limits) -> None:
         """Write the program's budget to the sandbox's cgroup: its memory and its tasks, all processes together."""
@@ -240,6 +265,21 @@ class Sandbox:
     def __del__(self) -> None:
         if getattr(self, "_own_slot", False):
             release_slot(self.slot)
+
+    def kill(self) -> None:
+        """Kill the sandbox's processes now, whatever they are doing; :meth:`close` still cleans up after.
+
+        Safe from another thread: a request waiting on the sandbox ends at once (its channel is shut down).
+        """
+        ctl, proc, cgroup = self._ctl, self._proc, self._cgroup
+        if ctl is not None:
+            with contextlib.suppress(OSError):
+                ctl.shutdown(socket.SHUT_RDWR)
+        if proc is not None:
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        if cgroup is not None:
+            cgroup.kill()
 
     def close(self) -> None:
         """Kill the sandbox and everything in it; remove its host work dir. It restarts on its next use."""

@@ -38,6 +38,8 @@ if __name__ != "__main__":  # imported by the host or tests; when the server run
 
 WORKDIR = "/work"
 KILL_ALL = True
+STDIO: tuple[Any, Any, Any] = (None, None, None)
+"""The text streams of a case's fds 0, 1 and 2, made once by the server (see :func:`make_stdio`)."""
 _LIMIT_NAMES = {
     "cpu": resource.RLIMIT_CPU,
     "memory": resource.RLIMIT_AS,
@@ -75,23 +77,44 @@ def close_fds_except(keep: set[int]) -> None:
     os.closerange(low, 65536)
 
 
-def enter_case(limits: dict[str, int], stdio: tuple[int, int, int], keep: set[int]) -> None:
-    """Common start of P and T: own session, stdio, nothing inherited, limits, the work dir."""
+def make_stdio() -> tuple[Any, Any, Any]:
+    """Text streams over fds 0, 1 and 2 that a case inherits unused: its own fds are dup'ed onto those numbers.
+
+    Made once in the server rather than in every case: every object a forked process creates or touches costs it
+    a copied page, and three fresh streams were a third of a trivial case's page copies.
+    """
+    return (
+        open(0, encoding="utf-8", errors="replace", closefd=False),
+        open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False),
+        open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False),
+    )
+
+
+def rlimits(limits: dict[str, int]) -> list[tuple[int, int, int]]:
+    """``(resource, soft, hard)`` for each limit a case sets, worked out once per program (not in each case)."""
+    out = []
+    for name, value in limits.items():
+        which = _LIMIT_NAMES.get(name)
+        if which is not None and value > 0:
+            out.append((which, value, value + 1 if name == "cpu" else value))
+    out.append((resource.RLIMIT_CORE, 0, 0))
+    return out
+
+
+def enter_case(limits: list[tuple[int, int, int]], stdio: tuple[int, int, int], keep: set[int]) -> None:
+    """Common start of P and T: own session, stdio, nothing inherited, limits, the work dir.
+
+    SIGINT is already at its default (the server set it once), and the text streams are the server's unused
+    ones over the fds just replaced.
+    """
     os.setsid()
     for target, fd in enumerate(stdio):
         os.dup2(fd, target)
     close_fds_except(keep)
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    for name, value in limits.items():
-        which = _LIMIT_NAMES.get(name)
-        if which is not None and value > 0:
-            hard = value + 1 if name == "cpu" else value
-            resource.setrlimit(which, (value, hard))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    for which, soft, hard in limits:
+        resource.setrlimit(which, (soft, hard))
     os.chdir(WORKDIR)
-    sys.stdin = open(0, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
-    sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
-    sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+    sys.stdin, sys.stdout, sys.stderr = STDIO
 
 
 def run_program(code: Any, name: str) -> dict[str, Any]:
@@ -101,7 +124,6 @@ def run_program(code: Any, name: str) -> dict[str, Any]:
     block (``if __name__ == "__main__": main()``) stays quiet, as in HumanEval's and MBPP's own harnesses.
     """
     g: dict[str, Any] = {"__name__": name, "__builtins__": builtins, "__file__": "main.py"}
-    sys.argv = ["main.py"]
     exec(code, g)
     return g
 
@@ -187,12 +209,17 @@ def poll_deadline(pids: list[int], deadline: float) -> bool:
 
 
 def kill_everything(pgids: list[int]) -> bool:
-    """Kill every process the case started; True when none remain."""
+    """Kill every process the case started; True when none remain.
+
+    The case's own processes are killed by group and waited for first, so the sweep of whatever escaped its
+    group usually finds nothing at its first try rather than a process still dying.
+    """
     for pg in pgids:
         try:
             os.killpg(pg, signal.SIGKILL)
         except OSError:
             pass
+    wait_killed(pgids)
     if not KILL_ALL:
         reap()
         return True
@@ -209,6 +236,26 @@ def kill_everything(pgids: list[int]) -> bool:
     return False
 
 
+def wait_killed(pids: list[int]) -> None:
+    """Wait (a few seconds at most) for processes just sent SIGKILL to be gone; none is reaped."""
+    fds = []
+    for pid in pids:
+        try:
+            fds.append(os.pidfd_open(pid))
+        except OSError:
+            pass  # reaped already; or no pidfd (gVisor), where the sweep after waits instead
+    try:
+        deadline = time.monotonic() + 5.0
+        while fds and time.monotonic() < deadline:
+            ready, _, _ = select.select(fds, [], [], max(0.0, deadline - time.monotonic()))
+            for fd in ready:
+                fds.remove(fd)
+                os.close(fd)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
 def reap() -> None:
     while True:
         try:
@@ -219,13 +266,25 @@ def reap() -> None:
             return
 
 
-def run_case(code: Any, case: dict[str, Any], limits: dict[str, int], host_fd: int | None) -> dict[str, Any]:
-    """Run one case in its own process (and its tester's, for a call case); report how it ended."""
+def case_limits(limits: dict[str, int]) -> list[tuple[int, int, int]]:
+    """The rlimits of a program's cases: the request's, with room for the whole output in a file."""
     out_cap = int(limits.get("output", 1 << 20))
-    fds = (memfd("stdin", case.get("stdin", "").encode()), memfd("stdout"), memfd("stderr"))
     proc_limits = {k: v for k, v in limits.items() if k in _LIMIT_NAMES}
     if proc_limits.get("file_size", 0) > 0:
         proc_limits["file_size"] = max(proc_limits["file_size"], out_cap + 1)
+    return rlimits(proc_limits)
+
+
+def run_case(
+    code: Any,
+    case: dict[str, Any],
+    limits: dict[str, int],
+    proc_limits: list[tuple[int, int, int]],
+    host_fd: int | None,
+) -> dict[str, Any]:
+    """Run one case in its own process (and its tester's, for a call case); report how it ended."""
+    out_cap = int(limits.get("output", 1 << 20))
+    fds = (memfd("stdin", case.get("stdin", "").encode()), memfd("stdout"), memfd("stderr"))
     start, ru0 = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
     if case["kind"] == "call" and host_fd is not None:
         pid, tester = fork_call(code, proc_limits, fds, host_fd, out_cap)
@@ -259,7 +318,7 @@ def run_case(code: Any, case: dict[str, Any], limits: dict[str, int], host_fd: i
 
 
 def fork_case(
-    limits: dict[str, int], stdio: tuple[int, int, int], body: Any, keep: frozenset[int] = frozenset()
+    limits: list[tuple[int, int, int]], stdio: tuple[int, int, int], body: Any, keep: frozenset[int] = frozenset()
 ) -> int:
     """Fork a case process that enters its limits and runs ``body``; it never returns into the server."""
     pid = os.fork()
@@ -272,7 +331,9 @@ def fork_case(
     return pid
 
 
-def fork_call(code: Any, limits: dict[str, int], fds: tuple[int, int, int], host_fd: int, cap: int) -> tuple[int, int]:
+def fork_call(
+    code: Any, limits: list[tuple[int, int, int]], fds: tuple[int, int, int], host_fd: int, cap: int
+) -> tuple[int, int]:
     """Fork the program P and its tester T, joined by a socketpair; only T holds the host's socket."""
     ends = socket.socketpair()
     program, tester = ends[0].fileno(), ends[1].fileno()
@@ -334,9 +395,11 @@ def handle_program(req: dict[str, Any], fds: list[int]) -> dict[str, Any]:
         with open(os.path.join(WORKDIR, os.path.basename(name)), "w", encoding="utf-8") as fh:
             fh.write(text)
     fd_iter = iter(fds)
+    proc_limits = case_limits(req["limits"])
+    gc.freeze()  # what this request allocated too: a case's collections never walk (and copy) the server's objects
     for case in req["cases"]:
         host_fd = next(fd_iter, None) if case["kind"] == "call" else None
-        result = run_case(code, case, req["limits"], host_fd)
+        result = run_case(code, case, req["limits"], proc_limits, host_fd)
         results.append(result)
         if not result["clean"]:
             break
@@ -348,6 +411,151 @@ def handle_program(req: dict[str, Any], fds: list[int]) -> dict[str, Any]:
     except OSError:
         dirty = True  # the host restarts this sandbox rather than show the files to the next program
     return {"op": "results", "nonce": req["nonce"], "results": results, "dirty": dirty}
+
+
+# ---- a resident process: one long-lived process fed requests (a warm evaluator worker) -----------------------
+
+RESIDENT: dict[str, Any] = {}
+"""The resident process, while one runs: its pid, the server's end of its channel, its stderr pipe and tail."""
+RESIDENT_FD = 3
+"""The resident's end of its channel, in the resident."""
+STDERR_TAIL = 8192
+
+
+def handle_resident(req: dict[str, Any]) -> dict[str, Any]:
+    """Start the resident process (``argv`` under the case limits, in a wiped work dir) and wait for its hello.
+
+    It talks only to this server, over a socketpair whose other end the host never sees: the host's requests and
+    its answers go through :func:`handle_call`, so whatever the resident writes, it cannot answer the host itself.
+    Its stdout and stderr go to a pipe of which the server keeps the last bytes (for the reason it stopped).
+    """
+    nonce = req["nonce"]
+    if RESIDENT:
+        return {"op": "answer", "nonce": nonce, "status": "refused", "detail": "a resident process runs already"}
+    try:
+        wipe(WORKDIR)
+    except OSError:
+        return {"op": "answer", "nonce": nonce, "status": "refused", "detail": "the work dir could not be wiped"}
+    ours, theirs = socket.socketpair()
+    err_r, err_w = os.pipe()
+    null = os.open(os.devnull, os.O_RDWR)
+    argv = [str(a) for a in req["argv"]]
+    limits = case_limits(req["limits"])
+    pid = fork_case(
+        limits, (null, err_w, err_w), lambda: exec_resident(argv, theirs.fileno()), frozenset({theirs.fileno()})
+    )
+    theirs.close()
+    os.close(err_w)
+    os.close(null)
+    RESIDENT.update(pid=pid, chan=ours, err=err_r, tail=bytearray())
+    return exchange(nonce, None, time.monotonic() + float(req["wall"]), int(req["cap"]))
+
+
+def exec_resident(argv: list[str], channel: int) -> None:
+    """In the resident: its channel on fd 3, then the program."""
+    if channel != RESIDENT_FD:
+        os.dup2(channel, RESIDENT_FD)
+        os.close(channel)
+    os.set_inheritable(RESIDENT_FD, True)
+    os.execve(argv[0], argv, {"PATH": "/usr/bin:/bin", "HOME": WORKDIR, "LANG": "C.UTF-8"})
+
+
+def handle_call(req: dict[str, Any], payload: bytes) -> dict[str, Any]:
+    """Give the resident one request and bring back its one answer, within ``wall`` seconds and ``cap`` bytes."""
+    nonce = req["nonce"]
+    if not RESIDENT:
+        return {"op": "answer", "nonce": nonce, "status": "exited", "detail": "no resident process runs"}
+    return exchange(nonce, payload, time.monotonic() + float(req["wall"]), int(req["cap"]))
+
+
+def exchange(nonce: str, payload: bytes | None, deadline: float, cap: int) -> dict[str, Any]:
+    """Send ``payload`` (when given) to the resident and read one frame back; on any failure the resident is killed.
+
+    The answer's frame is never parsed here: its bytes go to the host as they came (``size`` in the reply, then
+    the bytes). Past ``cap`` bytes, the answer is cut off unread (``output``); past the deadline, ``timeout``; a
+    closed channel, ``exited``. Meanwhile the resident's stderr is drained into its tail.
+    """
+    chan, err, tail = RESIDENT["chan"], RESIDENT["err"], RESIDENT["tail"]
+    status, body = "ok", b""
+    try:
+        if payload is not None:
+            chan.settimeout(max(0.001, deadline - time.monotonic()))
+            chan.sendall(struct.pack(">I", len(payload)) + payload)
+        chan.setblocking(False)
+        data = bytearray()
+        need = 4
+        size = -1
+        watched = [chan.fileno(), err]
+        while status == "ok":
+            left = deadline - time.monotonic()
+            if left <= 0:
+                status = "timeout"
+                break
+            ready, _, _ = select.select(watched, [], [], left)
+            if err in ready:
+                chunk = os.read(err, 65536)
+                if chunk:
+                    tail += chunk
+                    del tail[:-STDERR_TAIL]
+                else:
+                    watched.remove(err)
+            if chan.fileno() in ready:
+                chunk = chan.recv(min(need - len(data), 1 << 20))
+                if not chunk:
+                    status = "exited"
+                    break
+                data += chunk
+                if len(data) < need:
+                    continue
+                if size < 0:
+                    (size,) = struct.unpack(">I", bytes(data[:4]))
+                    if size > cap:
+                        status = "output"
+                        break
+                    data, need = bytearray(), size
+                    if size:
+                        continue
+                body = bytes(data)
+                break
+    except (TimeoutError, socket.timeout):  # noqa: UP041 (one class from Python 3.10; the sandbox may run 3.9)
+        status = "timeout"
+    except OSError:
+        status = "exited"
+    if status == "ok":
+        return {"op": "answer", "nonce": nonce, "status": "ok", "size": len(body), "body": body}
+    return {"op": "answer", "nonce": nonce, **stop_resident(), "status": status}
+
+
+def stop_resident() -> dict[str, Any]:
+    """Kill the resident and everything it started; how it had ended, and the tail of what it wrote."""
+    if not RESIDENT:
+        return {}
+    pid = RESIDENT["pid"]
+    code = exit_status(pid)
+    kill_everything([pid])
+    reap()
+    RESIDENT["chan"].close()
+    try:
+        while True:
+            chunk = os.read(RESIDENT["err"], 65536) if select.select([RESIDENT["err"]], [], [], 0)[0] else b""
+            if not chunk:
+                break
+            RESIDENT["tail"] += chunk
+            del RESIDENT["tail"][:-STDERR_TAIL]
+    except OSError:
+        pass
+    os.close(RESIDENT["err"])
+    stderr = bytes(RESIDENT["tail"]).decode("utf-8", "replace")
+    RESIDENT.clear()
+    return {"exit": code, "stderr": stderr}
+
+
+def send_answer(ctl: socket.socket, reply: dict[str, Any]) -> None:
+    """A resident's answer: the reply's frame, then its body's bytes as they came (``size`` of them)."""
+    body = reply.pop("body", b"")
+    send_frame(ctl, reply)
+    if body:
+        ctl.sendall(body)
 
 
 def harden() -> None:
@@ -369,10 +577,14 @@ def main() -> None:
     KILL_ALL = (sys.argv[2] if len(sys.argv) > 2 else "all") == "all"
     if "harden" in sys.argv[3:]:
         harden()
+    global STDIO
     ctl = socket.socket(fileno=os.dup(0))
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
+    STDIO = make_stdio()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # once here: every case inherits it
+    sys.argv = ["main.py"]  # what a program sees; the server read its own arguments above
     gc.freeze()  # the server's objects move to a permanent generation: a case's GC never touches (copies) them
     send_frame(ctl, {"op": "ready", "pid": os.getpid()})
     while True:
@@ -382,6 +594,11 @@ def main() -> None:
             return
         if req.get("op") == "program":
             send_frame(ctl, handle_program(req, fds))
+        elif req.get("op") == "resident":
+            send_answer(ctl, handle_resident(req))
+        elif req.get("op") == "call":
+            payload = recv_exact(ctl, int(req["size"]))
+            send_answer(ctl, handle_call(req, payload))
         else:
             send_frame(ctl, {"op": "error", "error": f"unknown op {req.get('op')!r}"})
 

@@ -24,6 +24,7 @@ from evalsi.errors import SandboxError, SandboxUnavailableError
 from evalsi.sandbox._gvisor import GvisorRung
 from evalsi.sandbox._host import PROBE_SLOT, drop_to, running_as_root, sandbox_uid
 from evalsi.sandbox._ladder import RUNGS
+from evalsi.sandbox._resident import Resident
 from evalsi.sandbox._rungs import SANDBOX_WORKDIR, Launch, NamespacedRung, ProcessRung, Rung, bwrap_argv
 from evalsi.sandbox._sandbox import Case, Sandbox
 from evalsi.sandbox._seccomp import deny_filter
@@ -93,6 +94,19 @@ def _workspace_rung(rung: Isolation, mounts: Sequence[Mount], image: str | None,
     gvisor.binds = tuple((m.source, m.target, m.writable) for m in mounts)
     gvisor.scratch = tuple((s.target, s.max_bytes) for s in scratch)
     return gvisor
+
+
+def resident(rung: Isolation, argv: Sequence[str], limits: Limits, *, mounts: Sequence[Mount] = ()) -> Resident:
+    """A :class:`~evalsi.sandbox.Resident` running ``argv`` at ``rung``, not started yet.
+
+    ``mounts`` are seen as a workspace sees them (read-only unless marked writable);
+    :meth:`~evalsi.sandbox.Resident.start` starts it.
+
+    Raises:
+        SandboxUnavailableError: The rung does not work here.
+
+    """
+    return Resident(_workspace_rung(rung, mounts, None, ()), list(argv), limits)
 
 
 def _check_image(image: str) -> None:

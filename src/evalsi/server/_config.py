@@ -84,10 +84,30 @@ class ListenConfig(_Model):
     free port)."""
     grpc_port: int | None = Field(default=50051, ge=0, le=65535)
     """gRPC port (0 picks a free port; null disables gRPC)."""
+    max_connections: int = Field(default=1024, ge=1)
+    """Most connections each listener (HTTP, gRPC) holds open at once; a further connection is closed as soon as
+    it is accepted, so sockets no one sends on can never exhaust the server's file descriptors."""
+    header_timeout: float = Field(default=10.0, gt=0)
+    """Seconds a connection has to send a request's complete headers (counted from its connect, or from the end of
+    its previous answer) and a gRPC client to complete its handshake; a slower one is closed: seconds, or ``10s``."""
+    idle_timeout: float = Field(default=5.0, gt=0)
+    """Seconds an HTTP connection may stay open between requests (keep-alive) without sending a byte."""
+    grpc_idle_timeout: float = Field(default=300.0, gt=0)
+    """Seconds a gRPC connection may stay open with no call in flight; then the server closes it (clients
+    reconnect on their next call)."""
+    max_grpc_calls: int = Field(default=1024, ge=1)
+    """Most gRPC calls in flight at once (waiting ones included); a further call is refused
+    ``resource_exhausted`` at once."""
+
     trusted_proxies: list[str] = Field(default_factory=list)
     """Addresses or networks (``10.0.0.5``, ``10.0.0.0/8``) of TLS-terminating proxies in front of the HTTP port:
     their ``X-Forwarded-Proto`` and ``X-Forwarded-For`` are believed (the viewer's session cookie is then Secure
     behind an https proxy). Empty (the default): those headers are ignored, whoever sends them."""
+
+    @field_validator("header_timeout", "idle_timeout", "grpc_idle_timeout", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> float:
+        return parse_duration(value)
 
     @field_validator("trusted_proxies")
     @classmethod
@@ -137,6 +157,12 @@ class RewardsConfig(_Model):
     max_request_bytes: int = Field(default=64 << 20, ge=1024)
     """Largest request body (HTTP JSON, Connect) or gRPC message; a larger one is refused before it is read
     (413 on HTTP JSON, ``resource_exhausted`` on Connect and gRPC)."""
+    max_spec_bytes: int = Field(default=1 << 20, ge=1024)
+    """Largest RewardSpec in a call (its canonical JSON, rollouts apart); a larger one is refused
+    ``invalid_argument`` naming this limit. A real spec is a few KiB."""
+    spec_cache_bytes: int = Field(default=64 << 20, ge=0)
+    """Memory kept for bound specs (so a trainer's repeated spec is not bound again), estimated from each spec's
+    size and components; one project holds at most ``project_share`` of it, least recently used dropped first."""
     body_timeout: float = Field(default=30.0, gt=0)
     """Seconds a client has to send a whole request body once its token is checked; a slower one gets 408 and
     gives back the room it held in ``max_inflight_bytes``: seconds, or ``30s``, ``2m``."""
@@ -151,6 +177,27 @@ class RewardsConfig(_Model):
     record_timeout: float = Field(default=10.0, gt=0)
     """Most seconds one record's check may take in a worker for components that call no upstream and run no
     code (math-equiv's ``timeout``); a spec's larger ``timeout`` is clamped to it."""
+    probe_on_first_use: Literal["off", "warn", "refuse"] = "off"
+    """Probe a spec the first time a project uses it, with adversarial rollouts built from that call's data
+    (``evalsi rewards probe``): ``warn`` logs and counts what the probes find while the call is scored as usual,
+    ``refuse`` refuses the spec's calls when a probe earns reward or the data's right answers do not, ``off``
+    (the default) probes nothing. Off by default because probing is extra work the operator pays for: probe
+    rollouts reach the judges and reward models behind the operator's credentials and run in its sandboxes."""
+    probe_max_rollouts: int = Field(default=64, ge=1, le=4096)
+    """Most probe rollouts scored for one spec (once per project); they count against the project's limits."""
+    probe_timeout: float = Field(default=120.0, gt=0)
+    """Under ``refuse``: how long the first calls wait for the probes' verdict before they are answered
+    ``unavailable`` (retry while the probes finish): seconds, or ``2m``."""
+
+    @field_validator("probe_timeout", mode="before")
+    @classmethod
+    def _probe_duration(cls, value: Any) -> float:
+        return parse_duration(value)
+
+    @field_validator("probe_on_first_use", mode="before")
+    @classmethod
+    def _unquoted_off(cls, value: Any) -> Any:
+        return "off" if value is False else value  # YAML reads an unquoted ``off`` as false
 
     @field_validator("shared_cache_ttl", "body_timeout", "upstream_timeout", "record_timeout", mode="before")
     @classmethod
@@ -158,9 +205,42 @@ class RewardsConfig(_Model):
         return parse_duration(value)
 
 
-class QuotaConfig(_Model):
-    """One project's limits."""
+class StorageQuota(_Model):
+    """What one project may store on the server, by kind: how many, and how many bytes in all.
 
+    A store past a quota is refused ``resource_exhausted`` (HTTP 429) naming the quota and its value; null is no
+    limit. Datasets count those a job writes; evaluators count their uploaded archives.
+    """
+
+    max_datasets: int | None = Field(default=1000, ge=1)
+    """Datasets (uploaded, and evaluation jobs' outputs)."""
+    max_dataset_bytes: int | None = Field(default=2 << 30, ge=1)
+    """Bytes of JSONL over all of the project's datasets."""
+    max_runs: int | None = Field(default=100_000, ge=1)
+    """Stored evaluation runs."""
+    max_run_bytes: int | None = Field(default=8 << 30, ge=1)
+    """Bytes of stored runs (headers and per-record results)."""
+    max_evaluators: int | None = Field(default=100, ge=1)
+    """Uploaded evaluators."""
+    max_evaluator_bytes: int | None = Field(default=1 << 30, ge=1)
+    """Bytes of uploaded evaluator archives."""
+
+
+class QuotaConfig(_Model):
+    """One project's limits; a storage quota left unset here is ``default_quota``'s."""
+
+    max_datasets: int | None = Field(default=None, ge=1)
+    """Datasets the project may store (default ``default_quota.max_datasets``)."""
+    max_dataset_bytes: int | None = Field(default=None, ge=1)
+    """Bytes of the project's datasets (default ``default_quota.max_dataset_bytes``)."""
+    max_runs: int | None = Field(default=None, ge=1)
+    """Runs the project may store (default ``default_quota.max_runs``)."""
+    max_run_bytes: int | None = Field(default=None, ge=1)
+    """Bytes of the project's runs (default ``default_quota.max_run_bytes``)."""
+    max_evaluators: int | None = Field(default=None, ge=1)
+    """Evaluators the project may upload (default ``default_quota.max_evaluators``)."""
+    max_evaluator_bytes: int | None = Field(default=None, ge=1)
+    """Bytes of the project's evaluator archives (default ``default_quota.max_evaluator_bytes``)."""
     max_reward_rollouts: int | None = Field(default=None, ge=1)
     """Rollouts the project may have in flight at once, summed over its concurrent calls (not a per-call or
     per-period limit): a call that would pass it waits until earlier calls finish, without delaying other
@@ -206,6 +286,15 @@ class SandboxConfig(_Model):
         return value
 
 
+class RunsConfig(_Model):
+    """Limits of the Run Service."""
+
+    max_compare_bytes: int = Field(default=512 << 20, ge=1024)
+    """Most stored bytes (both runs together) one ``CompareRuns`` reads; a larger comparison is refused
+    ``resource_exhausted`` (HTTP 413) naming this limit. The bytes read are held in the project's share of
+    ``rewards.max_inflight_bytes`` while it runs."""
+
+
 class MetricsConfig(_Model):
     """Where Prometheus scrapes ``/metrics``."""
 
@@ -243,6 +332,9 @@ class ServerSpec(_Model):
     rewards: RewardsConfig = Field(default_factory=RewardsConfig)
     quotas: dict[str, QuotaConfig] = Field(default_factory=dict)
     """Per-project limits, by project name."""
+    default_quota: StorageQuota = Field(default_factory=StorageQuota)
+    """What every project may store, unless ``quotas.<project>`` sets its own value."""
+    runs: RunsConfig = Field(default_factory=RunsConfig)
     judges: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Named judges: a RewardSpec component's ``judge: NAME`` is replaced by these JudgeConfig fields. On a server a
     judge is always named: a request never gives a judge's URL, credential or extra request fields."""
@@ -318,6 +410,14 @@ class ServerConfig(BaseModel):
     def evaluators_dir(self) -> Path:
         """Where uploaded evaluators are stored: ``evaluators.storage_dir`` made absolute against ``base_dir``."""
         return (self.base_dir / self.spec.evaluators.storage_dir).resolve()
+
+    def storage_quota(self, project: str, name: str) -> tuple[int | None, str]:
+        """A project's storage quota ``name`` (see :class:`StorageQuota`) and the config field that sets it."""
+        own = self.spec.quotas.get(project)
+        value = getattr(own, name) if own is not None else None
+        if value is not None:
+            return value, f"quotas.{project}.{name}"
+        return getattr(self.spec.default_quota, name), f"default_quota.{name}"
 
 
 def resolve_database_url(url: str, base_dir: Path) -> str:

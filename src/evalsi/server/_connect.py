@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import Any
+from typing import Any, TypeVar
 
 from connectrpc.code import Code
 from connectrpc.errors import ConnectError
@@ -33,3 +33,24 @@ async def decoded(reading: Awaitable[Any], message: str = "ScoreRewardsRequest")
         raise
     except Exception as exc:
         raise ConnectError(Code.INVALID_ARGUMENT, f"the body is not a valid {message}: {exc}") from None
+
+
+App = TypeVar("App", bound=type)
+
+
+def decoding(application: App, message: str) -> App:
+    """``application`` (a class connect-python generated) answering a body its codec rejects ``invalid_argument``.
+
+    connect-python answers such a body (a field of the wrong type, nesting past protobuf's limit) ``unknown``, an
+    HTTP 500; for the caller it is a bad argument, named as a ``message`` it is not.
+    """
+
+    class Decoding(application):  # type: ignore[misc,valid-type]
+        async def _read_post_request(self, *args: Any, **kwargs: Any) -> Any:
+            return await decoded(super()._read_post_request(*args, **kwargs), message)
+
+        async def _read_get_request(self, *args: Any, **kwargs: Any) -> Any:
+            return await decoded(super()._read_get_request(*args, **kwargs), message)
+
+    Decoding.__name__ = Decoding.__qualname__ = f"Decoding{application.__name__}"
+    return Decoding  # type: ignore[return-value]

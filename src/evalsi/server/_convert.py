@@ -11,8 +11,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from google.protobuf import json_format, struct_pb2
+from google.protobuf.message import Message
 
 from evalsi.rewards import RewardResult
+from evalsi.server._errors import ServiceError
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
 
 
@@ -27,15 +29,43 @@ def plain_numbers(value: Any) -> Any:
     return value
 
 
-def struct_to_dict(struct: struct_pb2.Struct) -> dict[str, Any]:
-    """A Struct as a plain dict."""
-    return plain_numbers(json_format.MessageToDict(struct))  # type: ignore[no-any-return]
+def message_dict(message: Message, where: str) -> dict[str, Any]:
+    """A message (a Struct, say) as its JSON form; a number JSON cannot hold is the caller's error.
+
+    A protobuf double may be infinite or NaN, which no JSON number is (and no spec, rollout or result holds).
+
+    Raises:
+        ServiceError: ``invalid_argument`` naming ``where``.
+
+    """
+    try:
+        result: dict[str, Any] = json_format.MessageToDict(message)
+    except ValueError:
+        raise ServiceError(
+            "invalid_argument", f"{where}: holds a number that is infinite or NaN; numbers must be finite", path=where
+        ) from None
+    return result
+
+
+def struct_to_dict(struct: struct_pb2.Struct, where: str = "request") -> dict[str, Any]:
+    """A Struct as a plain dict (integral numbers as ints).
+
+    Raises:
+        ServiceError: ``invalid_argument`` naming ``where`` for a number that is not finite.
+
+    """
+    return plain_numbers(message_dict(struct, where))  # type: ignore[no-any-return]
 
 
 def request_parts(request: pb.ScoreRewardsRequest) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The spec mapping and rollout mappings of a request message."""
-    spec = struct_to_dict(request.spec) if request.HasField("spec") else {}
-    return spec, [struct_to_dict(r) for r in request.rollouts]
+    """The spec mapping and rollout mappings of a request message.
+
+    Raises:
+        ServiceError: ``invalid_argument`` for a number that is not finite, naming the spec or the rollout.
+
+    """
+    spec = struct_to_dict(request.spec, "spec") if request.HasField("spec") else {}
+    return spec, [struct_to_dict(r, f"rollouts[{index}]") for index, r in enumerate(request.rollouts)]
 
 
 def results_message(results: Sequence[RewardResult]) -> pb.ScoreRewardsResponse:

@@ -20,8 +20,10 @@ from evalsi.server._evaluators_ids import check_id, resource_id, timestamp
 from evalsi.server._evaluators_pages import page
 from evalsi.server._evaluators_tables import datasets
 from evalsi.server._proto.evalsi.v1alpha1 import evaluation_pb2 as pb
+from evalsi.server._quotas import StorageQuotas
 from evalsi.server._service import require
 from evalsi.server._tokens import RUN, Principal
+from evalsi.server._trust import check_depth
 
 
 def _bad(line: int, message: str) -> ServiceError:
@@ -32,7 +34,8 @@ def parse_rows(text: str, max_rows: int) -> list[dict[str, Any]]:
     """The rows of a JSONL text, each checked; blank lines are skipped.
 
     Raises:
-        ServiceError: ``invalid_argument`` naming the 1-based line and what would be valid.
+        ServiceError: ``invalid_argument`` naming the 1-based line and what would be valid (a row nested deeper
+            than a request may be is refused too).
 
     """
     rows: list[dict[str, Any]] = []
@@ -43,6 +46,7 @@ def parse_rows(text: str, max_rows: int) -> list[dict[str, Any]]:
             row = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
             raise _bad(number, f"not valid JSON ({exc})") from None
+        check_depth(row, f"line {number}")
         check_row(row, number)
         rows.append(row)
         if len(rows) > max_rows:
@@ -94,6 +98,7 @@ class Datasets:
     def __init__(self, config: ServerConfig, engine: Engine) -> None:
         self.settings = config.spec.datasets
         self.engine = engine
+        self.quotas = StorageQuotas(config)
 
     def create(self, principal: Principal, request: pb.CreateDatasetRequest) -> pb.Dataset:
         """Check and store an uploaded dataset.
@@ -115,10 +120,11 @@ class Datasets:
         return self.store(principal.project, dataset_id, rows, source_job="")
 
     def store(self, project: str, dataset_id: str, rows: Sequence[dict[str, Any]], source_job: str) -> pb.Dataset:
-        """Insert a dataset (an upload, or a job's output).
+        """Insert a dataset (an upload, or a job's output) within the project's dataset quotas.
 
         Raises:
-            ServiceError: ``already_exists`` when the project has a dataset of that id.
+            ServiceError: ``already_exists`` when the project has a dataset of that id; ``resource_exhausted``
+                when it would pass ``max_datasets`` or ``max_dataset_bytes``.
 
         """
         return self.store_encoded(project, dataset_id, encode(rows), len(rows), source_job)
@@ -143,7 +149,9 @@ class Datasets:
         }
         try:
             with self.engine.begin() as connection:
+                self.quotas.lock(connection, project, "datasets")
                 connection.execute(insert(datasets).values(**values))
+                self.quotas.check(connection, project, "datasets")
         except IntegrityError:
             raise ServiceError(
                 "failed_precondition",
@@ -182,6 +190,16 @@ class Datasets:
         return pb.ListDatasetsResponse(
             datasets=[_message({**r, "content": b""}, with_rows=False) for r in rows], next_page_token=token
         )
+
+    def check_room(self, project: str) -> None:
+        """Refuse now when the project could store no further dataset (a job checks before it runs).
+
+        Raises:
+            ServiceError: ``resource_exhausted`` naming the dataset quota the project is at.
+
+        """
+        with self.engine.connect() as connection:
+            self.quotas.room(connection, project, "datasets")
 
     def exists(self, project: str, dataset_id: str) -> bool:
         """Whether the project has a dataset of that id."""

@@ -34,7 +34,9 @@ class ServiceError(EvalsiError):
 
     @property
     def http_status(self) -> int:
-        """The HTTP status answering this error."""
+        """The HTTP status answering this error: a request too large to serve (``*_too_large``) is 413."""
+        if self.status == "resource_exhausted" and self.code.endswith("_too_large"):
+            return 413
         return HTTP_STATUS.get(self.status, 500)
 
     def payload(self) -> ErrorBody:

@@ -43,6 +43,7 @@ from evalsi.server._evaluators_tables import evaluation_jobs, evaluators
 from evalsi.server._fair import FairPool, share_of
 from evalsi.server._jobs_metrics import EvaluationMetrics
 from evalsi.server._proto.evalsi.v1alpha1 import evaluation_pb2 as pb
+from evalsi.server._quotas import StorageQuotas
 from evalsi.server._service import require
 from evalsi.server._tokens import EVALUATORS_WRITE, RUN, RUNS_CODE, Principal
 from evalsi.server._work_owners import new_instance, orphaned
@@ -86,6 +87,7 @@ class Evaluators:
         self.metrics: EvaluationMetrics | None = None
         """Counts finished builds by state (set by the server)."""
         self._prepare_lock = threading.Lock()
+        self.quotas = StorageQuotas(config)
         workers = config.spec.jobs.workers
         self._builds = FairPool(workers, share_of(workers, config.spec.rewards.project_share), "evalsi-build")
 
@@ -192,7 +194,9 @@ class Evaluators:
         }
         try:
             with self.engine.begin() as connection:
+                self.quotas.lock(connection, principal.project, "evaluators")
                 connection.execute(insert(evaluators).values(**row))
+                self.quotas.check(connection, principal.project, "evaluators")
         except IntegrityError:
             raise ServiceError(
                 "failed_precondition",

@@ -15,7 +15,8 @@ Example::
     datasets: {max_bytes: 16777216, max_rows: 100000}
     jobs: {workers: 2, max_active_per_project: 4, batch_rows: 256, batch_timeout: 2m,
            heartbeat_interval: 5s, orphan_after: 60s, memory_mb: 1024, max_processes: 8,
-           max_output_bytes: 67108864, max_reason_bytes: 4096, max_batch_output_bytes: 16777216}
+           max_output_bytes: 67108864, max_reason_bytes: 4096, max_batch_output_bytes: 16777216,
+           worker_max_rows: 100000, worker_max_memory_mb: 768, worker_idle_timeout: 5m, max_idle_workers: 8}
     targets:                           # what a job's ``target: NAME`` generates replies with
       qwen-7b: {base_url: http://127.0.0.1:8000/v1, model: qwen2.5-7b-instruct, api_key_env: VLLM_KEY,
                 max_tokens: 2048, max_concurrency: 16, timeout: 2m, retries: 2, max_stop: 4, max_stop_chars: 64,
@@ -103,8 +104,8 @@ class JobsConfig(_Model):
     max_active_per_project: int = Field(default=4, ge=1)
     """Queued plus running jobs a project may have; ``quotas.<project>.max_evaluation_jobs`` overrides it."""
     batch_rows: int = Field(default=256, ge=1)
-    """Rows scored per sandbox call: each call starts the evaluator's interpreter and imports its module again
-    (tens of ms), so larger batches are faster; a cancel kills the call running."""
+    """Rows sent to the evaluator's warm worker at once; a batch has ``batch_timeout`` to answer, and a cancel
+    kills the worker running it."""
     batch_timeout: float = Field(default=120.0, gt=0)
     """Seconds one batch may take in the sandbox; a slower batch fails its rows."""
     memory_mb: int = Field(default=1024, ge=64)
@@ -121,13 +122,25 @@ class JobsConfig(_Model):
     max_batch_output_bytes: int = Field(default=16 << 20, ge=64 << 10)
     """Most bytes one sandbox call (a batch) may print as its answer; past it the output is cut off unread and
     the batch's rows fail naming this limit."""
+    worker_max_rows: int = Field(default=100_000, ge=1)
+    """Rows one warm evaluator worker scores before it is stopped and a fresh one started (its interpreter, and
+    whatever the evaluator's module keeps, begin anew). A worker serves one project's one evaluator version only:
+    its jobs, and its reward components (``ref: evaluator/ID``) with the same memory and process limits."""
+    worker_max_memory_mb: int | None = Field(default=None, ge=16)
+    """A warm worker whose sandbox holds more than this after a batch (its cgroup's count: the worker, its
+    children, its files in memory) is stopped, and the next batch gets a fresh one. Default: three quarters of
+    its memory limit. Where no cgroup is usable, the worker's own peak resident memory is compared instead."""
+    worker_idle_timeout: float = Field(default=300.0, gt=0)
+    """An idle warm worker is stopped after this long (seconds, or ``5m``)."""
+    max_idle_workers: int = Field(default=8, ge=0)
+    """Idle warm workers kept at most, across projects and evaluators; past it the longest idle is stopped."""
     heartbeat_interval: float = Field(default=5.0, gt=0)
     """How often a server refreshes the heartbeat of the jobs and builds it owns (queued or running)."""
     orphan_after: float = Field(default=60.0, gt=0)
     """A job or build whose heartbeat is older than this has lost its server (killed, or its host gone): any
     server on the database then marks it failed (at start, and every ``orphan_after / 2``)."""
 
-    @field_validator("batch_timeout", "heartbeat_interval", "orphan_after", mode="before")
+    @field_validator("batch_timeout", "heartbeat_interval", "orphan_after", "worker_idle_timeout", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> float:
         return _seconds(value)

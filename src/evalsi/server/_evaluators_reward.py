@@ -2,8 +2,9 @@
 
 The component runs code (``resource.runs_code``, the sandbox floor applies). Before a request's spec is bound,
 :class:`EvaluatorRefs` looks the id up in the caller's project (404 when unknown, 400 when not ACTIVE, both naming
-the component) and fills in where the built evaluator lives; a request may not set those params itself. Each
-batch runs in one sandbox with the evaluator mounted read-only: the rollout becomes an ``EvaluationRow`` (its
+the component) and fills in where the built evaluator lives and whose it is; a request may not set those params
+itself. Each batch goes to the project's warm worker of that evaluator version (the one its jobs use, see
+:mod:`._evaluators_workers`), with the evaluator mounted read-only: the rollout becomes an ``EvaluationRow`` (its
 prompt messages, then the completion as the assistant's reply, the reference as ``ground_truth``), grouped by
 prompt for a ``groupwise`` test.
 """
@@ -11,7 +12,6 @@ prompt for a ``groupwise`` test.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
@@ -23,10 +23,12 @@ from evalsi.sandbox import Limits, require
 from evalsi.server._errors import ServiceError
 from evalsi.server._evaluators import Evaluators
 from evalsi.server._evaluators_ids import check_id
-from evalsi.server._evaluators_sandbox import ScoringSession
+from evalsi.server._evaluators_workers import BatchLimits, ScoringSession, WorkerKey
 
 NAME = "evaluator"
-SERVER_FILLED = ("directory", "runtime", "entry", "revision")
+MAX_ANSWER_BYTES = 16 << 20
+"""Most bytes a batch's answer may have (past it, it is cut off unread and the batch's rollouts error)."""
+SERVER_FILLED = ("directory", "runtime", "entry", "revision", "project")
 """Params the server fills in from its evaluator store; a request setting one is refused."""
 
 
@@ -44,6 +46,7 @@ class UploadedEvaluatorParams(Params):
     runtime: str = ""
     entry: str = ""
     revision: str = ""
+    project: str = ""
 
 
 @register
@@ -71,10 +74,15 @@ class UploadedEvaluator(Evaluator[UploadedEvaluatorParams]):
             wall_time=params.timeout,
             cpu_time=max(1, int(params.timeout)),
             memory_bytes=params.memory_mb << 20,
-            max_output_bytes=16 << 20,
+            max_output_bytes=MAX_ANSWER_BYTES,
         )
+        key = WorkerKey(
+            params.project, params.id, params.revision, params.directory, params.entry, params.runtime, rung,
+            limits.memory_bytes, limits.max_processes,
+        )  # fmt: skip
         rows = [_row(record) for record in records]
-        with ScoringSession(Path(params.directory), params.entry, Path(params.runtime), rung, limits) as session:
+        bounds = BatchLimits(params.timeout, MAX_ANSWER_BYTES, time_setting="timeout")
+        with ScoringSession(key, limits, bounds) as session:
             results = session.score(rows)
         return [_score(result) for result in results]
 
@@ -131,6 +139,7 @@ class EvaluatorRefs:
             evaluator_id = check_id(str(argument or params.get("id", "")), f"{where}.ref")
             ready = self.evaluators.ready(project, evaluator_id, f"{where}.ref")
             params.update(
+                project=project,
                 id=evaluator_id,
                 directory=str(ready.directory),
                 runtime=str(self.evaluators.runtime),

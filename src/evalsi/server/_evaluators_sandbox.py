@@ -29,8 +29,6 @@ import os
 import shlex
 import shutil
 import stat
-import threading
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -402,71 +400,3 @@ def clean_result(raw: Any, max_reason_bytes: int) -> dict[str, Any]:
         "reason": None if reason is None else cut_text(str(reason), max_reason_bytes, "jobs.max_reason_bytes"),
         "metrics": metrics,
     }
-
-
-class ScoringSession:
-    """One sandbox with a built evaluator mounted read-only, scoring batches of rows until closed.
-
-    What one batch prints is read within ``limits.max_output_bytes`` (past it the answer is cut off unread and
-    the batch's rows fail), and each row's result is checked and its reason cut at ``max_reason_bytes``.
-    :meth:`close` may be called from another thread (a cancelled job): it kills the sandbox and everything in
-    it, and a batch running then ends with an error.
-
-    Raises:
-        SandboxUnavailableError: No rung at or above ``rung`` works here.
-
-    """
-
-    def __init__(
-        self,
-        directory: Path,
-        entry: str,
-        runtime: Path,
-        rung: Isolation,
-        limits: Limits,
-        max_reason_bytes: int = MAX_REASON_BYTES,
-        output_setting: str = "the evaluator's output limit",
-    ) -> None:
-        self.entry = entry
-        self.limits = limits
-        self.max_reason_bytes = max_reason_bytes
-        self.output_setting = output_setting
-        self._closed = threading.Event()
-        self._lock = threading.Lock()
-        self._python = f"{EVALUATOR}/venv/bin/python"
-        mounts = [Mount(str(directory / "env"), EVALUATOR), Mount(str(runtime), RUNTIME)]
-        self._workspace = Workspace(require(rung), mounts=mounts)  # the floor, or a higher rung where it is missing
-
-    def score(self, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-        """One result per row (``{score, reason, metrics}`` or ``{error}``), in order."""
-        if self._closed.is_set():
-            return [{"error": "cancelled"} for _ in rows]
-        argv = [self._python, "-I", f"{RUNTIME}/evalsi_runner.py", "score", self.entry]
-        request = json.dumps({"rows": list(rows), "max_reason_bytes": self.max_reason_bytes})
-        result = self._workspace.exec(argv, stdin=request, limits=self.limits, reset=True)
-        if self._closed.is_set():
-            return [{"error": "cancelled"} for _ in rows]
-        if result.stdout_truncated:  # never parsed: a cut answer is no answer
-            cap, count = self.limits.max_output_bytes, len(rows)
-            cut = f"the evaluator printed more than {self.output_setting}={cap} bytes for its batch of {count} rows"
-            return [{"error": cut} for _ in rows]
-        answer = _answer(result.stdout)
-        if answer is None or not answer.get("ok") or len(answer.get("results", ())) != len(rows):
-            why = answer.get("error") if answer else None
-            if not why:
-                tail = result.stderr.strip().splitlines()[-1:] if result.stderr.strip() else []
-                why = f"the evaluator stopped ({result.reason}{', ' + tail[0][:300] if tail else ''})"
-            return [{"error": cut_text(str(why), self.max_reason_bytes, "jobs.max_reason_bytes")} for _ in rows]
-        return [clean_result(r, self.max_reason_bytes) for r in answer["results"]]
-
-    def close(self) -> None:
-        """Kill the sandbox (and the batch running in it, if any)."""
-        self._closed.set()
-        with self._lock:
-            self._workspace.close()
-
-    def __enter__(self) -> ScoringSession:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -9,6 +9,10 @@ Refusals close the connection, so an unread body is never drained either.
 
 The route then runs with the body replayed; if the client disconnects before the answer is sent, the route is
 cancelled, and with it the call's queued scoring work.
+
+Every other HTTP request (the ``/ui`` login form, any route given a body) must deliver its body within the same
+``rewards.body_timeout`` of its headers: past it the client gets 408 and the connection closes, and the route
+reads a disconnect.
 """
 
 from __future__ import annotations
@@ -84,11 +88,7 @@ async def read_body(receive: Receive, limit: int, timeout: float) -> bytes:
                 if not message.get("more_body", False):
                     return b"".join(chunks)
     except TimeoutError:
-        raise ServiceError(
-            "deadline_exceeded",
-            f"the request body did not arrive within rewards.body_timeout={timeout:g}s",
-            "body_timeout",
-        ) from None
+        raise _body_late(timeout) from None
 
 
 async def refuse(send: Send, error: ServiceError, connect: bool) -> None:
@@ -112,6 +112,54 @@ async def refuse(send: Send, error: ServiceError, connect: bool) -> None:
     ]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+def _body_late(timeout: float) -> ServiceError:
+    return ServiceError(
+        "deadline_exceeded", f"the request body did not arrive within rewards.body_timeout={timeout:g}s", "body_timeout"
+    )
+
+
+async def run_with_body_deadline(app: ASGIApp, scope: Scope, receive: Receive, send: Send, timeout: float) -> None:
+    """Run ``app`` with its request body due within ``timeout`` seconds of now.
+
+    Past the deadline the client is answered 408 (unless an answer has started) and the connection closes; the app
+    reads ``http.disconnect`` and whatever it sends then is dropped. Once the body is whole, ``app`` waits for the
+    client's disconnect as long as it likes (an answer may take long).
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    whole = False
+    late = False
+    answering = False
+
+    async def timed_receive() -> Message:
+        nonlocal whole, late
+        if late:
+            return {"type": "http.disconnect"}
+        if whole:
+            return await receive()
+        try:
+            async with asyncio.timeout_at(deadline):
+                message = await receive()
+        except TimeoutError:
+            late = True
+            if not answering:
+                await refuse(send, _body_late(timeout), connect=False)
+            return {"type": "http.disconnect"}
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            whole = True
+        return message
+
+    async def sending(message: Message) -> None:
+        nonlocal answering
+        if late:
+            return
+        if message["type"] == "http.response.start":
+            answering = True
+        await send(message)
+
+    await app(scope, timed_receive, sending)
 
 
 async def run_cancellable(app: ASGIApp, scope: Scope, body: bytes, receive: Receive, send: Send) -> None:
@@ -161,7 +209,10 @@ BodyGate = Callable[[str, int], contextlib.AbstractAsyncContextManager[None]]
 
 
 class Guard:
-    """ASGI middleware: authenticate, bound and time the body, then run the scoring route cancellably."""
+    """ASGI middleware: authenticate, bound and time the body, then run the scoring route cancellably.
+
+    Any other HTTP request gets the same body deadline (:func:`run_with_body_deadline`).
+    """
 
     def __init__(
         self,
@@ -182,9 +233,12 @@ class Guard:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Guard a scoring request; pass anything else through."""
-        protocol = self.is_scoring(scope["path"]) if scope["type"] == "http" and scope["method"] == "POST" else None
-        if protocol is None:
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        protocol = self.is_scoring(scope["path"]) if scope["method"] == "POST" else None
+        if protocol is None:
+            await run_with_body_deadline(self.app, scope, receive, send, self.body_timeout())
             return
         connect = protocol == "connect"
         headers = {k.lower(): v for k, v in scope.get("headers", ())}

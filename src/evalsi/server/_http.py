@@ -33,7 +33,6 @@ from evalsi.server._convert import request_parts, results_message
 from evalsi.server._errors import ServiceError, from_exception
 from evalsi.server._guard import PRINCIPAL_KEY, Guard
 from evalsi.server._jobs_api import EvaluationApi
-from evalsi.server._limits import SharedGate
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
 from evalsi.server._proto.evalsi.v1alpha1.rewards_connect import RewardServiceASGIApplication
 from evalsi.server._runs_http import GUARDED_POSTS as RUN_POSTS
@@ -53,7 +52,7 @@ ASGIApp = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitab
 class ServerState:
     """What the routes share: the service, the draining flag, and the gate over request-body bytes.
 
-    Health answers 503 while draining; the gate is made on first use, inside the serving event loop.
+    Health answers 503 while draining.
     """
 
     def __init__(
@@ -65,16 +64,8 @@ class ServerState:
         self.ui = ui
         """The results viewer under ``/ui`` (absent when switched off)."""
         self.draining = False
-        self._body_gate: SharedGate | None = None
-
-    @property
-    def body_gate(self) -> SharedGate:
-        """The FIFO gate over ``rewards.max_inflight_bytes``, with each project's share."""
-        if self._body_gate is None:
-            rewards = self.service.config.spec.rewards
-            capacity = rewards.max_inflight_bytes
-            self._body_gate = SharedGate(capacity, int(capacity * rewards.project_share))
-        return self._body_gate
+        self.body_bytes = service.body_bytes
+        """The FIFO gate over ``rewards.max_inflight_bytes``, with each project's share (every protocol's)."""
 
 
 @asynccontextmanager
@@ -84,21 +75,8 @@ async def held_body(state: ServerState, project: str, length: int) -> AsyncItera
     The body is not read until the room is held (the guard passes the Content-Length, or the maximum request
     size when it is unknown).
     """
-    metrics = state.service.metrics
-    metrics.requests_waiting_to_read.inc()
-    waiting = True
-    try:
-        async with state.body_gate.hold(project, length):
-            metrics.requests_waiting_to_read.dec()
-            waiting = False
-            metrics.request_bytes.inc(length)
-            try:
-                yield
-            finally:
-                metrics.request_bytes.dec(length)
-    finally:
-        if waiting:
-            metrics.requests_waiting_to_read.dec()
+    async with state.body_bytes.hold(project, length):
+        yield
 
 
 def _json(data: Any, status: int = 200) -> Response:

@@ -27,21 +27,22 @@ import time
 from typing import Any
 
 import orjson
-from google.protobuf import json_format
 from sqlalchemy import Engine, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from evalsi.errors import EvalsiError
 from evalsi.sandbox import Isolation, Limits
+from evalsi.sandbox import require as require_rung
 from evalsi.server._config import ServerConfig
+from evalsi.server._convert import message_dict
 from evalsi.server._datasets import Datasets, has_reply
 from evalsi.server._errors import ServiceError, redact
 from evalsi.server._evaluators import Evaluators
 from evalsi.server._evaluators_config import TargetBudget
 from evalsi.server._evaluators_ids import check_id, resource_id, timestamp
 from evalsi.server._evaluators_pages import page
-from evalsi.server._evaluators_sandbox import ScoringSession
 from evalsi.server._evaluators_tables import evaluation_jobs
+from evalsi.server._evaluators_workers import BatchLimits, ScoringSession, WorkerKey, WorkerSettings, shared
 from evalsi.server._fair import FairPool, share_of
 from evalsi.server._jobs_budget import Budgets, Grant
 from evalsi.server._jobs_generation import (
@@ -103,6 +104,9 @@ class Jobs:
         self._sessions: dict[tuple[str, str], ScoringSession] = {}
         self._generating: dict[tuple[str, str], concurrent.futures.Future[list[Outcome]]] = {}
         self.generators = Generators(config)
+        self.workers = shared
+        """Warm evaluator workers, shared with the ``ref: evaluator/ID`` reward components of this process."""
+        self.workers.configure(WorkerSettings.from_config(self.settings))
         self.budgets = Budgets(engine)
         self.metrics: EvaluationMetrics | None = None
         """Counts finished jobs by state (set by the server)."""
@@ -153,6 +157,7 @@ class Jobs:
         self.datasets.row(project, input_id, "evaluationJob.inputDataset")
         target, params = self._generation(spec)
         self._refuse_existing_output(project, output_id)
+        self.datasets.check_room(project)  # its output is a dataset: refused now, not after the work
         now = time.time()
         values = {
             "project": project,
@@ -203,7 +208,7 @@ class Jobs:
 
     def _generation(self, spec: pb.EvaluationJob) -> tuple[str, dict[str, Any]]:
         """The job's target name and checked completion params (``("", {})`` when it generates nothing)."""
-        raw = json_format.MessageToDict(spec.completion_params) if spec.HasField("completion_params") else {}
+        raw = message_dict(spec.completion_params, PARAMS_PATH) if spec.HasField("completion_params") else {}
         if not spec.target:
             if raw:
                 raise ServiceError(
@@ -318,7 +323,7 @@ class Jobs:
         if generating is not None:
             generating.cancel()
         if session is not None:
-            session.close()
+            session.cancel()
         return _message(self._row(project, job_id))
 
     def _run(self, project: str, job_id: str) -> None:
@@ -365,12 +370,19 @@ class Jobs:
             max_output_bytes=settings.max_batch_output_bytes,
         )
         try:
-            session = ScoringSession(evaluator.directory, evaluator.entry, self.evaluators.runtime, self.rung, limits,
-                                     settings.max_reason_bytes, "jobs.max_batch_output_bytes")  # fmt: skip
+            key = WorkerKey(
+                project, evaluator.evaluator_id, evaluator.revision, str(evaluator.directory), evaluator.entry,
+                str(self.evaluators.runtime), require_rung(self.rung), limits.memory_bytes, limits.max_processes,
+            )  # fmt: skip
         except EvalsiError as exc:
             raise ServiceError(
                 "failed_precondition", f"the sandbox is unavailable on this server: {redact(str(exc))}"
             ) from None
+        bounds = BatchLimits(
+            settings.batch_timeout, settings.max_batch_output_bytes, settings.max_reason_bytes,
+            "jobs.max_batch_output_bytes", "jobs.batch_timeout",
+        )  # fmt: skip
+        session = ScoringSession(key, limits, bounds, self.workers)
         with self._lock:
             self._sessions[(project, job_id)] = session
         spool = OutputSpool(settings.max_output_bytes)
@@ -515,7 +527,8 @@ class Jobs:
         for future in futures:
             future.cancel()
         for session in sessions:
-            session.close()
+            session.cancel()
+        self.workers.close()
         self.generators.close()
         try:
             with self.engine.begin() as connection:

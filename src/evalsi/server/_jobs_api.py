@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from evalsi.server._connect import decoding
 from evalsi.server._datasets import Datasets
 from evalsi.server._errors import ServiceError, from_exception
 from evalsi.server._evaluators import Evaluators
@@ -176,7 +177,8 @@ class EvaluationApi:
             (connect.EvaluationJobServiceASGIApplication, "EvaluationJobService"),
         ):
             adapter = _ConnectAdapter(self, [m for m in self.methods if m.service == service])
-            apps.append(cls(adapter, read_max_bytes=read_max_bytes))  # type: ignore[arg-type]
+            application = decoding(cls, f"{service} request")  # a malformed body is the caller's error
+            apps.append(application(adapter, read_max_bytes=read_max_bytes))  # type: ignore[arg-type]
         return apps
 
     # gRPC

@@ -27,6 +27,7 @@ from evalsi.server._errors import ServiceError
 from evalsi.server._evaluators_config import TargetConfig
 from evalsi.server._fair import share_of
 from evalsi.server._jobs_messages import Refused, prompt_messages
+from evalsi.server._trust import check_int64
 from evalsi.specs import SamplingSpec
 
 PARAMS_PATH = "evaluationJob.completionParams"
@@ -113,10 +114,10 @@ def _check_stop(stop: Any, target: TargetConfig) -> None:
 def _whole(value: Any, where: str) -> Any:
     """JSON numbers arrive as floats (``google.protobuf.Struct``): ``256.0`` is 256, ``2.5`` is refused."""
     if isinstance(value, float) and value.is_integer():
-        return int(value)
+        return check_int64(int(value), where)
     if isinstance(value, bool) or not isinstance(value, int):
         raise ServiceError("invalid_argument", f"{where}: must be a whole number, got {value!r}", path=where)
-    return value
+    return check_int64(value, where)
 
 
 def with_reply(row: dict[str, Any], generation: Generation) -> dict[str, Any]:

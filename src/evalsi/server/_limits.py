@@ -147,25 +147,78 @@ class SharedGate:
         self._users: dict[str, int] = {}
 
     @asynccontextmanager
-    async def hold(self, project: str, units: int) -> AsyncIterator[None]:
+    async def hold(self, project: str, units: int) -> AsyncIterator[Held]:
         """Hold ``units`` (capped at the project's share) for the body of the ``async with``."""
+        held = await self.enter(project, units)
+        try:
+            yield held
+        finally:
+            held.release()
+
+    async def enter(self, project: str, units: int, on_change: Callable[[int], None] | None = None) -> Held:
+        """Wait for ``units`` (capped at the project's share); the :class:`Held` gives them back.
+
+        ``on_change`` is told every change of the units held (+ once held, - as they are given back).
+        """
         gate = self.project_gates.get(project)
         if gate is None:
             gate = self.project_gates[project] = RolloutGate(self.share)
         self._users[project] = self._users.get(project, 0) + 1
-        acquired: list[tuple[RolloutGate, int]] = []
+        weight = gate.weight(units)
+        acquired: list[RolloutGate] = []
         try:
-            units = gate.weight(units)
             for each in (gate, self.global_gate):
-                await each.acquire(units)
-                acquired.append((each, units))
-            yield
-        finally:
-            for each, held in reversed(acquired):
-                each.release(held)
-            left = self._users[project] - 1
-            if left:
-                self._users[project] = left
-            else:
-                del self._users[project]
-                del self.project_gates[project]
+                await each.acquire(weight)
+                acquired.append(each)
+        except BaseException:
+            for each in reversed(acquired):
+                each.release(weight)
+            self._left(project)
+            raise
+        if on_change is not None:
+            on_change(weight)
+        return Held(self, project, weight, on_change)
+
+    def _left(self, project: str) -> None:
+        left = self._users[project] - 1
+        if left:
+            self._users[project] = left
+        else:
+            del self._users[project]
+            del self.project_gates[project]
+
+
+class Held:
+    """Units a project holds in a :class:`SharedGate`: shrunk once the real size is known, released once."""
+
+    def __init__(
+        self, gate: SharedGate, project: str, units: int, on_change: Callable[[int], None] | None = None
+    ) -> None:
+        self._gate = gate
+        self.project = project
+        self.units = units
+        self.released = False
+        self._on_change = on_change
+
+    def shrink(self, units: int) -> None:
+        """Keep only ``units`` (when fewer than held), giving the rest back now."""
+        units = max(1, units)
+        if self.released or units >= self.units:
+            return
+        extra = self.units - units
+        self.units = units
+        self._gate.global_gate.release(extra)
+        self._gate.project_gates[self.project].release(extra)
+        if self._on_change is not None:
+            self._on_change(-extra)
+
+    def release(self) -> None:
+        """Give every unit back (once; later calls do nothing)."""
+        if self.released:
+            return
+        self.released = True
+        self._gate.global_gate.release(self.units)
+        self._gate.project_gates[self.project].release(self.units)
+        self._gate._left(self.project)
+        if self._on_change is not None:
+            self._on_change(-self.units)

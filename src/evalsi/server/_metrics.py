@@ -74,6 +74,12 @@ class Metrics:
             "Calls waiting for rewards.max_inflight_bytes before their body is read.",
             registry=r,
         )
+        self.spec_cache_bytes = Gauge(
+            "evalsi_reward_spec_cache_bytes",
+            "Estimated memory of the bound specs kept for reuse, by project.",
+            ["project"],
+            registry=r,
+        )
         self.cancelled = Counter(
             "evalsi_reward_cancelled_calls",
             "Calls whose caller went away while their batch was being scored.",
@@ -121,6 +127,10 @@ class Metrics:
     def on_gauge(self, gauge: str, project: str, delta: int) -> None:
         """Move the waiting or in-flight gauge of a project (the hook of the admission gates)."""
         (self.waiting if gauge == "waiting" else self.inflight).labels(project).inc(delta)
+
+    def on_spec_cache_bytes(self, project: str, delta: int) -> None:
+        """Move a project's bytes of kept bound specs (the hook of :class:`~evalsi.server._spec_cache.BoundSpecs`)."""
+        self.spec_cache_bytes.labels(project).inc(delta)
 
     def render(self) -> bytes:
         """The text exposition format."""

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import importlib
 import importlib.util
 import logging
 import os
+import platform
+import resource
 import signal
 import sys
 from collections.abc import Callable, Iterator
@@ -26,11 +29,12 @@ from sqlalchemy import Engine
 
 from evalsi.evaluators import close_all
 from evalsi.server._config import ServerConfig
+from evalsi.server._connections import limited_protocol
 from evalsi.server._datasets import Datasets
 from evalsi.server._db import migrate, open_engine
 from evalsi.server._evaluators import Evaluators
 from evalsi.server._grpc import make_grpc_server
-from evalsi.server._http import ServerState, build_app, build_metrics_app, held_body
+from evalsi.server._http import ServerState, build_app, build_metrics_app
 from evalsi.server._jobs import Jobs
 from evalsi.server._jobs_api import EvaluationApi
 from evalsi.server._metrics import Metrics
@@ -63,6 +67,25 @@ class Parts:
     state: ServerState
     evaluation: EvaluationApi
     heartbeat: Heartbeat
+
+
+_M_MMAP_THRESHOLD = -3
+"""glibc's ``mallopt`` parameter for the size from which blocks are mapped on their own (and unmapped when freed)."""
+_MMAP_THRESHOLD = 128 << 10
+
+
+def return_large_blocks() -> None:
+    """Have glibc map blocks of 128 KiB and more on their own, so freeing one gives its memory back to the system.
+
+    glibc raises this threshold to the largest block freed so far (up to 32 MiB): after one large request body,
+    the next ones come from the heap, which keeps their memory when they are freed, and the process stays at the
+    peak a burst of large calls reached. Fixing the threshold keeps a server's memory at what it holds. Elsewhere
+    than on glibc this does nothing.
+    """
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
 
 
 def build(config: ServerConfig) -> Parts:
@@ -136,9 +159,11 @@ async def serve_async(config: ServerConfig, ready: ReadyHook = default_ready) ->
     Returns True when everything drained, False when work was still running at the deadline (its threads
     cannot be stopped from outside: :func:`serve` then ends the process).
     """
+    return_large_blocks()
     parts = build(config)
     listen = config.spec.listen
     drain = config.spec.drain_timeout
+    _descriptors_for(listen.max_connections)
     http = _Uvicorn(
         uvicorn.Config(
             build_app(parts.state),
@@ -147,7 +172,8 @@ async def serve_async(config: ServerConfig, ready: ReadyHook = default_ready) ->
             lifespan="off",
             log_level="warning",
             loop="asyncio",
-            http="httptools" if importlib.util.find_spec("httptools") else "h11",
+            http=limited_protocol(_http_protocol(), listen.max_connections, listen.header_timeout),
+            timeout_keep_alive=listen.idle_timeout,  # type: ignore[arg-type]  # seconds; a float works
             timeout_graceful_shutdown=max(1, int(drain)),
             access_log=False,
             # X-Forwarded-Proto/-For only from the operator's proxies (uvicorn would trust loopback by default)
@@ -158,9 +184,8 @@ async def serve_async(config: ServerConfig, ready: ReadyHook = default_ready) ->
     grpc_server = None
     grpc_port = None
     if listen.grpc_port is not None:
-        held = lambda project, size: held_body(parts.state, project, size)  # noqa: E731
-        grpc_server = make_grpc_server(parts.service, held, parts.evaluation.grpc_handlers())
-        grpc_server.add_generic_rpc_handlers((run_handlers(RunService(parts.service), held),))
+        grpc_server = make_grpc_server(parts.service, parts.state.body_bytes, parts.evaluation.grpc_handlers())
+        grpc_server.add_generic_rpc_handlers((run_handlers(RunService(parts.service)),))
         grpc_port = grpc_server.add_insecure_port(f"{listen.host}:{listen.grpc_port}")
         await grpc_server.start()
     loop = asyncio.get_running_loop()
@@ -212,6 +237,40 @@ async def serve_async(config: ServerConfig, ready: ReadyHook = default_ready) ->
             await scraping
         drained = await _shutdown(parts, stopping, pruner, deadline[0])
     return drained
+
+
+def _http_protocol() -> type[asyncio.Protocol]:
+    """The HTTP/1.1 protocol class of uvicorn: httptools when installed (the ``server`` extra), else h11."""
+    if importlib.util.find_spec("httptools"):
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+        return HttpToolsProtocol
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    return H11Protocol
+
+
+_SPARE_DESCRIPTORS = 256
+"""File descriptors kept for everything but client connections: the database, sandboxes, upstream calls."""
+
+
+def _descriptors_for(max_connections: int) -> None:
+    """Raise the soft limit on open files towards the hard one, so both listeners' connection caps fit in it."""
+    needed = 2 * max_connections + _SPARE_DESCRIPTORS
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        log.warning(
+            "the open-file limit (%d) is below what listen.max_connections=%d needs (%d): lower max_connections "
+            "or raise the limit (ulimit -n), or the server stops accepting at the limit",
+            soft,
+            max_connections,
+            needed,
+        )
 
 
 def _metrics_listener(config: ServerConfig, parts: Parts) -> _Uvicorn | None:

@@ -1,8 +1,8 @@
 """The Run Service over gRPC: handlers added to the server's ``grpc.aio`` server beside the Reward Service.
 
-The server's interceptor has checked the token before a handler runs (an unknown caller's message is never
-decoded), and gRPC itself refuses messages past ``rewards.max_request_bytes``; ``CreateRun`` holds its message's
-bytes in the project's share of ``rewards.max_inflight_bytes`` while the run is stored.
+The server's interceptor has checked the token and taken the message's room in the project's share of
+``rewards.max_inflight_bytes`` before a handler runs (see :class:`evalsi.server._grpc.Admit`), and gRPC itself
+refuses messages past ``rewards.max_request_bytes``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from evalsi.server._errors import ServiceError, from_exception
-from evalsi.server._grpc import GRPC_CODES, RUN_SERVICE_NAME, BodyGate, MalformedRequest
+from evalsi.server._grpc import GRPC_CODES, RUN_SERVICE_NAME, MalformedRequest
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
 from evalsi.server._runs_proto import RunMessages
 from evalsi.server._runs_service import RunService
@@ -34,12 +34,12 @@ def _decoder(message_type: Any) -> Callable[[bytes], Any]:
     return decode
 
 
-def run_handlers(service: RunService, held: BodyGate) -> grpc.GenericRpcHandler:
+def run_handlers(service: RunService) -> grpc.GenericRpcHandler:
     """The Run Service's methods as one generic handler for ``server.add_generic_rpc_handlers``."""
     messages = RunMessages(service)
 
     def unary(
-        name: str, request_type: Any, call: Callable[[Principal, Any], Awaitable[Any]], holds_body: bool = False
+        name: str, request_type: Any, call: Callable[[Principal, Any], Awaitable[Any]]
     ) -> grpc.RpcMethodHandler[Any, Any]:
         async def handle(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
             started = time.perf_counter()
@@ -50,9 +50,6 @@ def run_handlers(service: RunService, held: BodyGate) -> grpc.GenericRpcHandler:
                 principal = await service.authenticate(raw.decode() if isinstance(raw, bytes) else raw)
                 if isinstance(request, MalformedRequest):
                     raise ServiceError("invalid_argument", f"the body is not a valid {name}Request: {request.detail}")
-                if holds_body:
-                    async with held(principal.project, request.ByteSize()):
-                        return await call(principal, request)
                 return await call(principal, request)
             except Exception as exc:
                 error = from_exception(exc)
@@ -67,7 +64,7 @@ def run_handlers(service: RunService, held: BodyGate) -> grpc.GenericRpcHandler:
         )
 
     handlers = {
-        "CreateRun": unary("CreateRun", pb.CreateRunRequest, messages.create_run, holds_body=True),
+        "CreateRun": unary("CreateRun", pb.CreateRunRequest, messages.create_run),
         "GetRun": unary("GetRun", pb.GetRunRequest, messages.get_run),
         "ListRuns": unary("ListRuns", pb.ListRunsRequest, messages.list_runs),
         "CompareRuns": unary("CompareRuns", pb.CompareRunsRequest, messages.compare_runs),

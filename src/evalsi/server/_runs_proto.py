@@ -11,14 +11,14 @@ from typing import Any
 
 from google.protobuf import json_format
 
+from evalsi.server._convert import message_dict
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
 from evalsi.server._runs_service import RunService
 from evalsi.server._tokens import Principal
 
 
-def _plain(message: Any) -> dict[str, Any]:
-    result: dict[str, Any] = json_format.MessageToDict(message)
-    return result
+def _plain(message: Any, where: str = "request") -> dict[str, Any]:
+    return message_dict(message, where)
 
 
 def _message(data: dict[str, Any], message: Any) -> Any:
@@ -34,7 +34,7 @@ class RunMessages:
     async def create_run(self, principal: Principal, request: pb.CreateRunRequest) -> pb.Run:
         """``CreateRun``."""
         # A whole run's document: converted off the event loop, like a large HTTP JSON body.
-        results = await asyncio.to_thread(_plain, request.results) if request.HasField("results") else None
+        results = await asyncio.to_thread(_plain, request.results, "results") if request.HasField("results") else None
         body = {"results": results, "labels": dict(request.labels), "requestId": request.request_id}
         run: pb.Run = _message(await self.service.create(principal, body), pb.Run())
         return run

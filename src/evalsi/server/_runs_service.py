@@ -17,6 +17,7 @@ from evalsi.errors import DataError
 from evalsi.runs import compare_runs, comparison_to_dict
 from evalsi.server._errors import ServiceError
 from evalsi.server._metrics import Metrics
+from evalsi.server._quotas import StorageQuotas
 from evalsi.server._run_requests import check_request_id
 from evalsi.server._runs_check import check_results
 from evalsi.server._runs_store import RunStore, check_labels, page_size
@@ -36,7 +37,7 @@ class RunService:
 
     def __init__(self, rewards: RewardService) -> None:
         self.rewards = rewards
-        self.store = RunStore(rewards.tokens.engine)
+        self.store = RunStore(rewards.tokens.engine, StorageQuotas(rewards.config))
 
     @property
     def metrics(self) -> Metrics:
@@ -113,13 +114,36 @@ class RunService:
                 rules.append(RegressionRule.parse(text))
             except ValueError as exc:
                 raise ServiceError("invalid_argument", f"`regression[{index}]`: {exc}", path="regression") from None
-        return await asyncio.to_thread(self._compare, principal.project, base_id, candidate_id, metrics, rules)
+        project, runs = principal.project, (base_id, candidate_id)
+        size = await asyncio.to_thread(lambda: sum(self.store.stored_bytes(project, run) for run in runs))
+        limit = self.rewards.config.spec.runs.max_compare_bytes
+        if size > limit:
+            raise ServiceError(
+                "resource_exhausted",
+                f"the two runs hold {size} stored bytes, over runs.max_compare_bytes={limit}; compare runs of "
+                "fewer records",
+                "compare_too_large",
+                limit=limit,
+            )
+        # the runs' scores are read while their stored bytes are held in the project's share (a caller that goes
+        # away leaves them held until the reading thread is done)
+        held = await self.rewards.compared_bytes.enter(project, size)
+        work = asyncio.get_running_loop().run_in_executor(
+            None, self._compare, project, base_id, candidate_id, metrics, rules
+        )
+        try:
+            return await asyncio.shield(work)
+        finally:
+            if work.done():
+                held.release()
+            else:
+                work.add_done_callback(lambda _: held.release())
 
     def _compare(
         self, project: str, base_id: str, candidate_id: str, metrics: list[str], rules: list[RegressionRule]
     ) -> dict[str, Any]:
-        base = self.store.loaded(project, base_id)
-        candidate = self.store.loaded(project, candidate_id)
+        base = self.store.scores(project, base_id)
+        candidate = self.store.scores(project, candidate_id)
         wanted = [*metrics, *(r.metric for r in rules if metrics and r.metric not in metrics)]
         try:
             compared = compare_runs(base, candidate, wanted or None)

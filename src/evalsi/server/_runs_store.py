@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import math
 import re
 import secrets
 import time
@@ -21,10 +22,13 @@ import orjson
 from sqlalchemy import Engine, delete, insert, select
 from sqlalchemy.exc import IntegrityError
 
-from evalsi.runs import LoadedRun, RecordResult, run_from_document
+from evalsi.evaluators import STATUSES, Score, Status
+from evalsi.runs import LoadedRun, RecordResult, SampleResult, run_from_document
 from evalsi.server._errors import ServiceError
+from evalsi.server._quotas import StorageQuotas
 from evalsi.server._run_requests import request_fingerprint, reused
 from evalsi.server._tables import run_labels, run_records, runs
+from evalsi.server._trust import INT64
 
 RESULTS_VERSION = 1
 HEADER_COLUMNS = ("spec", "target", "summary")
@@ -170,10 +174,9 @@ def _check_document(document: Any) -> tuple[dict[str, Any], list[RecordResult]]:
         try:
             if not isinstance(item, Mapping):
                 raise TypeError(f"must be an object, got {type(item).__name__}")
-            if not all(isinstance(s, Mapping) for s in item.get("samples") or []):
-                raise TypeError("`samples` must be a list of objects")
+            _check_record(item)
             record = RecordResult.from_json(item)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
             detail = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
             raise ServiceError("invalid_argument", f"`{where}`: {detail}", "invalid_record", path=where) from None
         if record.key in keys:
@@ -185,6 +188,41 @@ def _check_document(document: Any) -> tuple[dict[str, Any], list[RecordResult]]:
     return dict(document), records
 
 
+def _check_record(item: Mapping[str, Any]) -> None:
+    """Refuse what no results file holds, before it is parsed: the fields a comparison or the database reads.
+
+    Raises:
+        TypeError: A field of the wrong type.
+        ValueError: A number out of range.
+
+    """
+    index = item.get("index", 0)
+    if isinstance(index, bool) or not isinstance(index, int | float):
+        raise TypeError(f"`index` must be a whole number, got {type(index).__name__}")
+    if not (isinstance(index, int) or index.is_integer()) or not 0 <= index < INT64:
+        raise ValueError(f"`index` must be a whole number from 0 to 2**63 - 1, got {index!r}")
+    if item.get("id") is not None and not isinstance(item["id"], str):
+        raise TypeError(f"`id` must be a string or null, got {type(item['id']).__name__}")
+    samples = item.get("samples") or []
+    if not isinstance(samples, list) or not all(isinstance(s, Mapping) for s in samples):
+        raise TypeError("`samples` must be a list of objects")
+    for number, sample in enumerate(samples):
+        scores = sample.get("scores") or {}
+        if not isinstance(scores, Mapping):
+            raise TypeError(f"`samples[{number}].scores` must be an object of metric: score")
+        for metric, score in scores.items():
+            here = f"`samples[{number}].scores.{metric}`"
+            if not isinstance(score, Mapping):
+                raise TypeError(f"{here} must be an object {{value, status, reason}}")
+            value = score.get("value")
+            if value is not None and not isinstance(value, bool | int | float):
+                raise TypeError(f"{here}.value must be a number, true/false or null, got {type(value).__name__}")
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(f"{here}.value must be finite, got {value}")
+            if score.get("status", "ok") not in STATUSES:
+                raise ValueError(f"{here}.status must be one of {', '.join(STATUSES)}")
+
+
 def _encode_token(seq: int) -> str:
     return base64.urlsafe_b64encode(f"p{seq}".encode()).decode().rstrip("=")
 
@@ -194,7 +232,7 @@ def _decode_token(token: str, where: str) -> int | None:
         return None
     try:
         text = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
-        if text.startswith("p") and text[1:].isdigit():
+        if text.startswith("p") and text[1:].isdigit() and len(text) <= 20:
             return int(text[1:])
     except (binascii.Error, UnicodeDecodeError, ValueError):
         pass
@@ -219,16 +257,49 @@ def page_size(value: Any, default: int, largest: int, where: str = "pageSize") -
     return min(size, largest)
 
 
+def _encode(value: Any, where: str) -> bytes:
+    """``value`` as the JSON stored.
+
+    Raises:
+        ServiceError: ``invalid_argument`` naming ``where`` when it holds what JSON cannot (an integer past 64 bits,
+            nesting past the encoder's depth).
+
+    """
+    try:
+        return orjson.dumps(value, default=str)
+    except orjson.JSONEncodeError as exc:
+        raise ServiceError("invalid_argument", f"`{where}`: {exc}", "invalid_record", path=where) from None
+
+
+def _scores_only(record: dict[str, Any], names: dict[str, str]) -> RecordResult:
+    """A stored record reduced to its key and its samples' score values and statuses."""
+    samples = []
+    for sample in record.get("samples") or []:
+        scores = {}
+        for metric, score in (sample.get("scores") or {}).items():
+            value, status = score.get("value"), score.get("status", "ok")
+            scores[names.setdefault(metric, metric)] = Score(
+                value if isinstance(value, int | float) else None,
+                _STATUSES.get(status, "error") if isinstance(status, str) else "error",
+            )
+        samples.append(SampleResult("", scores=scores))
+    return RecordResult(str(record["key"]), 0, "", None, None, samples)
+
+
+_STATUSES: dict[str, Status] = {"ok": "ok", "skipped": "skipped", "error": "error"}
+
+
 def _loads(text: str) -> dict[str, Any]:
     value = orjson.loads(text)
     return value if isinstance(value, dict) else {}
 
 
 class RunStore:
-    """Runs in the server's database, each visible to its own project only."""
+    """Runs in the server's database, each visible to its own project only (within its quotas, when given)."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, quotas: StorageQuotas | None = None) -> None:
         self.engine = engine
+        self.quotas = quotas
 
     def create(
         self, project: str, document: Any, labels: Mapping[str, str], request_id: str | None = None
@@ -285,7 +356,25 @@ class RunStore:
         details = {k: v for k, v in data.items() if k not in _NOT_DETAILS}
         header = {field: dict(data.get(field) or {}) for field in HEADER_COLUMNS}
         status = str(data.get("status") or "complete")
+        encoded = {field: _encode(value, f"results.{field}") for field, value in header.items()}
+        encoded["details"] = _encode(details, "results")
+        texts = [_encode(record.to_json(), f"results.records[{n}]") for n, record in enumerate(records)]
+        size = sum(len(text) for text in encoded.values()) + sum(len(text) for text in texts)
+        columns = {field: text.decode() for field, text in encoded.items()}
+        rows = [
+            {
+                "position": position,
+                "key": record.key,
+                "record_id": record.id,
+                "status": record_status(record),
+                "data": text.decode(),
+            }
+            for position, (record, text) in enumerate(zip(records, texts, strict=True))
+        ]
+        del encoded, texts
         with self.engine.begin() as connection:
+            if self.quotas is not None:
+                self.quotas.lock(connection, project, "runs")
             result = connection.execute(
                 insert(runs).values(
                     id=run_id,
@@ -294,10 +383,10 @@ class RunStore:
                     status=status,
                     created_at=created,
                     record_count=len(records),
-                    details=orjson.dumps(details).decode(),
                     request_id=request_id,
                     request_hash=digest,
-                    **{field: orjson.dumps(value).decode() for field, value in header.items()},
+                    size_bytes=size,
+                    **columns,
                 )
             )
             key = result.inserted_primary_key
@@ -307,21 +396,10 @@ class RunStore:
                 connection.execute(
                     insert(run_labels), [{"run_seq": seq, "key": k, "value": v} for k, v in labels.items()]
                 )
-            if records:
-                connection.execute(
-                    insert(run_records),
-                    [
-                        {
-                            "run_seq": seq,
-                            "position": position,
-                            "key": record.key,
-                            "record_id": record.id,
-                            "status": record_status(record),
-                            "data": orjson.dumps(record.to_json(), default=str).decode(),
-                        }
-                        for position, record in enumerate(records)
-                    ],
-                )
+            if rows:
+                connection.execute(insert(run_records), [{"run_seq": seq, **row} for row in rows])
+            if self.quotas is not None:
+                self.quotas.check(connection, project, "runs")
         return StoredRun(
             run_id,
             data["name"],
@@ -422,6 +500,35 @@ class RunStore:
             ).all()
         labels = self._labels([row.seq])
         return self._stored(row, labels.get(row.seq, {})).document([orjson.loads(r.data) for r in data])
+
+    def stored_bytes(self, project: str, run_id: str) -> int:
+        """A run's stored size (its header's and records' JSON).
+
+        Raises:
+            ServiceError: ``not_found`` when the project holds no such run.
+
+        """
+        return int(self._row(project, run_id).size_bytes)
+
+    def scores(self, project: str, run_id: str) -> LoadedRun:
+        """A run for :func:`evalsi.runs.compare_runs` holding only what a comparison reads (``path`` is the id).
+
+        Records are read from the database one at a time and kept as their key and each sample's score values and
+        statuses: no prompt, reference, completion or reason. A comparison's memory is then a small part of the
+        runs' stored size whatever their texts.
+
+        Raises:
+            ServiceError: ``not_found`` when the project holds no such run.
+
+        """
+        row = self._row(project, run_id)
+        run = run_from_document(self._stored(row, {}).document([]), run_id)
+        names: dict[str, str] = {}  # one string per metric name, not one per score
+        query = select(run_records.c.data).where(run_records.c.run_seq == row.seq).order_by(run_records.c.position)
+        with self.engine.connect() as connection:
+            for (data,) in connection.execution_options(stream_results=True, yield_per=256).execute(query):
+                run.records.append(_scores_only(orjson.loads(data), names))
+        return run
 
     def loaded(self, project: str, run_id: str) -> LoadedRun:
         """A run with every record, ready for :func:`evalsi.runs.compare_runs` (``path`` is the run id).

@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any, Protocol
@@ -26,13 +25,16 @@ from evalsi.errors import RewardBatchError
 from evalsi.evaluators import Score
 from evalsi.records import canonical_json
 from evalsi.rewards import Reward, RewardResult, from_mapping
+from evalsi.server._body_bytes import BodyBytes
 from evalsi.server._caps import Caps, capped
 from evalsi.server._config import ServerConfig
 from evalsi.server._errors import ServiceError, from_exception, redact
 from evalsi.server._fair import FairPool, share_of
-from evalsi.server._limits import Admission
+from evalsi.server._limits import Admission, SharedGate
 from evalsi.server._metrics import Metrics
+from evalsi.server._reward_probes import FirstUseProbes
 from evalsi.server._shared_cache import ProjectCache, SharedScores, TieredCache
+from evalsi.server._spec_cache import BoundSpecs
 from evalsi.server._tokens import RUN, RUNS_CODE, Principal, TokenStore
 from evalsi.server._trust import check_depth, check_rollouts_depth, server_spec
 
@@ -51,9 +53,6 @@ class SpecResolver(Protocol):
         ...
 
 
-_BOUND_SPECS = 256  # distinct specs kept bound; a trainer uses one or a few
-
-
 class RewardService:
     """The shared service layer behind every protocol."""
 
@@ -70,13 +69,22 @@ class RewardService:
         quotas = {n: q.max_reward_rollouts for n, q in config.spec.quotas.items() if q.max_reward_rollouts is not None}
         self._admission: Admission | None = None
         self._quotas = quotas
-        self._bound: OrderedDict[bytes, Reward] = OrderedDict()
-        self._bound_lock = threading.Lock()
+        capacity = rewards.max_inflight_bytes
+        self.body_bytes = BodyBytes(capacity, int(capacity * share), metrics)
+        """Request bytes held at once, every protocol's (see :mod:`evalsi.server._body_bytes`)."""
+        self.compared_bytes = SharedGate(capacity, int(capacity * share))
+        """Stored bytes of the runs ``CompareRuns`` calls are reading, within the same bounds as request bytes."""
+        self.bound = BoundSpecs(
+            rewards.spec_cache_bytes, int(rewards.spec_cache_bytes * share), metrics.on_spec_cache_bytes
+        )
+        """Bound specs kept for reuse (see :mod:`evalsi.server._spec_cache`)."""
         self._project_caches: dict[str, ProjectCache] = {}
         self.draining = False
         """Set on SIGTERM: new calls are refused (``unavailable``) while those in flight finish."""
         self.resolver: SpecResolver | None = None
         """Fills in components that name the caller's server resources (``ref: evaluator/ID``) before binding."""
+        self.probes = FirstUseProbes(self)
+        """Probes each spec on a project's first use of it (``rewards.probe_on_first_use``)."""
 
     @property
     def admission(self) -> Admission:
@@ -139,13 +147,16 @@ class RewardService:
                 limit=limit,
             )
         check_depth(spec, "spec")
+        key = self._spec_key(spec)
         if self.resolver is not None and self.resolver.applies(spec):  # a database look-up: off the event loop
             spec = await asyncio.to_thread(self.resolver.resolve, spec, principal.project)
-        reward = await self._bound_reward(spec, principal.project)
+            key = canonical_json(spec)
+        reward = await self._bound_reward(spec, key, principal.project)
         if reward.runs_code:
             require(principal, RUNS_CODE, "the spec has a code component")
         if not rollouts:
             return []
+        await self.probes.check(reward, rollouts, principal.project)
         project = principal.project
         release = await self.admission.enter(project, len(rollouts))
         cancelled = threading.Event()
@@ -167,23 +178,35 @@ class RewardService:
         finally:
             _release_when_done(work, release)
 
-    async def _bound_reward(self, spec: Mapping[str, Any], project: str) -> Reward:
-        key = canonical_json(spec)
-        with self._bound_lock:
-            reward = self._bound.get(key)
-            if reward is not None:
-                self._bound.move_to_end(key)
-                return reward
+    def _spec_key(self, spec: Mapping[str, Any]) -> bytes:
+        """The spec's canonical JSON (its cache key), refused past ``rewards.max_spec_bytes``."""
+        try:
+            key = canonical_json(spec)
+        except (TypeError, ValueError) as exc:  # a value JSON cannot hold (an integer past 64 bits)
+            raise ServiceError("invalid_argument", f"spec: {exc}", "invalid_spec", path="spec") from None
+        limit = self.config.spec.rewards.max_spec_bytes
+        if len(key) > limit:
+            raise ServiceError(
+                "invalid_argument",
+                f"the spec is {len(key)} bytes, over rewards.max_spec_bytes={limit}; a RewardSpec names evaluators "
+                "and their params, its data goes in the rollouts",
+                "spec_too_large",
+                path="spec",
+                limit=limit,
+            )
+        return key
+
+    async def _bound_reward(self, spec: Mapping[str, Any], key: bytes, project: str) -> Reward:
+        reward = self.bound.get(project, key)
+        if reward is not None:
+            return reward
         try:  # binding may import an evaluator's pack or start its pool: off the event loop, in the project's share
             reward = await asyncio.wrap_future(self.cpu.submit(project, self._bind, spec))
         except ServiceError:
             raise
         except Exception as exc:
             raise from_exception(exc) from None
-        with self._bound_lock:
-            self._bound[key] = reward
-            while len(self._bound) > _BOUND_SPECS:
-                self._bound.popitem(last=False)[1].close()
+        self.bound.put(project, key, reward)
         return reward
 
     def _bind(self, spec: Mapping[str, Any]) -> Reward:
@@ -241,13 +264,11 @@ class RewardService:
 
     def close(self) -> None:
         """Stop the pools and close bound rewards."""
+        self.probes.close()
         self.cpu.shutdown()
         self.components.shutdown()
         self.sandboxes.shutdown()
-        with self._bound_lock:
-            for reward in self._bound.values():
-                reward.close()
-            self._bound.clear()
+        self.bound.clear()
 
 
 def _redacted(result: RewardResult) -> RewardResult:

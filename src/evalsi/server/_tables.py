@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Column, Float, ForeignKey, Integer, LargeBinary, MetaData, String, Table, Text
+from sqlalchemy import BigInteger, Column, Float, ForeignKey, Integer, LargeBinary, MetaData, String, Table, Text
 
 metadata = MetaData()
 
@@ -44,6 +44,7 @@ runs = Table(
     Column("details", Text, nullable=False),  # JSON of the rest of its header (metrics, onError, checkpoint...)
     Column("request_id", String(200), nullable=True),  # the client's id for the create; unique per project
     Column("request_hash", String(64), nullable=True),  # sha256 of that create's results and labels
+    Column("size_bytes", BigInteger, nullable=False, default=0),  # its header's and records' stored JSON
 )
 """Evaluation runs, each a results document without its records; a project sees only its own."""
 

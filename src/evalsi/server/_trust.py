@@ -40,6 +40,24 @@ def check_depth(value: Any, where: str, limit: int = MAX_DEPTH) -> None:
         stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
 
 
+INT64 = 1 << 63
+"""Integers the server stores or sends on are signed 64-bit: ``-INT64 <= n < INT64``."""
+
+
+def check_int64(value: int, where: str) -> int:
+    """``value`` when it fits a signed 64-bit integer (what databases and protobuf hold).
+
+    Raises:
+        ServiceError: ``invalid_argument`` naming ``where`` and the range.
+
+    """
+    if not -INT64 <= value < INT64:
+        raise ServiceError(
+            "invalid_argument", f"{where}: {value:.3g} is out of range (a whole number below 2**63)", path=where
+        )
+    return value
+
+
 def check_rollouts_depth(rollouts: Sequence[Mapping[str, Any]]) -> None:
     """:func:`check_depth` for each rollout, naming its index (flat rollouts cost one pass over their values).
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
@@ -20,6 +21,46 @@ from evalsi.specs._resource import (
 )
 
 CheckerScore = Literal["exit", "stdout"]
+
+
+_PLATFORM = re.compile(r"^[a-z0-9]+/[a-z0-9_]+(?:/[a-z0-9]+)?$")
+
+
+def check_image(value: str) -> str:
+    """Check a task's ``image``: ``host``, or a path on disk, with an optional ``#REF`` naming one image of several.
+
+    The path is a root filesystem directory, an OCI image layout or a ``docker save`` archive; an image in a
+    registry (``python:3.12``) is refused, saying how to save it to disk.
+
+    Raises:
+        ValueError: The value is none of these.
+
+    """
+    if value == "host":
+        return value
+    path, sep, ref = value.partition("#")
+    if not path or (sep and not ref):
+        raise ValueError(f"{value!r} must be 'host' or a path, with an optional '#REF' after it (images/app.tar#app:1)")
+    last = path.rstrip("/").rsplit("/", 1)[-1]
+    if not sep and ("@sha256:" in path or ":" in last or (":" in path and "/" not in path.split(":", 1)[0])):
+        raise ValueError(
+            f"{value!r} looks like an image in a registry; images are read from disk, without a container runtime: "
+            f"save it first (`skopeo copy docker://{value} oci:images/IMAGE:TAG`, or `docker save -o image.tar "
+            f"{value}`), then give 'images/IMAGE#TAG' or 'image.tar'; or a root filesystem directory, or 'host'"
+        )
+    return value
+
+
+def check_platform(value: str | None) -> str | None:
+    """Check a task's ``platform``: ``os/arch[/variant]`` (``linux/amd64``, ``linux/arm/v7``), or None.
+
+    Raises:
+        ValueError: The value is not of that form.
+
+    """
+    if value is not None and not _PLATFORM.match(value):
+        raise ValueError(f"{value!r} is not a platform: give os/arch[/variant], e.g. linux/amd64 or linux/arm64")
+    return value
 
 
 def check_relative_path(value: str) -> str:
@@ -119,7 +160,10 @@ class TaskSpecBody(_Model):
     description: str
     """What the agent is asked to do: the first observation of every episode."""
     image: str = "host"
-    """``host`` (the host's read-only system) or a root filesystem directory (relative to the task file)."""
+    """``host`` (the host's read-only system), or a path relative to the task file: a root filesystem directory,
+    an OCI image layout directory or a ``docker save`` archive, ``#REF`` after it choosing one of several images."""
+    platform: str | None = None
+    """The platform to take from a multi-platform image (``linux/arm64``); default this machine's."""
     isolation: Isolation = "namespaced"
     """The sandbox rung episodes run at (a floor: never silently lowered)."""
     setup: SetupSpec = Field(default_factory=SetupSpec)
@@ -131,12 +175,12 @@ class TaskSpecBody(_Model):
     @field_validator("image")
     @classmethod
     def _image(cls, value: str) -> str:
-        if value != "host" and ":" in value and "/" not in value.split(":", 1)[0]:
-            raise ValueError(
-                f"{value!r} looks like an OCI image reference; without a container runtime give a root filesystem "
-                "directory (e.g. unpacked from `docker export`), or 'host'"
-            )
-        return value
+        return check_image(value)
+
+    @field_validator("platform")
+    @classmethod
+    def _platform(cls, value: str | None) -> str | None:
+        return check_platform(value)
 
 
 class TaskSpec(BaseModel):

@@ -57,9 +57,7 @@ class EvaluationTestEvaluator(Evaluator[EvaluationTestParams]):
 
 def _row(record: Record) -> EvaluationRow:
     prompt = record.prompt
-    messages: list[Message] = (
-        [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt or []]
-    )
-    messages.append({"role": "assistant", "content": record.completion_text})
+    messages = [Message(role="user", content=prompt)] if isinstance(prompt, str) else [Message(m) for m in prompt or []]
+    messages.append(Message(role="assistant", content=record.completion_text))
     group = record.pairing_key if record.id is None else record.id
     return EvaluationRow(messages, record.reference, group, metadata=dict(record.metadata))

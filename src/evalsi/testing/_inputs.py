@@ -60,7 +60,7 @@ def row_from_mapping(data: Mapping[str, Any], where: str, source: str | None = N
     ground_truth = data.get("ground_truth")
     row_id = data.get("id", data.get("row_id"))
     metadata = {k: v for k, v in data.items() if k not in ("messages", "prompt", "ground_truth", "id", "row_id")}
-    message_list: list[Message] = [dict(m) for m in messages]
+    message_list = [Message(m) for m in messages]
     given = None if row_id is None else str(row_id)
     identity = given if given is not None else _content_id(message_list, ground_truth)
     return EvaluationRow(

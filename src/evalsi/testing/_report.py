@@ -99,7 +99,7 @@ def results_document(
     for row in sorted(rows, key=lambda r: positions.get(r.row_id, len(positions))):
         record = records.get(row.row_id)
         if record is None:
-            prompt = [m for m in row.messages if m.get("role") != "assistant"] or row.messages
+            prompt = [dict(m) for m in row.messages if m.get("role") != "assistant"] or [dict(m) for m in row.messages]
             record = records[row.row_id] = RecordResult(
                 row.row_id, len(records), prompt, row.ground_truth, row.dataset_id, []
             )

@@ -1,7 +1,7 @@
 """Rollout processors: how each row gets the model's reply before the test scores it.
 
 - :class:`SingleTurn` asks an OpenAI-compatible endpoint once per row (``completion_params`` name the model,
-  ``base_url``, ``api_key_env`` and sampling settings), through the same target as ``evalsi run``.
+  ``base_url`` or a provider, ``api_key_env`` and sampling settings), through the same target as ``evalsi run``.
 - :class:`NoOp` takes rows as they are: their messages already end with the model's reply (pre-generated).
 - :class:`Remote` hands each row to a rollout service of yours over HTTP (an agent server, say) and reads back
   the finished conversation.
@@ -21,6 +21,8 @@ import httpx
 
 from evalsi.runs import GenerationError, OpenAITarget
 from evalsi.specs import SamplingSpec, TargetSpec
+from evalsi.testing._models import MessageList
+from evalsi.testing._providers import resolve
 from evalsi.testing._row import EvaluationRow
 
 _TARGET_KEYS = {"base_url", "model", "api", "api_key_env", "timeout", "max_retries", "retry_backoff", "headers"}
@@ -46,9 +48,10 @@ class NoOp:
 class SingleTurn:
     """One chat completion per row from the OpenAI-compatible endpoint its ``completion_params`` name.
 
-    ``completion_params`` keys: ``model`` and ``base_url`` (required), ``api_key_env``, ``timeout``,
-    ``max_retries``, ``headers``; sampling ``temperature``, ``top_p``, ``max_tokens``, ``seed``, ``stop``; any
-    other key is sent in the request body as it is.
+    ``completion_params`` keys: ``model`` and ``base_url`` (or a ``PROVIDER/NAME`` model whose provider is
+    configured: :mod:`evalsi.testing._providers`), ``api_key_env``, ``timeout``, ``max_retries``, ``headers``;
+    sampling ``temperature``, ``top_p``, ``max_tokens``, ``seed``, ``stop``; any other key is sent in the request
+    body as it is.
     """
 
     async def process(self, rows: Sequence[EvaluationRow], max_concurrency: int) -> list[EvaluationRow]:
@@ -65,7 +68,7 @@ class SingleTurn:
                 async with slots:
                     started = time.perf_counter()
                     try:
-                        generation = (await target.generate(row.messages, 1))[0]
+                        generation = (await target.generate([dict(m) for m in row.messages], 1))[0]
                     except GenerationError as exc:
                         row.rollout_error = str(exc)
                         return row
@@ -83,17 +86,25 @@ class SingleTurn:
 def _target(params: dict[str, Any], max_concurrency: int) -> OpenAITarget:
     """The endpoint target for one set of completion params.
 
+    A ``PROVIDER/NAME`` model without ``base_url`` reaches its provider's endpoint (:mod:`evalsi.testing._providers`).
+
     Raises:
-        ValueError: ``model`` or ``base_url`` is missing, or a value is invalid (pydantic's message).
+        EvaluationSetupError: ``model`` is missing, or neither ``base_url`` nor a known provider says where it is.
+        ValueError: A value is invalid (pydantic's message).
 
     """
-    if "model" not in params or "base_url" not in params:
-        raise ValueError(f"completion_params need `model` and `base_url` for SingleTurn rollouts, got {params}")
+    params = resolve(params)
     target = {k: v for k, v in params.items() if k in _TARGET_KEYS}
     sampling = {k: v for k, v in params.items() if k in _SAMPLING_KEYS}
     extra = {k: v for k, v in params.items() if k not in _TARGET_KEYS | _SAMPLING_KEYS}
     spec = TargetSpec.model_validate({**target, "max_concurrency": max_concurrency})
     return OpenAITarget(spec, SamplingSpec.model_validate({**sampling, "extra": extra}))
+
+
+SingleTurnRolloutProcessor = SingleTurn
+"""Eval Protocol's name of :class:`SingleTurn`, so a test written for it runs with only its import changed."""
+NoOpRolloutProcessor = NoOp
+"""Eval Protocol's name of :class:`NoOp`."""
 
 
 class Remote:
@@ -119,7 +130,7 @@ class Remote:
                 async with slots:
                     started = time.perf_counter()
                     try:
-                        row.messages = await self._roll(client, f"{row.row_id}-{row.run}-{index}", row)
+                        row.messages = MessageList(await self._roll(client, f"{row.row_id}-{row.run}-{index}", row))
                     except (httpx.HTTPError, ValueError, TimeoutError) as exc:
                         row.rollout_error = f"remote rollout failed: {exc}"
                     row.latency = time.perf_counter() - started

@@ -40,6 +40,8 @@ def score_rollouts(function: ScoringFunction, mode: Mode, rollouts: list[Evaluat
     Failed rollouts score 0 with their error as the reason; the rest are passed to ``function`` one at a time
     (``pointwise``), per input row and run (``groupwise``), or all at once (``all``).
 
+    A row whose ``evaluation_result.is_score_valid`` is False scores 0, its reason saying so.
+
     Raises:
         EvaluationSetupError: The function returned something other than rows, or left a score unset or
             outside [0, 1].
@@ -84,6 +86,11 @@ def _many(value: Any, given: Sequence[EvaluationRow], function: ScoringFunction)
 
 
 def _check_score(row: EvaluationRow, function: ScoringFunction) -> None:
+    result = row.evaluation_result
+    if not result.is_score_valid:  # the function could not score the row: it counts as 0, saying why
+        why = result.reason or result.error or "no reason given"
+        row.score, row.reason = 0.0, f"the scoring function marked the score invalid: {why}"
+        return
     if row.score is None:
         raise EvaluationSetupError(f"{function.__qualname__} did not set `score` on row {row.row_id!r}")
     score = float(row.score)

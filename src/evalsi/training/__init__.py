@@ -1,8 +1,9 @@
 """Evaluating training checkpoints: find them, serve each one, run the run specs on it, compare with the base.
 
 Built on :mod:`evalsi.runs` (which never imports this package). A checkpoint is a directory ``checkpoint-N``,
-``global_step_N`` or ``step-N`` (or a ``step-N.pt`` state dictionary); it is evaluated once it holds a model and
-has settled. A serving strategy makes it an OpenAI-compatible endpoint for the length of its evaluation.
+``global_step_N``, ``global_stepN`` or ``step-N`` (or a ``step-N.pt`` state dictionary); it is evaluated once it
+holds a model and has settled. A sharded checkpoint (verl, DeepSpeed ZeRO, PyTorch DCP) is converted first, once.
+A serving strategy makes it an OpenAI-compatible endpoint for the length of its evaluation.
 
 Inside training, :class:`CheckpointRunner` evaluates checkpoints on a background thread, one at a time and in
 order; :class:`PyTorchCheckpointHook` (plain PyTorch), :func:`lightning_checkpoint_callback` (Lightning) and
@@ -27,6 +28,7 @@ from evalsi.training._checkpoints import (
     parse_step,
     signature,
 )
+from evalsi.training._convert import DEFAULT_CONVERT_DIR, ConversionError, convert_checkpoint
 from evalsi.training._curve import Curve, CurvePoint, build_curve
 from evalsi.training._evaluator import (
     DEFAULT_LOG_DIR,
@@ -63,6 +65,7 @@ from evalsi.training._serving import (
     model_ref,
     serving_advice,
 )
+from evalsi.training._sharded import Sharded, ShardedFormat, conversion_command, find_sharded
 from evalsi.training._sources import (
     CheckpointSource,
     LocalDirectory,
@@ -77,6 +80,7 @@ from evalsi.training._vllm import VLLM, free_port, stop_process
 from evalsi.training._watch import WatchDisplay, Watcher, WatchReport, write_stop_file
 
 __all__ = [
+    "DEFAULT_CONVERT_DIR",
     "DEFAULT_LOG_DIR",
     "STATE_DICT_SUFFIXES",
     "VLLM",
@@ -86,6 +90,7 @@ __all__ = [
     "CheckpointEvaluatorLike",
     "CheckpointRunner",
     "CheckpointSource",
+    "ConversionError",
     "Curve",
     "CurvePoint",
     "Endpoint",
@@ -106,6 +111,8 @@ __all__ = [
     "ServingError",
     "ServingStrategy",
     "SettleTracker",
+    "Sharded",
+    "ShardedFormat",
     "Signature",
     "SourceError",
     "SpecStep",
@@ -124,12 +131,15 @@ __all__ = [
     "check_servable",
     "checkpoint_metadata",
     "compare_with_base",
+    "conversion_command",
+    "convert_checkpoint",
     "curve_html",
     "describe_result",
     "discover",
     "eval_sample_keys",
     "exclude_eval_samples",
     "find_model",
+    "find_sharded",
     "free_port",
     "is_complete",
     "is_remote",

@@ -1,9 +1,11 @@
 """Finding checkpoints in a training output directory: their step, whether they hold a model, when they settled.
 
-A checkpoint is a directory (or file) named ``checkpoint-N`` (Hugging Face Trainer), ``global_step_N`` (verl,
-DeepSpeed) or ``step-N`` (``step-100.pt`` for a state dictionary file). It is ready to evaluate once it holds a
-model and none of its files has changed for ``settle`` seconds: a trainer writes shards one by one, and an
-evaluation that starts on a half-written checkpoint would serve garbage or fail.
+A checkpoint is a directory (or file) named ``checkpoint-N`` (Hugging Face Trainer), ``global_step_N`` (verl),
+``global_stepN`` (DeepSpeed) or ``step-N`` (``step-100.pt`` for a state dictionary file). It is ready to evaluate
+once it holds a model and none of its files has changed for ``settle`` seconds: a trainer writes shards one by
+one, and an evaluation that starts on a half-written checkpoint would serve garbage or fail. A model is a Hugging
+Face folder, a LoRA adapter, a state dictionary, or every shard of a sharded checkpoint (``_sharded.py``), which
+is converted before it is served.
 """
 
 from __future__ import annotations
@@ -19,17 +21,20 @@ from typing import Literal
 
 import orjson
 
+from evalsi.training._sharded import Sharded, find_sharded
+
 ModelKind = Literal["weights", "lora", "state-dict"]
 """Full Hugging Face weights, a PEFT LoRA adapter, or a PyTorch state dictionary file."""
 
-_NAME = re.compile(r"^(?:checkpoint-|global_step_|step-)(\d+)(?:\.(?:pt|pth|ckpt|bin|safetensors))?$")
+_NAME = re.compile(r"^(?:checkpoint-|global_step_?|step-)(\d+)(?:\.(?:pt|pth|ckpt|bin|safetensors))?$")
 STATE_DICT_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".safetensors")
 """File suffixes a state-dictionary checkpoint may have."""
 _WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.pt", "tf_model.h5", "flax_model.msgpack")
 _INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
 _ADAPTER_FILES = ("adapter_model.safetensors", "adapter_model.bin")
-_NESTED = ("huggingface", "actor/huggingface", "actor", "lora_adapter", "adapter")
-"""Sub-folders trainers put the servable model in (verl: ``global_step_N/actor/huggingface``)."""
+_NESTED = ("huggingface", "actor/huggingface", "actor", "lora_adapter", "adapter", "actor/model/huggingface")
+"""Sub-folders trainers put the servable model in (verl: ``global_step_N/actor/huggingface`` when it saves
+``hf_model``, ``actor/model/huggingface`` under Megatron)."""
 _PARTIAL_SUFFIXES = (".tmp", ".incomplete", ".partial", ".lock")
 """Files still being written by a trainer or a download; their presence means the checkpoint is not done."""
 
@@ -38,8 +43,10 @@ def parse_step(name: str) -> int | None:
     """The training step a checkpoint's name carries, or None when the name is not a checkpoint's.
 
     Example:
-        >>> parse_step("checkpoint-500"), parse_step("global_step_20"), parse_step("step-100.pt")
-        (500, 20, 100)
+        >>> parse_step("checkpoint-500"), parse_step("global_step_20"), parse_step("global_step30")
+        (500, 20, 30)
+        >>> parse_step("step-100.pt")
+        100
         >>> parse_step("runs") is None
         True
 
@@ -63,10 +70,15 @@ class Checkpoint:
 
 @dataclass(frozen=True)
 class ModelFiles:
-    """What a checkpoint holds: the kind of model and the directory (or file) to serve it from."""
+    """What a checkpoint holds: the kind of model and the directory (or file) to serve it from.
+
+    For a sharded checkpoint ``sharded`` says which, ``path`` is its shards' folder and ``kind`` what it holds once
+    converted; :func:`~evalsi.training.model_ref` converts it, and its files are then those of the conversion.
+    """
 
     kind: ModelKind
     path: Path
+    sharded: Sharded | None = None
 
 
 def find_model(path: Path) -> ModelFiles | None:
@@ -75,6 +87,7 @@ def find_model(path: Path) -> ModelFiles | None:
     Full weights need ``config.json`` and every weight file (every shard a ``*.index.json`` names); an adapter
     needs ``adapter_config.json`` and its weights; a state dictionary is a ``.pt``/``.pth``/``.ckpt``/``.bin``/
     ``.safetensors`` file. Sub-folders trainers use (``actor/huggingface``, ``huggingface``...) are looked into.
+    Failing those, a sharded checkpoint (verl FSDP or Megatron, DeepSpeed ZeRO, PyTorch DCP) with every shard.
     """
     if path.is_file():
         return ModelFiles("state-dict", path) if path.suffix in STATE_DICT_SUFFIXES else None
@@ -84,6 +97,9 @@ def find_model(path: Path) -> ModelFiles | None:
         found = _model_in(folder)
         if found is not None:
             return found
+    sharded = find_sharded(path)
+    if sharded is not None and sharded.complete:
+        return ModelFiles(sharded.kind, sharded.shards, sharded)
     return None
 
 

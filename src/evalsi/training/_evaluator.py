@@ -157,6 +157,7 @@ class CheckpointEvaluator:
         serving: How a checkpoint is served (default: the spec's own endpoint).
         regression: ``METRIC[:MAX_DROP]`` rules checked against the base model's results.
         log_dir: Where step results are kept (relative to the working directory when the evaluator is made).
+            Sharded checkpoints (verl, DeepSpeed ZeRO, PyTorch DCP) are converted into its ``converted/``.
         overrides: ``path.to.field=value`` overrides applied to every spec (as ``evalsi run --set``; a path they
             set is relative to the working directory, as the spec files and ``log_dir`` are).
         progress: Show each run's progress bar on stderr.
@@ -325,7 +326,7 @@ class CheckpointEvaluator:
         not_due = {name: every for name, every in self.cadence().items() if name not in {s.name for s in due}}
         if not due:
             return StepResult(step, [], 0.0, not_due)
-        ref = model_ref(location, step, self.training_run)
+        ref = model_ref(location, step, self.training_run, convert_dir=self.log_dir / "converted")
         restart = self.restart and step not in self._restarted
         todo = [s for s in due if restart or not self._stored(s, ref)]
         if todo:

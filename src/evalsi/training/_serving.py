@@ -28,6 +28,8 @@ import httpx
 
 from evalsi.errors import DataError, EvalsiError
 from evalsi.training._checkpoints import STATE_DICT_SUFFIXES, ModelFiles, ModelKind, find_model, parse_step, signature
+from evalsi.training._convert import DEFAULT_CONVERT_DIR, convert_checkpoint
+from evalsi.training._sharded import find_sharded
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +66,8 @@ _SERVES: dict[str, tuple[ModelKind, ...]] = {
 """What each built-in strategy (by ``name``) serves from a checkpoint's files; ``endpoint`` serves anything."""
 MODEL_FILES = (
     "config.json with model.safetensors (or the shards its index names), adapter_config.json with "
-    f"adapter_model.safetensors, or a state dictionary file ({', '.join(STATE_DICT_SUFFIXES)})"
+    f"adapter_model.safetensors, a state dictionary file ({', '.join(STATE_DICT_SUFFIXES)}), or every shard of a "
+    "verl, DeepSpeed ZeRO or PyTorch distributed checkpoint"
 )
 """What a checkpoint must hold, for messages."""
 
@@ -90,6 +93,9 @@ def check_servable(strategy: ServingStrategy, ref: ModelRef) -> None:
     if ref.files is None:
         path = Path(ref.location)
         if path.exists():
+            sharded = find_sharded(path)
+            if sharded is not None:  # a trainer is still writing it, or died while it did
+                raise UnservableError(f"{ref.location} is {sharded.description} not complete yet: {sharded.found}")
             raise UnservableError(f"{ref.location} holds no model: a checkpoint holds {MODEL_FILES}")
         if strategy.name == "lora" or _looks_like_a_path(ref.location):
             raise UnservableError(f"{ref.location}: no such file or directory")
@@ -138,21 +144,40 @@ class ModelRef:
     @property
     def served_name(self) -> str:
         """A model name unique to this checkpoint's files: same files, same name; new files, a new name."""
-        run = re.sub(r"[^A-Za-z0-9._-]+", "-", self.training_run).strip("-") or "run"
+        run = _safe_name(self.training_run)
         if self.step is None:
             return f"{run}-base"
         return f"{run}-step-{self.step}-{self.fingerprint[:10] or 'x'}"
 
 
-def model_ref(location: str | Path, step: int | None, training_run: str) -> ModelRef:
-    """A reference to a checkpoint (or base model) with what it holds and a fingerprint of its files."""
+def model_ref(
+    location: str | Path, step: int | None, training_run: str, *, convert_dir: str | Path | None = None
+) -> ModelRef:
+    """A reference to a checkpoint (or base model) with what it holds and a fingerprint of its files.
+
+    A sharded checkpoint (verl FSDP, DeepSpeed ZeRO, PyTorch DCP) is converted first, once, into
+    ``convert_dir/<training run>/<checkpoint>-<fingerprint>`` (default ``evalsi-logs/converted``): the reference's
+    files are the conversion's, its fingerprint the checkpoint's own.
+
+    Raises:
+        ConversionError: A sharded checkpoint's converter is not installed (the message gives the command that
+            converts it) or failed.
+
+    """
     path = Path(location)
     if path.exists():
         files = find_model(path)
         digest = signature(path).digest
+        if files is not None and files.sharded is not None:
+            cache = Path(convert_dir) if convert_dir is not None else DEFAULT_CONVERT_DIR
+            files = convert_checkpoint(files, path.name, digest, cache / _safe_name(training_run))
         return ModelRef(str(path.resolve()), step, training_run, files, digest)
     fingerprint = hashlib.sha256(str(location).encode()).hexdigest()[:12]
     return ModelRef(str(location), step, training_run, None, fingerprint)
+
+
+def _safe_name(training_run: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", training_run).strip("-") or "run"
 
 
 @dataclass(frozen=True)

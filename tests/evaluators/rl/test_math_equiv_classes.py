@@ -13,6 +13,7 @@ from evalsi.records import Record
 pytest.importorskip("math_verify", reason="math-verify is part of evalsi[math]")
 
 LOOP = "Wait, let me recompute the sum of the remaining terms once more. " * 40
+RECURRENCE = "$F_n = \\sum_{k=0}^{n-1} F_k F_{n-k-1}$"
 
 CASES: list[tuple[str, str, str, bool]] = [
     # (class, gold, completion, label)
@@ -74,6 +75,38 @@ CASES: list[tuple[str, str, str, bool]] = [
     ("symbolic-slow", "\\cosh(bx)", "\\boxed{\\frac{e^{bx}+e^{-bx}}{2}}", True),
     ("symbolic-slow", "\\cosh(bx)", "\\boxed{\\frac{e^{bx}-e^{-bx}}{2}}", False),
     ("symbolic-slow", "(x+1)(x+2)(x+3)", "\\boxed{(x+3)(x+1)(x+2)}", True),
+    ("equation-sides", "\\sin(x)=\\frac{42}{59}", "\\boxed{\\cos(x)=\\frac{42}{59}}", False),
+    ("equation-sides", "\\sin(x)=\\frac{42}{59}", "\\boxed{\\sin x=\\frac{42}{59}}", True),
+    ("equation-sides", "y=3", "\\boxed{x=3}", False),
+    ("equation-sides", "x=3", "\\boxed{3}", True),
+    ("equation-sides", "3", "\\boxed{x = 3}", True),
+    ("equation-sides", "x=3", "\\boxed{2x=6}", True),
+    ("equation-sides", "x=3", "\\boxed{x^2=9}", False),
+    ("bound-indices", RECURRENCE, "\\boxed{F_n=\\sum_{k=0}^{n-2}F_kF_{n-k-2}}", False),
+    ("bound-indices", RECURRENCE, "\\boxed{F_n=\\sum_{k=0}^{n-1}F_{n-k-1}F_k}", True),
+    ("bound-indices", "\\sum_{k=1}^{n}k^2", "\\boxed{\\frac{n(n+1)(2n-1)}{6}}", False),
+    ("bound-indices", "\\sum_{k=1}^{n}k^2", "\\boxed{\\frac{n(n+1)(2n+1)}{6}}", True),
+    ("log-base", "3", "\\boxed{\\log_2 8}", True),
+    ("log-base", "16", "\\boxed{\\log_2 8}", False),
+    (
+        "matrix-entries",
+        "\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}",
+        "\\boxed{\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}}",
+        True,
+    ),
+    (
+        "matrix-entries",
+        "\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}",
+        "\\boxed{\\begin{pmatrix}2&2\\\\3&4\\end{pmatrix}}",
+        False,
+    ),
+    ("mixed-numbers", "1 1/2", "\\boxed{\\frac{3}{2}}", True),
+    ("mixed-numbers", "2 3/4", "\\boxed{\\frac{3}{2}}", False),
+    ("mixed-numbers", "2 1/3 cups", "\\boxed{\\frac{7}{3}}", True),
+    ("mixed-numbers", "1 1/2 hours", "\\boxed{1.5 \\text{ minutes}}", False),
+    ("conjunctions", "100 or 200", "\\boxed{100, 200}", True),
+    ("conjunctions", "100 or 200", "\\boxed{100200}", False),
+    ("conjunctions", "100200", "$\\boxed{100}$ and $\\boxed{200}$", False),
 ]
 
 
@@ -104,6 +137,27 @@ def test_symbolic_items_are_decided_before_simplification(math_equiv: MathEquiv)
     )
     assert scores[0].details is not None and scores[0].details["method"] == "equal at random points"
     assert scores[1].details is not None and scores[1].details["method"] == "exact"
+
+
+@pytest.mark.timeout(120)
+def test_the_method_names_the_stage_that_decided(math_equiv: MathEquiv) -> None:
+    scores = math_equiv.score_batch(
+        [
+            Record(completion="\\boxed{F_n=\\sum_{k=0}^{n-2}F_kF_{n-k-2}}", reference=RECURRENCE),
+            Record(completion="\\boxed{\\cos(x)=\\frac{42}{59}}", reference="\\sin(x)=\\frac{42}{59}"),
+            Record(completion="\\boxed{x=3}", reference="y=3"),
+            Record(completion="$\\boxed{4}, \\boxed{0.5}$", reference="\\frac{1}{2} and 4"),
+        ],
+        math_equiv.parse_params({"timeout": 20}),
+        ScoreContext(),
+    )
+    methods = [(score.value, (score.details or {}).get("method")) for score in scores]
+    assert methods == [
+        (False, "differs at random points"),  # the sums, at integer points: never a fallback's "equal"
+        (False, "different equations (random points)"),
+        (False, "different variables (y and x)"),
+        (True, "list of answers (numeric, same text)"),  # each item's own way, in the reference's order
+    ]
 
 
 def test_hedging_and_cut_off_reasons(math_equiv: MathEquiv) -> None:

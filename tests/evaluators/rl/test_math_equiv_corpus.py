@@ -2,8 +2,9 @@
 
 The corpus holds math-verify's grader test pairs and constructed positives and hard negatives of every failure
 class, each labelled by hand; pairs where reasonable graders differ are marked ambiguous and kept apart. The
-targets: at least 99% agreement with the labels on the unambiguous pairs, and at most 0.5% of the pairs labelled
-false passing. A long worker timeout keeps the assertion about verdicts, not about the machine's speed.
+targets, on the unambiguous pairs: at least 99.5% agreement with the labels, at most 0.3% of the pairs labelled
+false passing (a false positive teaches the wrong answer), and at least 98% agreement in every class. A long
+worker timeout keeps the assertion about verdicts, not about the machine's speed.
 """
 
 from __future__ import annotations
@@ -39,6 +40,12 @@ FAILURE_CLASSES = {
     "units",
     "expressions",
     "symbolic-slow",
+    "equation-sides",
+    "bound-indices",
+    "log-base",
+    "matrix-entries",
+    "mixed-numbers",
+    "conjunctions",
 }
 
 
@@ -81,8 +88,8 @@ def test_agreement_and_false_positives_on_unambiguous_pairs(
     negatives = [score for row, score in pairs if not row["label"]]
     false_positives = [score for score in negatives if score.value]
     agreement = 1 - len(wrong) / len(pairs)
-    assert agreement >= 0.99, wrong
-    assert len(false_positives) / len(negatives) <= 0.005, [w for w in wrong if w[0] in {r["id"] for r, _ in pairs}]
+    assert agreement >= 0.995, wrong
+    assert len(false_positives) / len(negatives) <= 0.003, [w for w in wrong if w[0] in {r["id"] for r, _ in pairs}]
 
 
 @pytest.mark.timeout(900)
@@ -92,5 +99,5 @@ def test_every_failure_class_is_mostly_right(verdicts: tuple[list[dict[str, Any]
     for row, score in zip(rows, scores, strict=True):
         if not row["ambiguous"]:
             by_class.setdefault(row["class"], []).append(bool(score.value) == row["label"])
-    weak = {name: sum(ok) / len(ok) for name, ok in by_class.items() if sum(ok) / len(ok) < 0.95}
+    weak = {name: sum(ok) / len(ok) for name, ok in by_class.items() if sum(ok) / len(ok) < 0.98}
     assert weak == {}

@@ -9,10 +9,11 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from evalsi.evaluators.rl.math_equiv._compare import decide, named
 from evalsi.evaluators.rl.math_equiv._extract import extract_answer, extract_reference, last_boxed
 from evalsi.evaluators.rl.math_equiv._guard import huge_power, nesting_depth
 from evalsi.evaluators.rl.math_equiv._normalise import normalise
-from evalsi.evaluators.rl.math_equiv._numeric import Group, Num, Tolerance, equal, parse_value
+from evalsi.evaluators.rl.math_equiv._numeric import Group, Num, Tolerance, equal, item_verdict, parse_value
 
 TOL = Tolerance()
 
@@ -75,7 +76,7 @@ def test_reference_extraction_keeps_a_bare_reference() -> None:
         ("\\$18.00", "18.00"),
         ("5\\text{ cm}", "5"),
         ("\\text{Evelyn}", "Evelyn"),
-        ("1 \\text{ and } 2", "1,2"),  # a conjunction separates answers
+        ("1 \\text{ and } 2", "1;2"),  # a conjunction separates answers (a semicolon: never thousands)
         ("18 dollars", "18"),
         ("12 apples per day.", "12"),
         ("50\\%", "50%"),
@@ -85,10 +86,62 @@ def test_reference_extraction_keeps_a_bare_reference() -> None:
         ("+7", "7"),
         ("−5", "-5"),
         ("x = 5.", "x=5"),
+        ("100 or 200", "100;200"),  # two answers, never the number 100200
+        ("\\log_2 8", "\\log_{2}8"),  # a logarithm's base and argument, not 2 times 8
+        ("\\log_{10} 100", "\\log_{10}100"),
+        ("\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}", "\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}"),
+        ("1 1/2", "\\frac{3}{2}"),  # a mixed number
+        ("-2 3/4", "-\\frac{11}{4}"),
+        ("3\\frac{1}{3}", "\\frac{10}{3}"),
+        ("2\\frac{5}{4}", "2\\frac{5}{4}"),  # an improper fraction after a number is a product
+        ("2 1/3 cups", "\\frac{7}{3}"),  # a mixed number keeps its unit word apart
+        ("\\frac{7}{3} cups", "\\frac{7}{3}"),
+        ("3\\frac{1}{4} inches", "\\frac{13}{4}"),
+        ("2^4 7^2", "2^4\\cdot7^2"),
     ],
 )
 def test_normalise(raw: str, canonical: str) -> None:
     assert normalise(raw) == canonical
+
+
+@pytest.mark.parametrize(
+    ("gold", "pred", "expected", "how"),
+    [
+        ("x=3", "y=3", False, "different variables (x and y)"),
+        ("\\theta=\\frac{\\pi}{6}", "\\alpha=\\frac{\\pi}{6}", False, "different variables (\\theta and \\alpha)"),
+        ("x=3", "3", True, "same text"),
+        ("3", "x=3", True, "same text"),
+        ("x=3", "x=3.0", True, "numeric"),
+        ("g(t)=4t-1", "y=4t-1", True, "same text"),  # y names a function's value
+        ("h(t)=5", "h=5", True, "same text"),
+        ("a=1,b=2", "x=1,y=2", False, "list of answers: none matches 'a=1'"),
+        ("a=3,b=7", "b=7,a=3", True, "named answers (same text)"),
+        ("100;200", "100200", False, "one answer against a reference of 2"),
+        ("1,000;2,000", "1000,2000", True, "list of answers (numeric)"),
+    ],
+)
+def test_names_and_shapes_decide_with_how(gold: str, pred: str, expected: bool, how: str) -> None:
+    assert decide(gold, pred, lambda g, p: item_verdict(g, p, TOL)) == (expected, how)
+
+
+@pytest.mark.parametrize(
+    ("item", "name", "value"),
+    [
+        ("x=5", "x", "5"),
+        ("k=2+2=4", "k", "4"),
+        ("F_n=\\sum_{k=0}^{n-1}F_kF_{n-k-1}", "F_n", "\\sum_{k=0}^{n-1}F_kF_{n-k-1}"),
+        ("\\sum_{k=0}^{n-1}F_k", None, "\\sum_{k=0}^{n-1}F_k"),  # an = inside braces names nothing
+        ("2x+4y-3=0", None, "2x+4y-3=0"),
+        ("x<=3", None, "x<=3"),
+    ],
+)
+def test_names_are_split_at_top_level_equals_signs(item: str, name: str | None, value: str) -> None:
+    assert named(item) == (name, value)
+
+
+def test_relations_with_other_left_sides_are_left_to_the_symbolic_stage() -> None:
+    verdict = decide("\\sin(x)=\\frac{42}{59}", "\\cos(x)=\\frac{42}{59}", lambda g, p: item_verdict(g, p, TOL))
+    assert verdict[0] is None  # compared whole, by the workers: never by the right side alone
 
 
 @pytest.mark.parametrize(

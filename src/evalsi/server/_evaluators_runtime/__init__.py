@@ -2,7 +2,8 @@
 
 Both are standard-library Python, copied into a runtime directory that build and scoring sandboxes mount
 read-only: the server's own interpreter, packages and files never enter the sandbox. The stand-in's
-``EvaluationRow`` is the library's own source, so a scoring function sees the same row it sees in pytest.
+``EvaluationRow``, ``Message`` and ``EvaluateResult`` are the library's own source, so a scoring function sees the
+same row it sees in pytest.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from importlib import resources
 from pathlib import Path
 
 _INIT = (
-    '"""evalsi.testing inside an evaluator sandbox: the row type and a recording decorator."""\n'
-    "from evalsi.testing._row import EvaluationRow, Message\n"
+    '"""evalsi.testing inside an evaluator sandbox: the row and result types and a recording decorator."""\n'
+    "from evalsi.testing._row import EvaluateResult, EvaluationRow, Message, MetricResult\n"
     "from evalsi.testing._shim import *  # noqa: F403\n"
 )
 
@@ -27,6 +28,7 @@ def _sources() -> dict[str, str]:
         "evalsi/__init__.py": '"""evalsi inside an evaluator sandbox: only evalsi.testing."""\n',
         "evalsi/testing/__init__.py": _INIT,
         "evalsi/testing/_row.py": testing.joinpath("_row.py").read_text(encoding="utf-8"),
+        "evalsi/testing/_models.py": testing.joinpath("_models.py").read_text(encoding="utf-8"),
         "evalsi/testing/_shim.py": own.joinpath("shim.py").read_text(encoding="utf-8"),
         "evalsi_runner.py": own.joinpath("runner.py").read_text(encoding="utf-8"),
     }

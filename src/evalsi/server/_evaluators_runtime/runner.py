@@ -4,7 +4,12 @@
 ``... score FILE::FUNCTION`` reads ``{"rows": [...]}`` on stdin and prints ``{"ok": true, "results": [...]}``, one
 result per row in order: ``{"score", "reason", "metrics"}`` or ``{"error"}``, a reason or error cut at the request's
 ``max_reason_bytes``. While the evaluator's code runs, whatever it prints goes to stderr, so stdout carries only
-the answer. Standard library only.
+the answer.
+
+``... serve FILE::FUNCTION`` is the warm worker: the module is imported once, then batches come as frames (a 4-byte
+big-endian length and JSON) on fd 3, the channel to the sandbox's fork server, and each gets one frame back, the
+answer as above. The first frame it writes is its hello: ``{"ok": true, "mode": ...}``, or why the entry could not
+be loaded. Standard library only.
 """
 
 from __future__ import annotations
@@ -14,6 +19,9 @@ import importlib.util
 import json
 import math
 import os
+import resource
+import socket
+import struct
 import sys
 import traceback
 from collections.abc import Callable
@@ -51,12 +59,16 @@ def load(entry: str) -> tuple[Callable[..., Any], str]:
 def _result(row: Any, row_type: type[Any]) -> dict[str, Any]:
     if not isinstance(row, row_type):
         return {"error": f"the scoring function returned {type(row).__name__}, not the EvaluationRow it scored"}
+    result = row.evaluation_result
+    if not result.is_score_valid:
+        why = result.reason or result.error or "no reason given"
+        return {"error": f"the scoring function marked the score invalid: {why}"[:2000]}
     score = row.score
     if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score):
         return {"error": f"the scoring function left `score` {score!r}: set a number in [0, 1]"}
     if not 0.0 <= float(score) <= 1.0:
         return {"error": f"the scoring function gave the score {score!r}; scores are within [0, 1]"}
-    metrics = {str(k): float(v) for k, v in dict(row.metrics or {}).items() if isinstance(v, int | float)}
+    metrics = row.metric_values()
     reason = None if row.reason is None else str(row.reason)
     return {"score": float(score), "reason": reason, "metrics": metrics}
 
@@ -107,12 +119,71 @@ def score(function: Callable[..., Any], mode: str, raw_rows: list[dict[str, Any]
     return results
 
 
+def cut_reasons(results: list[dict[str, Any]], limit: int) -> None:
+    """Cut each reason and error to one byte past ``limit`` (the server then marks it as cut).
+
+    The server cuts them again: this only keeps an honest evaluator's answer small.
+    """
+    if limit <= 0:
+        return
+    for result in results:
+        for key in ("reason", "error"):
+            if isinstance(result.get(key), str) and len(result[key]) > limit // 4:
+                data = result[key].encode("utf-8", "replace")
+                if len(data) > limit:  # one byte over: the server marks it as cut
+                    result[key] = data[: limit + 1].decode("utf-8", "ignore")
+
+
+def _send(channel: socket.socket, answer: dict[str, Any]) -> None:
+    data = json.dumps(answer).encode()
+    channel.sendall(struct.pack(">I", len(data)) + data)
+
+
+def _receive(channel: socket.socket) -> Any:
+    """The next frame, or None when the channel closed."""
+    head = b""
+    while len(head) < 4:
+        chunk = channel.recv(4 - len(head))
+        if not chunk:
+            return None
+        head += chunk
+    (size,) = struct.unpack(">I", head)
+    data = bytearray()
+    while len(data) < size:
+        chunk = channel.recv(min(size - len(data), 1 << 20))
+        if not chunk:
+            return None
+        data += chunk
+    return json.loads(data)
+
+
+def serve(entry: str, channel: socket.socket) -> int:
+    """The warm worker: load the entry once, then answer batches on ``channel`` until it closes."""
+    try:
+        function, mode = load(entry)
+    except BaseException as exc:
+        traceback.print_exc()
+        _send(channel, {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:2000]})
+        return 1
+    _send(channel, {"ok": True, "mode": mode})
+    while True:
+        request = _receive(channel)
+        if request is None:
+            return 0
+        results = score(function, mode, list(request["rows"]))
+        cut_reasons(results, int(request.get("max_reason_bytes") or 0))
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss << 10
+        _send(channel, {"ok": True, "results": results, "memory": peak})
+
+
 def main(argv: list[str]) -> int:
     """Run one command; the answer is the last line on stdout, with status 0 when ``ok``."""
     answer = sys.stdout
     sys.stdout = sys.stderr  # the evaluator's prints must not mix with the answer
     sys.path[:0] = [RUNTIME, SOURCE]
     command, entry = argv[1], argv[2]
+    if command == "serve":
+        return serve(entry, socket.socket(fileno=3))
     try:
         function, mode = load(entry)
     except BaseException as exc:
@@ -124,14 +195,7 @@ def main(argv: list[str]) -> int:
         return 0
     request = json.loads(sys.stdin.read())
     results = score(function, mode, list(request["rows"]))
-    limit = int(request.get("max_reason_bytes") or 0)
-    if limit > 0:  # the server cuts them again: this only keeps an honest evaluator's answer small
-        for result in results:
-            for key in ("reason", "error"):
-                if isinstance(result.get(key), str) and len(result[key]) > limit // 4:
-                    data = result[key].encode("utf-8", "replace")
-                    if len(data) > limit:  # one byte over: the server marks it as cut
-                        result[key] = data[: limit + 1].decode("utf-8", "ignore")
+    cut_reasons(results, int(request.get("max_reason_bytes") or 0))
     answer.write(json.dumps({"ok": True, "results": results}) + "\n")
     return 0
 

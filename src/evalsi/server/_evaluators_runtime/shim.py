@@ -18,9 +18,11 @@ __all__ = [
     "EvaluationFailed",
     "EvaluationSetupError",
     "NoOp",
+    "NoOpRolloutProcessor",
     "Remote",
     "RolloutProcessor",
     "SingleTurn",
+    "SingleTurnRolloutProcessor",
     "Threshold",
     "evaluation_test",
 ]
@@ -52,6 +54,12 @@ class NoOp(RolloutProcessor):
 
 class Remote(RolloutProcessor):
     """Stands in for the remote rollout processor."""
+
+
+SingleTurnRolloutProcessor = SingleTurn
+"""Eval Protocol's name of the single-turn processor."""
+NoOpRolloutProcessor = NoOp
+"""Eval Protocol's name of the pre-generated rows processor."""
 
 
 class Threshold:

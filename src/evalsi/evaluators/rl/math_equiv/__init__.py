@@ -49,20 +49,32 @@ class MathEquiv(Evaluator[MathEquivParams]):
     its final box or right after "the final answer is" scores 0 (an earlier box does not count), and so does
     one ending in a repetition loop.
 
-    Several answers. Conjunctions (and, or, \quad) and adjacent boxes separate answers; the reference's shape
-    decides whether a comma does (12,350 is one number against 12350; 3,-4 is two). A list answers a list
-    reference when the items pair off one to one (any order; by name for a=3, b=7). Several different boxed
-    answers against a single reference score 0: hedging never pays. The same answer boxed twice counts once.
+    Several answers. Conjunctions (and, or, \quad) and adjacent boxes always separate answers (100 or 200 is two
+    answers); the reference's shape decides whether a comma does (12,350 is one number against 12350; 3,-4 is
+    two). A list answers a list reference when the items pair off one to one (any order; by name for a=3, b=7).
+    Several different boxed answers against a single reference score 0: hedging never pays. The same answer
+    boxed twice counts once.
 
     Comparing. Exact values compare exactly, never in floating point (3^{-120} vs 3^{-121}, 1/1999! vs
     1/1998!); a decimal matches when it is the value rounded at its last written digit with at least
     significant_digits digits (6.12e-8 is not 6.17e-8). Free symbols must match (9/2 is not 9t/2). Units or
     suffix words on both sides must agree (7 a.m. vs 7 p.m., 3 hours vs 3 minutes; a.m./p.m. make 24-hour
-    times, million scales); a unit on one side only is ignored (36 m^2 vs 36). x = 5, g(t) = 4t-1, k = 2+2 = 4
-    compare by value; equations compare up to a constant factor. One-variable inequalities are intervals
-    (x > -1 is (-1, oo)). Plain-text and Unicode spellings (pi/3, sqrt(5), exp(2), π, √2, \varnothing, i)
-    and juxtaposed products (2^4 7^2) are read as LaTeX. Symbolic items are decided exactly or at random points
-    in milliseconds before the backend's simplification, which runs in killable workers bounded by timeout.
+    times, million scales); a unit on one side only is ignored (36 m^2 vs 36). One-variable inequalities are
+    intervals (x > -1 is (-1, oo)). Plain-text and Unicode spellings (pi/3, sqrt(5), exp(2), π, √2, \varnothing,
+    i), mixed numbers (1 1/2, 2\frac{3}{4}), logarithm bases (\log_2 8) and juxtaposed products (2^4 7^2) are
+    read as LaTeX. Symbolic items are decided exactly or at random points in milliseconds before the backend's
+    simplification, which runs in killable workers bounded by timeout; a backend's "equal" on values with
+    symbols, sums or products is overruled when they differ at random points (a sum's indexed terms F_{n-k-1}
+    are functions of the index there).
+
+    Equations. A bare value answers a named one (3 and x = 3; k = 2+2 = 4 is 4), and the same name compares by
+    value. Different variables are different answers (x = 3 is not y = 3); y, or the function's name, stands
+    for a function's value (g(t) = 4t-1, y = 4t-1); other left sides are compared as whole equations, equal when
+    one is a constant multiple of the other (x = 3 and 2x = 6; \cos(x) = a is not \sin(x) = a).
+
+    How it was decided. details["method"] names the stage that decided: same text, numeric (or as sets, as
+    intervals...), exact, equal at random points, different variables, math-verify, sympy; for several answers
+    the shape and each way its items were decided (list of answers (numeric, exact)).
     """
 
     name = "math-equiv"

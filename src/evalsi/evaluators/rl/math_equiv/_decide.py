@@ -19,7 +19,7 @@ from evalsi.evaluators.rl.math_equiv._extract import Extracted, extract_answer, 
 from evalsi.evaluators.rl.math_equiv._guard import huge_power, nesting_depth
 from evalsi.evaluators.rl.math_equiv._memo import Memo
 from evalsi.evaluators.rl.math_equiv._normalise import normalise_with_unit
-from evalsi.evaluators.rl.math_equiv._numeric import Num, Tolerance, Value, item_equal, parse_value
+from evalsi.evaluators.rl.math_equiv._numeric import Tolerance, Value, item_verdict, parse_value
 from evalsi.evaluators.rl.math_equiv._params import MathEquivParams
 from evalsi.evaluators.rl.math_equiv._pool import SymbolicPool, shared_pool
 from evalsi.evaluators.rl.math_equiv._symbolic import compare
@@ -155,9 +155,9 @@ class Judge:
         if memoised is not None:
             return memoised
         tol = self.tolerance
-        same, how = decide(gold.canonical, pred.canonical, lambda g, p: item_equal(g, p, tol))
+        same, how = decide(gold.canonical, pred.canonical, lambda g, p: item_verdict(g, p, tol))
         if same is not None:
-            outcome: Outcome = (same, _single_method(gold.canonical) if how == "single" else how)
+            outcome: Outcome = (same, how)
             self.memo.put(key, outcome)
             return outcome
         return None
@@ -280,9 +280,3 @@ def _references(reference: Any) -> list[str]:
 def _show(text: str) -> str:
     """An answer quoted for a reason: as written (LaTeX backslashes are not doubled), cut at 60 characters."""
     return "'" + (text if len(text) <= 60 else text[:57] + "...") + "'"
-
-
-def _single_method(canonical: str) -> str:
-    """How one answer was compared, for reasons: ``numeric``, or ``as sets`` (tuples, pairs, intervals)."""
-    value = parse_value(canonical)
-    return "numeric" if value is None or isinstance(value, Num) else f"as {value.kind}s"

@@ -62,7 +62,7 @@ def extract_answer(text: str, *, last_number: bool = True) -> Extracted | None:
             said = _answer_is(text[phrase:])
             if said is not None and said != CUT_OFF:
                 return Extracted(said, "answer-is")
-        return Extracted(", ".join(boxes) if len(boxes) > 1 else boxes[0], "boxed", tuple(boxes))
+        return Extracted("; ".join(boxes) if len(boxes) > 1 else boxes[0], "boxed", tuple(boxes))
     tag = _last_answer_tag(text)
     if tag is not None:
         return Extracted(tag, "answer-tag")

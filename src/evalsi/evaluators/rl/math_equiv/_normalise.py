@@ -5,8 +5,11 @@ as text, and what the symbolic backend receives. It removes what never changes t
 markdown, ``\left``/``\right``, spacing commands, ``\text{}`` wrappers, currency signs, degree signs,
 ``\dfrac``/``\tfrac`` (→ ``\frac``), shorthand arguments (``\frac12`` → ``\frac{1}{2}``), and whitespace. It
 rewrites plain-text and Unicode spellings as LaTeX (``pi/3``, ``sqrt(5)``, ``exp(2)``, ``π``, ``√2``, ``∞``,
-``\varnothing``), turns conjunctions (``and``, ``or``, ``\quad``) into list commas, and reads juxtaposed
-numbers as a product (``2^4 7^2`` → ``2^4\cdot7^2``) unless they are a space-grouped number (``1 000``).
+``\varnothing``), turns conjunctions (``and``, ``or``, ``\quad``) into semicolons (which always separate
+answers, where a comma may be a thousands separator), reads mixed numbers (``1 1/2``, ``2\frac{3}{4}`` with a
+proper fraction) as one fraction, gives a logarithm's base its braces (``\log_2 8`` → ``\log_{2}8``), and reads
+juxtaposed numbers as a product (``2^4 7^2`` → ``2^4\cdot7^2``) unless they are a space-grouped number
+(``1 000``), a matrix's first entry (``\begin{pmatrix} 1``) or a logarithm's argument.
 
 A unit or suffix word after a number is split off (``5 \text{ km}`` → ``5`` and ``km``): a unit on one side
 only is ignored, two different units are a mismatch (``7 a.m.`` vs ``7 p.m.``, ``3 hours`` vs ``3 minutes``).
@@ -50,16 +53,27 @@ _TEXT = re.compile(
     r"\s*\{([^{}]*)\}"
 )
 _CONJUNCTION = re.compile(r"\s*(?:\\quad|\\qquad|\\text\{\s*(?:and|or)\s*\}|\b(?:and|or)\b)\s*", re.IGNORECASE)
-_COMMA_CONJUNCTION = re.compile(r",\s*,+")
+_SEPARATORS = re.compile(r"[,;][\s,;]*[,;]")
 _PLAIN_PI = re.compile(r"(?<![\\A-Za-z])pi(?![A-Za-z])")
 _PLAIN_CALL = re.compile(r"(?<![\\A-Za-z])(sqrt|exp)\s*\(([^()]*)\)")
 _PERCENT_WORD = re.compile(r"\s*(?:percent(?:age)?|pct)\s*$", re.IGNORECASE)
 _CURRENCY = re.compile(r"^(?:[€£¥₹]|USD|US\$|Rs\.?)\s*|\s*(?:USD)$")
 _COMMAND_SPACE = re.compile(r"(\\[A-Za-z]+) (?=[A-Za-z])")
 _JUXTAPOSED = re.compile(r"(?<=[\d}])\s+(?=\d)")
+_NOT_A_FACTOR = re.compile(r"(?:\\begin\{[A-Za-z*]+\}(?:\{[^{}]*\})?|\\log_\{[^{}]*\})$")
+"""What a number after a space does not multiply: a matrix's first entry, a logarithm's argument."""
+_LOG_BASE = re.compile(r"\\log_(\d+|[A-Za-z])\s*(?=[\d(\\{])")
+_MIXED = re.compile(
+    r"(?<![\w.,^_{}\\/])(-?)(\d+)(?:\s+([1-9]\d*)/(\d+)|\s*\\frac\{([1-9]\d*)\}\{(\d+)\})(?![\d./^A-Za-z(\\])"
+)
 _SPACE_THOUSANDS = re.compile(r"[-+]?\d{1,3}(?: \d{3})+(?:\.\d+)?")
 _WHITESPACE = re.compile(r"\s+")
-_NUMERIC_HEAD = re.compile(r"([-+]?(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?:/\d+)?%?|\d{1,2}:\d{2})\s*")
+_NUMERIC_HEAD = re.compile(
+    r"([-+]?(?:\d+\s*)?\\frac\{\d+\}\{\d+\}"  # \frac{7}{3}, a mixed number 2\frac{1}{3}
+    r"|[-+]?\d+\s\d+/\d+(?![\d./])"  # a mixed number 2 1/3
+    r"|[-+]?(?:\d[\d,;]*(?:\.\d+)?|\.\d+)(?:/\d+)?%?|\d{1,2}:\d{2})\s*"
+)
+"""A number an answer starts with, before its unit words (``2 1/3 cups``, ``\\frac{7}{3} cups``, ``12 apples``)."""
 _UNIT_WORDS = re.compile(r"[A-Za-z][A-Za-z./ ]*(?:\^\{?[23]\}?)?")
 _TEXT_UNIT = re.compile(
     r"\\(?:text|textnormal|textbf|textit|mathrm|mathbf|mbox)\s*\{\s*([A-Za-z][A-Za-z. /]*)\}(\s*\^\s*\{?[23]\}?)?\s*$"
@@ -158,8 +172,8 @@ def normalise_with_unit(answer: str) -> tuple[str, str]:
     text = text.strip()
     text, unit = _split_text_unit(text)
     text = _TEXT.sub(lambda m: m.group(1), text)
-    text = _CONJUNCTION.sub(",", text)
-    text = _COMMA_CONJUNCTION.sub(",", text).strip(",")
+    text = _CONJUNCTION.sub(";", text)
+    text = _SEPARATORS.sub(lambda m: ";" if ";" in m.group() else ",", text).strip(",;")
     text = _PLAIN_PI.sub("\\\\pi ", text)
     text = _PLAIN_CALL.sub(lambda m: ("\\sqrt{" if m.group(1) == "sqrt" else "e^{") + m.group(2) + "}", text)
     if "**" in text:
@@ -173,12 +187,28 @@ def normalise_with_unit(answer: str) -> tuple[str, str]:
         text, unit = _split_plain_unit(text)
     if _SPACE_THOUSANDS.fullmatch(text):
         text = text.replace(" ", "")
-    text = _JUXTAPOSED.sub("\\\\cdot ", text)
+    text = _LOG_BASE.sub(lambda m: f"\\log_{{{m.group(1)}}}", text)
+    text = _MIXED.sub(_mixed_number, text)
+    text = _JUXTAPOSED.sub(_product, text)
     text = _COMMAND_SPACE.sub("\\1\x00", text).replace(" ", "").replace("\x00", " ")
-    while text.endswith((".", "\\", ",")) and not text.endswith("\\."):
+    while text.endswith((".", "\\", ",", ";")) and not text.endswith("\\."):
         text = text[:-1]
     text = text.lstrip("+") if text.startswith("+") and len(text) > 1 else text
     return _apply_unit(text, unit)
+
+
+def _product(match: re.Match[str]) -> str:
+    r"""``2^4 7^2`` is a product; ``\begin{pmatrix} 1`` and ``\log_{2} 8`` are not."""
+    return " " if _NOT_A_FACTOR.search(match.string, 0, match.start()) else "\\cdot "
+
+
+def _mixed_number(match: re.Match[str]) -> str:
+    r"""``1 1/2`` and ``2\frac{3}{4}`` are mixed numbers (3/2, 11/4) when the fraction is proper; else as written."""
+    sign, whole = match.group(1), int(match.group(2))
+    top, bottom = (match.group(3), match.group(4)) if match.group(3) else (match.group(5), match.group(6))
+    if int(bottom) <= int(top):
+        return match.group(0)
+    return f"{sign}\\frac{{{whole * int(bottom) + int(top)}}}{{{bottom}}}"
 
 
 def _group(token: str) -> str:

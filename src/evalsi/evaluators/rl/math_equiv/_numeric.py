@@ -288,24 +288,26 @@ _WORD = re.compile(r"\(?([A-Za-z]+)\)?")
 _CLOCK = re.compile(r"(\d{1,2}):(\d{2})")
 
 
-def item_equal(gold: str, pred: str, tol: Tolerance) -> bool | None:
-    """The pure-Python verdict on two canonical items; None when only a symbolic comparison can tell.
+def item_verdict(gold: str, pred: str, tol: Tolerance) -> tuple[bool | None, str]:
+    """The pure-Python verdict on two canonical items and how it was reached; None when sympy must decide.
 
-    Same text, clock times, numbers, groups of numbers, or words (case-insensitive, ``(C)`` is ``C``).
+    Same text, clock times, numbers (``numeric``), groups of numbers (``as sets``, ``as intervals``…), or words
+    (case-insensitive, ``(C)`` is ``C``).
     """
     if gold == pred:
-        return True
+        return True, "same text"
     clock_a, clock_b = _CLOCK.fullmatch(gold), _CLOCK.fullmatch(pred)
     if clock_a is not None and clock_b is not None:
-        return (int(clock_a.group(1)), clock_a.group(2)) == (int(clock_b.group(1)), clock_b.group(2))
+        same = (int(clock_a.group(1)), clock_a.group(2)) == (int(clock_b.group(1)), clock_b.group(2))
+        return same, "clock times"
     a, b = parse_value(gold), parse_value(pred)
     if a is not None and b is not None:
-        return equal(a, b, tol)
+        return equal(a, b, tol), "numeric" if isinstance(a, Num) else f"as {a.kind}s"
     word_a, word_b = _WORD.fullmatch(gold), _WORD.fullmatch(pred)
     if word_a is not None and word_b is not None:
         x, y = word_a.group(1), word_b.group(1)
         if len(x) == 1 and len(y) == 1:
-            return x == y if gold != x or pred != y else None  # bare letters may be variables
+            return (x == y if gold != x or pred != y else None), "words"  # bare letters may be variables
         if len(x) >= 3 and len(y) >= 3:
-            return x.lower() == y.lower()
-    return None
+            return x.lower() == y.lower(), "words"
+    return None, "undecided"
