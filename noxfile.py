@@ -19,10 +19,10 @@ nox.options.reuse_existing_virtualenvs = True
 # Every extra in pyproject.toml; the `extras` session installs each alone and runs its own commands.
 EXTRAS: list[str] = [
     "math", "parquet", "hf", "serve", "view", "server", "trl", "torch", "lightning", "gym", "plot", "remote",
-    "mlflow", "dev",
+    "mlflow", "ray", "dev",
 ]  # fmt: skip
 INTEGRATIONS: list[str] = [
-    "trl", "verl", "hf", "torch", "lightning", "browser", "mlflow", "loggers",
+    "trl", "verl", "hf", "torch", "lightning", "browser", "mlflow", "loggers", "ray",
     *(f"extras(extra='{e}')" for e in EXTRAS),
 ]  # fmt: skip
 
@@ -119,6 +119,32 @@ def loggers(session: nox.Session) -> None:
     TensorBoard's event reader, W&B's offline run files."""
     session.install("tensorboardX==2.6.5", "tensorboard==2.21.0", "wandb==0.30.0", "-e", ".[dev]")
     session.run("pytest", "-q", "-p", "no:randomly", "tests/integrations/loggers", env={"EVALSI_INTEGRATION": "1"})
+
+
+@nox.session(name="ray")
+def ray(session: nox.Session) -> None:
+    """evalsi on a real two-node Ray cluster started by the tests (`ray start`), whose processes the tests stop after.
+
+    The reward pool, its cache and limiter actors, faults (a killed actor, a hung worker), Ray Data offline
+    scoring, and verl's reward loop and OpenRLHF's reward function scoring through the pool; then
+    `bench/ray_scaling.py --quick`.
+    """
+    session.install(
+        "ray[data]==2.60.0",
+        "torch==2.13.0",
+        "verl==0.9.1",
+        "transformers==5.10.4",
+        "aiohttp",
+        "-e",
+        ".[dev,math,parquet,server,ray]",  # server: the pool scores into the server's shared cache too
+    )
+    session.install("--no-deps", "openrlhf==0.11.2")
+    env = {"EVALSI_INTEGRATION": "1"}
+    # --timeout: the first test's bound also covers starting the two nodes, slow on a busy machine
+    tests = ["tests/integrations/ray", "--timeout=1200"]
+    session.run("pytest", "-q", "-p", "no:randomly", "-p", "no:xdist", *tests, env=env)
+    # the benchmark's smoke run: the pool against in-process on a local Ray instance (prints ratios, asserts none)
+    session.run("python", "bench/ray_scaling.py", "--quick")
 
 
 # torch as the other sessions pin it (the CPU build this machine keeps); nothing else beside an extra.

@@ -486,6 +486,21 @@ def check_mlflow(c: Check) -> None:
     expect(exact_match_mean(c.work / "logs/ml/forgetting/step-7.json") == 1.0, "mlflow:grpo/1 was not evaluated")
 
 
+def check_ray(c: Check) -> None:
+    """Rollouts scored on Ray Data and a run's generations scored by a reward pool, each on a new local Ray."""
+    rows = [{"prompt": q, "completion": a if i else "?", "answer": a} for i, (q, a) in enumerate(QUESTIONS.items())]
+    (c.work / "rollouts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    spec = exact_match_reward(c.work)
+    c.run(c.bin("evalsi"), "rewards", "score", "--spec", str(spec), "--data", "rollouts.jsonl",
+          "--output", "out.jsonl", "--ray", "local", "--ray-workers", "1", "-q")  # fmt: skip
+    totals = [json.loads(line)["total"] for line in (c.work / "out.jsonl").read_text().splitlines()]
+    expect(totals == [0.0, 1.0, 1.0], f"rollouts scored on Ray Data: {totals}")
+    run = run_spec(c.work, c.model().base_url)
+    c.run(c.bin("evalsi"), "run", "-f", str(run), "-o", "run.json", "--ray", "local", "--ray-workers", "1", "-q")
+    mean = exact_match_mean(c.work / "run.json")
+    expect(mean == 1.0, f"a run scored by a reward pool has exact-match mean {mean}")
+
+
 def check_dev(c: Check) -> None:
     """The development tools the dev extra brings run."""
     for tool in ["pytest", "ruff", "mypy", "nox", "pre-commit", "lint-imports"]:

@@ -11,6 +11,7 @@ import pytest
 from evalsi.errors import DataError
 from evalsi.evaluators import Evaluator, NoParams, Score, ScoreContext, register
 from evalsi.records import Record
+from evalsi.rewards import from_mapping
 from evalsi.runs import ResumeError, Runner, journal_path, read_results, run_from_mapping
 from tests.helpers.openai_server import OpenAIServer
 from tests.runs.conftest import run_spec, write_jsonl
@@ -357,3 +358,16 @@ def test_a_sampling_change_names_what_differs(server: OpenAIServer, qa_file: Pat
     start(run_spec(server, qa_file, out))
     with pytest.raises(ResumeError, match=r"\(different sampling\); use --restart"):
         start(run_spec(server, qa_file, out, sampling={"topP": 0.5}))
+
+
+def test_a_given_scorer_scores_the_generations(server: OpenAIServer, qa_file: Path, tmp_path: Path) -> None:
+    spec = run_spec(server, qa_file, tmp_path / "r.json")
+    own = start(spec)
+    assert (own.summary.counts["exact-match"]["ok"], own.summary.counts["exact-match"]["error"]) == (4, 0)
+    # the same component name, scored by another evaluator: it errors on "no idea" (record d)
+    scorer = from_mapping({"components": [{"ref": "test-picky", "name": "exact-match"}]})
+    given = start(spec, scorer=scorer, restart=True)
+    assert (given.summary.counts["exact-match"]["ok"], given.summary.counts["exact-match"]["error"]) == (3, 1)
+    data = read_results(tmp_path / "r.json")
+    reasons = [s["scores"]["exact-match"].get("reason") for r in data["records"] for s in r["samples"]]
+    assert reasons.count("cannot judge") == 1

@@ -8,6 +8,8 @@ import orjson
 import pytest
 
 from evalsi.errors import SpecError
+from evalsi.rewards import Reward, from_mapping
+from evalsi.runs import BoundRun
 from evalsi.training import CheckpointEvaluator, Endpoint, LoRA, step_files
 from tests.helpers.openai_server import OpenAIServer
 from tests.helpers.vllm_standin import read_log
@@ -79,3 +81,26 @@ def test_bad_configuration_is_refused_up_front(tmp_path: Path) -> None:
         CheckpointEvaluator([spec, spec], "r")
     with pytest.raises(SpecError, match="--training-run"):
         CheckpointEvaluator([spec], " ")
+
+
+def test_a_scorer_factory_scores_every_steps_generations(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path / "specs")
+    asked: list[str] = []
+
+    def scorer(run: BoundRun) -> Reward:
+        asked.append(run.spec.name)
+        # the same component name, another verdict: only answers of one digit (a0 to a9) count
+        return from_mapping({"components": [{"ref": "regex", "name": "exact-match", "params": {"pattern": r"^a\d$"}}]})
+
+    with OpenAIServer(answers=answers(), default="?") as server:
+        evaluator = CheckpointEvaluator(
+            [spec], "grpo-1", Endpoint(server.base_url, "served"), log_dir=tmp_path / "logs", scorer=scorer
+        )
+        assert evaluator.evaluate("org/base", None).status == "ok"
+        assert evaluator.evaluate(write_model(tmp_path / "out" / "checkpoint-100"), 100).status == "ok"
+    assert asked == ["forgetting@base", "forgetting@step-100"]
+    data = orjson.loads(step_files(tmp_path / "logs", "grpo-1", "forgetting")[100].read_bytes())
+    completions = [s["completion"] for r in data["records"] for s in r["samples"]]
+    values = [s["scores"]["exact-match"]["value"] for r in data["records"] for s in r["samples"]]
+    assert values == [len(c) == 2 for c in completions]
+    assert sum(values) == 10

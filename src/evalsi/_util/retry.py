@@ -30,6 +30,8 @@ from typing import Protocol
 
 import httpx
 
+from evalsi._util.upstream import slot, slot_async
+
 RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 """Answers worth another try: request timeout (408), conflict (409: a lock timeout, as OpenAI's client treats
 it), too early (425), rate limit (429), and server-side failures (500, 502, 503, 504)."""
@@ -201,7 +203,8 @@ class RetryTransport(httpx.BaseTransport):
         for attempt in itertools.count():
             self._counter.count()
             try:
-                outcome: httpx.Response | Exception = self.inner.handle_request(request)
+                with slot(request.url):
+                    outcome: httpx.Response | Exception = self.inner.handle_request(request)
             except httpx.TransportError as exc:
                 outcome = exc
             step = _settle(self.policy, attempt, outcome)
@@ -235,7 +238,8 @@ class AsyncRetryTransport(httpx.AsyncBaseTransport):
         for attempt in itertools.count():
             self._counter.count()
             try:
-                outcome: httpx.Response | Exception = await self.inner.handle_async_request(request)
+                async with slot_async(request.url):
+                    outcome: httpx.Response | Exception = await self.inner.handle_async_request(request)
             except httpx.TransportError as exc:
                 outcome = exc
             step = _settle(self.policy, attempt, outcome)

@@ -25,6 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from evalsi.cli._console import EXIT_FAILED, EXIT_GATE, EXIT_OK, fail, stderr, stdout
+from evalsi.cli._ray import PoolScorers, RayAddress, RayWorkers
 from evalsi.cli._tables import interval_note
 from evalsi.errors import DataError, EvalsiError, SpecError
 from evalsi.runs import RunsClient, load_run
@@ -359,8 +360,15 @@ def _evaluator(
     server: str | None = None,
     restart: bool = False,
     log_to: list[str] | None = None,
+    ray: str | None = None,
+    ray_workers: int = 2,
+    ctx: typer.Context | None = None,
 ) -> CheckpointEvaluator:
     try:
+        # --ray: one reward pool scores every step's runs, stopped when the command ends
+        scorer = PoolScorers(ray, ray_workers) if ray is not None else None
+        if scorer is not None and ctx is not None:
+            ctx.call_on_close(scorer.close)
         return CheckpointEvaluator(
             files,
             training_run,
@@ -373,13 +381,15 @@ def _evaluator(
             server=server,
             restart=restart,
             log_to=log_to or [],
+            scorer=scorer,
         )
-    except (SpecError, DataError) as exc:
+    except (SpecError, DataError, ImportError) as exc:
         fail(str(exc))
 
 
 @app.command("eval")
 def eval_command(
+    ctx: typer.Context,
     model_or_path: Annotated[
         str,
         typer.Argument(
@@ -407,6 +417,8 @@ def eval_command(
     server: Server = None,
     restart: Restart = False,
     tokenizer: TokenizerOption = None,
+    ray: RayAddress = None,
+    ray_workers: RayWorkers = 2,
     final: Annotated[
         bool,
         typer.Option("--final", help="The training's last step: every spec is evaluated, whatever its `every`."),
@@ -422,7 +434,19 @@ def eval_command(
     serving = make_serving(serve, base_url, model, vllm_bin, vllm_args, device, base_model, log_dir, tokenizer)
     display = Display(not quiet)
     evaluator = _evaluator(
-        files, training_run, serving, regression, log_dir, overrides, display, server, restart, log_to
+        files,
+        training_run,
+        serving,
+        regression,
+        log_dir,
+        overrides,
+        display,
+        server,
+        restart,
+        log_to,
+        ray,
+        ray_workers,
+        ctx,
     )
     label = "base" if number is None else f"step {number}"
     if not evaluator.due(number, final=final):
@@ -455,6 +479,7 @@ def eval_command(
 
 @app.command("watch")
 def watch_command(
+    ctx: typer.Context,
     directory: Annotated[
         str,
         typer.Argument(
@@ -495,6 +520,8 @@ def watch_command(
     restart: Restart = False,
     tokenizer: TokenizerOption = None,
     log_to: LogTo = None,
+    ray: RayAddress = None,
+    ray_workers: RayWorkers = 2,
 ) -> None:
     """Evaluate each new checkpoint in DIRECTORY once, in step order, as it settles. Stop with Ctrl-C.
 
@@ -505,7 +532,19 @@ def watch_command(
     serving = make_serving(serve, base_url, model, vllm_bin, vllm_args, device, base_model, log_dir, tokenizer)
     display = Display(not quiet)
     evaluator = _evaluator(
-        files, training_run, serving, regression, log_dir, overrides, display, server, restart, log_to
+        files,
+        training_run,
+        serving,
+        regression,
+        log_dir,
+        overrides,
+        display,
+        server,
+        restart,
+        log_to,
+        ray,
+        ray_workers,
+        ctx,
     )
     try:
         base_done = evaluator.has_results(None)

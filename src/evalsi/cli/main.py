@@ -21,6 +21,8 @@ ENVIRONMENT = (
     "EVALSI_SERVER: the OpenRLHF reward file scores through this evalsi server, and the server `evalsi "
     "evaluators upload|get|log`, `evalsi datasets` and `evalsi jobs` talk to (unless --server is given);\n\n"
     "EVALSI_TOKEN: the bearer token sent to an evalsi server;\n\n"
+    "EVALSI_RAY_POOL, EVALSI_RAY_WORKERS: the name and actors of the reward pool of the OpenRLHF reward file on Ray "
+    "(evalsi/ray/openrlhf.py);\n\n"
     "the variable a target's apiKeyEnv or a judge's api_key_env names: that API key;\n\n"
     "EVALSI_PASSED_THRESHOLD, EVALSI_NUM_RUNS, EVALSI_MAX_ROWS, EVALSI_COMPLETION_PARAMS: override an evaluation "
     "test's threshold, runs, rows and completion params (CI);\n\n"

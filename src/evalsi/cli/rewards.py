@@ -48,6 +48,14 @@ def score_command(
     name: str | None = typer.Option(None, "--name", help="Which RewardSpec, when the file holds several."),
     details: bool = typer.Option(False, "--details", help="Include each component's details in the output."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or summary on stderr."),
+    ray: str | None = typer.Option(
+        None,
+        "--ray",
+        metavar="ADDRESS",
+        help="Score on a Ray cluster with Ray Data ('auto': the running cluster or RAY_ADDRESS; 'local': a new "
+        "one in this process; or host:port); needs --output, and a rerun resumes from the finished shards.",
+    ),
+    ray_workers: int = typer.Option(2, "--ray-workers", min=1, help="Scorer actors with --ray."),
 ) -> None:
     """Score every rollout in DATA with the RewardSpec in SPEC.
 
@@ -61,6 +69,9 @@ def score_command(
     Exit codes: 0 scored; 1 a component errored under onError: raise; 2 bad usage, spec or data; 3 --probe found
     the spec hackable.
     """
+    if ray is not None:
+        _score_on_ray(spec, data, output, name, details, quiet, ray, ray_workers)
+        return
     try:
         reward = load(spec, name)
         rollouts, source = read_rollout_file(data)
@@ -146,6 +157,40 @@ def _score_in_chunks(reward: Reward, records: list[Record], show_progress: bool)
                 raise RewardBatchError(exc.index + start, exc.component, exc.cause) from None
             progress.advance(task, len(chunk))
     return results
+
+
+def _score_on_ray(
+    spec: Path,
+    data: Path,
+    output: Path | None,
+    name: str | None,
+    details: bool,
+    quiet: bool,
+    address: str,
+    workers: int,
+) -> None:
+    """``--ray``: the same JSON lines, scored on Ray Data (``evalsi.ray.score_dataset``)."""
+    if output is None:
+        fail("--ray needs --output: finished shards are kept beside it, so a rerun resumes")
+    try:
+        from evalsi.ray import score_dataset
+        from evalsi.ray._data import DatasetBatchError
+
+        reward = load(spec, name)
+        report = score_dataset(reward, data, output, address=address, num_workers=workers, details=details)
+    except DatasetBatchError as exc:
+        fail(
+            f"the batch failed, nothing was written to {output}: {exc.where}: component {exc.component!r} errored: "
+            f"{exc.cause} (finished shards are kept: a rerun resumes)",
+            EXIT_FAILED,
+        )
+    except (SpecError, DataError, ImportError) as exc:
+        fail(str(exc))
+    if not quiet:
+        statuses = ", ".join(f"{k} {v}" for k, v in sorted(report.statuses.items()))
+        resumed = f", {report.resumed} of {report.shards} shards from an earlier run" if report.resumed else ""
+        stderr.print(f"scored {report.rollouts} rollouts on Ray ({statuses}{resumed})", highlight=False)
+        stderr.print(f"wrote {report.rollouts} results to {output}", highlight=False)
 
 
 app.command("serve")(serve_command)

@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from evalsi.cli._console import EXIT_FAILED, EXIT_GATE, EXIT_OK, fail, stderr
+from evalsi.cli._ray import PoolScorers, RayAddress, RayWorkers
 from evalsi.cli._tables import interval_note, number_table
 from evalsi.errors import DataError, SpecError
 from evalsi.runs import (
@@ -68,6 +69,8 @@ def run_command(
             "in the spec's loggers: section).",
         ),
     ] = None,
+    ray: RayAddress = None,
+    ray_workers: RayWorkers = 2,
 ) -> None:
     """Generate completions from the spec's target, score them, write the results file and summarise.
 
@@ -84,14 +87,20 @@ def run_command(
     # Paths given here (-f, -o, a path set with --set) are relative to the working directory; the spec's own
     # paths (spec.output, dataset.path...) to the spec file.
     extra = [*(overrides or []), *([f"output={json.dumps(str(output.absolute()))}"] if output is not None else [])]
+    pools: PoolScorers | None = None
     try:
         run = load_run(file, name, extra)
         loggers = run_loggers(run, log_to or [])
-        outcome = Runner(run, progress=not quiet, restart=restart).run()
-    except (SpecError, DataError, GenerationError) as exc:
+        pools = PoolScorers(ray, ray_workers) if ray is not None else None
+        scorer = pools(run) if pools is not None else None
+        outcome = Runner(run, progress=not quiet, restart=restart, scorer=scorer).run()
+    except (SpecError, DataError, GenerationError, ImportError) as exc:
         fail(str(exc))
     except KeyboardInterrupt:
         fail("interrupted: every scored record is saved; run the same command again to resume", EXIT_FAILED)
+    finally:
+        if pools is not None:
+            pools.close()
     stderr.print(run_summary(outcome))
     try:
         log_outcome(loggers, run, outcome)

@@ -34,7 +34,14 @@ from evalsi.runs._compare import (
 )
 from evalsi.runs._datasets import Item, load_items, read_rows, rows_to_items
 from evalsi.runs._document import RECORD, RunDocument, RunHeader, Summary, check_document, header_of, validation_message
-from evalsi.runs._driver import Runner, RunOutcome, RunVerdict, generated_otherwise, load_run_items
+from evalsi.runs._driver import (
+    ComponentScorer,
+    Runner,
+    RunOutcome,
+    RunVerdict,
+    generated_otherwise,
+    load_run_items,
+)
 from evalsi.runs._loggers import (
     LoggedRun,
     Logger,
@@ -65,6 +72,7 @@ __all__ = [
     "BoundRun",
     "BuiltinEval",
     "CallableTarget",
+    "ComponentScorer",
     "GateResult",
     "Generation",
     "GenerationError",

@@ -26,9 +26,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from evalsi._util.retry import RetryNotice
+from evalsi.evaluators import Score
 from evalsi.records import Record, canonical_json
 from evalsi.runs._bind import BoundRun
 from evalsi.runs._builtin import load_builtin
@@ -52,6 +53,14 @@ Scored = tuple[Item, list[Generation]]
 
 SCORE_LINGER_SECONDS = 0.02
 """How long the scorer waits to fill a batch before scoring what it has."""
+
+
+class ComponentScorer(Protocol):
+    """What scores a run's generations: ``Reward.component_scores``'s shape (``evalsi.ray.RewardPool`` has it)."""
+
+    def component_scores(self, records: Sequence[Record]) -> list[list[Score]]:
+        """Raw scores indexed ``[component][record]``, in the run's component order."""
+        ...
 
 
 RunVerdict = Literal["ok", "failed", "gate failed"]
@@ -153,6 +162,8 @@ class Runner:
         replace_stale: Generate again the records an earlier run generated otherwise (another target, model,
             sampling, dataset or samples), saying so, instead of refusing to resume (:class:`ResumeError`).
         checkpoint_seconds: How often the results file is rewritten while the run works.
+        scorer: Scores the generations in place of the run's own reward, with its components in the same order
+            (``evalsi run --ray``: a reward pool spreading them over a Ray cluster's CPU workers).
 
     """
 
@@ -167,8 +178,10 @@ class Runner:
         model: Mapping[str, Any] | None = None,
         replace_stale: bool = False,
         checkpoint_seconds: float = 30.0,
+        scorer: ComponentScorer | None = None,
     ) -> None:
         self.run_spec = run
+        self._scorer: ComponentScorer = scorer if scorer is not None else run.reward
         self._fn = fn
         self._target = target
         self._progress_enabled = progress
@@ -370,7 +383,7 @@ class Runner:
     async def _score(self, batch: list[Scored]) -> list[RecordResult]:
         records = [_record(item, g) for item, gens in batch for g in gens]
         started = time.perf_counter()
-        columns = await asyncio.to_thread(self.run_spec.reward.component_scores, records)
+        columns = await asyncio.to_thread(self._scorer.component_scores, records)
         self._scoring_seconds += time.perf_counter() - started
         names = self.run_spec.reward.component_names
         out: list[RecordResult] = []

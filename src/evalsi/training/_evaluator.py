@@ -29,6 +29,7 @@ from typing import Any
 from evalsi.errors import EvalsiError, SpecError
 from evalsi.runs import (
     BoundRun,
+    ComponentScorer,
     LoggedRun,
     Logger,
     Runner,
@@ -174,6 +175,9 @@ class CheckpointEvaluator:
             results (complete or partial); ``is_done`` is false for a step until then.
         log_to: Also log each evaluated step to these loggers (``tensorboard``, ``mlflow``, ``wandb``), beside
             those the specs' ``loggers:`` sections name: one logger run per training run, at the step.
+        scorer: Given each step's bound run, what scores its generations in place of the run's own reward (a
+            reward pool on a Ray cluster: ``evalsi checkpoints eval|watch --ray``); generation stays on the
+            served checkpoint.
 
     Raises:
         SpecError: A spec is invalid, or a regression rule names a metric no spec has.
@@ -195,9 +199,11 @@ class CheckpointEvaluator:
         token: str | None = None,
         restart: bool = False,
         log_to: Sequence[str] = (),
+        scorer: Callable[[BoundRun], ComponentScorer] | None = None,
     ) -> None:
         paths = [specs] if isinstance(specs, str | Path) else list(specs)
         self.restart = restart
+        self.scorer = scorer
         self._restarted: set[int | None] = set()
         if not paths:
             raise SpecError("give at least one run spec (-f spec.yaml)")
@@ -392,7 +398,14 @@ class CheckpointEvaluator:
             raise EvalsiError(f"{spec.name}: results would go to {bound.output}, not {expected}")
         # Records of an interrupted evaluation are taken over only when these files, served this way, with this
         # sampling, generated them; any other record is generated again (the run engine warns).
-        runner = Runner(bound, progress=self.progress, restart=restart, model=self._model(ref), replace_stale=True)
+        runner = Runner(
+            bound,
+            progress=self.progress,
+            restart=restart,
+            model=self._model(ref),
+            replace_stale=True,
+            scorer=None if self.scorer is None else self.scorer(bound),
+        )
         outcome = runner.run()
         add_checkpoint_metadata(
             outcome.path,

@@ -1,0 +1,137 @@
+"""Benchmark: the reward pool on Ray against in-process scoring, by number of actors.
+
+    python bench/ray_scaling.py [--quick] [--address ADDRESS] [--batches 6] [--batch 256] [--actors 1,2,4]
+
+Needs the ``ray`` extra (``pip install 'evalsi[ray]'``; the ``ray`` nox session has it). Without ``--address``
+it starts a local Ray instance with as many CPUs as the machine has. The workload is the example math reward
+(format-check, math-equiv, overlong-penalty) over GRPO-style batches of ``--batch`` rollouts: ``--workload
+grpo-math`` (the default) is the realistic mix of ``bench/math_equiv.py`` (word problems, fractions, LaTeX
+expressions, sets; 8 samples per prompt repeating a few answers), each batch from its own seed; ``trivial`` is
+one-line answers that math-equiv decides by a string comparison, so the pool's hops are most of its cost. It
+prints:
+
+1. rollouts/s of in-process scoring (``Reward.score``, one process with its math worker pool), measured before
+   and after the pools, the faster counting;
+2. rollouts/s of a ``RewardPool`` with 1, 2 and 4 actors (``pool.score`` of the same batches), and each one's
+   ratio to in-process;
+3. the per-rollout overhead of the pool over in-process at that batch size: (pool with 1 actor − in-process) /
+   in-process, the cost of the hops (caller → coordinator → actor and back, the pickling of records and
+   scores, the shared-cache round trip). The target is under 10% at 256-rollout batches.
+
+Ratios, not absolute numbers, are the result: they are measured in the same run on the same machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import evalsi.rewards
+from evalsi.ray import RewardPool
+
+SPEC = Path(__file__).resolve().parents[1] / "examples" / "finetuning" / "math-reward.yaml"
+_counter = iter(range(10**9))
+
+
+def make_batch(size: int, rng: random.Random) -> list[dict[str, Any]]:
+    """GRPO-style rollouts: 8 samples per prompt, about a third wrong, each completion distinct in the run."""
+    out = []
+    for _ in range(size // 8):
+        a, b = rng.randint(2, 999), rng.randint(2, 999)
+        for _ in range(8):
+            n = next(_counter)
+            answer = a + b if rng.random() > 0.33 else a + b + 1
+            text = f"Step {n}: adding {a} and {b} gives {a + b}. So the answer is \\boxed{{{answer}}}."
+            out.append(
+                {
+                    "prompt": f"What is {a}+{b}?",
+                    "completion": text,
+                    "answer": str(a + b),
+                    "completion_tokens": 20 + n % 50,
+                }
+            )
+    return out
+
+
+def grpo_math_batch(size: int, rng: random.Random) -> list[dict[str, Any]]:
+    """``bench/math_equiv.py``'s GRPO mix: ``size`` rollouts, 8 per prompt, from a fresh seed."""
+    spec = importlib.util.spec_from_file_location("math_equiv_bench", Path(__file__).with_name("math_equiv.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rollouts: list[dict[str, Any]] = module.make_rollouts(size // 8, 8, rng.randrange(1 << 30))
+    return rollouts
+
+
+def timed(score: Any, batches: list[list[dict[str, Any]]]) -> float:
+    """Rollouts per second of ``score`` over the batches (the first, a warm-up, not counted)."""
+    score(batches[0])
+    started = time.perf_counter()
+    for batch in batches[1:]:
+        score(batch)
+    return sum(len(b) for b in batches[1:]) / (time.perf_counter() - started)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a short run (3 batches of 64, 1 and 2 actors)")
+    parser.add_argument("--address", default=None, help="a running Ray cluster (default: a local one)")
+    parser.add_argument("--batches", type=int, default=6)
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--actors", default="1,2,4")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workload", choices=["grpo-math", "trivial"], default="grpo-math")
+    args = parser.parse_args()
+    if args.quick:
+        args.batches, args.batch, args.actors = 3, 64, "1,2"
+    import ray
+
+    if args.address:
+        ray.init(address=args.address, log_to_driver=False)
+    else:  # a new local instance, never a cluster some other process started on this machine
+        ray.init(
+            address="local",
+            num_cpus=os.cpu_count(),
+            include_dashboard=False,
+            object_store_memory=200 * 1024 * 1024,
+            log_to_driver=False,
+        )
+    rng = random.Random(args.seed)
+
+    make = grpo_math_batch if args.workload == "grpo-math" else make_batch
+
+    def batches() -> list[list[dict[str, Any]]]:
+        return [make(args.batch, rng) for _ in range(args.batches)]
+
+    local = evalsi.rewards.load(SPEC)
+    # measured before and after the pools, the faster counting: right after ray.init, Ray's own processes are
+    # still starting on the same cores, which would flatter the pool
+    first = timed(local.score, batches())
+    rates: dict[int, float] = {}
+    for count in (int(c) for c in args.actors.split(",")):
+        with RewardPool(SPEC, num_workers=count, num_cpus=0.5, name=f"bench-{count}") as pool:
+            rates[count] = timed(pool.score, batches())
+    in_process = max(first, timed(local.score, batches()))
+    print(f"in-process                 {in_process:9.1f} rollouts/s  (before the pools {first:.1f})")
+    for count, rate in rates.items():
+        print(
+            f"pool, {count} actor{'s' if count > 1 else ' '}           {rate:9.1f} rollouts/s  "
+            f"{rate / in_process:5.2f}x in-process"
+        )
+    if 1 in rates:
+        overhead = in_process / rates[1] - 1
+        print(
+            f"per-rollout overhead of the pool (1 actor) over in-process at {args.batch}-rollout batches: "
+            f"{overhead:+.1%}"
+        )
+    print(f"(cpus: {os.cpu_count()}; ratios are of this run on this machine)")
+    ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()

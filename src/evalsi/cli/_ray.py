@@ -1,0 +1,58 @@
+"""``--ray ADDRESS``: a reward pool on a Ray cluster scoring the generations of runs (``evalsi run``, checkpoints)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from evalsi.runs import BoundRun, ComponentScorer
+
+RayAddress = Annotated[
+    str | None,
+    typer.Option(
+        "--ray",
+        metavar="ADDRESS",
+        help="Score the generations on a Ray cluster's CPU workers with a reward pool ('auto': the running "
+        "cluster or RAY_ADDRESS; 'local': a new one in this process; or host:port); generation stays on "
+        "the target.",
+    ),
+]
+RayWorkers = Annotated[int, typer.Option("--ray-workers", min=1, help="Scorer actors with --ray.")]
+
+
+class PoolScorers:
+    """One reward pool for every run of a command: started for the first run, then sent each run's RewardSpec.
+
+    Args:
+        address: The Ray cluster (``auto``, ``local``, ``host:port``).
+        workers: The pool's scorer actors.
+
+    Raises:
+        RayUnavailableError: Ray is not installed (an ``ImportError`` saying how to install it), said before any
+            run starts.
+
+    """
+
+    def __init__(self, address: str, workers: int) -> None:
+        from evalsi.ray._ray import import_ray
+
+        import_ray()
+        self.address = address
+        self.workers = workers
+        self.pool: Any = None
+
+    def __call__(self, run: BoundRun) -> ComponentScorer:
+        """The pool, scoring ``run``'s RewardSpec (the pool starts on the first call)."""
+        if self.pool is None:
+            from evalsi.ray import RewardPool
+
+            self.pool = RewardPool(run.reward, num_workers=self.workers, address=self.address)
+            return self.pool  # type: ignore[no-any-return]
+        return self.pool.with_spec(run.reward)  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        """Stop the pool, if one started."""
+        if self.pool is not None:
+            self.pool.shutdown()
+            self.pool = None

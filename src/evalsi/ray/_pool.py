@@ -1,0 +1,326 @@
+"""``RewardPool``: a RewardSpec scored by Ray actors across a cluster, with in-process results and errors."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from evalsi.errors import EvalsiError, SpecError
+from evalsi.evaluators import Score
+from evalsi.ray._coordinator import Coordinator
+from evalsi.ray._options import NAMESPACE, PoolOptions
+from evalsi.ray._ray import connect
+from evalsi.records import Record, canonical_json
+from evalsi.rewards import Reward, RewardResult, from_mapping, load
+from evalsi.rewards._compose import ComponentRule
+
+START_TIMEOUT = 600.0
+"""Seconds to wait for a new pool's actors to start (a busy cluster schedules them slowly)."""
+
+SpecSource = str | Path | Reward | Mapping[str, Any]
+
+
+class RewardPoolError(EvalsiError, RuntimeError):
+    """The pool could not score a rollout (its actors kept dying, or one raised); the batch failed whole."""
+
+    def __init__(self, index: int, cause: str) -> None:
+        self.index = index
+        self.cause = cause
+        super().__init__(f"rollout {index}: the reward pool could not score it: {cause}")
+
+
+class RewardPoolStartError(EvalsiError, RuntimeError):
+    """A pool's actors could not be placed and started in time."""
+
+
+class RewardPool:
+    """A RewardSpec scored by ``num_workers`` Ray actors, each a warm scorer (sandbox fork server, math workers).
+
+    ``pool.score(rollouts)`` answers what ``evalsi.rewards.load(spec).score(rollouts)`` would — the same
+    totals, statuses and breakdowns in input order, and the same errors (a malformed rollout's ``DataError`` and
+    a component's ``RewardBatchError`` under ``onError: raise`` name the rollout's index; the batch completes or
+    fails whole) — with the batch spread over the cluster and one verdict cache shared by every actor.
+
+    Args:
+        spec: A RewardSpec file, a mapping, or a loaded ``Reward``.
+        num_workers: Scorer actors.
+        resources: Ray resources each actor needs (custom resources place actors on chosen nodes).
+        num_cpus: CPUs each actor reserves (its sandboxes and math workers run in its process tree).
+        name: The pool's name; another process (a verl reward worker) attaches to it with
+            :meth:`attach` or ``RewardPool(spec, name=...)``. A fresh name when not given.
+        address: The Ray cluster to join when this process is not connected yet (``auto``, ``ray://...``).
+        max_batch: Most rollouts in one chunk sent to an actor.
+        window_ms: How long rollouts scored one at a time (``score_one``) wait to be batched together.
+        max_queued: Most distinct rollouts queued or being scored; further calls wait (back-pressure).
+        max_retries: Further attempts of a chunk whose actor died or hung.
+        chunk_timeout: Seconds after which a chunk's actor counts as hung: it is killed and restarted, and the
+            chunk is scored again; None never.
+        cache: ``"ray"`` (a cache actor shared by the actors), None (each actor's own), or the evalsi server's
+            database URL (``postgresql+psycopg://...``) to share its shared cache.
+        cache_size: Entries of each in-memory cache.
+        cache_project: With a server database: the project whose cache keys to use.
+        imports: Modules each actor imports first (evaluator packs that register on import).
+        runtime_env: Ray runtime environment of the actors (``env_vars``, ``py_modules``...).
+        detached: Keep the pool alive after the creating process exits (until :meth:`shutdown`).
+        limits: ``{upstream URL: Limit}``: judges, reward models and targets the actors call share one
+            concurrency and rate limit per upstream across the cluster (see :func:`evalsi.ray.limit_upstreams`).
+        start_timeout: Seconds to wait for the actors to be placed and started.
+
+    Raises:
+        RewardPoolStartError: The actors did not start in time (no room on the cluster for them).
+
+    """
+
+    def __init__(
+        self,
+        spec: SpecSource,
+        *,
+        num_workers: int = 2,
+        resources: Mapping[str, float] | None = None,
+        num_cpus: float = 1.0,
+        name: str | None = None,
+        address: str | None = None,
+        max_batch: int = 256,
+        window_ms: float = 5.0,
+        max_queued: int = 65_536,
+        max_retries: int = 3,
+        chunk_timeout: float | None = 600.0,
+        cache: str | None = "ray",
+        cache_size: int = 1_048_576,
+        cache_project: str | None = None,
+        imports: Sequence[str] = (),
+        runtime_env: Mapping[str, Any] | None = None,
+        detached: bool = False,
+        limits: Mapping[str, Any] | None = None,
+        start_timeout: float = START_TIMEOUT,
+    ) -> None:
+        self.reward = _bind(spec)
+        self.options = PoolOptions(
+            name=name or f"pool-{uuid.uuid4().hex[:12]}",
+            num_workers=num_workers,
+            num_cpus=num_cpus,
+            resources=dict(resources or {}),
+            max_batch=max_batch,
+            window_ms=window_ms,
+            max_queued=max_queued,
+            max_retries=max_retries,
+            chunk_timeout=chunk_timeout,
+            cache=cache,
+            cache_size=cache_size,
+            cache_project=cache_project,
+            imports=tuple(imports),
+            runtime_env=dict(runtime_env) if runtime_env else None,
+            detached=detached,
+            limits=dict(limits or {}),
+        )
+        self._ray = connect(address, NAMESPACE)
+        self._resource = self.reward.to_resource()
+        self._spec_id = hashlib.sha256(canonical_json(self._resource)).hexdigest()
+        self.coordinator = (
+            self._ray.remote(Coordinator)
+            .options(
+                name=self.options.coordinator_name,
+                namespace=NAMESPACE,
+                get_if_exists=True,
+                lifetime="detached" if detached else None,
+                max_restarts=-1,
+                max_task_retries=max_retries,  # a call in flight when the coordinator restarts is sent again
+                max_concurrency=10_000,
+                num_cpus=0,
+            )
+            .remote(self.options)
+        )
+        try:
+            self._ray.get(self.coordinator.ready.remote(), timeout=start_timeout)
+        except self._ray.exceptions.GetTimeoutError:
+            raise RewardPoolStartError(
+                f"the reward pool {self.options.name!r} did not start within {start_timeout:g} s: the cluster has "
+                f"no room for {num_workers} actors of num_cpus={num_cpus:g} and resources={dict(resources or {})} "
+                "(`ray status` shows what is free); the pool is still waiting for room: pool.shutdown() stops it"
+            ) from None
+
+    @classmethod
+    def attach(cls, name: str, spec: SpecSource, *, address: str | None = None) -> RewardPool:
+        """The running pool called ``name`` (started elsewhere), scoring ``spec``.
+
+        Raises:
+            ValueError: No pool of that name runs on the cluster.
+
+        """
+        ray = connect(address, NAMESPACE)
+        try:
+            handle = ray.get_actor(PoolOptions(name=name).coordinator_name, namespace=NAMESPACE)
+        except ValueError:
+            raise ValueError(f"no evalsi reward pool named {name!r} runs on this Ray cluster") from None
+        pool = cls.__new__(cls)
+        pool.reward = _bind(spec)
+        pool.options = PoolOptions(name=name)
+        pool._ray = ray
+        pool._resource = pool.reward.to_resource()
+        pool._spec_id = hashlib.sha256(canonical_json(pool._resource)).hexdigest()
+        pool.coordinator = handle
+        return pool
+
+    def with_spec(self, spec: SpecSource) -> RewardPool:
+        """Another RewardSpec scored by this pool's actors (they keep every spec they are sent bound)."""
+        pool = RewardPool.__new__(RewardPool)
+        pool.reward = _bind(spec)
+        pool.options = self.options
+        pool._ray = self._ray
+        pool._resource = pool.reward.to_resource()
+        pool._spec_id = hashlib.sha256(canonical_json(pool._resource)).hexdigest()
+        pool.coordinator = self.coordinator
+        return pool
+
+    # The Scorer protocol of the trainer adapters.
+    @property
+    def name(self) -> str:
+        """The RewardSpec's name."""
+        return self.reward.name
+
+    server: str | None = None
+    """Scores on Ray actors, not through a Reward Service."""
+
+    @property
+    def source(self) -> str | None:
+        """The spec file, if any."""
+        return self.reward.source
+
+    @property
+    def component_names(self) -> list[str]:
+        """Component names in spec order."""
+        return self.reward.component_names
+
+    @property
+    def rules(self) -> list[ComponentRule]:
+        """The composition rule of each component, in spec order."""
+        return self.reward.rules
+
+    def to_resource(self) -> dict[str, Any]:
+        """The RewardSpec as a whole resource mapping."""
+        return dict(self._resource)
+
+    def records(self, rollouts: Iterable[Mapping[str, Any]]) -> list[Record]:
+        """Normalise rollouts with the spec's ``referenceField`` (errors name the rollout's index)."""
+        return self.reward.records(rollouts)
+
+    def score(self, rollouts: Iterable[Mapping[str, Any]]) -> list[RewardResult]:
+        """Score a batch across the pool; results in input order, the batch completes or fails whole.
+
+        Raises:
+            DataError: A rollout is malformed (names its index).
+            RewardBatchError: A component errored under ``onError: raise`` (names the rollout).
+            RewardPoolError: The pool could not score a rollout (names it).
+
+        """
+        return self.score_records(self.records(rollouts))
+
+    def score_records(self, records: Sequence[Record], *, eager: bool = True) -> list[RewardResult]:
+        """Score already normalised records (see :meth:`score`).
+
+        ``eager=False`` lets them wait up to ``window_ms`` to share a chunk with other callers' rollouts (a
+        trainer that scores one sample per call from many threads).
+        """
+        if not records:
+            return []
+        ref = self.coordinator.score.remote(self._spec_id, self._resource, list(records), eager)
+        outcome = self._ray.get(ref)
+        return self._compose(outcome)
+
+    def component_scores(self, records: Sequence[Record]) -> list[list[Score]]:
+        """Raw scores indexed ``[component][record]``, before composition, as ``Reward.component_scores`` gives them.
+
+        What ``evalsi run --ray`` scores a run's generations with: the run composes and journals them itself.
+
+        Raises:
+            RewardPoolError: The pool could not score a record (names it).
+
+        """
+        if not records:
+            return [[] for _ in self.reward.components]
+        ref = self.coordinator.score.remote(self._spec_id, self._resource, list(records), True)
+        return self._columns(self._ray.get(ref))
+
+    async def score_async(self, rollouts: Iterable[Mapping[str, Any]]) -> list[RewardResult]:
+        """:meth:`score` for an event loop: awaits the pool without holding a thread."""
+        return await self.score_records_async(self.records(rollouts))
+
+    async def score_records_async(self, records: Sequence[Record], *, eager: bool = True) -> list[RewardResult]:
+        """:meth:`score_records` for an event loop."""
+        if not records:
+            return []
+        ref = self.coordinator.score.remote(self._spec_id, self._resource, list(records), eager)
+        return self._compose(await ref)
+
+    async def score_one(self, rollout: Mapping[str, Any]) -> RewardResult:
+        """Score one rollout as it finishes, batched with those of every other caller of the pool.
+
+        Rollouts wait up to ``window_ms`` (or until ``max_batch`` are queued) to go out together, so reward
+        overlaps generation without a call per rollout.
+
+        Raises:
+            DataError: The rollout is malformed.
+            RewardBatchError: A component errored under ``onError: raise`` (index 0: this rollout).
+            RewardPoolError: The pool could not score it.
+
+        """
+        return (await self.score_records_async(self.records([rollout]), eager=False))[0]
+
+    def stats(self) -> dict[str, Any]:
+        """The pool's counters: calls, rollouts, chunks, retries, queue depth, in-flight, p50/p99 latency.
+
+        Also each actor's node, process, cache hits and latency, and the cache actor's figures.
+        """
+        return dict(self._ray.get(self.coordinator.stats.remote()))
+
+    def where(self) -> list[dict[str, Any]]:
+        """Each scorer actor's node id and process id."""
+        return list(self._ray.get(self.coordinator.where.remote()))
+
+    def close(self) -> None:
+        """Release this client (the pool keeps running for other clients; :meth:`shutdown` stops it)."""
+
+    def shutdown(self) -> None:
+        """Stop the pool: its coordinator, scorer actors and cache actor."""
+        cache = None
+        if self.options.cache == "ray":
+            try:
+                cache = self._ray.get_actor(self.options.cache_name, namespace=NAMESPACE)
+            except ValueError:
+                cache = None
+        self._ray.kill(self.coordinator, no_restart=True)
+        if cache is not None:
+            self._ray.kill(cache, no_restart=True)
+
+    def _compose(self, outcome: tuple[Any, ...]) -> list[RewardResult]:
+        return self.reward.compose(self._columns(outcome))
+
+    def _columns(self, outcome: tuple[Any, ...]) -> list[list[Score]]:
+        kind = outcome[0]
+        if kind == "spec_error":
+            raise SpecError(outcome[1])
+        if kind == "failed":
+            raise RewardPoolError(outcome[1], outcome[2])
+        rows: list[list[Score]] = outcome[1]
+        width = len(self.reward.components)
+        return [[row[c] for row in rows] for c in range(width)]
+
+    def __enter__(self) -> RewardPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def __repr__(self) -> str:
+        return f"RewardPool({self.reward.name!r}, pool={self.options.name!r})"
+
+
+def _bind(spec: SpecSource) -> Reward:
+    if isinstance(spec, Reward):
+        return spec
+    if isinstance(spec, Mapping):
+        return from_mapping(spec)
+    return load(spec)

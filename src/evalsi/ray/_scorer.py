@@ -1,0 +1,101 @@
+"""The scorer actor: a process that holds bound RewardSpecs, their warm sandbox and math workers, and a cache.
+
+An actor scores chunks of records with the engine (``Reward.component_scores``: cache look-up, de-duplication,
+components on their pools) and hands back the raw component scores; composition happens in the caller, so
+totals, statuses and errors are exactly those of in-process scoring. Its sandboxes run on the actor's node,
+at each component's rung.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from evalsi.engine import ComponentJob, Pools
+from evalsi.engine._keys import record_key
+from evalsi.evaluators import Score
+from evalsi.ray._cache import ActorCache, cache_counts, open_cache
+from evalsi.ray._metrics import ActorMetrics
+from evalsi.ray._options import PoolOptions
+from evalsi.records import Record
+from evalsi.rewards import Reward, from_mapping
+
+MAX_SPECS = 32
+"""Bound RewardSpecs an actor keeps (least recently used first out)."""
+
+Rows = list[list[Score]]
+"""Scores indexed ``[record][component]``: what an actor hands back for a chunk."""
+
+
+class ScorerActor:
+    """One scorer process of a pool (run as a Ray actor; one chunk at a time)."""
+
+    def __init__(self, options: PoolOptions, index: int, cache_handle: Any) -> None:
+        for module in options.imports:  # evaluator packs that register on import
+            importlib.import_module(module)
+        import ray
+
+        self.options = options
+        self.index = index
+        self.cache = open_cache(options, cache_handle, ray)
+        if options.limits:
+            from evalsi.ray._limiter import limit_upstreams
+
+            limit_upstreams(options.limits)
+        self._rewards: OrderedDict[str, tuple[Reward, list[ComponentJob]]] = OrderedDict()
+        self._threads = ThreadPoolExecutor(max_workers=4, thread_name_prefix="evalsi-ray-components")
+        self._lock = threading.Lock()
+        self.metrics = ActorMetrics(options.name, index)
+        self._node = ray.get_runtime_context().get_node_id()
+        self.chunks = 0
+        self.rollouts = 0
+
+    def where(self) -> dict[str, Any]:
+        """The node and process this actor runs in (placement checks, fault tests)."""
+        return {"index": self.index, "node_id": self._node, "pid": os.getpid()}
+
+    def score(self, spec_id: str, resource: dict[str, Any], records: Sequence[Record]) -> tuple[Rows, dict[str, Any]]:
+        """Raw component scores of ``records`` under the spec, by record; and this actor's counters.
+
+        Raises:
+            SpecError: The spec does not bind here (an evaluator this process does not have).
+
+        """
+        started = time.perf_counter()
+        self.metrics.inflight(len(records))
+        try:
+            reward, jobs = self._reward(spec_id, resource)
+            if isinstance(self.cache, ActorCache):  # one round trip to the cache actor for the whole chunk
+                self.cache.prefetch([record_key(job.key_prefix, r, job.fields) for job in jobs for r in records])
+            pools = Pools(components=self._threads, observe=self.metrics.observe_component)
+            columns = reward.component_scores(records, cache=self.cache, pools=pools)
+        finally:
+            if isinstance(self.cache, ActorCache):
+                self.cache.end_prefetch()
+            self.metrics.inflight(-len(records))
+        self.chunks += 1
+        self.rollouts += len(records)
+        counts = cache_counts(self.cache)
+        self.metrics.observe_chunk(len(records), time.perf_counter() - started, counts)
+        rows = [list(row) for row in zip(*columns, strict=True)] if columns else [[] for _ in records]
+        info = {"index": self.index, "node_id": self._node, "pid": os.getpid(), "chunks": self.chunks, **counts}
+        return rows, info
+
+    def _reward(self, spec_id: str, resource: dict[str, Any]) -> tuple[Reward, list[ComponentJob]]:
+        with self._lock:
+            bound = self._rewards.get(spec_id)
+            if bound is not None:
+                self._rewards.move_to_end(spec_id)
+                return bound
+            reward = from_mapping(resource)
+            bound = self._rewards[spec_id] = (reward, [component.job for component in reward.components])
+            while len(self._rewards) > MAX_SPECS:
+                _, (old, _jobs) = self._rewards.popitem(last=False)
+                old.close()
+            return bound

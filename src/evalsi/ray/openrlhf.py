@@ -1,0 +1,52 @@
+"""OpenRLHF adapter on Ray: ``reward_func`` for ``--reward.remote_url /path/to/evalsi/ray/openrlhf.py``.
+
+(``python -c "import evalsi.ray.openrlhf as m; print(m.__file__)"`` prints the path.) OpenRLHF's rollout
+workers are Ray actors that call the file's ``reward_func`` in a thread per sample; this one hands each sample
+to one named :class:`~evalsi.ray.RewardPool` on the cluster, which batches the samples of every worker together
+across its warm scorer actors, with no HTTP hop. Set ``EVALSI_REWARD_SPEC`` to the RewardSpec file,
+``EVALSI_RAY_POOL`` to the pool's name (default ``openrlhf``) and ``EVALSI_RAY_WORKERS`` to the number of
+scorer actors the first caller creates (default 2). The answer is that of ``evalsi/rewards/openrlhf.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from evalsi.errors import SpecError
+from evalsi.ray._shared import shared_pool
+from evalsi.rewards._skips import watch_skips
+from evalsi.rewards.openrlhf import records, reward_response
+
+__all__ = ["reward_func"]
+
+DEFAULT_POOL = "openrlhf"
+
+
+def reward_func(
+    queries: Sequence[str],
+    prompts: Sequence[str] | None = None,
+    labels: Sequence[Any] | None = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """OpenRLHF's file-form reward function, scored on the pool.
+
+    Returns:
+        ``{"rewards", "scores", "extra_logs"}`` as ``evalsi/rewards/openrlhf.py`` returns them.
+
+    Raises:
+        SpecError: ``EVALSI_REWARD_SPEC`` is not set, the spec is invalid, or it can leave a rollout without a total.
+        RewardBatchError: A component errored under ``onError: raise``.
+
+    """
+    spec = os.environ.get("EVALSI_REWARD_SPEC")
+    if not spec:
+        raise SpecError("OpenRLHF reward_func: set EVALSI_REWARD_SPEC to the RewardSpec file to score with")
+    options = {"num_workers": int(os.environ.get("EVALSI_RAY_WORKERS") or 2)}
+    pool = shared_pool(spec, os.environ.get("EVALSI_RAY_POOL") or DEFAULT_POOL, "OpenRLHF", options)
+    results = pool.score_records(records(queries, prompts, labels), eager=False)
+    watch_skips(pool.component_names, results, "OpenRLHF")
+    torch = sys.modules.get("torch")
+    return reward_response(pool.component_names, results, tensor=torch.tensor if torch is not None else None)
