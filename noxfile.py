@@ -19,7 +19,7 @@ nox.options.reuse_existing_virtualenvs = True
 # Every extra in pyproject.toml; the `extras` session installs each alone and runs its own commands.
 EXTRAS: list[str] = [
     "math", "parquet", "hf", "serve", "view", "server", "trl", "torch", "lightning", "gym", "plot", "remote",
-    "mlflow", "ray", "dev",
+    "mlflow", "ray", "tensorboard", "wandb", "dev",
 ]  # fmt: skip
 INTEGRATIONS: list[str] = [
     "trl", "verl", "hf", "torch", "lightning", "browser", "mlflow", "loggers", "ray",

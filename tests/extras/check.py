@@ -398,6 +398,27 @@ def check_plot(c: Check) -> None:
     expect((c.work / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", "curve.png is not a PNG")
 
 
+def check_tensorboard(c: Check) -> None:
+    """``evalsi run --log-to tensorboard`` writes an event file and the per-record table beside the results."""
+    server = c.model()
+    c.run(c.bin("evalsi"), "run", "-f", str(run_spec(c.work, server.base_url)), "--log-to", "tensorboard", "-q")
+    logged = c.work / "evalsi-logs" / "tensorboard"
+    events = list(logged.rglob("events.out.tfevents.*"))
+    expect(bool(events) and all(e.stat().st_size > 0 for e in events), f"no TensorBoard event file under {logged}")
+    expect(bool(list(logged.rglob("*.csv"))), f"no per-record table under {logged}")
+
+
+def check_wandb(c: Check) -> None:
+    """``evalsi run --log-to wandb`` in offline mode writes a W&B run, with no account and no network."""
+    server = c.model()
+    spec = str(run_spec(c.work, server.base_url))
+    c.run(c.bin("evalsi"), "run", "-f", spec, "--log-to", "wandb", "-q",
+          env={"WANDB_MODE": "offline", "WANDB_DIR": str(c.work / "wb"), "WANDB_SILENT": "true"})  # fmt: skip
+    runs = list((c.work / "wb").rglob("offline-run-*"))
+    expect(bool(runs), f"no offline W&B run under {c.work / 'wb'}")
+    expect(any(f.suffix == ".wandb" and f.stat().st_size > 0 for r in runs for f in r.iterdir()), "empty W&B run")
+
+
 def check_remote(c: Check) -> None:
     """``evalsi checkpoints watch`` reads and downloads checkpoints from ``s3://``, ``gs://`` and ``hf://``."""
     expect(c.tools is not None, "the remote check needs --tools (moto, gcp-storage-emulator)")
