@@ -130,7 +130,7 @@ class Monitor:
     stop_on: Sequence[str] = ()
     stop_file: str | Path | None = None
     history: list[_Batch] = field(default_factory=list)
-    heldout: list[tuple[int, float | None, dict[str, list[float]]]] = field(default_factory=list)
+    heldout: list[tuple[int, dict[str, list[float]]]] = field(default_factory=list)
     fired: dict[str, int | None] = field(default_factory=dict)
     """Each signal that fired, with the step it first fired at."""
 
@@ -170,10 +170,10 @@ class Monitor:
     def observe_heldout(self, step: int, values: Mapping[str, Sequence[float]]) -> Signal:
         """Add a checkpoint's held-out per-record values; compare them with the first checkpoint's (paired).
 
-        The train reward is the mean total of the batches up to each checkpoint's step (the last ``window``).
+        The train reward at a checkpoint is the mean total of the last ``window`` batches up to its step (for a
+        checkpoint before any batch, such as the base model, the first ``window`` batches).
         """
-        reward = self._reward_near(step)
-        self.heldout.append((step, reward, {k: list(v) for k, v in values.items()}))
+        self.heldout.append((step, {k: list(v) for k, v in values.items()}))
         signal = self._heldout_signal()
         self._record([signal], step)
         return signal
@@ -241,7 +241,8 @@ class Monitor:
         t = self.thresholds
         if len(self.heldout) < 2:
             return Signal("reward_vs_heldout", None, t.heldout_margin, False, "fewer than 2 held-out evaluations")
-        (_, reward_a, values_a), (step_b, reward_b, values_b) = self.heldout[0], self.heldout[-1]
+        (step_a, values_a), (step_b, values_b) = self.heldout[0], self.heldout[-1]
+        reward_a, reward_b = self._reward_near(step_a), self._reward_near(step_b)
         comparison = heldout_comparison(values_a, values_b)
         if comparison.pairs == 0 or reward_a is None or reward_b is None:
             return Signal("reward_vs_heldout", None, t.heldout_margin, False, "nothing to pair")
@@ -256,7 +257,8 @@ class Monitor:
 
     def _reward_near(self, step: int) -> float | None:
         upto = [b for b in self.history if b.step is None or b.step <= step]
-        return mean_or_none([b.mean_total for b in upto[-self.window :] if b.mean_total is not None])
+        batches = upto[-self.window :] if upto else self.history[: self.window]
+        return mean_or_none([b.mean_total for b in batches if b.mean_total is not None])
 
     # -- stopping --------------------------------------------------------------------------------------------------
 
