@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import logging
+import math
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+import orjson
+
 from evalsi.errors import DataError
+from evalsi.monitors import Signal
 from evalsi.runs import load_results, record_values
 
 log = logging.getLogger("evalsi.training")
@@ -36,4 +42,41 @@ def heldout_values(outcome: Any, metric: str | None = None) -> dict[str, list[fl
         if name not in names:
             return None
         return {r.key: record_values(r, name, run.on_error) for r in run.records}
+    return None
+
+
+def fired_in_trainer_state(path: Path, names: Sequence[str]) -> Signal | None:
+    """The first of ``names`` a trainer's ``trainer_state.json`` logged as fired (``monitor/<name>/fired`` > 0).
+
+    The reward functions log the monitors through the trainer, and each checkpoint's ``trainer_state.json`` keeps
+    the log history, so a watcher outside the training process sees them at every save.
+
+    Args:
+        path: A ``trainer_state.json`` (a missing or unreadable file holds nothing).
+        names: Monitor names, bare (``length_drift``).
+
+    Returns:
+        The earliest fired signal (its logged value, at the step it was logged), or None.
+
+    """
+    try:
+        state = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    history = state.get("log_history") if isinstance(state, dict) else None
+    for entry in history if isinstance(history, list) else []:
+        if not isinstance(entry, dict):
+            continue
+        for name in names:
+            fired = entry.get(f"monitor/{name}/fired")
+            if isinstance(fired, int | float) and fired > 0:
+                value = entry.get(f"monitor/{name}")
+                step = entry.get("step")
+                return Signal(
+                    name,
+                    float(value) if isinstance(value, int | float) else None,
+                    math.nan,
+                    True,
+                    f"logged at step {step} in {path}",
+                )
     return None
