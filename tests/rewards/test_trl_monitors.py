@@ -104,3 +104,49 @@ def test_without_a_monitor_nothing_is_logged(tmp_path: Path) -> None:
     logged: list[tuple[str, float]] = []
     _call(funcs, VARIED, 1, logged)
     assert logged == []
+
+
+@pytest.mark.sandbox
+def test_sandbox_timeouts_rising_fire_the_verdict_monitor(tmp_path: Path) -> None:
+    spec = tmp_path / "reward.yaml"
+    code_spec = {
+        **SPEC,
+        "spec": {
+            "cache": {"enabled": False},
+            "components": [
+                {
+                    "ref": "code-exec-tests",
+                    "name": "tests",
+                    "params": {"timeout": 2},
+                    "sandbox": {"minIsolation": "namespaced"},
+                }
+            ],
+        },
+    }
+    spec.write_text(yaml.safe_dump(code_spec))
+    monitor = Monitor(baseline=1, window=1)
+    funcs, _ = reward_funcs(spec, monitor=monitor)
+    good = "```python\ndef double(x):\n    return 2 * x\n```"
+    wrong = "```python\ndef double(x):\n    return x\n```"
+    loops = "```python\ndef double(x):\n    while True:\n        pass\n```"
+    logged: list[tuple[str, float]] = []
+
+    def call(completions: list[str], step: int) -> None:
+        for func in funcs:
+            func(
+                prompts=["Write double(x)."] * 4,
+                completions=completions,
+                test_list=[["assert double(2) == 4"]] * 4,
+                trainer_state=State(step),
+                log_metric=lambda name, value: logged.append((name, value)),
+            )
+
+    call([good, wrong, good, wrong], 1)
+    first = dict(logged)
+    assert first["monitor/sandbox/timeout"] == 0.0 and first["monitor/sandbox_verdicts/fired"] == 0.0
+    call([loops, loops, loops, good], 2)
+    last = dict(logged)
+    assert last["monitor/sandbox/timeout"] == pytest.approx(0.75)
+    assert last["monitor/sandbox_verdicts"] == pytest.approx(0.75)
+    assert last["monitor/sandbox_verdicts/fired"] == 1.0
+    assert monitor.fired["sandbox_verdicts"] == 2
