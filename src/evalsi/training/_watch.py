@@ -180,6 +180,8 @@ class Watcher:
     def _evaluate(self, checkpoint: Checkpoint, report: WatchReport) -> None:
         settled_at = self.tracker.settles_at(checkpoint.path)
         final = self._final(checkpoint)
+        if checkpoint.path.is_dir():  # on disk: read its trainer's monitors even when no spec is due at it
+            self._check_monitors(checkpoint.path, checkpoint, report)
         if self.evaluator.is_done(checkpoint.step, final=final):  # no spec is due, or those due are complete
             self.tracker.forget([checkpoint.path])
             self._done.add(checkpoint.step)
