@@ -22,7 +22,7 @@ EXTRAS: list[str] = [
     "mlflow", "ray", "tensorboard", "wandb", "dev",
 ]  # fmt: skip
 INTEGRATIONS: list[str] = [
-    "trl", "verl", "hf", "torch", "lightning", "browser", "mlflow", "loggers", "ray",
+    "trl", "verl", "hf", "torch", "lightning", "browser", "mlflow", "loggers", "ray", "docs",
     *(f"extras(extra='{e}')" for e in EXTRAS),
 ]  # fmt: skip
 
@@ -156,6 +156,15 @@ EXTRA_PINS: dict[str, list[str]] = {
 # Test tools, in an environment of their own (never the one under test): stand-ins for S3 (moto's server), GCS
 # (an emulator of its JSON API) and an MLflow tracking server.
 EXTRAS_TOOLS: list[str] = ["moto[server]==5.2.5", "gcp-storage-emulator==2026.7.19", "mlflow==3.17.2"]
+
+
+@nox.session(name="docs")
+def docs(session: nox.Session) -> None:
+    """The manual (mkdocs.yml, docs/) built with warnings as errors: a broken link or anchor, a page left out of the
+    nav, or an API docstring that does not parse as Google style fails the build."""
+    session.install("-e", ".[docs]")
+    site = str(Path(session.create_tmp()) / "site")
+    session.run("mkdocs", "build", "--strict", "--site-dir", site, env={"NO_MKDOCS_2_WARNING": "1"})
 
 
 @nox.session(name="extras", venv_backend="uv", reuse_venv=False)
