@@ -163,6 +163,7 @@ def docs(session: nox.Session) -> None:
     """The manual (mkdocs.yml, docs/) built with warnings as errors: a broken link or anchor, a page left out of the
     nav, or an API docstring that does not parse as Google style fails the build."""
     session.install("-e", ".[docs]")
+    session.run("python", "-m", "doctest", "scripts/griffe_docstrings.py")  # the docstrings' rewriting
     site = str(Path(session.create_tmp()) / "site")
     session.run("mkdocs", "build", "--strict", "--site-dir", site, env={"NO_MKDOCS_2_WARNING": "1"})
 
