@@ -18,7 +18,7 @@ nox.options.reuse_existing_virtualenvs = True
 
 # Every extra in pyproject.toml; the `extras` session installs each alone and runs its own commands.
 EXTRAS: list[str] = [
-    "math", "parquet", "hf", "serve", "view", "server", "trl", "torch", "lightning", "gym", "plot", "remote",
+    "math", "parquet", "hf", "serve", "view", "server", "trl", "torch", "lightning", "gym", "images", "plot", "remote",
     "mlflow", "ray", "tensorboard", "wandb", "dev",
 ]  # fmt: skip
 INTEGRATIONS: list[str] = [
