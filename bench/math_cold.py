@@ -1,6 +1,6 @@
 """Benchmark: math-equiv cold against math-verify cold, each from a fresh process, on a hard mix.
 
-    .venv/bin/python bench/math_cold.py [--runs 5] [--limit 0] [--batch 512] [--corpus testdata/math_equiv/corpus.jsonl]
+    .venv/bin/python bench/math_cold.py [--runs 5] [--limit 0] [--batch 1024] [--corpus PATH] [--profile] [--quick]
 
 Cold means everything a new scoring process pays before its first verdicts: the interpreter start, the imports,
 math-equiv's symbolic worker pool (started only when a record needs it) and the scoring itself. Each run starts
@@ -147,7 +147,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", type=Path, default=CORPUS)
     parser.add_argument("--limit", type=int, default=0, help="pairs taken evenly from the corpus (0: all)")
-    parser.add_argument("--batch", type=int, default=512, help="math-equiv batch size")
+    parser.add_argument("--batch", type=int, default=1024, help="math-equiv batch size (a GRPO step's rollouts)")
     parser.add_argument("--runs", type=int, default=5, help="fresh processes per side; the medians are compared")
     parser.add_argument("--profile", action="store_true", help="also profile one cold math-equiv process")
     parser.add_argument("--quick", action="store_true", help="60 pairs, one run (a smoke run)")
