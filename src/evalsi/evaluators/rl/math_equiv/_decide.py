@@ -191,11 +191,8 @@ class Judge:
             return [o if o is not None else (False, self._no_backend_note()) for o in outcomes]
         try:
             pool = self._pool()
-            # Longest first: the long comparisons start early instead of leaving one worker busy at the end.
-            todo = sorted((i for i in range(len(pairs)) if outcomes[i] is None), key=lambda i: -sum(map(len, pairs[i])))
-            futures = {i: self._submit(pool, pairs[i]) for i in todo}
-            for index in sorted(futures):
-                future = futures[index]
+            futures = {i: self._submit(pool, pair) for i, pair in enumerate(pairs) if outcomes[i] is None}
+            for index, future in futures.items():
                 outcome = self._collect(future)
                 if outcome[0] is None:  # the worker died; once more, in case its template was killed under it
                     outcome = self._collect(self._submit(pool, pairs[index]))
