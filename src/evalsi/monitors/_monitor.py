@@ -129,9 +129,11 @@ class Monitor:
     window: int = 3
     stop_on: Sequence[str] = ()
     stop_file: str | Path | None = None
-    history: list[_Batch] = field(default_factory=list)
-    heldout: list[tuple[int, dict[str, list[float]]]] = field(default_factory=list)
-    fired: dict[str, int | None] = field(default_factory=dict)
+    history: list[_Batch] = field(default_factory=list, init=False, repr=False)
+    """What each batch read so far came to."""
+    heldout: list[tuple[int, dict[str, list[float]]]] = field(default_factory=list, init=False, repr=False)
+    """Each checkpoint evaluation's step and held-out per-record values."""
+    fired: dict[str, int | None] = field(default_factory=dict, init=False)
     """Each signal that fired, with the step it first fired at."""
 
     def __post_init__(self) -> None:
