@@ -50,11 +50,14 @@ class DataError(EvalsiError, ValueError):
 class UnknownEvaluatorError(EvalsiError, KeyError):
     """No evaluator is registered under the requested name."""
 
-    def __init__(self, name: str, suggestions: list[str]) -> None:
+    def __init__(self, name: str, suggestions: list[str], *, hint: str = "") -> None:
         self.name = name
         self.suggestions = suggestions
-        hint = f"; did you mean {', '.join(repr(s) for s in suggestions)}?" if suggestions else ""
-        super().__init__(f"unknown evaluator {name!r}{hint} (`evalsi evaluators list` shows them all)")
+        if hint:
+            super().__init__(f"unknown evaluator {name!r}: {hint}")
+            return
+        close = f"; did you mean {', '.join(repr(s) for s in suggestions)}?" if suggestions else ""
+        super().__init__(f"unknown evaluator {name!r}{close} (`evalsi evaluators list` shows them all)")
 
     def __str__(self) -> str:
         # KeyError quotes its argument; show the sentence as written.
