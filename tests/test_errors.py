@@ -23,7 +23,7 @@ def _import_everything() -> None:
 
 
 def _subclasses(cls: type) -> set[type]:
-    found = set(cls.__subclasses__())
+    found: set[type] = set(cls.__subclasses__())
     for sub in list(found):
         found |= _subclasses(sub)
     return found
