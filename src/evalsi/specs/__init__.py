@@ -1,6 +1,6 @@
 """Spec resources (``apiVersion: evals.si/v1alpha1``): loading with file/line/field errors, and their models."""
 
-from evalsi.sandbox import Isolation
+from evalsi._util.isolation import Isolation
 from evalsi.specs._model import SpecModel
 from evalsi.specs._resource import (
     API_VERSION,
