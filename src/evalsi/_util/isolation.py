@@ -8,5 +8,6 @@ from __future__ import annotations
 from typing import Literal
 
 Isolation = Literal["process", "namespaced", "gvisor"]
+"""An isolation rung: ``process`` (a plain child process), ``namespaced`` (bubblewrap) or ``gvisor`` (runsc)."""
 ISOLATION_ORDER: tuple[Isolation, ...] = ("process", "namespaced", "gvisor")
 """Rungs from lowest to highest isolation."""
