@@ -99,10 +99,12 @@ def test_a_truncated_event_file_gives_what_was_read_before_the_damage_and_a_note
     writer.close()
     (path,) = event_files([tmp_path])
     whole = read_event_files([path])
-    assert whole.notes == [] and whole.series["reward"] == [(s, pytest.approx(s / 10)) for s in range(1, 6)]
+    assert whole.notes == [] and [s for s, _ in whole.series["reward"]] == [1, 2, 3, 4, 5]
+    assert [v for _, v in whole.series["reward"]] == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.5])
     assert whole.series["spec/fmt"] == [(s, 1.0) for s in range(1, 6)] and "loss" not in whole.series
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2] + b"\xff" * 3)  # cut in the middle, a damaged record at the end
     cut = read_event_files([path])
-    assert 1 <= len(cut.series["reward"]) < 5 and cut.series["reward"][0] == (1, pytest.approx(0.1))
+    assert 1 <= len(cut.series["reward"]) < 5 and cut.series["reward"][0][0] == 1
+    assert cut.series["reward"][0][1] == pytest.approx(0.1)
     assert len(cut.notes) <= 1
