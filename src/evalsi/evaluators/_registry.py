@@ -33,6 +33,7 @@ BUILTIN_MODULES: dict[str, str] = {
     "format-check": "evalsi.evaluators.rl.format_check",
     "math-equiv": "evalsi.evaluators.rl.math_equiv",
     "overlong-penalty": "evalsi.evaluators.rl.overlong_penalty",
+    "group-diversity": "evalsi.evaluators.rl.group_diversity",
     "code-exec-tests": "evalsi.evaluators.rl.code_exec_tests",
     "reward-model": "evalsi.evaluators.rl.reward_model",
     "llm-judge": "evalsi.evaluators.judge",
