@@ -18,6 +18,12 @@ reads what it adds to the total (see :func:`evalsi.rewards._batch.vector_values`
 Each batch's scoring time is logged through TRL's ``log_metric`` as ``reward/latency_ms`` (the wall time every
 rollout of the batch waited) and ``reward/latency_ms_per_rollout`` (that time over the batch size), beside
 ``kl`` and ``entropy``, so a step whose reward is the bottleneck shows it.
+
+With ``monitor=Monitor(...)`` the total's function also feeds each scored batch to the training monitors
+(:mod:`evalsi.monitors`) and logs ``monitor/<signal>``, ``monitor/<signal>/fired`` and
+``monitor/sandbox/<verdict>`` through TRL's ``log_metric`` (averaged over each logging step, beside ``kl``);
+a monitor in the Monitor's ``stop_on`` writes its stop file, which ``evalsi_callback(None, stop_file=...)``
+turns into the end of training at the next step.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
+from evalsi.monitors import Monitor, metrics
 from evalsi.rewards._batch import (
     LATENCY_KEY,
     Batch,
@@ -42,6 +49,7 @@ from evalsi.rewards._batch import (
     vector_values,
 )
 from evalsi.rewards._compose import RewardResult
+from evalsi.rewards._monitoring import observation
 from evalsi.rewards._scorer import Scorer, SpecSource, open_scorer, resource_of, server_of
 
 RewardFunc = Callable[..., list[float | None]] | Callable[..., Awaitable[list[float | None]]]
@@ -153,9 +161,20 @@ class RewardFunction:
     A callable instance rather than a closure, so it pickles (as its spec); TRL names it by ``__name__``.
     """
 
-    def __init__(self, memo: BatchMemo, name: str, component: str | None = None, *, vector: bool = False) -> None:
+    def __init__(
+        self,
+        memo: BatchMemo,
+        name: str,
+        component: str | None = None,
+        monitor: Monitor | None = None,
+        max_completion_length: int | None = None,
+        *,
+        vector: bool = False,
+    ) -> None:
         self.memo = memo
         self.component = component
+        self.monitor = monitor
+        self.max_completion_length = max_completion_length
         self.vector = vector
         """Read the component as it counts in the total (gated: 0.0) rather than as it scored."""
         self.__name__ = self.__qualname__ = name
@@ -164,14 +183,34 @@ class RewardFunction:
         self, prompts: Sequence[Any] | None = None, completions: Sequence[Any] | None = None, **kwargs: Any
     ) -> list[float | None]:
         """One ``float | None`` per completion; TRL passes every argument by keyword."""
-        return self.project(self.memo.results(trl_batch(prompts, completions, kwargs), kwargs.get("log_metric")))
+        batch = trl_batch(prompts, completions, kwargs)
+        results = self.memo.results(batch, kwargs.get("log_metric"))
+        self.watch(batch, results, kwargs)
+        return self.project(results)
 
     async def call_async(
         self, prompts: Sequence[Any] | None = None, completions: Sequence[Any] | None = None, **kwargs: Any
     ) -> list[float | None]:
         """As ``__call__``, scoring on a worker thread."""
         batch = trl_batch(prompts, completions, kwargs)
-        return self.project(await self.memo.results_async(batch, kwargs.get("log_metric")))
+        results = await self.memo.results_async(batch, kwargs.get("log_metric"))
+        self.watch(batch, results, kwargs)
+        return self.project(results)
+
+    def watch(self, batch: Batch, results: Sequence[RewardResult], kwargs: dict[str, Any]) -> None:
+        """Feed the batch to the monitor (when this function has one) and log its signals through ``log_metric``."""
+        if self.monitor is None:
+            return
+        state = kwargs.get("trainer_state")
+        step = getattr(state, "global_step", None)
+        names = self.memo.scorer.component_names
+        seen = observation(batch, results, names, step=step, max_completion_length=self.max_completion_length)
+        logged = metrics(self.monitor.observe(seen))
+        logged.update(self.monitor.verdict_metrics())
+        log_metric = kwargs.get("log_metric")
+        if callable(log_metric):
+            for name, value in logged.items():
+                log_metric(name, value)
 
     def project(self, results: Sequence[RewardResult]) -> list[float | None]:
         """The values of this function, from the batch's results."""
@@ -186,7 +225,13 @@ class RewardFunction:
 
 
 def reward_funcs(
-    spec: SpecSource, server: str | None = None, *, asynchronous: bool = False, vector: bool = False
+    spec: SpecSource,
+    server: str | None = None,
+    *,
+    asynchronous: bool = False,
+    monitor: Monitor | None = None,
+    max_completion_length: int | None = None,
+    vector: bool = False,
 ) -> tuple[list[RewardFunc], list[float]]:
     """TRL reward functions for a RewardSpec, and their ``reward_weights``.
 
@@ -194,11 +239,15 @@ def reward_funcs(
         spec: A RewardSpec file, a mapping, or a loaded ``Reward``.
         server: Score through the evalsi server's Reward Service at this URL (one request per batch).
         asynchronous: Return ``async def`` functions, which TRL runs concurrently on its event loop.
+        monitor: Training monitors fed every scored batch (their weights default to the spec's); their signals are
+            logged through TRL's ``log_metric`` as ``monitor/<signal>``.
+        max_completion_length: The trainer's completion limit (``GRPOConfig.max_completion_length``): a completion
+            of that many tokens counts as truncated for the truncation monitor.
         vector: Return the reward vector instead: one function per component, weighted by the spec, for
             ``multi_objective_aggregation="normalize_then_sum"`` (each component normalised within its group,
             then weighted). A gated rollout reads 0.0 in every component, an error under ``onError: zero``
             0.0, a skipped component None (left out of its group's statistics); the floor and ``clip`` apply
-            to the total only, so they have no counterpart here.
+            to the total only, so they have no counterpart here. The monitor, if any, rides on the first.
 
     Returns:
         ``(funcs, weights)``: the total (weight 1.0), then one function per component (weight 0.0); with
@@ -216,13 +265,25 @@ def reward_funcs(
     """
     scorer = open_scorer(spec, server)
     names = scorer.component_names
+    if monitor is not None and not monitor.weights:
+        monitor.weights = {rule.name: rule.weight for rule in scorer.rules}
     if vector:
         memo = BatchMemo(scorer, readers=len(names))
-        functions = [RewardFunction(memo, f"{scorer.name}/{name}", name, vector=True) for name in names]
+        functions = [
+            RewardFunction(
+                memo,
+                f"{scorer.name}/{name}",
+                name,
+                monitor if index == 0 else None,
+                max_completion_length,
+                vector=True,
+            )
+            for index, name in enumerate(names)
+        ]
         weights = [rule.weight for rule in scorer.rules]
     else:
         memo = BatchMemo(scorer, readers=1 + len(names))
-        functions = [RewardFunction(memo, scorer.name)]
+        functions = [RewardFunction(memo, scorer.name, None, monitor, max_completion_length)]
         functions += [RewardFunction(memo, f"{scorer.name}/{name}", name) for name in names]
         weights = [1.0] + [0.0] * len(names)
     funcs: list[RewardFunc] = [_async(f) for f in functions] if asynchronous else list(functions)
