@@ -132,6 +132,7 @@ def test_the_registry_names_no_module_by_string() -> None:
 
 def test_an_installation_without_metadata_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_registry, "_classes", {})
+    monkeypatch.setattr(_registry, "_instances", {})  # an instance another test made in this process
     monkeypatch.setattr(_registry, "_points", metadata.EntryPoints(()))
     monkeypatch.setattr(_registry, "_entry_points_loaded", True)
     with pytest.raises(UnknownEvaluatorError, match=r"package metadata is missing.*pip install -e \."):
