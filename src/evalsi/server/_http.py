@@ -40,7 +40,7 @@ from evalsi.server._runs_http import run_connect_app, run_routes
 from evalsi.server._runs_service import RunService
 from evalsi.server._service import RewardService, require
 from evalsi.server._tokens import METRICS
-from evalsi.server._ui import ServerUi
+from evalsi.server.ui._app import ServerUi
 
 SCORE_PATH = "/v1alpha1/rewards:score"
 _OFFLOAD_BYTES = 4 * 1024 * 1024  # bodies larger than this (a few ms of JSON) are decoded off the event loop

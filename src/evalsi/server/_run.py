@@ -43,12 +43,12 @@ from evalsi.server._runs_service import RunService
 from evalsi.server._service import RewardService
 from evalsi.server._shared_cache import SharedScores
 from evalsi.server._tokens import TokenStore
-from evalsi.server._ui import ServerUi
-from evalsi.server._ui_catalog import ProjectCatalog
-from evalsi.server._ui_jobs import CompletedJobs
-from evalsi.server._ui_runs import StoredRuns
-from evalsi.server._ui_sessions import Sessions
 from evalsi.server._work_owners import Heartbeat, new_instance
+from evalsi.server.ui._app import ServerUi
+from evalsi.server.ui._catalog import ProjectCatalog
+from evalsi.server.ui._jobs import CompletedJobs
+from evalsi.server.ui._runs import StoredRuns
+from evalsi.server.ui._sessions import Sessions
 from evalsi.view import RunCache
 
 log = logging.getLogger("evalsi.server")

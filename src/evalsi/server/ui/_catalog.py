@@ -17,8 +17,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from evalsi.errors import DataError
-from evalsi.server._ui_jobs import CompletedJobs, job_headline
-from evalsi.server._ui_runs import StoredRuns, run_path, safe_name
+from evalsi.server.ui._jobs import CompletedJobs, job_headline
+from evalsi.server.ui._runs import StoredRuns, run_path, safe_name
 from evalsi.view import Catalog, RunData, Source, make_run, source_id
 from evalsi.view._catalog import Kind
 
