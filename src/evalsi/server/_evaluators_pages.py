@@ -15,7 +15,7 @@ import orjson
 from sqlalchemy import Column, Connection, Select, and_, or_
 
 from evalsi.server._errors import ServiceError
-from evalsi.server._runs_store import page_size
+from evalsi.server.runs._store import page_size
 
 PAGE = (100, 1000)
 """The default and the largest page size."""

@@ -39,11 +39,11 @@ from evalsi.server._jobs import Jobs
 from evalsi.server._jobs_api import EvaluationApi
 from evalsi.server._metrics import Metrics
 from evalsi.server._runs_grpc import run_handlers
-from evalsi.server._runs_service import RunService
 from evalsi.server._service import RewardService
 from evalsi.server._shared_cache import SharedScores
 from evalsi.server._tokens import TokenStore
 from evalsi.server._work_owners import Heartbeat, new_instance
+from evalsi.server.runs._service import RunService
 from evalsi.server.ui._app import ServerUi
 from evalsi.server.ui._catalog import ProjectCatalog
 from evalsi.server.ui._jobs import CompletedJobs

@@ -18,8 +18,8 @@ from evalsi.server._errors import ServiceError, from_exception
 from evalsi.server._grpc import GRPC_CODES, RUN_SERVICE_NAME, MalformedRequest
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
 from evalsi.server._runs_proto import RunMessages
-from evalsi.server._runs_service import RunService
 from evalsi.server._tokens import Principal
+from evalsi.server.runs._service import RunService
 
 SERVICE_NAME = RUN_SERVICE_NAME
 

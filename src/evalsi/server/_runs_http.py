@@ -33,8 +33,8 @@ from evalsi.server._guard import PRINCIPAL_KEY
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
 from evalsi.server._proto.evalsi.v1alpha1.rewards_connect import RunServiceASGIApplication
 from evalsi.server._runs_proto import RunMessages
-from evalsi.server._runs_service import RunService
 from evalsi.server._tokens import Principal
+from evalsi.server.runs._service import RunService
 
 RUNS_PATH = "/v1alpha1/runs"
 COMPARE_PATH = "/v1alpha1/runs:compare"

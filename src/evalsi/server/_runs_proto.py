@@ -13,8 +13,8 @@ from google.protobuf import json_format
 
 from evalsi.server._convert import message_dict
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
-from evalsi.server._runs_service import RunService
 from evalsi.server._tokens import Principal
+from evalsi.server.runs._service import RunService
 
 
 def _plain(message: Any, where: str = "request") -> dict[str, Any]:

@@ -26,9 +26,9 @@ from evalsi.evaluators import STATUSES, Score, Status
 from evalsi.runs import LoadedRun, RecordResult, SampleResult, run_from_document
 from evalsi.server._errors import ServiceError
 from evalsi.server._quotas import StorageQuotas
-from evalsi.server._run_requests import request_fingerprint, reused
 from evalsi.server._tables import run_labels, run_records, runs
 from evalsi.server._trust import INT64
+from evalsi.server.runs._requests import request_fingerprint, reused
 
 RESULTS_VERSION = 1
 HEADER_COLUMNS = ("spec", "target", "summary")
