@@ -44,7 +44,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from evalsi.server._evaluators_config import DatasetsConfig, EvaluatorsConfig, JobsConfig, TargetConfig
+from evalsi.server.evaluation._config import DatasetsConfig, EvaluatorsConfig, JobsConfig, TargetConfig
 from evalsi.specs import API_VERSION, document_from_mapping, load_resources, parse_resources, select_resource
 from evalsi.specs import SpecModel as _Model
 

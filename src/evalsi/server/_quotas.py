@@ -20,8 +20,8 @@ from sqlalchemy import Column, Connection, Table, func, select, text
 
 from evalsi.server._config import ServerConfig
 from evalsi.server._errors import ServiceError
-from evalsi.server._evaluators_tables import datasets, evaluators
 from evalsi.server._tables import runs
+from evalsi.server.evaluation._tables import datasets, evaluators
 
 
 @dataclass(frozen=True)

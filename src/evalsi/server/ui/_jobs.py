@@ -22,10 +22,10 @@ from sqlalchemy import Engine, exists, select
 
 from evalsi.evaluators import Score
 from evalsi.runs import MetricInfo, RecordResult, SampleResult, summarize
-from evalsi.server._datasets import Datasets
 from evalsi.server._errors import ServiceError
-from evalsi.server._evaluators_tables import datasets as dataset_rows
-from evalsi.server._evaluators_tables import evaluation_jobs
+from evalsi.server.evaluation._datasets import Datasets
+from evalsi.server.evaluation._tables import datasets as dataset_rows
+from evalsi.server.evaluation._tables import evaluation_jobs
 from evalsi.specs import PassKSpec
 from evalsi.view import Records
 

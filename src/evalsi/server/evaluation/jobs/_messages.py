@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalsi.server._evaluators_config import TargetConfig
+from evalsi.server.evaluation._config import TargetConfig
 
 ROLES = ("system", "user", "assistant")
 _DETAILS = ("auto", "low", "high")

@@ -4,7 +4,7 @@ The component runs code (``resource.runs_code``, the sandbox floor applies). Bef
 :class:`EvaluatorRefs` looks the id up in the caller's project (404 when unknown, 400 when not ACTIVE, both naming
 the component) and fills in where the built evaluator lives and whose it is; a request may not set those params
 itself. Each batch goes to the project's warm worker of that evaluator version (the one its jobs use, see
-:mod:`._evaluators_workers`), with the evaluator mounted read-only: the rollout becomes an ``EvaluationRow`` (its
+:mod:`._workers`), with the evaluator mounted read-only: the rollout becomes an ``EvaluationRow`` (its
 prompt messages, then the completion as the assistant's reply, the reference as ``ground_truth``), grouped by
 prompt for a ``groupwise`` test.
 """
@@ -21,9 +21,9 @@ from evalsi.evaluators import Evaluator, Params, Score, ScoreContext, register
 from evalsi.records import Record
 from evalsi.sandbox import Limits, require
 from evalsi.server._errors import ServiceError
-from evalsi.server._evaluators import Evaluators
-from evalsi.server._evaluators_ids import check_id
-from evalsi.server._evaluators_workers import BatchLimits, ScoringSession, WorkerKey
+from evalsi.server.evaluation._ids import check_id
+from evalsi.server.evaluation.evaluators._service import Evaluators
+from evalsi.server.evaluation.evaluators._workers import BatchLimits, ScoringSession, WorkerKey
 
 NAME = "evaluator"
 MAX_ANSWER_BYTES = 16 << 20

@@ -4,14 +4,14 @@ States: ``VALIDATING`` (queued, then the evaluator and datasets are checked agai
 ``jobs.batch_rows`` rows scored in one sandbox) -> ``WRITING_RESULTS`` (the output dataset) -> ``COMPLETED`` with
 ``metrics`` and ``outputStats``; or ``FAILED`` with a message, or ``CANCELLED``. Rows already ending with the
 assistant's reply are scored as they are. A job naming a ``target`` (one of the config's ``targets:``) first gets
-a reply generated for each other row of a batch, in the server process (see :mod:`._jobs_generation`); without
+a reply generated for each other row of a batch, in the server process (see :mod:`._generation`); without
 one, those rows are errored.
 At most ``jobs.workers`` jobs run at once, a project's at most ``rewards.project_share`` of them (its further
 jobs wait in its own queue, so one project's long jobs never hold every worker); a project may have
 ``jobs.max_active_per_project`` (or its quota's ``max_evaluation_jobs``) jobs queued or running, and a further
 create is refused ``resource_exhausted``.
 A job belongs to the server process (``instance``) that queued it, which keeps its heartbeat fresh (see
-:mod:`._work_owners`); another replica starting never touches it, and it is failed only once that heartbeat is
+:mod:`.._work_owners`); another replica starting never touches it, and it is failed only once that heartbeat is
 older than ``jobs.orphan_after``. A queued job of a vanished server is failed too, not re-queued: the create
 was answered long ago, and a server that is only cut off (not dead) could still run it.
 """
@@ -35,17 +35,22 @@ from evalsi.sandbox import Isolation, Limits
 from evalsi.sandbox import require as require_rung
 from evalsi.server._config import ServerConfig
 from evalsi.server._convert import message_dict
-from evalsi.server._datasets import Datasets, has_reply
 from evalsi.server._errors import ServiceError, redact
-from evalsi.server._evaluators import Evaluators
-from evalsi.server._evaluators_config import TargetBudget
-from evalsi.server._evaluators_ids import check_id, resource_id, timestamp
-from evalsi.server._evaluators_pages import page
-from evalsi.server._evaluators_tables import evaluation_jobs
-from evalsi.server._evaluators_workers import BatchLimits, ScoringSession, WorkerKey, WorkerSettings, shared
 from evalsi.server._fair import FairPool, share_of
-from evalsi.server._jobs_budget import Budgets, Grant
-from evalsi.server._jobs_generation import (
+from evalsi.server._proto.evalsi.v1alpha1 import evaluation_pb2 as pb
+from evalsi.server._service import require
+from evalsi.server._tokens import RUN, Principal
+from evalsi.server.evaluation._config import TargetBudget
+from evalsi.server.evaluation._datasets import Datasets, has_reply
+from evalsi.server.evaluation._ids import check_id, resource_id, timestamp
+from evalsi.server.evaluation._metrics import EvaluationMetrics
+from evalsi.server.evaluation._pages import page
+from evalsi.server.evaluation._tables import evaluation_jobs
+from evalsi.server.evaluation._work_owners import new_instance, orphaned
+from evalsi.server.evaluation.evaluators._service import Evaluators
+from evalsi.server.evaluation.evaluators._workers import BatchLimits, ScoringSession, WorkerKey, WorkerSettings, shared
+from evalsi.server.evaluation.jobs._budget import Budgets, Grant
+from evalsi.server.evaluation.jobs._generation import (
     PARAMS_PATH,
     Failed,
     Generators,
@@ -54,13 +59,8 @@ from evalsi.server._jobs_generation import (
     generation_record,
     with_reply,
 )
-from evalsi.server._jobs_metrics import EvaluationMetrics
-from evalsi.server._jobs_output import OutputSpool, output_row
-from evalsi.server._jobs_stats import Summary
-from evalsi.server._proto.evalsi.v1alpha1 import evaluation_pb2 as pb
-from evalsi.server._service import require
-from evalsi.server._tokens import RUN, Principal
-from evalsi.server._work_owners import new_instance, orphaned
+from evalsi.server.evaluation.jobs._output import OutputSpool, output_row
+from evalsi.server.evaluation.jobs._stats import Summary
 
 log = logging.getLogger("evalsi.server")
 VALIDATING, RUNNING, WRITING_RESULTS = "VALIDATING", "RUNNING", "WRITING_RESULTS"

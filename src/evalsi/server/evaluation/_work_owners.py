@@ -18,7 +18,7 @@ from typing import Protocol
 
 from sqlalchemy import ColumnElement, Table, func, or_
 
-from evalsi.server._evaluators_config import JobsConfig
+from evalsi.server.evaluation._config import JobsConfig
 
 log = logging.getLogger("evalsi.server")
 

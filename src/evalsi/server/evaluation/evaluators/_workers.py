@@ -1,6 +1,6 @@
 """Warm evaluator workers: an uploaded evaluator's interpreter, started once and fed batch after batch.
 
-A worker is the runner's ``serve`` mode (:mod:`._evaluators_runtime`) as a resident process
+A worker is the runner's ``serve`` mode (:mod:`._runtime`) as a resident process
 (:class:`evalsi.sandbox.Resident`) in its own sandbox at the operator's floor rung, with the evaluator's
 environment and the runtime mounted read-only, and its own memory cgroup: the module is imported once, not once
 per batch. Its answers reach the server only through the sandbox's fork server, with each batch's nonce, and an
@@ -26,8 +26,8 @@ import orjson
 
 from evalsi.errors import EvalsiError
 from evalsi.sandbox import Answer, Isolation, Limits, Mount, Resident, resident
-from evalsi.server._evaluators_config import JobsConfig
-from evalsi.server._evaluators_sandbox import EVALUATOR, MAX_REASON_BYTES, RUNTIME, clean_result, cut_text
+from evalsi.server.evaluation._config import JobsConfig
+from evalsi.server.evaluation.evaluators._sandbox import EVALUATOR, MAX_REASON_BYTES, RUNTIME, clean_result, cut_text
 
 CANCELLED = "cancelled"
 

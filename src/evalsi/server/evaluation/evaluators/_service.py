@@ -3,12 +3,12 @@
 ``CreateEvaluator`` checks the caller (``evaluators.write`` and ``resource.runs_code``), the id, the entry, the
 archive (size, then :func:`check_archive`) and its ``requirements.txt`` (plain requirements only) in the request,
 stores the archive with the server's copy of the checked requirements and answers ``BUILDING``; a build
-worker then runs :func:`evalsi.server._evaluators_sandbox.build` and records ``ACTIVE`` or ``BUILD_FAILED`` with
+worker then runs :func:`._sandbox.build` and records ``ACTIVE`` or ``BUILD_FAILED`` with
 the log. Only ``ACTIVE`` evaluators score (jobs, ``ref: evaluator/ID`` components). ``DeleteEvaluator`` removes
 the row, then the files; a replica that remembered the evaluator as ACTIVE notices at its next use (the archive it
 remembered is gone), so a deleted evaluator stops scoring at once everywhere. A build belongs to the server
 process that took the upload and keeps its heartbeat fresh; it is failed only when that heartbeat is older than
-``jobs.orphan_after`` (see :mod:`._work_owners`), never by another replica merely starting.
+``jobs.orphan_after`` (see :mod:`.._work_owners`), never by another replica merely starting.
 """
 
 from __future__ import annotations
@@ -33,20 +33,20 @@ from evalsi.sandbox import Isolation
 from evalsi.sandbox._host import running_as_root
 from evalsi.server._config import ServerConfig
 from evalsi.server._errors import ServiceError
-from evalsi.server._evaluators_archive import REQUIREMENTS, check_archive, normalised
-from evalsi.server._evaluators_ids import check_id, project_dir, resource_id, timestamp
-from evalsi.server._evaluators_index import RequirementsError, plain_requirements
-from evalsi.server._evaluators_pages import page
-from evalsi.server._evaluators_runtime import runtime_dir
-from evalsi.server._evaluators_sandbox import ARCHIVE_NAME, REQUIREMENTS_COPY, build
-from evalsi.server._evaluators_tables import evaluation_jobs, evaluators
 from evalsi.server._fair import FairPool, share_of
-from evalsi.server._jobs_metrics import EvaluationMetrics
 from evalsi.server._proto.evalsi.v1alpha1 import evaluation_pb2 as pb
 from evalsi.server._quotas import StorageQuotas
 from evalsi.server._service import require
 from evalsi.server._tokens import EVALUATORS_WRITE, RUN, RUNS_CODE, Principal
-from evalsi.server._work_owners import new_instance, orphaned
+from evalsi.server.evaluation._ids import check_id, project_dir, resource_id, timestamp
+from evalsi.server.evaluation._metrics import EvaluationMetrics
+from evalsi.server.evaluation._pages import page
+from evalsi.server.evaluation._tables import evaluation_jobs, evaluators
+from evalsi.server.evaluation._work_owners import new_instance, orphaned
+from evalsi.server.evaluation.evaluators._archive import REQUIREMENTS, check_archive, normalised
+from evalsi.server.evaluation.evaluators._index import RequirementsError, plain_requirements
+from evalsi.server.evaluation.evaluators._runtime import runtime_dir
+from evalsi.server.evaluation.evaluators._sandbox import ARCHIVE_NAME, REQUIREMENTS_COPY, build
 
 log = logging.getLogger("evalsi.server")
 BUILDING, ACTIVE, BUILD_FAILED = "BUILDING", "ACTIVE", "BUILD_FAILED"
@@ -326,7 +326,7 @@ class Evaluators:
                 uses it (naming the job).
 
         """
-        from evalsi.server._jobs import ACTIVE_STATES  # the jobs module builds on this one
+        from evalsi.server.evaluation.jobs._service import ACTIVE_STATES  # the jobs module builds on this one
 
         require(principal, EVALUATORS_WRITE, "deleting an evaluator needs evaluators.write")
         evaluator_id = resource_id(evaluator_id, "evaluators", "evaluatorId")

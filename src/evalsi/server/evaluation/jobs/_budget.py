@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from sqlalchemy import Engine, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from evalsi.server._evaluators_config import TargetBudget
-from evalsi.server._evaluators_tables import target_usage
+from evalsi.server.evaluation._config import TargetBudget
+from evalsi.server.evaluation._tables import target_usage
 
 _ATTEMPTS = 50
 

@@ -6,8 +6,8 @@ transport, its parsing). Requests open to a target are bounded across jobs by th
 and one project holds at most ``rewards.project_share`` of them, so one project's large job cannot starve
 another's. A job's generation is a future: cancelling it stops the requests at once. Failures reach the tenant
 as the status or the kind of failure only, never the endpoint's address or what it answered. What a target is
-sent of a row is rebuilt from an allow-list (:mod:`._jobs_messages`); a job's ``stop`` sequences are bounded by
-the target's ``max_stop`` and ``max_stop_chars``; the target's budgets are kept by :mod:`._jobs_budget`.
+sent of a row is rebuilt from an allow-list (:mod:`._messages`); a job's ``stop`` sequences are bounded by
+the target's ``max_stop`` and ``max_stop_chars``; the target's budgets are kept by :mod:`._budget`.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from pydantic import ValidationError
 from evalsi.runs import Generation, GenerationError, OpenAITarget
 from evalsi.server._config import ServerConfig
 from evalsi.server._errors import ServiceError
-from evalsi.server._evaluators_config import TargetConfig
 from evalsi.server._fair import share_of
-from evalsi.server._jobs_messages import Refused, prompt_messages
 from evalsi.server._trust import check_int64
+from evalsi.server.evaluation._config import TargetConfig
+from evalsi.server.evaluation.jobs._messages import Refused, prompt_messages
 from evalsi.specs import SamplingSpec
 
 PARAMS_PATH = "evaluationJob.completionParams"

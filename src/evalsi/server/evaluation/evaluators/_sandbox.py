@@ -35,8 +35,8 @@ from typing import Any
 
 from evalsi.sandbox import Isolation, Limits, Mount, RunResult, Scratch, Workspace, require
 from evalsi.sandbox._host import PROBE_FAILURES, PROBE_SLOT, running_as_root, sandbox_python, sandbox_uid
-from evalsi.server._evaluators_config import EvaluatorsConfig
-from evalsi.server._evaluators_index import Download, download_wheels, tree_bytes
+from evalsi.server.evaluation._config import EvaluatorsConfig
+from evalsi.server.evaluation.evaluators._index import Download, download_wheels, tree_bytes
 
 EVALUATOR = "/evaluator"
 UPLOAD = "/upload"

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from evalsi.server._evaluators_archive import REQUIREMENTS
+from evalsi.server.evaluation.evaluators._archive import REQUIREMENTS
 
 _OUTPUT_TAIL = 20_000
 WATCH_INTERVAL = 0.1
