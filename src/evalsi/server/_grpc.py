@@ -28,7 +28,7 @@ from evalsi.server._errors import ServiceError, from_exception
 from evalsi.server._limits import Held
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2_grpc as pb_grpc
-from evalsi.server._service import RewardService
+from evalsi.server.rewards._service import RewardService
 
 GRPC_CODES = {
     "invalid_argument": grpc.StatusCode.INVALID_ARGUMENT,

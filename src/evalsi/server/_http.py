@@ -37,8 +37,8 @@ from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
 from evalsi.server._proto.evalsi.v1alpha1.rewards_connect import RewardServiceASGIApplication
 from evalsi.server._runs_http import GUARDED_POSTS as RUN_POSTS
 from evalsi.server._runs_http import run_connect_app, run_routes
-from evalsi.server._service import RewardService, require
 from evalsi.server._tokens import METRICS
+from evalsi.server.rewards._service import RewardService, require
 from evalsi.server.runs._service import RunService
 from evalsi.server.ui._app import ServerUi
 

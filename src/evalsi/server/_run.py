@@ -36,13 +36,13 @@ from evalsi.server._http import ServerState, build_app, build_metrics_app
 from evalsi.server._jobs_api import EvaluationApi
 from evalsi.server._metrics import Metrics
 from evalsi.server._runs_grpc import run_handlers
-from evalsi.server._service import RewardService
-from evalsi.server._shared_cache import SharedScores
 from evalsi.server._tokens import TokenStore
 from evalsi.server.evaluation._datasets import Datasets
 from evalsi.server.evaluation._work_owners import Heartbeat, new_instance
 from evalsi.server.evaluation.evaluators._service import Evaluators
 from evalsi.server.evaluation.jobs._service import Jobs
+from evalsi.server.rewards._service import RewardService
+from evalsi.server.rewards._shared_cache import SharedScores
 from evalsi.server.runs._service import RunService
 from evalsi.server.ui._app import ServerUi
 from evalsi.server.ui._catalog import ProjectCatalog

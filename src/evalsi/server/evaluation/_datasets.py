@@ -18,12 +18,12 @@ from evalsi.server._config import ServerConfig
 from evalsi.server._errors import ServiceError
 from evalsi.server._proto.evalsi.v1alpha1 import evaluation_pb2 as pb
 from evalsi.server._quotas import StorageQuotas
-from evalsi.server._service import require
 from evalsi.server._tokens import RUN, Principal
 from evalsi.server._trust import check_depth
 from evalsi.server.evaluation._ids import check_id, resource_id, timestamp
 from evalsi.server.evaluation._pages import page
 from evalsi.server.evaluation._tables import datasets
+from evalsi.server.rewards._service import require
 
 
 def _bad(line: int, message: str) -> ServiceError:

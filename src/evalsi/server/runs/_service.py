@@ -18,9 +18,9 @@ from evalsi.runs import compare_runs, comparison_to_dict
 from evalsi.server._errors import ServiceError
 from evalsi.server._metrics import Metrics
 from evalsi.server._quotas import StorageQuotas
-from evalsi.server._service import RewardService, require
 from evalsi.server._tokens import RUN, Principal
 from evalsi.server._trust import check_depth
+from evalsi.server.rewards._service import RewardService, require
 from evalsi.server.runs._check import check_results
 from evalsi.server.runs._requests import check_request_id
 from evalsi.server.runs._store import RunStore, check_labels, page_size

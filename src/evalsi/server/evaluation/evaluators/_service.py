@@ -36,7 +36,6 @@ from evalsi.server._errors import ServiceError
 from evalsi.server._fair import FairPool, share_of
 from evalsi.server._proto.evalsi.v1alpha1 import evaluation_pb2 as pb
 from evalsi.server._quotas import StorageQuotas
-from evalsi.server._service import require
 from evalsi.server._tokens import EVALUATORS_WRITE, RUN, RUNS_CODE, Principal
 from evalsi.server.evaluation._ids import check_id, project_dir, resource_id, timestamp
 from evalsi.server.evaluation._metrics import EvaluationMetrics
@@ -47,6 +46,7 @@ from evalsi.server.evaluation.evaluators._archive import REQUIREMENTS, check_arc
 from evalsi.server.evaluation.evaluators._index import RequirementsError, plain_requirements
 from evalsi.server.evaluation.evaluators._runtime import runtime_dir
 from evalsi.server.evaluation.evaluators._sandbox import ARCHIVE_NAME, REQUIREMENTS_COPY, build
+from evalsi.server.rewards._service import require
 
 log = logging.getLogger("evalsi.server")
 BUILDING, ACTIVE, BUILD_FAILED = "BUILDING", "ACTIVE", "BUILD_FAILED"

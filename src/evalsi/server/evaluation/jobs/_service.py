@@ -38,7 +38,6 @@ from evalsi.server._convert import message_dict
 from evalsi.server._errors import ServiceError, redact
 from evalsi.server._fair import FairPool, share_of
 from evalsi.server._proto.evalsi.v1alpha1 import evaluation_pb2 as pb
-from evalsi.server._service import require
 from evalsi.server._tokens import RUN, Principal
 from evalsi.server.evaluation._config import TargetBudget
 from evalsi.server.evaluation._datasets import Datasets, has_reply
@@ -61,6 +60,7 @@ from evalsi.server.evaluation.jobs._generation import (
 )
 from evalsi.server.evaluation.jobs._output import OutputSpool, output_row
 from evalsi.server.evaluation.jobs._stats import Summary
+from evalsi.server.rewards._service import require
 
 log = logging.getLogger("evalsi.server")
 VALIDATING, RUNNING, WRITING_RESULTS = "VALIDATING", "RUNNING", "WRITING_RESULTS"

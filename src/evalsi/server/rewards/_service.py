@@ -26,17 +26,17 @@ from evalsi.evaluators import Score
 from evalsi.records import canonical_json
 from evalsi.rewards import Reward, RewardResult, from_mapping
 from evalsi.server._body_bytes import BodyBytes
-from evalsi.server._caps import Caps, capped
 from evalsi.server._config import ServerConfig
 from evalsi.server._errors import ServiceError, from_exception, redact
 from evalsi.server._fair import FairPool, share_of
 from evalsi.server._limits import Admission, SharedGate
 from evalsi.server._metrics import Metrics
-from evalsi.server._reward_probes import FirstUseProbes
-from evalsi.server._shared_cache import ProjectCache, SharedScores, TieredCache
-from evalsi.server._spec_cache import BoundSpecs
 from evalsi.server._tokens import RUN, RUNS_CODE, Principal, TokenStore
 from evalsi.server._trust import check_depth, check_rollouts_depth, server_spec
+from evalsi.server.rewards._caps import Caps, capped
+from evalsi.server.rewards._probes import FirstUseProbes
+from evalsi.server.rewards._shared_cache import ProjectCache, SharedScores, TieredCache
+from evalsi.server.rewards._spec_cache import BoundSpecs
 
 log = logging.getLogger("evalsi.server")
 
@@ -77,7 +77,7 @@ class RewardService:
         self.bound = BoundSpecs(
             rewards.spec_cache_bytes, int(rewards.spec_cache_bytes * share), metrics.on_spec_cache_bytes
         )
-        """Bound specs kept for reuse (see :mod:`evalsi.server._spec_cache`)."""
+        """Bound specs kept for reuse (see :mod:`evalsi.server.rewards._spec_cache`)."""
         self._project_caches: dict[str, ProjectCache] = {}
         self.draining = False
         """Set on SIGTERM: new calls are refused (``unavailable``) while those in flight finish."""

@@ -35,7 +35,7 @@ from evalsi.rewards.probes import ProbeLimits, ProbeReport, probe_reward
 from evalsi.server._errors import ServiceError
 
 if TYPE_CHECKING:
-    from evalsi.server._service import RewardService
+    from evalsi.server.rewards._service import RewardService
 
 log = logging.getLogger("evalsi.server")
 
