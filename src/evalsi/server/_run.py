@@ -29,13 +29,8 @@ from sqlalchemy import Engine
 
 from evalsi.evaluators import close_all
 from evalsi.server._config import ServerConfig
-from evalsi.server._connections import limited_protocol
 from evalsi.server._db import migrate, open_engine
-from evalsi.server._grpc import make_grpc_server
-from evalsi.server._http import ServerState, build_app, build_metrics_app
-from evalsi.server._jobs_api import EvaluationApi
 from evalsi.server._metrics import Metrics
-from evalsi.server._runs_grpc import run_handlers
 from evalsi.server._tokens import TokenStore
 from evalsi.server.evaluation._datasets import Datasets
 from evalsi.server.evaluation._work_owners import Heartbeat, new_instance
@@ -44,6 +39,11 @@ from evalsi.server.evaluation.jobs._service import Jobs
 from evalsi.server.rewards._service import RewardService
 from evalsi.server.rewards._shared_cache import SharedScores
 from evalsi.server.runs._service import RunService
+from evalsi.server.transport._connections import limited_protocol
+from evalsi.server.transport._evaluation import EvaluationApi
+from evalsi.server.transport._grpc import make_grpc_server
+from evalsi.server.transport._http import ServerState, build_app, build_metrics_app
+from evalsi.server.transport._runs_grpc import run_handlers
 from evalsi.server.ui._app import ServerUi
 from evalsi.server.ui._catalog import ProjectCatalog
 from evalsi.server.ui._jobs import CompletedJobs

@@ -1,7 +1,7 @@
 """The Run Service over gRPC: handlers added to the server's ``grpc.aio`` server beside the Reward Service.
 
 The server's interceptor has checked the token and taken the message's room in the project's share of
-``rewards.max_inflight_bytes`` before a handler runs (see :class:`evalsi.server._grpc.Admit`), and gRPC itself
+``rewards.max_inflight_bytes`` before a handler runs (see :class:`evalsi.server.transport._grpc.Admit`), and gRPC itself
 refuses messages past ``rewards.max_request_bytes``.
 """
 
@@ -15,11 +15,11 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from evalsi.server._errors import ServiceError, from_exception
-from evalsi.server._grpc import GRPC_CODES, RUN_SERVICE_NAME, MalformedRequest
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
-from evalsi.server._runs_proto import RunMessages
 from evalsi.server._tokens import Principal
 from evalsi.server.runs._service import RunService
+from evalsi.server.transport._grpc import GRPC_CODES, RUN_SERVICE_NAME, MalformedRequest
+from evalsi.server.transport._runs_proto import RunMessages
 
 SERVICE_NAME = RUN_SERVICE_NAME
 

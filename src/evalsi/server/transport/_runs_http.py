@@ -1,4 +1,4 @@
-"""The Run Service over HTTP: JSON routes and Connect, mounted by :func:`evalsi.server._http.build_app`.
+"""The Run Service over HTTP: JSON routes and Connect, mounted by :func:`evalsi.server.transport._http.build_app`.
 
 JSON routes (bodies and answers are the proto messages' JSON form)::
 
@@ -27,14 +27,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from evalsi.server._connect import CONNECT_CODES, decoded
 from evalsi.server._errors import ServiceError, from_exception
-from evalsi.server._guard import PRINCIPAL_KEY
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
 from evalsi.server._proto.evalsi.v1alpha1.rewards_connect import RunServiceASGIApplication
-from evalsi.server._runs_proto import RunMessages
 from evalsi.server._tokens import Principal
 from evalsi.server.runs._service import RunService
+from evalsi.server.transport._connect import CONNECT_CODES, decoded
+from evalsi.server.transport._guard import PRINCIPAL_KEY
+from evalsi.server.transport._runs_proto import RunMessages
 
 RUNS_PATH = "/v1alpha1/runs"
 COMPARE_PATH = "/v1alpha1/runs:compare"

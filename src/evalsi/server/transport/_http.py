@@ -27,19 +27,19 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 
 from evalsi.rewards.wire import results_json
-from evalsi.server._connect import CONNECT_CODES as _CONNECT_CODES
-from evalsi.server._connect import decoded as _decoded
 from evalsi.server._convert import request_parts, results_message
 from evalsi.server._errors import ServiceError, from_exception
-from evalsi.server._guard import PRINCIPAL_KEY, Guard
-from evalsi.server._jobs_api import EvaluationApi
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
 from evalsi.server._proto.evalsi.v1alpha1.rewards_connect import RewardServiceASGIApplication
-from evalsi.server._runs_http import GUARDED_POSTS as RUN_POSTS
-from evalsi.server._runs_http import run_connect_app, run_routes
 from evalsi.server._tokens import METRICS
 from evalsi.server.rewards._service import RewardService, require
 from evalsi.server.runs._service import RunService
+from evalsi.server.transport._connect import CONNECT_CODES as _CONNECT_CODES
+from evalsi.server.transport._connect import decoded as _decoded
+from evalsi.server.transport._evaluation import EvaluationApi
+from evalsi.server.transport._guard import PRINCIPAL_KEY, Guard
+from evalsi.server.transport._runs_http import GUARDED_POSTS as RUN_POSTS
+from evalsi.server.transport._runs_http import run_connect_app, run_routes
 from evalsi.server.ui._app import ServerUi
 
 SCORE_PATH = "/v1alpha1/rewards:score"

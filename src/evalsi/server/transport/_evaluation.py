@@ -24,15 +24,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from evalsi.server._connect import decoding
 from evalsi.server._errors import ServiceError, from_exception
-from evalsi.server._guard import PRINCIPAL_KEY
 from evalsi.server._proto.evalsi.v1alpha1 import evaluation_connect as connect
 from evalsi.server._proto.evalsi.v1alpha1 import evaluation_pb2 as pb
 from evalsi.server._tokens import Principal
 from evalsi.server.evaluation._datasets import Datasets
 from evalsi.server.evaluation.evaluators._service import Evaluators
 from evalsi.server.evaluation.jobs._service import Jobs
+from evalsi.server.transport._connect import decoding
+from evalsi.server.transport._guard import PRINCIPAL_KEY
 
 PACKAGE = "evalsi.v1alpha1"
 QUERY = "?"

@@ -8,7 +8,7 @@ descriptors. :func:`limited_protocol` makes uvicorn's protocol class close
 - a connection that has not sent a request's complete headers within ``listen.header_timeout`` of its connect (or
   of the end of its previous answer), however slowly it sends them.
 
-The request body then has ``rewards.body_timeout`` (see :mod:`evalsi.server._guard`), and an idle keep-alive
+The request body then has ``rewards.body_timeout`` (see :mod:`evalsi.server.transport._guard`), and an idle keep-alive
 connection ``listen.idle_timeout`` (uvicorn's own timer).
 """
 
