@@ -37,41 +37,18 @@ Field names are snake_case; camelCase spellings (``maxRollouts``) are accepted t
 from __future__ import annotations
 
 import ipaddress
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from evalsi.server._durations import parse_duration
 from evalsi.server.evaluation._config import DatasetsConfig, EvaluatorsConfig, JobsConfig, TargetConfig
 from evalsi.specs import API_VERSION, document_from_mapping, load_resources, parse_resources, select_resource
 from evalsi.specs import SpecModel as _Model
 
 ONE_WEEK = 7 * 24 * 3600.0
-_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
-
-
-def parse_duration(value: Any) -> float:
-    """Seconds from a number or a string such as ``90s``, ``30m``, ``12h``, ``7d``, ``1w``.
-
-    Raises:
-        ValueError: Not a non-negative duration.
-
-    """
-    if isinstance(value, bool):
-        raise ValueError("a duration is a number of seconds or a string like '7d', '12h', '30m'")
-    if isinstance(value, int | float):
-        seconds = float(value)
-    else:
-        match = _DURATION.match(str(value))
-        if match is None:
-            raise ValueError(f"a duration is a number of seconds or a string like '7d', '12h', '30m' (got {value!r})")
-        seconds = float(match.group(1)) * _UNITS[match.group(2) or "s"]
-    if seconds < 0:
-        raise ValueError("a duration cannot be negative")
-    return seconds
 
 
 class ListenConfig(_Model):

@@ -32,13 +32,12 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
+from evalsi.server._durations import parse_duration
 from evalsi.specs import SpecModel as _Model
 from evalsi.specs import TargetSpec
 
 
 def _seconds(value: Any) -> float:
-    from evalsi.server._config import parse_duration  # the one duration syntax of the server config
-
     return parse_duration(value)
 
 
