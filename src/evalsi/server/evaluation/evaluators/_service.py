@@ -40,6 +40,7 @@ from evalsi.server._tokens import EVALUATORS_WRITE, RUN, RUNS_CODE, Principal
 from evalsi.server.evaluation._ids import check_id, project_dir, resource_id, timestamp
 from evalsi.server.evaluation._metrics import EvaluationMetrics
 from evalsi.server.evaluation._pages import page
+from evalsi.server.evaluation._states import ACTIVE_STATES
 from evalsi.server.evaluation._tables import evaluation_jobs, evaluators
 from evalsi.server.evaluation._work_owners import new_instance, orphaned
 from evalsi.server.evaluation.evaluators._archive import REQUIREMENTS, check_archive, normalised
@@ -326,8 +327,6 @@ class Evaluators:
                 uses it (naming the job).
 
         """
-        from evalsi.server.evaluation.jobs._service import ACTIVE_STATES  # the jobs module builds on this one
-
         require(principal, EVALUATORS_WRITE, "deleting an evaluator needs evaluators.write")
         evaluator_id = resource_id(evaluator_id, "evaluators", "evaluatorId")
         project = principal.project

@@ -44,6 +44,16 @@ from evalsi.server.evaluation._datasets import Datasets, has_reply
 from evalsi.server.evaluation._ids import check_id, resource_id, timestamp
 from evalsi.server.evaluation._metrics import EvaluationMetrics
 from evalsi.server.evaluation._pages import page
+from evalsi.server.evaluation._states import (
+    ACTIVE_STATES,
+    CANCELLED,
+    COMPLETED,
+    FAILED,
+    RUNNING,
+    TERMINAL_STATES,
+    VALIDATING,
+    WRITING_RESULTS,
+)
 from evalsi.server.evaluation._tables import evaluation_jobs
 from evalsi.server.evaluation._work_owners import new_instance, orphaned
 from evalsi.server.evaluation.evaluators._service import Evaluators
@@ -63,10 +73,6 @@ from evalsi.server.evaluation.jobs._stats import Summary
 from evalsi.server.rewards._service import require
 
 log = logging.getLogger("evalsi.server")
-VALIDATING, RUNNING, WRITING_RESULTS = "VALIDATING", "RUNNING", "WRITING_RESULTS"
-COMPLETED, FAILED, CANCELLED = "COMPLETED", "FAILED", "CANCELLED"
-ACTIVE_STATES = (VALIDATING, RUNNING, WRITING_RESULTS)
-TERMINAL_STATES = (COMPLETED, FAILED, CANCELLED)
 _LET_GO = 5.0
 """Seconds a delete waits for the worker of a job that just ended to let it go."""
 NO_REPLY = "the row has no assistant reply to score (name a target in the job to generate one)"
