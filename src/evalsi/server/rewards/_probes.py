@@ -24,7 +24,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from prometheus_client import Counter
 
@@ -32,10 +32,11 @@ from evalsi.engine import Pools
 from evalsi.records import canonical_json
 from evalsi.rewards import Reward
 from evalsi.rewards.probes import ProbeLimits, ProbeReport, probe_reward
+from evalsi.server._config import ServerConfig
 from evalsi.server._errors import ServiceError
-
-if TYPE_CHECKING:
-    from evalsi.server.rewards._service import RewardService
+from evalsi.server._fair import FairPool
+from evalsi.server._limits import Admission
+from evalsi.server._metrics import Metrics
 
 log = logging.getLogger("evalsi.server")
 
@@ -44,6 +45,37 @@ _ROWS = 4
 _SAMPLE = 256
 _LATEX_CHARS = 64 << 10
 """The LaTeX flood on a server: 64 KiB, so a judge behind the operator's credentials is not sent a megabyte."""
+
+
+class ProbeHost(Protocol):
+    """What the probes use of the Reward Service: its config, metrics, admission gates and pools.
+
+    The probes run within the service's limits, so they take them from the service that owns them.
+    """
+
+    @property
+    def config(self) -> ServerConfig:
+        """The server's config (``rewards.probe_*``)."""
+
+    @property
+    def metrics(self) -> Metrics:
+        """The server's metrics (the probes' counters join its registry)."""
+
+    @property
+    def admission(self) -> Admission:
+        """The rollouts-in-flight gates a probe run holds while it runs."""
+
+    @property
+    def cpu(self) -> FairPool:
+        """The pool the probe run itself runs on."""
+
+    @property
+    def components(self) -> FairPool:
+        """The pool of component calls."""
+
+    @property
+    def sandboxes(self) -> FairPool:
+        """The pool of sandboxed runs."""
 
 
 @dataclass(frozen=True)
@@ -62,7 +94,7 @@ class Verdict:
 class FirstUseProbes:
     """The Reward Service's first-use probing: one probe run per project and spec, its verdict kept."""
 
-    def __init__(self, service: RewardService) -> None:
+    def __init__(self, service: ProbeHost) -> None:
         rewards = service.config.spec.rewards
         self.service = service
         self.mode = rewards.probe_on_first_use
