@@ -1,4 +1,4 @@
-"""What every Connect service of the server shares: canonical codes as Connect codes, undecodable bodies."""
+"""What every Connect service of the server shares: undecodable bodies answered ``invalid_argument``."""
 
 from __future__ import annotations
 
@@ -7,18 +7,6 @@ from typing import Any, TypeVar
 
 from connectrpc.code import Code
 from connectrpc.errors import ConnectError
-
-CONNECT_CODES = {
-    "invalid_argument": Code.INVALID_ARGUMENT,
-    "unauthenticated": Code.UNAUTHENTICATED,
-    "permission_denied": Code.PERMISSION_DENIED,
-    "failed_precondition": Code.FAILED_PRECONDITION,
-    "resource_exhausted": Code.RESOURCE_EXHAUSTED,
-    "unavailable": Code.UNAVAILABLE,
-    "not_found": Code.NOT_FOUND,
-    "deadline_exceeded": Code.DEADLINE_EXCEEDED,
-}
-"""The Connect code of each canonical status (anything else is ``internal``)."""
 
 
 async def decoded(reading: Awaitable[Any], message: str = "ScoreRewardsRequest") -> Any:

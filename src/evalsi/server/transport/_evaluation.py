@@ -16,7 +16,6 @@ from typing import Any
 
 import grpc
 import orjson
-from connectrpc.code import Code
 from connectrpc.errors import ConnectError
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
@@ -27,6 +26,7 @@ from starlette.routing import Route
 from evalsi.server._errors import ServiceError, from_exception
 from evalsi.server._proto.evalsi.v1alpha1 import evaluation_connect as connect
 from evalsi.server._proto.evalsi.v1alpha1 import evaluation_pb2 as pb
+from evalsi.server._status import status_of
 from evalsi.server._tokens import Principal
 from evalsi.server.evaluation._datasets import Datasets
 from evalsi.server.evaluation.evaluators._service import Evaluators
@@ -210,7 +210,7 @@ class EvaluationApi:
                 return await self.call(principal, method.name, request)
             except Exception as exc:
                 error = from_exception(exc)
-                code = getattr(grpc.StatusCode, error.status.upper(), grpc.StatusCode.INTERNAL)
+                code = status_of(error.status).grpc
                 await context.abort(code, error.message)
 
         return handle
@@ -245,7 +245,7 @@ class _ConnectAdapter:
                 return await api.call(principal, method.name, request)
             except Exception as exc:
                 error = from_exception(exc)
-                raise ConnectError(getattr(Code, error.status.upper(), Code.INTERNAL), error.message) from None
+                raise ConnectError(status_of(error.status).connect, error.message) from None
 
         return handle
 

@@ -28,18 +28,9 @@ from evalsi.server._errors import ServiceError, from_exception
 from evalsi.server._limits import Held
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2_grpc as pb_grpc
+from evalsi.server._status import status_of
 from evalsi.server.rewards._service import RewardService
 
-GRPC_CODES = {
-    "invalid_argument": grpc.StatusCode.INVALID_ARGUMENT,
-    "unauthenticated": grpc.StatusCode.UNAUTHENTICATED,
-    "permission_denied": grpc.StatusCode.PERMISSION_DENIED,
-    "failed_precondition": grpc.StatusCode.FAILED_PRECONDITION,
-    "resource_exhausted": grpc.StatusCode.RESOURCE_EXHAUSTED,
-    "unavailable": grpc.StatusCode.UNAVAILABLE,
-    "not_found": grpc.StatusCode.NOT_FOUND,
-    "deadline_exceeded": grpc.StatusCode.DEADLINE_EXCEEDED,
-}
 _HEADROOM = 64 << 10
 """Bytes a message may carry beyond ``rewards.max_request_bytes``: its framing, so equal limits mean equal bodies."""
 _OFFLOAD_BYTES = 4 << 20
@@ -93,7 +84,7 @@ class GrpcRewardService(pb_grpc.RewardServiceServicer):
         except Exception as exc:
             error = from_exception(exc)
             code = error.status
-            await context.abort(GRPC_CODES.get(error.status, grpc.StatusCode.INTERNAL), error.message)
+            await context.abort(status_of(error.status).grpc, error.message)
             raise  # abort raises; this line is for type checkers
         finally:
             metrics.calls.labels("grpc", code).inc()
@@ -148,7 +139,7 @@ class Admit(grpc.aio.ServerInterceptor):
             self.service.metrics.on_run_call(method, "grpc", error.status)
         elif service == SERVICE_NAME:
             self.service.metrics.calls.labels("grpc", error.status).inc()
-        code = GRPC_CODES.get(error.status, grpc.StatusCode.INTERNAL)
+        code = status_of(error.status).grpc
 
         async def refuse(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
             await context.abort(code, error.message)

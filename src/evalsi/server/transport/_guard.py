@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 
 from evalsi.server._errors import ServiceError
+from evalsi.server._status import status_of
 from evalsi.server._tokens import Principal
 
 Scope = MutableMapping[str, Any]
@@ -35,18 +36,6 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 PRINCIPAL_KEY = "evalsi.principal"
 """Where the guard leaves the authenticated principal in the ASGI scope."""
-
-_CONNECT_HTTP = {
-    "invalid_argument": 400,
-    "unauthenticated": 401,
-    "permission_denied": 403,
-    "not_found": 404,
-    "deadline_exceeded": 408,
-    "resource_exhausted": 429,
-    "unavailable": 503,
-    "internal": 500,
-}
-"""HTTP status of a Connect error (per the Connect protocol; a body timeout is 408 like on the JSON route)."""
 
 
 class Disconnected(Exception):
@@ -94,16 +83,10 @@ async def read_body(receive: Receive, limit: int, timeout: float) -> bytes:
 async def refuse(send: Send, error: ServiceError, connect: bool) -> None:
     """Answer ``error`` in the route's protocol and close the connection (its body stays unread)."""
     if connect:
-        status = _CONNECT_HTTP.get(error.status, 500)
+        status = status_of(error.status).connect_http
         body = orjson.dumps({"code": error.status, "message": error.message})
     else:
-        status = (
-            413
-            if error.code == "request_too_large"
-            else 408
-            if error.status == "deadline_exceeded"
-            else (error.http_status)
-        )
+        status = error.http_status
         body = orjson.dumps(error.payload())
     headers = [
         (b"content-type", b"application/json"),

@@ -18,7 +18,6 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import orjson
-from connectrpc.code import Code
 from connectrpc.errors import ConnectError
 from connectrpc.request import RequestContext
 from starlette.applications import Starlette
@@ -31,10 +30,10 @@ from evalsi.server._convert import request_parts, results_message
 from evalsi.server._errors import ServiceError, from_exception
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
 from evalsi.server._proto.evalsi.v1alpha1.rewards_connect import RewardServiceASGIApplication
+from evalsi.server._status import status_of
 from evalsi.server._tokens import METRICS
 from evalsi.server.rewards._service import RewardService, require
 from evalsi.server.runs._service import RunService
-from evalsi.server.transport._connect import CONNECT_CODES as _CONNECT_CODES
 from evalsi.server.transport._connect import decoded as _decoded
 from evalsi.server.transport._evaluation import EvaluationApi
 from evalsi.server.transport._guard import PRINCIPAL_KEY, Guard
@@ -253,7 +252,7 @@ class ConnectRewardService:
         except Exception as exc:
             error = from_exception(exc)
             code = error.status
-            raise ConnectError(_CONNECT_CODES.get(error.status, Code.INTERNAL), error.message) from None
+            raise ConnectError(status_of(error.status).connect, error.message) from None
         finally:
             metrics.calls.labels("connect", code).inc()
             metrics.call_seconds.labels("connect").observe(time.perf_counter() - started)

@@ -16,9 +16,10 @@ from google.protobuf.message import DecodeError
 
 from evalsi.server._errors import ServiceError, from_exception
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
+from evalsi.server._status import status_of
 from evalsi.server._tokens import Principal
 from evalsi.server.runs._service import RunService
-from evalsi.server.transport._grpc import GRPC_CODES, RUN_SERVICE_NAME, MalformedRequest
+from evalsi.server.transport._grpc import RUN_SERVICE_NAME, MalformedRequest
 from evalsi.server.transport._runs_proto import RunMessages
 
 SERVICE_NAME = RUN_SERVICE_NAME
@@ -54,7 +55,7 @@ def run_handlers(service: RunService) -> grpc.GenericRpcHandler:
             except Exception as exc:
                 error = from_exception(exc)
                 code = error.status
-                await context.abort(GRPC_CODES.get(error.status, grpc.StatusCode.INTERNAL), error.message)
+                await context.abort(status_of(error.status).grpc, error.message)
                 raise  # abort raises; this line is for type checkers
             finally:
                 service.metrics.on_run_call(name, "grpc", code, time.perf_counter() - started)

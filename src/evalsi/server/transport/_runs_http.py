@@ -20,7 +20,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
-from connectrpc.code import Code
 from connectrpc.errors import ConnectError
 from connectrpc.request import RequestContext
 from starlette.requests import Request
@@ -30,9 +29,10 @@ from starlette.routing import Route
 from evalsi.server._errors import ServiceError, from_exception
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
 from evalsi.server._proto.evalsi.v1alpha1.rewards_connect import RunServiceASGIApplication
+from evalsi.server._status import status_of
 from evalsi.server._tokens import Principal
 from evalsi.server.runs._service import RunService
-from evalsi.server.transport._connect import CONNECT_CODES, decoded
+from evalsi.server.transport._connect import decoded
 from evalsi.server.transport._guard import PRINCIPAL_KEY
 from evalsi.server.transport._runs_proto import RunMessages
 
@@ -157,7 +157,7 @@ class ConnectRunService:
         except Exception as exc:
             error = from_exception(exc)
             code = error.status
-            raise ConnectError(CONNECT_CODES.get(error.status, Code.INTERNAL), error.message) from None
+            raise ConnectError(status_of(error.status).connect, error.message) from None
         finally:
             self.service.metrics.on_run_call(method, "connect", code, time.perf_counter() - started)
 
