@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from evalsi.server._config import ServerConfig
 from evalsi.server._errors import ServiceError
 from evalsi.server._proto.evalsi.v1alpha1 import evaluation_pb2 as pb
-from evalsi.server._quotas import StorageQuotas
+from evalsi.server._quotas import Kind, StorageQuotas
 from evalsi.server._tokens import RUN, Principal
 from evalsi.server._trust import check_depth
 from evalsi.server.evaluation._ids import check_id, resource_id, timestamp
@@ -74,6 +74,8 @@ def check_row(row: Any, line: int) -> None:
             raise _bad(line, f"{where}.content: must be text or a list of content parts, got {_kind(content)}")
 
 
+QUOTA = Kind("datasets", datasets, datasets.c.size_bytes, "max_datasets", "max_dataset_bytes", "delete datasets first")
+"""A project's datasets under the storage quotas."""
 _KINDS = {dict: "an object", list: "a list", str: "a string", type(None): "null"}
 
 
@@ -149,9 +151,9 @@ class Datasets:
         }
         try:
             with self.engine.begin() as connection:
-                self.quotas.lock(connection, project, "datasets")
+                self.quotas.lock(connection, project, QUOTA)
                 connection.execute(insert(datasets).values(**values))
-                self.quotas.check(connection, project, "datasets")
+                self.quotas.check(connection, project, QUOTA)
         except IntegrityError:
             raise ServiceError(
                 "failed_precondition",
@@ -199,7 +201,7 @@ class Datasets:
 
         """
         with self.engine.connect() as connection:
-            self.quotas.room(connection, project, "datasets")
+            self.quotas.room(connection, project, QUOTA)
 
     def exists(self, project: str, dataset_id: str) -> bool:
         """Whether the project has a dataset of that id."""

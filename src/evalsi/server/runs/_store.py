@@ -25,12 +25,14 @@ from sqlalchemy.exc import IntegrityError
 from evalsi.evaluators import STATUSES, Score, Status
 from evalsi.runs import LoadedRun, RecordResult, SampleResult, run_from_document
 from evalsi.server._errors import ServiceError
-from evalsi.server._quotas import StorageQuotas
+from evalsi.server._quotas import Kind, StorageQuotas
 from evalsi.server._tables import run_labels, run_records, runs
 from evalsi.server._trust import INT64
 from evalsi.server.runs._requests import request_fingerprint, reused
 
 RESULTS_VERSION = 1
+QUOTA = Kind("runs", runs, runs.c.size_bytes, "max_runs", "max_run_bytes", "ask the server's operator for more")
+"""A project's stored runs under the storage quotas."""
 HEADER_COLUMNS = ("spec", "target", "summary")
 """Header fields kept in their own columns; the rest (metrics, onError, timings, checkpoint...) go to ``details``."""
 _NOT_DETAILS = {*HEADER_COLUMNS, "records", "name", "status", "kind", "version"}
@@ -374,7 +376,7 @@ class RunStore:
         del encoded, texts
         with self.engine.begin() as connection:
             if self.quotas is not None:
-                self.quotas.lock(connection, project, "runs")
+                self.quotas.lock(connection, project, QUOTA)
             result = connection.execute(
                 insert(runs).values(
                     id=run_id,
@@ -399,7 +401,7 @@ class RunStore:
             if rows:
                 connection.execute(insert(run_records), [{"run_seq": seq, **row} for row in rows])
             if self.quotas is not None:
-                self.quotas.check(connection, project, "runs")
+                self.quotas.check(connection, project, QUOTA)
         return StoredRun(
             run_id,
             data["name"],

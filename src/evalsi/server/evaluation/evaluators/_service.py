@@ -35,7 +35,7 @@ from evalsi.server._config import ServerConfig
 from evalsi.server._errors import ServiceError
 from evalsi.server._fair import FairPool, share_of
 from evalsi.server._proto.evalsi.v1alpha1 import evaluation_pb2 as pb
-from evalsi.server._quotas import StorageQuotas
+from evalsi.server._quotas import Kind, StorageQuotas
 from evalsi.server._tokens import EVALUATORS_WRITE, RUN, RUNS_CODE, Principal
 from evalsi.server.evaluation._ids import check_id, project_dir, resource_id, timestamp
 from evalsi.server.evaluation._metrics import EvaluationMetrics
@@ -51,6 +51,15 @@ from evalsi.server.rewards._service import require
 
 log = logging.getLogger("evalsi.server")
 BUILDING, ACTIVE, BUILD_FAILED = "BUILDING", "ACTIVE", "BUILD_FAILED"
+QUOTA = Kind(
+    "evaluators",
+    evaluators,
+    evaluators.c.archive_bytes,
+    "max_evaluators",
+    "max_evaluator_bytes",
+    "delete evaluators first",
+)
+"""A project's evaluators under the storage quotas (their archives' bytes)."""
 _READY_MEMO = 4096
 
 
@@ -195,9 +204,9 @@ class Evaluators:
         }
         try:
             with self.engine.begin() as connection:
-                self.quotas.lock(connection, principal.project, "evaluators")
+                self.quotas.lock(connection, principal.project, QUOTA)
                 connection.execute(insert(evaluators).values(**row))
-                self.quotas.check(connection, principal.project, "evaluators")
+                self.quotas.check(connection, principal.project, QUOTA)
         except IntegrityError:
             raise ServiceError(
                 "failed_precondition",
