@@ -33,6 +33,7 @@ from evalsi.server._db import migrate, open_engine
 from evalsi.server._metrics import Metrics
 from evalsi.server._tokens import TokenStore
 from evalsi.server.evaluation._datasets import Datasets
+from evalsi.server.evaluation._metrics import EvaluationMetrics
 from evalsi.server.evaluation._work_owners import Heartbeat, new_instance
 from evalsi.server.evaluation.evaluators._service import Evaluators
 from evalsi.server.evaluation.jobs._service import Jobs
@@ -124,8 +125,8 @@ def _ui(config: ServerConfig, engine: Engine, service: RewardService, evaluation
 
 def _evaluation(config: ServerConfig, engine: Engine, service: RewardService) -> tuple[EvaluationApi, Heartbeat]:
     """Uploaded evaluators, datasets and jobs, owned by a new instance id; work whose server stopped is failed."""
-    from evalsi.server.evaluation._metrics import EvaluationMetrics
-    from evalsi.server.evaluation.evaluators._reward import EvaluatorRefs  # registers the `evaluator` component
+    # Imported here, not at the top: importing it registers the `evaluator` component, for a built server only.
+    from evalsi.server.evaluation.evaluators._reward import EvaluatorRefs
 
     rung = config.spec.sandbox.min_isolation
     instance = new_instance()
