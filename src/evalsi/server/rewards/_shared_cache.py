@@ -20,7 +20,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from evalsi.engine import ScoreCache
 from evalsi.evaluators import Score
-from evalsi.server._tables import score_cache
+from evalsi.server.rewards._tables import score_cache
 
 log = logging.getLogger("evalsi.server")
 _CHUNK = 500  # keys per IN (...) query: below SQLite's variable limit, small enough for PostgreSQL plans

@@ -26,8 +26,8 @@ from pydantic import ValidationError
 from sqlalchemy import Engine, select
 
 from evalsi.runs import header_of, validation_message
-from evalsi.server._tables import run_labels, run_records, runs
 from evalsi.server.runs._store import RESULTS_VERSION
+from evalsi.server.runs._tables import run_labels, run_records, runs
 from evalsi.view import Records, headline
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")

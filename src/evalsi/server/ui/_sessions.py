@@ -15,8 +15,9 @@ import time
 
 from sqlalchemy import Engine, delete, insert, select
 
-from evalsi.server._tables import api_tokens, ui_sessions
+from evalsi.server._tables import api_tokens
 from evalsi.server._tokens import Principal, digest
+from evalsi.server.ui._tables import ui_sessions
 
 MAX_PER_TOKEN = 32
 """Sessions one token may have open; signing in again past this ends its oldest."""
