@@ -42,7 +42,7 @@ log = logging.getLogger("evalsi.server")
 
 
 class SpecResolver(Protocol):
-    """Rewrites a request's spec for the caller's project before it is bound (see ``_evaluators_reward``)."""
+    """Rewrites a request's spec for the caller's project before it is bound (see ``evaluation.evaluators._reward``)."""
 
     def applies(self, spec: Mapping[str, Any]) -> bool:
         """Whether ``spec`` needs :meth:`resolve` (cheap: no I/O)."""
