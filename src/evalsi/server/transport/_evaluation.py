@@ -18,7 +18,7 @@ import grpc
 import orjson
 from connectrpc.errors import ConnectError
 from google.protobuf import json_format
-from google.protobuf.message import DecodeError, Message
+from google.protobuf.message import Message
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -32,6 +32,7 @@ from evalsi.server.evaluation._datasets import Datasets
 from evalsi.server.evaluation.evaluators._service import Evaluators
 from evalsi.server.evaluation.jobs._service import Jobs
 from evalsi.server.transport._connect import decoding
+from evalsi.server.transport._grpc import MalformedRequest, decoder
 from evalsi.server.transport._guard import PRINCIPAL_KEY
 
 PACKAGE = "evalsi.v1alpha1"
@@ -190,7 +191,7 @@ class EvaluationApi:
             table = {
                 m.name: grpc.unary_unary_rpc_method_handler(
                     self._grpc_method(m),
-                    request_deserializer=_decoder(m.request),
+                    request_deserializer=decoder(m.request),
                     response_serializer=m.response.SerializeToString,
                 )
                 for m in self.methods
@@ -202,7 +203,7 @@ class EvaluationApi:
     def _grpc_method(self, method: Method) -> Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]:
         async def handle(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
             try:
-                if isinstance(request, _Malformed):
+                if isinstance(request, MalformedRequest):
                     raise ServiceError("invalid_argument", f"the message is not a valid {method.request.__name__}")
                 metadata = dict(context.invocation_metadata() or ())
                 raw = metadata.get("authorization")
@@ -214,20 +215,6 @@ class EvaluationApi:
                 await context.abort(code, error.message)
 
         return handle
-
-
-class _Malformed:
-    """A gRPC request protobuf could not decode (answered ``invalid_argument``)."""
-
-
-def _decoder(cls: type[Message]) -> Callable[[bytes], Any]:
-    def decode(data: bytes) -> Any:
-        try:
-            return cls.FromString(data)
-        except DecodeError:
-            return _Malformed()
-
-    return decode
 
 
 class _ConnectAdapter:

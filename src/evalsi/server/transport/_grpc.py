@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 
 from evalsi.server._body_bytes import BodyBytes
 from evalsi.server._convert import request_parts, results_message
@@ -46,16 +46,24 @@ class MalformedRequest:
     detail: str
 
 
-def decode_request(data: bytes) -> pb.ScoreRewardsRequest | MalformedRequest:
-    """The request message, or what was wrong with it (the servicer answers ``invalid_argument``).
+def decoder(message_type: type[Message]) -> Callable[[bytes], Any]:
+    """A gRPC request deserializer: the message, or what was wrong with it (the handler answers ``invalid_argument``).
 
     A decoder that raises makes gRPC answer ``unknown``, naming the exception class; a malformed body is the
-    caller's error, so it is returned, not raised.
+    caller's error, so it is returned, not raised. Every service's gRPC methods decode with it.
     """
-    try:
-        return pb.ScoreRewardsRequest.FromString(data)
-    except DecodeError as exc:
-        return MalformedRequest(str(exc))
+
+    def decode(data: bytes) -> Any:
+        try:
+            return message_type.FromString(data)
+        except DecodeError as exc:
+            return MalformedRequest(str(exc))
+
+    return decode
+
+
+decode_request = decoder(pb.ScoreRewardsRequest)
+"""The Reward Service's ``ScoreRewardsRequest`` deserializer."""
 
 
 class GrpcRewardService(pb_grpc.RewardServiceServicer):

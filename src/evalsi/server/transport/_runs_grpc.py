@@ -12,27 +12,16 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
-from google.protobuf.message import DecodeError
 
 from evalsi.server._errors import ServiceError, from_exception
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
 from evalsi.server._status import status_of
 from evalsi.server._tokens import Principal
 from evalsi.server.runs._service import RunService
-from evalsi.server.transport._grpc import RUN_SERVICE_NAME, MalformedRequest
+from evalsi.server.transport._grpc import RUN_SERVICE_NAME, MalformedRequest, decoder
 from evalsi.server.transport._runs_proto import RunMessages
 
 SERVICE_NAME = RUN_SERVICE_NAME
-
-
-def _decoder(message_type: Any) -> Callable[[bytes], Any]:
-    def decode(data: bytes) -> Any:
-        try:
-            return message_type.FromString(data)
-        except DecodeError as exc:
-            return MalformedRequest(str(exc))
-
-    return decode
 
 
 def run_handlers(service: RunService) -> grpc.GenericRpcHandler:
@@ -61,7 +50,7 @@ def run_handlers(service: RunService) -> grpc.GenericRpcHandler:
                 service.metrics.on_run_call(name, "grpc", code, time.perf_counter() - started)
 
         return grpc.unary_unary_rpc_method_handler(
-            handle, request_deserializer=_decoder(request_type), response_serializer=lambda m: m.SerializeToString()
+            handle, request_deserializer=decoder(request_type), response_serializer=lambda m: m.SerializeToString()
         )
 
     handlers = {
