@@ -37,7 +37,7 @@ from tests.server.evaluation import (
 )
 from tests.server.harness import ServerProcess, make_token, write_config
 
-from evalsi.server._evaluators_config import JobsConfig
+from evalsi.server.evaluation._config import JobsConfig
 from evalsi.testing import EvaluationRow
 from evalsi.testing._scoring import score_rollouts
 

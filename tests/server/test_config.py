@@ -11,9 +11,10 @@ import pytest
 
 from evalsi.errors import SpecError
 from evalsi.server import load_config
-from evalsi.server._config import ONE_WEEK, parse_duration
 from evalsi.server._db import open_engine
+from evalsi.server._durations import parse_duration
 from evalsi.server._tokens import TokenStore
+from evalsi.server.rewards._config import ONE_WEEK
 
 
 def test_defaults_follow_the_seed() -> None:

@@ -16,8 +16,8 @@ import httpx
 import orjson
 import pytest
 
-from evalsi.server._evaluators_ids import project_dir
 from evalsi.server._proto.evalsi.v1alpha1 import evaluation_pb2 as pb
+from evalsi.server.evaluation._ids import project_dir
 from tests.server.evaluation import (
     CAPITALS,
     SLOW,

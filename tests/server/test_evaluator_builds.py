@@ -443,7 +443,7 @@ def test_kernel(row: EvaluationRow) -> EvaluationRow:
 
 def test_the_sandboxed_unpacker_refuses_what_the_server_refuses_should_an_archive_get_past_it() -> None:
     from evalsi.sandbox import Mount, Workspace
-    from evalsi.server._evaluators_sandbox import UNPACK, _python
+    from evalsi.server.evaluation.evaluators._sandbox import UNPACK, _python
 
     folder = Path(tempfile.mkdtemp(prefix="evalsi-unpack-test-"))
     folder.chmod(0o755)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from evalsi.server._evaluators_index import RequirementsError, plain_requirements
+from evalsi.server.evaluation.evaluators._index import RequirementsError, plain_requirements
 from tests.server.evaluation import NORMALISED_TEST, get, upload, wait_built, write_wheel
 from tests.server.harness import ServerProcess, make_token, post_http, write_config
 

@@ -21,7 +21,7 @@ import orjson
 import pytest
 
 from evalsi.sandbox import Limits
-from evalsi.server._evaluators_workers import WorkerKey, Workers, WorkerSettings
+from evalsi.server.evaluation.evaluators._workers import WorkerKey, Workers, WorkerSettings
 from tests.server.evaluation import TERMINAL, chat, create_job, get, jsonl, post, upload, wait_built, wait_state
 from tests.server.harness import ServerProcess, make_token, write_config
 

@@ -6,8 +6,8 @@ import threading
 import time
 
 from evalsi.rewards import from_mapping
-from evalsi.server._caps import Caps, capped
 from evalsi.server._fair import FairPool, share_of
+from evalsi.server.rewards._caps import Caps, capped
 
 
 def test_one_project_cannot_take_every_worker_and_its_queue_is_fifo() -> None:

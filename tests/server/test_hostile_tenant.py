@@ -292,8 +292,8 @@ OVERSIZED_LIMITS = [
 def test_code_limits_are_clamped_to_the_operators_ceilings() -> None:
     from evalsi.rewards import from_mapping
     from evalsi.server import config_from_mapping
-    from evalsi.server._caps import Caps, capped
     from evalsi.server._trust import server_spec
+    from evalsi.server.rewards._caps import Caps, capped
 
     config = config_from_mapping({}).spec
     for asked, granted in OVERSIZED_LIMITS:

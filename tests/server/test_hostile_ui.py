@@ -20,9 +20,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 
 from evalsi.server._db import open_engine
-from evalsi.server._runs_store import RunStore
 from evalsi.server._tables import api_tokens
 from evalsi.server._tokens import TokenStore, digest
+from evalsi.server.runs._store import RunStore
 from tests.server.harness import ServerProcess, make_token, write_config
 from tests.server.runs_data import results_document
 

@@ -15,8 +15,8 @@ from evalsi.errors import SpecError
 from evalsi.server._config import config_from_mapping
 from evalsi.server._db import MIGRATIONS, current_revision, head_revision, open_database, open_engine
 from evalsi.server._errors import ServiceError
-from evalsi.server._evaluators_config import TargetConfig
-from evalsi.server._jobs_generation import check_params
+from evalsi.server.evaluation._config import TargetConfig
+from evalsi.server.evaluation.jobs._generation import check_params
 
 TARGET = {"base_url": "http://127.0.0.1:8000/v1", "model": "m", "max_tokens": 100}
 

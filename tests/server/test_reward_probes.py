@@ -11,7 +11,8 @@ import httpx
 import pytest
 
 from evalsi.errors import SpecError
-from evalsi.server._config import RewardsConfig, load_config
+from evalsi.server._config import load_config
+from evalsi.server.rewards._config import RewardsConfig
 from tests.server.harness import ServerProcess, call_grpc, make_token, metric, post_http, write_config
 
 WAIT = 120.0

@@ -19,8 +19,8 @@ from sqlalchemy import Engine
 from evalsi.runs import compare_runs, comparison_to_dict, run_from_document
 from evalsi.server._db import MIGRATIONS, current_revision, head_revision, open_database, open_engine
 from evalsi.server._errors import ServiceError
-from evalsi.server._run_requests import check_request_id
-from evalsi.server._runs_store import RunStore, check_labels, page_size
+from evalsi.server.runs._requests import check_request_id
+from evalsi.server.runs._store import RunStore, check_labels, page_size
 from tests.server.postgres import fresh_database, running_postgres
 from tests.server.runs_data import results_document
 

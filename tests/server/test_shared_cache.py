@@ -12,7 +12,7 @@ import pytest
 
 from evalsi.evaluators import Score
 from evalsi.server._db import current_revision, head_revision, migrate, open_engine
-from evalsi.server._shared_cache import ProjectCache, SharedScores, TieredCache
+from evalsi.server.rewards._shared_cache import ProjectCache, SharedScores, TieredCache
 from tests.server.harness import ServerProcess, make_token, metric, post_http, write_config
 from tests.server.postgres import fresh_database, running_postgres
 

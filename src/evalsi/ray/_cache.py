@@ -120,7 +120,7 @@ def open_cache(options: PoolOptions, handle: Any, ray: Any) -> ScoreCache:
     if options.cache is None:
         return ScoreCache(options.cache_size)
     from evalsi.server._db import open_engine
-    from evalsi.server._shared_cache import ProjectCache, SharedScores, TieredCache
+    from evalsi.server.rewards._shared_cache import ProjectCache, SharedScores, TieredCache
 
     tiered = TieredCache(options.cache_size, SharedScores(open_engine(options.cache), options.cache_ttl))
     return tiered if options.cache_project is None else ProjectCache(tiered, options.cache_project)

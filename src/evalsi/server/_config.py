@@ -37,41 +37,19 @@ Field names are snake_case; camelCase spellings (``maxRollouts``) are accepted t
 from __future__ import annotations
 
 import ipaddress
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from evalsi.server._evaluators_config import DatasetsConfig, EvaluatorsConfig, JobsConfig, TargetConfig
+from evalsi.server._durations import parse_duration
+from evalsi.server.evaluation._config import DatasetsConfig, EvaluatorsConfig, JobsConfig, TargetConfig
+from evalsi.server.rewards._config import RewardsConfig
+from evalsi.server.runs._config import RunsConfig
+from evalsi.server.ui._config import UiConfig
 from evalsi.specs import API_VERSION, document_from_mapping, load_resources, parse_resources, select_resource
 from evalsi.specs import SpecModel as _Model
-
-ONE_WEEK = 7 * 24 * 3600.0
-_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
-
-
-def parse_duration(value: Any) -> float:
-    """Seconds from a number or a string such as ``90s``, ``30m``, ``12h``, ``7d``, ``1w``.
-
-    Raises:
-        ValueError: Not a non-negative duration.
-
-    """
-    if isinstance(value, bool):
-        raise ValueError("a duration is a number of seconds or a string like '7d', '12h', '30m'")
-    if isinstance(value, int | float):
-        seconds = float(value)
-    else:
-        match = _DURATION.match(str(value))
-        if match is None:
-            raise ValueError(f"a duration is a number of seconds or a string like '7d', '12h', '30m' (got {value!r})")
-        seconds = float(match.group(1)) * _UNITS[match.group(2) or "s"]
-    if seconds < 0:
-        raise ValueError("a duration cannot be negative")
-    return seconds
 
 
 class ListenConfig(_Model):
@@ -125,84 +103,6 @@ class DatabaseConfig(_Model):
 
     url: str = "sqlite:///evalsi-server.db"
     """A SQLAlchemy URL. A relative SQLite path is resolved against the config file's directory."""
-
-
-class RewardsConfig(_Model):
-    """The Reward Service's limits and caches."""
-
-    max_rollouts: int = Field(default=16384, ge=1)
-    """Most rollouts in one call; a larger call is refused with an error naming this limit."""
-    max_inflight: int = Field(default=65536, ge=1)
-    """Most rollouts being scored across calls; further calls wait (back-pressure, not rejection)."""
-    max_inflight_bytes: int = Field(default=1 << 30, ge=1024)
-    """Most bytes of JSON request bodies held at once; a call past it waits before its body is read, so the
-    server's memory stays bounded however many trainers queue up (TCP pushes back on them meanwhile)."""
-    cache_size: int = Field(default=1_048_576, ge=0)
-    """Component scores kept in memory (LRU)."""
-    shared_cache: bool = False
-    """Also keep component scores in the database, so replicas on one database share them."""
-    shared_cache_ttl: float = ONE_WEEK
-    """Age after which shared scores are ignored and pruned: seconds, or ``7d``, ``12h``, ``30m``."""
-    shared_cache_scope: Literal["project", "server"] = "project"
-    """Who shares cached scores (both tiers): ``project`` keys them per project, so a tenant cannot learn what
-    another one scored; ``server`` shares them across projects (only when every tenant trusts the others)."""
-    cpu_workers: int = Field(default=8, ge=1)
-    """Threads scoring calls on the cpu pool (evaluators with their own process pools fan out further)."""
-    sandbox_workers: int = Field(default=4, ge=1)
-    """Threads running code components (they wait on sandboxed processes); code never runs on the cpu pool."""
-    project_share: float = Field(default=0.5, gt=0, le=1)
-    """The fraction of each worker pool (cpu, component, sandbox) and of ``max_inflight_bytes`` one project may
-    hold at once (at least one worker). Its further work waits in its own queue, so a project whose calls hang
-    cannot occupy every worker. 1 lets a single project use everything (one tenant)."""
-    max_request_bytes: int = Field(default=64 << 20, ge=1024)
-    """Largest request body (HTTP JSON, Connect) or gRPC message; a larger one is refused before it is read
-    (413 on HTTP JSON, ``resource_exhausted`` on Connect and gRPC)."""
-    max_spec_bytes: int = Field(default=1 << 20, ge=1024)
-    """Largest RewardSpec in a call (its canonical JSON, rollouts apart); a larger one is refused
-    ``invalid_argument`` naming this limit. A real spec is a few KiB."""
-    spec_cache_bytes: int = Field(default=64 << 20, ge=0)
-    """Memory kept for bound specs (so a trainer's repeated spec is not bound again), estimated from each spec's
-    size and components; one project holds at most ``project_share`` of it, least recently used dropped first."""
-    body_timeout: float = Field(default=30.0, gt=0)
-    """Seconds a client has to send a whole request body once its token is checked; a slower one gets 408 and
-    gives back the room it held in ``max_inflight_bytes``: seconds, or ``30s``, ``2m``."""
-    upstream_timeout: float = Field(default=60.0, gt=0)
-    """Most seconds a reward-model or judge request may wait for its upstream. A spec's larger ``timeout`` is
-    clamped to it (a spec may only ask for less)."""
-    upstream_retries: int = Field(default=2, ge=0)
-    """Most retries of a reward-model or judge request. A spec's larger ``retries`` is clamped to it."""
-    upstream_concurrency: int = Field(default=32, ge=1)
-    """Most requests one reward-model or judge component may have open at once; a larger ``max_concurrency``
-    is clamped to it."""
-    record_timeout: float = Field(default=10.0, gt=0)
-    """Most seconds one record's check may take in a worker for components that call no upstream and run no
-    code (math-equiv's ``timeout``); a spec's larger ``timeout`` is clamped to it."""
-    probe_on_first_use: Literal["off", "warn", "refuse"] = "off"
-    """Probe a spec the first time a project uses it, with adversarial rollouts built from that call's data
-    (``evalsi rewards probe``): ``warn`` logs and counts what the probes find while the call is scored as usual,
-    ``refuse`` refuses the spec's calls when a probe earns reward or the data's right answers do not, ``off``
-    (the default) probes nothing. Off by default because probing is extra work the operator pays for: probe
-    rollouts reach the judges and reward models behind the operator's credentials and run in its sandboxes."""
-    probe_max_rollouts: int = Field(default=64, ge=1, le=4096)
-    """Most probe rollouts scored for one spec (once per project); they count against the project's limits."""
-    probe_timeout: float = Field(default=120.0, gt=0)
-    """Under ``refuse``: how long the first calls wait for the probes' verdict before they are answered
-    ``unavailable`` (retry while the probes finish): seconds, or ``2m``."""
-
-    @field_validator("probe_timeout", mode="before")
-    @classmethod
-    def _probe_duration(cls, value: Any) -> float:
-        return parse_duration(value)
-
-    @field_validator("probe_on_first_use", mode="before")
-    @classmethod
-    def _unquoted_off(cls, value: Any) -> Any:
-        return "off" if value is False else value  # YAML reads an unquoted ``off`` as false
-
-    @field_validator("shared_cache_ttl", "body_timeout", "upstream_timeout", "record_timeout", mode="before")
-    @classmethod
-    def _duration(cls, value: Any) -> float:
-        return parse_duration(value)
 
 
 class StorageQuota(_Model):
@@ -286,15 +186,6 @@ class SandboxConfig(_Model):
         return value
 
 
-class RunsConfig(_Model):
-    """Limits of the Run Service."""
-
-    max_compare_bytes: int = Field(default=512 << 20, ge=1024)
-    """Most stored bytes (both runs together) one ``CompareRuns`` reads; a larger comparison is refused
-    ``resource_exhausted`` (HTTP 413) naming this limit. The bytes read are held in the project's share of
-    ``rewards.max_inflight_bytes`` while it runs."""
-
-
 class MetricsConfig(_Model):
     """Where Prometheus scrapes ``/metrics``."""
 
@@ -303,25 +194,6 @@ class MetricsConfig(_Model):
     port serves it, to tokens with the ``metrics.read`` permission."""
     host: str | None = None
     """Address of the metrics listener (default: ``listen.host``)."""
-
-
-class UiConfig(_Model):
-    """The results viewer the server serves under ``/ui``."""
-
-    enabled: bool = True
-    """Serve ``/ui`` (tokens with ``evaluations.run`` see their own project's results)."""
-    cache_bytes: int = Field(default=512 << 20, ge=0)
-    """Estimated memory of the runs the viewer keeps open, across projects (about twice a run's JSON, its index
-    and search text included); past it the least recently opened are dropped and read again when next opened. The
-    run just opened is kept even when it alone is larger."""
-    session_ttl: float = Field(default=12 * 3600.0, gt=0)
-    """How long a browser's sign-in lasts: seconds, or ``12h``, ``30m``. A session also ends when it signs out
-    and when its token is revoked."""
-
-    @field_validator("session_ttl", mode="before")
-    @classmethod
-    def _ttl(cls, value: Any) -> float:
-        return parse_duration(value)
 
 
 class ServerSpec(_Model):

@@ -17,7 +17,8 @@ import tempfile
 from typing import Any
 
 from evalsi.errors import EvalsiError
-from evalsi.rewards.wire import HTTP_STATUS, ErrorBody, error_for, error_json
+from evalsi.rewards.wire import ErrorBody, error_for, error_json
+from evalsi.server._status import http_status
 
 log = logging.getLogger("evalsi.server")
 
@@ -35,9 +36,7 @@ class ServiceError(EvalsiError):
     @property
     def http_status(self) -> int:
         """The HTTP status answering this error: a request too large to serve (``*_too_large``) is 413."""
-        if self.status == "resource_exhausted" and self.code.endswith("_too_large"):
-            return 413
-        return HTTP_STATUS.get(self.status, 500)
+        return http_status(self.status, self.code)
 
     def payload(self) -> ErrorBody:
         """The JSON body of the HTTP answer."""

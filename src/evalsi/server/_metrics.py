@@ -118,7 +118,7 @@ class Metrics:
             self.run_call_seconds.labels(name, protocol).observe(seconds)
 
     def on_lookup(self, tier: str, hits: int, misses: int) -> None:
-        """Count one cache look-up (the hook of :class:`~evalsi.server._shared_cache.TieredCache`)."""
+        """Count one cache look-up (the hook of :class:`~evalsi.server.rewards._shared_cache.TieredCache`)."""
         if hits:
             self.cache_hits.labels(tier).inc(hits)
         if misses:
@@ -129,7 +129,7 @@ class Metrics:
         (self.waiting if gauge == "waiting" else self.inflight).labels(project).inc(delta)
 
     def on_spec_cache_bytes(self, project: str, delta: int) -> None:
-        """Move a project's bytes of kept bound specs (the hook of :class:`~evalsi.server._spec_cache.BoundSpecs`)."""
+        """Move the bytes of a project's kept bound specs (:class:`~evalsi.server.rewards._spec_cache.BoundSpecs`)."""
         self.spec_cache_bytes.labels(project).inc(delta)
 
     def render(self) -> bytes:

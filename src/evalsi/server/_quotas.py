@@ -8,7 +8,8 @@ cannot both take the last place: SQLite lets one writer at a time hold the datab
 and on PostgreSQL each such transaction first takes an advisory lock of its (project, kind).
 
 Usage is counted from the rows themselves (datasets' and runs' ``size_bytes``, evaluators' ``archive_bytes``), so
-it never drifts from what is stored and deleting frees room at once.
+it never drifts from what is stored and deleting frees room at once. Each service names its own :class:`Kind` (its
+table and columns), so the quotas know no service's tables.
 """
 
 from __future__ import annotations
@@ -20,8 +21,6 @@ from sqlalchemy import Column, Connection, Table, func, select, text
 
 from evalsi.server._config import ServerConfig
 from evalsi.server._errors import ServiceError
-from evalsi.server._evaluators_tables import datasets, evaluators
-from evalsi.server._tables import runs
 
 
 @dataclass(frozen=True)
@@ -37,22 +36,6 @@ class Kind:
     """What the project can do about it."""
 
 
-KINDS = {
-    "datasets": Kind(
-        "datasets", datasets, datasets.c.size_bytes, "max_datasets", "max_dataset_bytes", "delete datasets first"
-    ),
-    "runs": Kind("runs", runs, runs.c.size_bytes, "max_runs", "max_run_bytes", "ask the server's operator for more"),
-    "evaluators": Kind(
-        "evaluators",
-        evaluators,
-        evaluators.c.archive_bytes,
-        "max_evaluators",
-        "max_evaluator_bytes",
-        "delete evaluators first",
-    ),
-}
-
-
 def _lock_id(project: str, kind: str) -> int:
     """A PostgreSQL advisory lock id (a signed 64-bit integer) of one project's kind."""
     return int.from_bytes(hashlib.sha256(f"evalsi-quota:{kind}:{project}".encode()).digest()[:8], "big", signed=True)
@@ -64,48 +47,46 @@ class StorageQuotas:
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
 
-    def lock(self, connection: Connection, project: str, kind: str) -> None:
+    def lock(self, connection: Connection, project: str, kind: Kind) -> None:
         """Serialise the project's stores of ``kind`` until this transaction ends (call it before inserting)."""
         if connection.dialect.name == "postgresql":
-            connection.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": _lock_id(project, kind)})
+            connection.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": _lock_id(project, kind.name)})
 
-    def check(self, connection: Connection, project: str, kind: str) -> None:
+    def check(self, connection: Connection, project: str, kind: Kind) -> None:
         """Refuse when the project's ``kind`` (the row just inserted included) passes a quota.
 
         Raises:
             ServiceError: ``resource_exhausted`` (code ``storage_quota``) naming the quota and its value.
 
         """
-        spec = KINDS[kind]
-        count_limit, count_field = self.config.storage_quota(project, spec.count_quota)
-        bytes_limit, bytes_field = self.config.storage_quota(project, spec.bytes_quota)
+        count_limit, count_field = self.config.storage_quota(project, kind.count_quota)
+        bytes_limit, bytes_field = self.config.storage_quota(project, kind.bytes_quota)
         if count_limit is None and bytes_limit is None:
             return
         count, size = connection.execute(
-            select(func.count(), func.coalesce(func.sum(spec.size), 0)).where(spec.table.c.project == project)
+            select(func.count(), func.coalesce(func.sum(kind.size), 0)).where(kind.table.c.project == project)
         ).one()
         if count_limit is not None and count > count_limit:
-            raise _refusal(project, spec, f"{count} {kind}", count_field, count_limit)
+            raise _refusal(project, kind, f"{count} {kind.name}", count_field, count_limit)
         if bytes_limit is not None and int(size) > bytes_limit:
-            raise _refusal(project, spec, f"{int(size)} bytes of {kind}", bytes_field, bytes_limit)
+            raise _refusal(project, kind, f"{int(size)} bytes of {kind.name}", bytes_field, bytes_limit)
 
-    def room(self, connection: Connection, project: str, kind: str) -> None:
+    def room(self, connection: Connection, project: str, kind: Kind) -> None:
         """Refuse now when the project could not store one more ``kind`` (a job checks before it runs).
 
         Raises:
             ServiceError: ``resource_exhausted`` naming the quota the project is already at.
 
         """
-        spec = KINDS[kind]
-        count_limit, count_field = self.config.storage_quota(project, spec.count_quota)
-        bytes_limit, bytes_field = self.config.storage_quota(project, spec.bytes_quota)
+        count_limit, count_field = self.config.storage_quota(project, kind.count_quota)
+        bytes_limit, bytes_field = self.config.storage_quota(project, kind.bytes_quota)
         count, size = connection.execute(
-            select(func.count(), func.coalesce(func.sum(spec.size), 0)).where(spec.table.c.project == project)
+            select(func.count(), func.coalesce(func.sum(kind.size), 0)).where(kind.table.c.project == project)
         ).one()
         if count_limit is not None and count >= count_limit:
-            raise _refusal(project, spec, f"{count + 1} {kind}", count_field, count_limit)
+            raise _refusal(project, kind, f"{count + 1} {kind.name}", count_field, count_limit)
         if bytes_limit is not None and int(size) >= bytes_limit:
-            raise _refusal(project, spec, f"more than {int(size)} bytes of {kind}", bytes_field, bytes_limit)
+            raise _refusal(project, kind, f"more than {int(size)} bytes of {kind.name}", bytes_field, bytes_limit)
 
 
 def _refusal(project: str, kind: Kind, holding: str, field: str, limit: int) -> ServiceError:

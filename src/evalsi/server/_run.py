@@ -29,26 +29,27 @@ from sqlalchemy import Engine
 
 from evalsi.evaluators import close_all
 from evalsi.server._config import ServerConfig
-from evalsi.server._connections import limited_protocol
-from evalsi.server._datasets import Datasets
 from evalsi.server._db import migrate, open_engine
-from evalsi.server._evaluators import Evaluators
-from evalsi.server._grpc import make_grpc_server
-from evalsi.server._http import ServerState, build_app, build_metrics_app
-from evalsi.server._jobs import Jobs
-from evalsi.server._jobs_api import EvaluationApi
 from evalsi.server._metrics import Metrics
-from evalsi.server._runs_grpc import run_handlers
-from evalsi.server._runs_service import RunService
-from evalsi.server._service import RewardService
-from evalsi.server._shared_cache import SharedScores
 from evalsi.server._tokens import TokenStore
-from evalsi.server._ui import ServerUi
-from evalsi.server._ui_catalog import ProjectCatalog
-from evalsi.server._ui_jobs import CompletedJobs
-from evalsi.server._ui_runs import StoredRuns
-from evalsi.server._ui_sessions import Sessions
-from evalsi.server._work_owners import Heartbeat, new_instance
+from evalsi.server.evaluation._datasets import Datasets
+from evalsi.server.evaluation._metrics import EvaluationMetrics
+from evalsi.server.evaluation._work_owners import Heartbeat, new_instance
+from evalsi.server.evaluation.evaluators._service import Evaluators
+from evalsi.server.evaluation.jobs._service import Jobs
+from evalsi.server.rewards._service import RewardService
+from evalsi.server.rewards._shared_cache import SharedScores
+from evalsi.server.runs._service import RunService
+from evalsi.server.transport._connections import limited_protocol
+from evalsi.server.transport._evaluation import EvaluationApi
+from evalsi.server.transport._grpc import make_grpc_server
+from evalsi.server.transport._http import ServerState, build_app, build_metrics_app
+from evalsi.server.transport._runs_grpc import run_handlers
+from evalsi.server.ui._app import ServerUi
+from evalsi.server.ui._catalog import ProjectCatalog
+from evalsi.server.ui._jobs import CompletedJobs
+from evalsi.server.ui._runs import StoredRuns
+from evalsi.server.ui._sessions import Sessions
 from evalsi.view import RunCache
 
 log = logging.getLogger("evalsi.server")
@@ -124,8 +125,8 @@ def _ui(config: ServerConfig, engine: Engine, service: RewardService, evaluation
 
 def _evaluation(config: ServerConfig, engine: Engine, service: RewardService) -> tuple[EvaluationApi, Heartbeat]:
     """Uploaded evaluators, datasets and jobs, owned by a new instance id; work whose server stopped is failed."""
-    from evalsi.server._evaluators_reward import EvaluatorRefs  # registers the `evaluator` component
-    from evalsi.server._jobs_metrics import EvaluationMetrics
+    # Imported here, not at the top: importing it registers the `evaluator` component, for a built server only.
+    from evalsi.server.evaluation.evaluators._reward import EvaluatorRefs
 
     rung = config.spec.sandbox.min_isolation
     instance = new_instance()

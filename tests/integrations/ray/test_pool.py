@@ -19,7 +19,7 @@ from evalsi.ray import RewardPool, RewardPoolStartError
 from evalsi.rewards import read_rollout_file
 from evalsi.rewards.vectors import Outcome, check_vectors
 from evalsi.server._db import open_database
-from evalsi.server._shared_cache import SharedScores
+from evalsi.server.rewards._shared_cache import SharedScores
 from tests.integrations.ray import probe
 from tests.integrations.ray._util import EXAMPLES, PROBE_MODULE, dicts, probe_spec, wait_for
 from tests.integrations.ray.conftest import Cluster, node_ids

@@ -1,0 +1,29 @@
+"""The ``ui:`` section of the server config: the results viewer under ``/ui``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from evalsi.server._durations import parse_duration
+from evalsi.specs import SpecModel as _Model
+
+
+class UiConfig(_Model):
+    """The results viewer the server serves under ``/ui``."""
+
+    enabled: bool = True
+    """Serve ``/ui`` (tokens with ``evaluations.run`` see their own project's results)."""
+    cache_bytes: int = Field(default=512 << 20, ge=0)
+    """Estimated memory of the runs the viewer keeps open, across projects (about twice a run's JSON, its index
+    and search text included); past it the least recently opened are dropped and read again when next opened. The
+    run just opened is kept even when it alone is larger."""
+    session_ttl: float = Field(default=12 * 3600.0, gt=0)
+    """How long a browser's sign-in lasts: seconds, or ``12h``, ``30m``. A session also ends when it signs out
+    and when its token is revoked."""
+
+    @field_validator("session_ttl", mode="before")
+    @classmethod
+    def _ttl(cls, value: Any) -> float:
+        return parse_duration(value)
