@@ -16,13 +16,22 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-BENCHES = sorted(path.name for path in (ROOT / "bench").glob("*.py"))
+IN_SESSIONS = {"ray_scaling.py": "ray"}
+"""Benches whose library the core environment lacks: their nox session runs their quick mode instead."""
+BENCHES = sorted(path.name for path in (ROOT / "bench").glob("*.py") if path.name not in IN_SESSIONS)
 RATIO = re.compile(r"\d(?:\.\d+)?\s?[x×](?!\w)|[+-]\d+(?:\.\d+)?%")
 """A ratio as the benches print one: ``1.06x``, ``143x``, ``0.97 ×``, or an overhead, ``+12.5%``."""
 
 
 def test_the_benches_are_found() -> None:
     assert "generation_concurrency.py" in BENCHES and len(BENCHES) > 10
+
+
+@pytest.mark.parametrize(("bench", "session"), sorted(IN_SESSIONS.items()))
+def test_a_bench_left_to_a_session_is_run_quick_there(bench: str, session: str) -> None:
+    noxfile = (ROOT / "noxfile.py").read_text()
+    body = noxfile.split(f'@nox.session(name="{session}")', 1)[1].split("@nox.session", 1)[0]
+    assert f'"bench/{bench}", "--quick"' in body, f"the {session} session does not run bench/{bench} --quick"
 
 
 @pytest.mark.timeout(900)

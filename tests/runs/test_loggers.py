@@ -20,6 +20,7 @@ from evalsi.runs import LoggedRun, Runner, load_run, make_loggers, run_from_mapp
 from evalsi.runs._log_mlflow import mlflow_key
 from evalsi.runs._loggers import metric_values, parse_log_to, record_table, table_csv
 from evalsi.specs import LoggersSpec, TensorBoardLoggerSpec
+from evalsi.stats import Estimate
 from tests.helpers.openai_server import OpenAIServer
 from tests.runs.conftest import run_spec
 
@@ -56,11 +57,19 @@ def test_every_metric_is_logged_with_its_interval_and_the_table_has_a_row_per_re
     assert parsed[0] == columns and len(parsed) == 5
 
 
-def test_a_value_that_cannot_be_estimated_is_left_out(server: OpenAIServer, qa_file: Path, tmp_path: Path) -> None:
+def test_a_value_that_cannot_be_estimated_is_left_out(tmp_path: Path) -> None:
+    nan = float("nan")
+    metrics = {"loss": Estimate(2.5, nan, nan, nan, 1, 1), "empty": Estimate(nan, nan, nan, nan, 0, 0)}
+    values = metric_values([LoggedRun("qa", metrics, tmp_path / "r.json", [])], 0)
+    assert values == {"eval/qa/loss": 2.5, "eval/step": 0.0}  # one record: a mean, no interval; none scored: nothing
+
+
+def test_a_pass_rate_of_one_record_keeps_its_interval(server: OpenAIServer, qa_file: Path, tmp_path: Path) -> None:
     run = run_from_mapping(run_spec(server, qa_file, tmp_path / "r.json", numSamples=1))
     outcome = Runner(run).run()
     values = metric_values([LoggedRun("qa", outcome.summary.metrics, outcome.path, outcome.records)], 0)
-    assert values == {"eval/qa/exact-match": 1.0, "eval/step": 0.0}  # one record: no interval
+    assert values["eval/qa/exact-match"] == 1.0 and values["eval/step"] == 0.0
+    assert 0.0 < values["eval/qa/exact-match/ci_low"] < 1.0 == values["eval/qa/exact-match/ci_high"]  # Wilson's
 
 
 def test_log_to_names_are_checked() -> None:

@@ -9,6 +9,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+import httpx
 import pytest
 
 from evalsi._util.retry import RetryNotice, RetryPolicy
@@ -220,3 +221,36 @@ def test_every_replica_failing_waits_the_backoff_between_rounds(server: Scripted
     assert reply.status_code == 200 and reply.attempts == 5
     delays = [n.delay for n in notices]
     assert delays.count(0.0) >= 2 and any(d > 0 for d in delays)  # at once to the other, then a wait
+
+
+class CountingGate:
+    """An upstream gate that records each slot taken and given back (what a cluster-wide limiter sees)."""
+
+    def __init__(self) -> None:
+        self.taken: list[str] = []
+        self.released: list[str] = []
+
+    def acquire(self, upstream: str) -> int:
+        self.taken.append(upstream)
+        return len(self.taken)
+
+    async def acquire_async(self, upstream: str) -> int:
+        return self.acquire(upstream)
+
+    def release(self, upstream: str, token: Any) -> None:
+        self.released.append(upstream)
+
+
+def test_every_attempt_holds_a_slot_of_its_upstream_when_a_gate_is_installed(server: ScriptedServer) -> None:  # noqa: F811
+    from evalsi._util.upstream import set_gate, upstream_of
+
+    server.script = [(503, {"Retry-After": "0"})]
+    gate = CountingGate()
+    previous = set_gate(gate)
+    try:
+        reply = run(lambda: post_once(client(server.url)))
+    finally:
+        set_gate(previous)
+    assert reply.status_code == 200 and reply.attempts == 2
+    upstream = upstream_of(httpx.URL(server.url))
+    assert gate.taken == [upstream, upstream] and gate.released == gate.taken  # each attempt, given back after

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import orjson
 
 from evalsi._util.retry import RetryPolicy, retryable, timed_out
+from evalsi._util.upstream import slot_async
 
 if TYPE_CHECKING:  # aiohttp is imported on first use: commands that never call an upstream do not pay for it
     import aiohttp
@@ -224,7 +225,9 @@ class HttpClient:
             replica.outstanding += 1
             self._attempts += 1
             try:
-                outcome = await self._attempt(state, method, replica.base + path, content, sent, read)
+                url = replica.base + path
+                async with slot_async(url):  # a cluster-wide limit on this upstream, when one is installed
+                    outcome = await self._attempt(state, method, url, content, sent, read)
             finally:
                 replica.outstanding -= 1
             failed = isinstance(outcome, TransportFailure) or retryable(outcome)

@@ -69,13 +69,13 @@ def slot(url: httpx.URL) -> Iterator[None]:
 
 
 @asynccontextmanager
-async def slot_async(url: httpx.URL) -> AsyncIterator[None]:
-    """:func:`slot` for an event loop."""
+async def slot_async(url: httpx.URL | str) -> AsyncIterator[None]:
+    """:func:`slot` for an event loop (a URL given as text is parsed only when a gate is set)."""
     gate = _gate
     if gate is None:
         yield
         return
-    upstream = upstream_of(url)
+    upstream = upstream_of(url if isinstance(url, httpx.URL) else httpx.URL(url))
     token = await gate.acquire_async(upstream)
     try:
         yield

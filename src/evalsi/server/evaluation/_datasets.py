@@ -8,21 +8,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from sqlalchemy import Engine, delete, insert, select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Engine
 
 from evalsi.server._config import ServerConfig
 from evalsi.server._errors import ServiceError
-from evalsi.server._proto.evalsi.v1alpha1 import evaluation_pb2 as pb
-from evalsi.server._quotas import Kind, StorageQuotas
 from evalsi.server._tokens import RUN, Principal
 from evalsi.server._trust import check_depth
-from evalsi.server.evaluation._ids import check_id, resource_id, timestamp
-from evalsi.server.evaluation._pages import page
-from evalsi.server.evaluation._tables import datasets
+from evalsi.server.evaluation._dataset_store import DatasetStore, DatasetTaken
+from evalsi.server.evaluation._ids import check_id, resource_id
+from evalsi.server.evaluation._pages import Page
 from evalsi.server.rewards._service import require
 
 
@@ -74,8 +72,6 @@ def check_row(row: Any, line: int) -> None:
             raise _bad(line, f"{where}.content: must be text or a list of content parts, got {_kind(content)}")
 
 
-QUOTA = Kind("datasets", datasets, datasets.c.size_bytes, "max_datasets", "max_dataset_bytes", "delete datasets first")
-"""A project's datasets under the storage quotas."""
 _KINDS = {dict: "an object", list: "a list", str: "a string", type(None): "null"}
 
 
@@ -94,34 +90,56 @@ def encode(rows: Sequence[dict[str, Any]]) -> bytes:
     return b"".join(orjson.dumps(row) + b"\n" for row in rows)
 
 
+@dataclass(frozen=True)
+class Dataset:
+    """A stored dataset as the service answers it: plain data, written into each protocol's form by transport."""
+
+    dataset_id: str
+    row_count: int
+    size_bytes: int
+    source_job: str
+    """The job that wrote it, for a job's output dataset (empty for an upload)."""
+    created_at: float
+    """Seconds since the epoch."""
+    jsonl: str = ""
+    """The rows, when asked for."""
+
+
 class Datasets:
-    """The dataset store."""
+    """The dataset service: checks uploads and the caller's rights, and keeps datasets in its store."""
 
     def __init__(self, config: ServerConfig, engine: Engine) -> None:
         self.settings = config.spec.datasets
-        self.engine = engine
-        self.quotas = StorageQuotas(config)
+        self._store = DatasetStore(config, engine)
 
-    def create(self, principal: Principal, request: pb.CreateDatasetRequest) -> pb.Dataset:
+    def create(self, principal: Principal, dataset_id: str, jsonl: str) -> Dataset:
         """Check and store an uploaded dataset.
+
+        Args:
+            principal: The caller (needs the ``run`` scope).
+            dataset_id: The new dataset's id.
+            jsonl: Its rows, one JSON object per line.
+
+        Returns:
+            The stored dataset, without its rows.
 
         Raises:
             ServiceError: Too large, a bad row (named by line), or the id is taken.
 
         """
         require(principal, RUN)
-        dataset_id = check_id(request.dataset_id, "datasetId")
-        size, limit = len(request.jsonl.encode()), self.settings.max_bytes
+        dataset_id = check_id(dataset_id, "datasetId")
+        size, limit = len(jsonl.encode()), self.settings.max_bytes
         if size > limit:
             raise ServiceError(
                 "invalid_argument",
                 f"the dataset is {size} bytes; this server accepts at most datasets.max_bytes={limit}",
                 "dataset_too_large",
             )
-        rows = parse_rows(request.jsonl, self.settings.max_rows)
+        rows = parse_rows(jsonl, self.settings.max_rows)
         return self.store(principal.project, dataset_id, rows, source_job="")
 
-    def store(self, project: str, dataset_id: str, rows: Sequence[dict[str, Any]], source_job: str) -> pb.Dataset:
+    def store(self, project: str, dataset_id: str, rows: Sequence[dict[str, Any]], source_job: str) -> Dataset:
         """Insert a dataset (an upload, or a job's output) within the project's dataset quotas.
 
         Raises:
@@ -131,9 +149,7 @@ class Datasets:
         """
         return self.store_encoded(project, dataset_id, encode(rows), len(rows), source_job)
 
-    def store_encoded(
-        self, project: str, dataset_id: str, content: bytes, row_count: int, source_job: str
-    ) -> pb.Dataset:
+    def store_encoded(self, project: str, dataset_id: str, content: bytes, row_count: int, source_job: str) -> Dataset:
         """Insert a dataset already encoded as JSONL (a job's output, spooled as it was scored).
 
         Raises:
@@ -150,48 +166,52 @@ class Datasets:
             "created_at": time.time(),
         }
         try:
-            with self.engine.begin() as connection:
-                self.quotas.lock(connection, project, QUOTA)
-                connection.execute(insert(datasets).values(**values))
-                self.quotas.check(connection, project, QUOTA)
-        except IntegrityError:
+            self._store.insert(values)
+        except DatasetTaken:
             raise ServiceError(
                 "failed_precondition",
                 f"dataset {dataset_id!r} already exists in project {project!r}",
                 "already_exists",
             ) from None
-        return _message(values, with_rows=False)
+        return _dataset(values, with_rows=False)
 
-    def get(self, principal: Principal, request: pb.GetDatasetRequest) -> pb.Dataset:
-        """The caller's dataset, with its rows when asked for."""
-        require(principal, RUN)
-        dataset_id = resource_id(request.dataset_id, "datasets", "datasetId")
-        return _message(self.row(principal.project, dataset_id), with_rows=request.rows)
+    def get(self, principal: Principal, dataset_id: str, rows: bool) -> Dataset:
+        """The caller's dataset, with its rows when ``rows``.
 
-    def delete(self, principal: Principal, request: pb.GetDatasetRequest) -> pb.DeleteDatasetResponse:
-        """Delete the caller's dataset."""
+        Raises:
+            ServiceError: ``not_found`` when the caller's project has no such dataset.
+
+        """
         require(principal, RUN)
-        dataset_id = resource_id(request.dataset_id, "datasets", "datasetId")
-        with self.engine.begin() as connection:
-            done = connection.execute(
-                delete(datasets).where(datasets.c.project == principal.project, datasets.c.dataset_id == dataset_id)
-            )
-        if not done.rowcount:
+        dataset_id = resource_id(dataset_id, "datasets", "datasetId")
+        return _dataset(self.row(principal.project, dataset_id), with_rows=rows)
+
+    def delete(self, principal: Principal, dataset_id: str) -> str:
+        """Delete the caller's dataset.
+
+        Returns:
+            Its resource name, ``datasets/<id>``.
+
+        Raises:
+            ServiceError: ``not_found`` when the caller's project has no such dataset.
+
+        """
+        require(principal, RUN)
+        dataset_id = resource_id(dataset_id, "datasets", "datasetId")
+        if not self._store.remove(principal.project, dataset_id):
             raise _missing(principal.project, dataset_id, "datasetId")
-        return pb.DeleteDatasetResponse(name=f"datasets/{dataset_id}")
+        return f"datasets/{dataset_id}"
 
-    def listing(self, principal: Principal, request: pb.ListDatasetsRequest) -> pb.ListDatasetsResponse:
-        """One page of the caller's project's datasets, newest first, without their rows."""
+    def listing(self, principal: Principal, page_size: int, page_token: str) -> Page[Dataset]:
+        """One page of the caller's project's datasets, newest first, without their rows.
+
+        Raises:
+            ServiceError: ``invalid_argument`` for a bad page size or token.
+
+        """
         require(principal, RUN)
-        columns = [c for c in datasets.c if c.name != "content"]  # never read the rows to list them
-        query = select(*columns).where(datasets.c.project == principal.project)
-        with self.engine.connect() as connection:
-            rows, token = page(
-                connection, query, datasets.c.created_at, datasets.c.dataset_id, request.page_size, request.page_token
-            )
-        return pb.ListDatasetsResponse(
-            datasets=[_message({**r, "content": b""}, with_rows=False) for r in rows], next_page_token=token
-        )
+        rows, token = self._store.page(principal.project, page_size, page_token)
+        return Page([_dataset({**r, "content": b""}, with_rows=False) for r in rows], token)
 
     def check_room(self, project: str) -> None:
         """Refuse now when the project could store no further dataset (a job checks before it runs).
@@ -200,14 +220,11 @@ class Datasets:
             ServiceError: ``resource_exhausted`` naming the dataset quota the project is at.
 
         """
-        with self.engine.connect() as connection:
-            self.quotas.room(connection, project, QUOTA)
+        self._store.room(project)
 
     def exists(self, project: str, dataset_id: str) -> bool:
         """Whether the project has a dataset of that id."""
-        query = select(datasets.c.dataset_id).where(datasets.c.project == project, datasets.c.dataset_id == dataset_id)
-        with self.engine.connect() as connection:
-            return connection.execute(query).first() is not None
+        return self._store.exists(project, dataset_id)
 
     def row(self, project: str, dataset_id: str, where: str = "datasetId") -> dict[str, Any]:
         """The stored dataset row.
@@ -216,12 +233,10 @@ class Datasets:
             ServiceError: ``not_found`` naming ``where``.
 
         """
-        query = select(datasets).where(datasets.c.project == project, datasets.c.dataset_id == dataset_id)
-        with self.engine.connect() as connection:
-            found = connection.execute(query).mappings().first()
+        found = self._store.fetch(project, dataset_id)
         if found is None:
             raise _missing(project, dataset_id, where)
-        return dict(found)
+        return found
 
     def rows(self, project: str, dataset_id: str, where: str) -> list[dict[str, Any]]:
         """A dataset's rows."""
@@ -233,13 +248,12 @@ def _missing(project: str, dataset_id: str, where: str) -> ServiceError:
     return ServiceError("not_found", f"{where}: no dataset {dataset_id!r} in project {project!r}", path=where)
 
 
-def _message(row: dict[str, Any], with_rows: bool) -> pb.Dataset:
-    return pb.Dataset(
-        name=f"datasets/{row['dataset_id']}",
+def _dataset(row: dict[str, Any], with_rows: bool) -> Dataset:
+    return Dataset(
         dataset_id=row["dataset_id"],
         row_count=row["row_count"],
         size_bytes=row["size_bytes"],
         source_job=row["source_job"],
-        create_time=timestamp(row["created_at"]),
+        created_at=row["created_at"],
         jsonl=bytes(row["content"]).decode() if with_rows else "",
     )

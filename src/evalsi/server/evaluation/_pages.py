@@ -9,7 +9,8 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 import orjson
 from sqlalchemy import Column, Connection, Select, and_, or_
@@ -19,6 +20,7 @@ from evalsi.server.runs._store import page_size
 
 PAGE = (100, 1000)
 """The default and the largest page size."""
+T = TypeVar("T")
 
 
 def _encode(created_at: float, resource_id: str) -> str:
@@ -58,3 +60,11 @@ def page(
     rows = rows[:count]
     next_token = _encode(float(rows[-1][created.name]), str(rows[-1][key.name])) if more and rows else ""
     return rows, next_token
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    """One page of a list: its items, newest first, and the token of the page after it (empty at the end)."""
+
+    items: list[T]
+    next_page_token: str

@@ -1,8 +1,10 @@
 """Evaluators, datasets and evaluation jobs over HTTP JSON, Connect and gRPC, from ``evaluation.proto``.
 
-Each RPC is one entry of :data:`EvaluationApi.methods`: its request and response messages and the store method
-that answers it (run off the event loop: stores query the database). HTTP JSON bodies and answers are the
-messages' JSON form (camelCase; 64-bit integers as numbers); Connect and gRPC carry the messages themselves.
+Each RPC is one entry of :data:`EvaluationApi.methods`: its request and response messages and the service call
+answering it, which reads the request into the service's plain data and writes its plain answer as the response
+(see :mod:`._evaluation_messages`; run off the event loop: services query the database). HTTP JSON bodies and
+answers are the messages' JSON form (camelCase; 64-bit integers as numbers); Connect and gRPC carry the messages
+themselves.
 Every call is authenticated from its ``authorization`` header or metadata; errors carry the same message in
 every protocol.
 """
@@ -31,6 +33,7 @@ from evalsi.server._tokens import Principal
 from evalsi.server.evaluation._datasets import Datasets
 from evalsi.server.evaluation.evaluators._service import Evaluators
 from evalsi.server.evaluation.jobs._service import Jobs
+from evalsi.server.transport import _evaluation_messages as out
 from evalsi.server.transport._connect import decoding
 from evalsi.server.transport._grpc import MalformedRequest, decoder
 from evalsi.server.transport._guard import PRINCIPAL_KEY
@@ -44,7 +47,7 @@ Authenticator = Callable[[str | None], Awaitable[Principal]]
 
 @dataclass(frozen=True)
 class Method:
-    """One RPC: its service, name, messages and the store method answering it."""
+    """One RPC: its service, name, messages and the service call answering it."""
 
     service: str
     name: str
@@ -77,29 +80,36 @@ class EvaluationApi:
         self.authenticate = authenticate
         e, d, j = evaluators, datasets, jobs
         self.methods = [
-            Method("EvaluatorService", "CreateEvaluator", pb.CreateEvaluatorRequest, pb.Evaluator, e.create),
+            Method("EvaluatorService", "CreateEvaluator", pb.CreateEvaluatorRequest, pb.Evaluator,
+                   lambda p, r: out.evaluator(e.create(p, r.evaluator_id, r.entry, r.archive))),
             Method("EvaluatorService", "GetEvaluator", pb.GetEvaluatorRequest, pb.Evaluator,
-                   lambda p, r: e.get(p, r.evaluator_id)),
+                   lambda p, r: out.evaluator(e.get(p, r.evaluator_id))),
             Method("EvaluatorService", "GetEvaluatorBuildLog", pb.GetEvaluatorRequest, pb.EvaluatorBuildLog,
-                   lambda p, r: e.build_log(p, r.evaluator_id)),
+                   lambda p, r: out.build_log(e.build_log(p, r.evaluator_id))),
             Method("EvaluatorService", "ListEvaluators", pb.ListEvaluatorsRequest, pb.ListEvaluatorsResponse,
-                   e.listing),
+                   lambda p, r: out.evaluators(e.listing(p, r.page_size, r.page_token))),
             Method("EvaluatorService", "DeleteEvaluator", pb.GetEvaluatorRequest, pb.DeleteEvaluatorResponse,
-                   lambda p, r: e.delete(p, r.evaluator_id)),
-            Method("DatasetService", "CreateDataset", pb.CreateDatasetRequest, pb.Dataset, d.create),
-            Method("DatasetService", "GetDataset", pb.GetDatasetRequest, pb.Dataset, d.get),
-            Method("DatasetService", "DeleteDataset", pb.GetDatasetRequest, pb.DeleteDatasetResponse, d.delete),
-            Method("DatasetService", "ListDatasets", pb.ListDatasetsRequest, pb.ListDatasetsResponse, d.listing),
+                   lambda p, r: pb.DeleteEvaluatorResponse(name=e.delete(p, r.evaluator_id))),
+            Method("DatasetService", "CreateDataset", pb.CreateDatasetRequest, pb.Dataset,
+                   lambda p, r: out.dataset(d.create(p, r.dataset_id, r.jsonl))),
+            Method("DatasetService", "GetDataset", pb.GetDatasetRequest, pb.Dataset,
+                   lambda p, r: out.dataset(d.get(p, r.dataset_id, r.rows))),
+            Method("DatasetService", "DeleteDataset", pb.GetDatasetRequest, pb.DeleteDatasetResponse,
+                   lambda p, r: pb.DeleteDatasetResponse(name=d.delete(p, r.dataset_id))),
+            Method("DatasetService", "ListDatasets", pb.ListDatasetsRequest, pb.ListDatasetsResponse,
+                   lambda p, r: out.datasets(d.listing(p, r.page_size, r.page_token))),
             Method("EvaluationJobService", "CreateEvaluationJob", pb.CreateEvaluationJobRequest, pb.EvaluationJob,
-                   j.create),
+                   lambda p, r: out.job(j.create(p, out.job_spec(r.evaluation_job), r.evaluation_job_id))),
             Method("EvaluationJobService", "GetEvaluationJob", pb.GetEvaluationJobRequest, pb.EvaluationJob,
-                   lambda p, r: j.get(p, r.evaluation_job_id)),
+                   lambda p, r: out.job(j.get(p, r.evaluation_job_id))),
             Method("EvaluationJobService", "CancelEvaluationJob", pb.GetEvaluationJobRequest, pb.EvaluationJob,
-                   lambda p, r: j.cancel(p, r.evaluation_job_id)),
+                   lambda p, r: out.job(j.cancel(p, r.evaluation_job_id))),
             Method("EvaluationJobService", "ListEvaluationJobs", pb.ListEvaluationJobsRequest,
-                   pb.ListEvaluationJobsResponse, j.listing),
+                   pb.ListEvaluationJobsResponse,
+                   lambda p, r: out.jobs(j.listing(p, r.page_size, r.page_token, r.state, r.evaluator))),
             Method("EvaluationJobService", "DeleteEvaluationJob", pb.GetEvaluationJobRequest,
-                   pb.DeleteEvaluationJobResponse, lambda p, r: j.delete(p, r.evaluation_job_id)),
+                   pb.DeleteEvaluationJobResponse,
+                   lambda p, r: pb.DeleteEvaluationJobResponse(name=j.delete(p, r.evaluation_job_id))),
         ]  # fmt: skip
         self._by_name = {m.name: m for m in self.methods}
 

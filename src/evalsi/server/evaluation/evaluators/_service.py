@@ -26,41 +26,54 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, delete, insert, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Engine
 
 from evalsi.sandbox import Isolation
 from evalsi.sandbox._host import running_as_root
 from evalsi.server._config import ServerConfig
 from evalsi.server._errors import ServiceError
 from evalsi.server._fair import FairPool, share_of
-from evalsi.server._proto.evalsi.v1alpha1 import evaluation_pb2 as pb
-from evalsi.server._quotas import Kind, StorageQuotas
 from evalsi.server._tokens import EVALUATORS_WRITE, RUN, RUNS_CODE, Principal
-from evalsi.server.evaluation._ids import check_id, project_dir, resource_id, timestamp
+from evalsi.server.evaluation._ids import check_id, project_dir, resource_id
 from evalsi.server.evaluation._metrics import EvaluationMetrics
-from evalsi.server.evaluation._pages import page
-from evalsi.server.evaluation._states import ACTIVE_STATES
-from evalsi.server.evaluation._tables import evaluation_jobs, evaluators
-from evalsi.server.evaluation._work_owners import new_instance, orphaned
+from evalsi.server.evaluation._pages import Page
+from evalsi.server.evaluation._work_owners import new_instance
 from evalsi.server.evaluation.evaluators._archive import REQUIREMENTS, check_archive, normalised
 from evalsi.server.evaluation.evaluators._index import RequirementsError, plain_requirements
 from evalsi.server.evaluation.evaluators._runtime import runtime_dir
 from evalsi.server.evaluation.evaluators._sandbox import ARCHIVE_NAME, REQUIREMENTS_COPY, build
+from evalsi.server.evaluation.evaluators._store import ACTIVE, BUILD_FAILED, BUILDING, EvaluatorStore, EvaluatorTaken
 from evalsi.server.rewards._service import require
 
 log = logging.getLogger("evalsi.server")
-BUILDING, ACTIVE, BUILD_FAILED = "BUILDING", "ACTIVE", "BUILD_FAILED"
-QUOTA = Kind(
-    "evaluators",
-    evaluators,
-    evaluators.c.archive_bytes,
-    "max_evaluators",
-    "max_evaluator_bytes",
-    "delete evaluators first",
-)
-"""A project's evaluators under the storage quotas (their archives' bytes)."""
 _READY_MEMO = 4096
+
+
+@dataclass(frozen=True)
+class Evaluator:
+    """An uploaded evaluator as the service answers it: plain data, written into each protocol's form by transport."""
+
+    evaluator_id: str
+    entry: str
+    state: str
+    """BUILDING, ACTIVE or BUILD_FAILED."""
+    message: str
+    """Why the build failed (the log has the details); empty otherwise."""
+    mode: str
+    """The scoring mode of the evaluation test (pointwise, groupwise, all), once built."""
+    archive_bytes: int
+    archive_sha256: str
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class BuildLog:
+    """An evaluator's build log and its state."""
+
+    evaluator_id: str
+    state: str
+    log: str
 
 
 @dataclass(frozen=True)
@@ -88,7 +101,7 @@ class Evaluators:
         self.orphan_after = config.spec.jobs.orphan_after
         self.instance = instance or new_instance()
         """This server process: the owner of the builds it starts."""
-        self.engine = engine
+        self.store = EvaluatorStore(config, engine)
         self.rung = rung
         self.root = config.evaluators_dir
         self._runtime: Path | None = None
@@ -97,7 +110,6 @@ class Evaluators:
         self.metrics: EvaluationMetrics | None = None
         """Counts finished builds by state (set by the server)."""
         self._prepare_lock = threading.Lock()
-        self.quotas = StorageQuotas(config)
         workers = config.spec.jobs.workers
         self._builds = FairPool(workers, share_of(workers, config.spec.rewards.project_share), "evalsi-build")
 
@@ -132,30 +144,24 @@ class Evaluators:
     def recover(self) -> int:
         """Fail the builds whose server stopped beating for ``jobs.orphan_after``; returns how many."""
         window = self.orphan_after
-        with self.engine.begin() as connection:
-            done = connection.execute(
-                update(evaluators)
-                .where(evaluators.c.state == BUILDING, orphaned(evaluators, self.instance, time.time() - window))
-                .values(
-                    state=BUILD_FAILED,
-                    message=f"the server building it stopped (no heartbeat for {window:g}s): upload the evaluator "
-                    "again",
-                    updated_at=time.time(),
-                )
-            )
-        return int(done.rowcount or 0)
+        message = f"the server building it stopped (no heartbeat for {window:g}s): upload the evaluator again"
+        return self.store.fail_orphans(self.instance, time.time() - window, message)
 
     def beat(self) -> None:
         """Refresh the heartbeat of this process's builds, queued or running."""
-        with self.engine.begin() as connection:
-            connection.execute(
-                update(evaluators)
-                .where(evaluators.c.owner == self.instance, evaluators.c.state == BUILDING)
-                .values(heartbeat_at=time.time())
-            )
+        self.store.beat(self.instance)
 
-    def create(self, principal: Principal, request: pb.CreateEvaluatorRequest) -> pb.Evaluator:
+    def create(self, principal: Principal, evaluator_id: str, entry: str, archive: bytes) -> Evaluator:
         """Check and store an upload, start its build, and answer it ``BUILDING``.
+
+        Args:
+            principal: The caller (needs ``evaluators.write`` and ``resource.runs_code``).
+            evaluator_id: The new evaluator's id.
+            entry: The evaluation test to serve, ``path/to/test_file.py::function`` inside the archive.
+            archive: The project directory as a gzip-compressed tar archive.
+
+        Returns:
+            The stored evaluator, ``BUILDING``.
 
         Raises:
             ServiceError: Permission, id, entry or archive refused; the id is taken (``already_exists``).
@@ -163,9 +169,9 @@ class Evaluators:
         """
         require(principal, EVALUATORS_WRITE)
         require(principal, RUNS_CODE, "an evaluator is code: it runs in the sandbox")
-        evaluator_id = check_id(request.evaluator_id, "evaluatorId")
-        entry = _check_entry(request.entry)
-        data = bytes(request.archive)
+        evaluator_id = check_id(evaluator_id, "evaluatorId")
+        entry = _check_entry(entry)
+        data = bytes(archive)
         limit = self.settings.max_upload_bytes
         if len(data) > limit:
             raise ServiceError(
@@ -203,11 +209,8 @@ class Evaluators:
             "heartbeat_at": now,
         }
         try:
-            with self.engine.begin() as connection:
-                self.quotas.lock(connection, principal.project, QUOTA)
-                connection.execute(insert(evaluators).values(**row))
-                self.quotas.check(connection, principal.project, QUOTA)
-        except IntegrityError:
+            self.store.insert(row)
+        except EvaluatorTaken:
             raise ServiceError(
                 "failed_precondition",
                 f"evaluator {evaluator_id!r} already exists in project {principal.project!r}: choose another id",
@@ -221,7 +224,7 @@ class Evaluators:
             raise ServiceError("unavailable", "the server could not store the archive; retry later") from None
         project = principal.project
         self._builds.submit(project, self._build, project, evaluator_id, entry, requirements, runtime)
-        return _message(row)
+        return _evaluator(row)
 
     def _build(self, project: str, evaluator_id: str, entry: str, requirements: list[str], runtime: Path) -> None:
         directory = self.directory(project, evaluator_id)
@@ -257,18 +260,9 @@ class Evaluators:
 
     def _finish(self, project: str, evaluator_id: str, state: str, mode: str, message: str, build_log: str) -> None:
         """Record a build's outcome, unless another server already failed the build as abandoned."""
-        with self.engine.begin() as connection:
-            connection.execute(
-                update(evaluators)
-                .where(
-                    evaluators.c.project == project,
-                    evaluators.c.evaluator_id == evaluator_id,
-                    evaluators.c.state == BUILDING,
-                )
-                .values(state=state, mode=mode, message=message, build_log=build_log, updated_at=time.time())
-            )
+        self.store.finish(project, evaluator_id, state, mode, message, build_log)
 
-    def get(self, principal: Principal, evaluator_id: str) -> pb.Evaluator:
+    def get(self, principal: Principal, evaluator_id: str) -> Evaluator:
         """The caller's evaluator.
 
         Raises:
@@ -276,13 +270,18 @@ class Evaluators:
 
         """
         readable(principal)
-        return _message(self._row(principal.project, resource_id(evaluator_id, "evaluators", "evaluatorId")))
+        return _evaluator(self._row(principal.project, resource_id(evaluator_id, "evaluators", "evaluatorId")))
 
-    def build_log(self, principal: Principal, evaluator_id: str) -> pb.EvaluatorBuildLog:
-        """The caller's evaluator's build log."""
+    def build_log(self, principal: Principal, evaluator_id: str) -> BuildLog:
+        """The caller's evaluator's build log.
+
+        Raises:
+            ServiceError: ``not_found`` (also for another project's evaluator).
+
+        """
         readable(principal)
         row = self._row(principal.project, resource_id(evaluator_id, "evaluators", "evaluatorId"))
-        return pb.EvaluatorBuildLog(evaluator_id=row["evaluator_id"], state=row["state"], log=row["build_log"])
+        return BuildLog(evaluator_id=row["evaluator_id"], state=row["state"], log=row["build_log"])
 
     def ready(self, project: str, evaluator_id: str, where: str) -> ReadyEvaluator:
         """An ACTIVE evaluator of ``project`` for scoring.
@@ -317,19 +316,22 @@ class Evaluators:
             self._ready[(project, evaluator_id)] = (ready, archive, stamp)
         return ready
 
-    def listing(self, principal: Principal, request: pb.ListEvaluatorsRequest) -> pb.ListEvaluatorsResponse:
-        """One page of the caller's project's evaluators, newest first."""
-        require(principal, RUN, "listing evaluators needs evaluations.run")
-        query = select(evaluators).where(evaluators.c.project == principal.project)
-        with self.engine.connect() as connection:
-            rows, token = page(
-                connection, query, evaluators.c.created_at, evaluators.c.evaluator_id, request.page_size,
-                request.page_token,
-            )  # fmt: skip
-        return pb.ListEvaluatorsResponse(evaluators=[_message(dict(r)) for r in rows], next_page_token=token)
+    def listing(self, principal: Principal, page_size: int, page_token: str) -> Page[Evaluator]:
+        """One page of the caller's project's evaluators, newest first.
 
-    def delete(self, principal: Principal, evaluator_id: str) -> pb.DeleteEvaluatorResponse:
+        Raises:
+            ServiceError: ``invalid_argument`` for a bad page size or token.
+
+        """
+        require(principal, RUN, "listing evaluators needs evaluations.run")
+        rows, token = self.store.page(principal.project, page_size, page_token)
+        return Page([_evaluator(dict(r)) for r in rows], token)
+
+    def delete(self, principal: Principal, evaluator_id: str) -> str:
         """Delete the caller's evaluator, then its archive and environment; it stops scoring at once.
+
+        Returns:
+            Its resource name, ``evaluators/<id>``.
 
         Raises:
             ServiceError: ``not_found``; ``failed_precondition`` while it is BUILDING or a queued or running job
@@ -339,51 +341,13 @@ class Evaluators:
         require(principal, EVALUATORS_WRITE, "deleting an evaluator needs evaluators.write")
         evaluator_id = resource_id(evaluator_id, "evaluators", "evaluatorId")
         project = principal.project
-        using = (
-            select(evaluation_jobs.c.job_id, evaluation_jobs.c.state)
-            .where(
-                evaluation_jobs.c.project == project,
-                evaluation_jobs.c.evaluator_id == evaluator_id,
-                evaluation_jobs.c.state.in_(ACTIVE_STATES),
-            )
-            .order_by(evaluation_jobs.c.created_at)
-        )
         directory = self.directory(project, evaluator_id)
-        with self.engine.begin() as connection:
-            row = connection.execute(
-                select(evaluators.c.state).where(
-                    evaluators.c.project == project, evaluators.c.evaluator_id == evaluator_id
-                )
-            ).first()
-            if row is None:
-                raise ServiceError(
-                    "not_found",
-                    f"evaluatorId: no evaluator {evaluator_id!r} in project {project!r}",
-                    path="evaluatorId",
-                )
-            if row.state == BUILDING:
-                raise ServiceError(
-                    "failed_precondition",
-                    f"evaluator {evaluator_id!r} is BUILDING: delete it once its build ends",
-                    "evaluator_building",
-                )
-            jobs = connection.execute(using).all()
-            if jobs:
-                named = ", ".join(f"{job.job_id} ({job.state})" for job in jobs[:5])
-                raise ServiceError(
-                    "failed_precondition",
-                    f"evaluator {evaluator_id!r} is used by {len(jobs)} queued or running evaluation job(s): {named}; "
-                    "cancel them or wait for them to end",
-                    "evaluator_in_use",
-                )
-            connection.execute(
-                delete(evaluators).where(evaluators.c.project == project, evaluators.c.evaluator_id == evaluator_id)
-            )
-            doomed = self._set_aside(directory)  # before the id is free: an upload under it gets a new directory
+        # set aside before the id is free: an upload under it gets a new directory
+        doomed = self.store.remove(project, evaluator_id, lambda: self._set_aside(directory))
         self._ready.pop((project, evaluator_id), None)
         if doomed is not None:
             _remove(doomed)
-        return pb.DeleteEvaluatorResponse(name=f"evaluators/{evaluator_id}")
+        return f"evaluators/{evaluator_id}"
 
     @staticmethod
     def _set_aside(directory: Path) -> Path | None:
@@ -406,14 +370,12 @@ class Evaluators:
         return doomed
 
     def _row(self, project: str, evaluator_id: str, where: str = "evaluatorId") -> dict[str, Any]:
-        query = select(evaluators).where(evaluators.c.project == project, evaluators.c.evaluator_id == evaluator_id)
-        with self.engine.connect() as connection:
-            found = connection.execute(query).mappings().first()
+        found = self.store.fetch(project, evaluator_id)
         if found is None:
             raise ServiceError(
                 "not_found", f"{where}: no evaluator {evaluator_id!r} in project {project!r}", path=where
             )
-        return dict(found)
+        return found
 
     def close(self) -> None:
         """Stop taking builds (a build running finishes on its thread)."""
@@ -493,9 +455,8 @@ def _check_entry(entry: str) -> str:
     return f"{location}::{name}"
 
 
-def _message(row: dict[str, Any]) -> pb.Evaluator:
-    return pb.Evaluator(
-        name=f"evaluators/{row['evaluator_id']}",
+def _evaluator(row: dict[str, Any]) -> Evaluator:
+    return Evaluator(
         evaluator_id=str(row["evaluator_id"]),
         entry=str(row["entry"]),
         state=str(row["state"]),
@@ -503,6 +464,6 @@ def _message(row: dict[str, Any]) -> pb.Evaluator:
         mode=str(row["mode"]),
         archive_bytes=int(row["archive_bytes"]),
         archive_sha256=str(row["archive_sha256"]),
-        create_time=timestamp(float(row["created_at"])),
-        update_time=timestamp(float(row["updated_at"])),
+        created_at=float(row["created_at"]),
+        updated_at=float(row["updated_at"]),
     )

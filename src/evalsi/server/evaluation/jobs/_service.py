@@ -24,26 +24,24 @@ import logging
 import secrets
 import threading
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from sqlalchemy import Engine, delete, func, insert, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Engine
 
 from evalsi.errors import EvalsiError
 from evalsi.sandbox import Isolation, Limits
 from evalsi.sandbox import require as require_rung
 from evalsi.server._config import ServerConfig
-from evalsi.server._convert import message_dict
 from evalsi.server._errors import ServiceError, redact
 from evalsi.server._fair import FairPool, share_of
-from evalsi.server._proto.evalsi.v1alpha1 import evaluation_pb2 as pb
 from evalsi.server._tokens import RUN, Principal
 from evalsi.server.evaluation._config import TargetBudget
 from evalsi.server.evaluation._datasets import Datasets, has_reply
-from evalsi.server.evaluation._ids import check_id, resource_id, timestamp
+from evalsi.server.evaluation._ids import check_id, resource_id
 from evalsi.server.evaluation._metrics import EvaluationMetrics
-from evalsi.server.evaluation._pages import page
+from evalsi.server.evaluation._pages import Page
 from evalsi.server.evaluation._states import (
     ACTIVE_STATES,
     CANCELLED,
@@ -54,8 +52,7 @@ from evalsi.server.evaluation._states import (
     VALIDATING,
     WRITING_RESULTS,
 )
-from evalsi.server.evaluation._tables import evaluation_jobs
-from evalsi.server.evaluation._work_owners import new_instance, orphaned
+from evalsi.server.evaluation._work_owners import new_instance
 from evalsi.server.evaluation.evaluators._service import Evaluators
 from evalsi.server.evaluation.evaluators._workers import BatchLimits, ScoringSession, WorkerKey, WorkerSettings, shared
 from evalsi.server.evaluation.jobs._budget import Budgets, Grant
@@ -70,12 +67,50 @@ from evalsi.server.evaluation.jobs._generation import (
 )
 from evalsi.server.evaluation.jobs._output import OutputSpool, output_row
 from evalsi.server.evaluation.jobs._stats import Summary
+from evalsi.server.evaluation.jobs._store import JobStore, JobTaken
 from evalsi.server.rewards._service import require
 
 log = logging.getLogger("evalsi.server")
 _LET_GO = 5.0
 """Seconds a delete waits for the worker of a job that just ended to let it go."""
 NO_REPLY = "the row has no assistant reply to score (name a target in the job to generate one)"
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What a caller asks a job to do: plain data, read from each protocol's request by transport."""
+
+    evaluator: str
+    """The evaluator: ``<id>`` or ``evaluators/<id>``."""
+    input_dataset: str
+    """The dataset scored: ``<id>`` or ``datasets/<id>``."""
+    output_dataset: str
+    """The dataset the job creates (it must not exist yet): ``<id>`` or ``datasets/<id>``."""
+    target: str = ""
+    """A target of the server's config that generates the replies rows lack (empty: rows are scored as given)."""
+    completion_params: dict[str, Any] | None = None
+    """Sampling fields sent to the target (None when the caller gave none)."""
+
+
+@dataclass(frozen=True)
+class EvaluationJob:
+    """A job as the service answers it: plain data, written into each protocol's form by transport."""
+
+    job_id: str
+    evaluator_id: str
+    input_dataset: str
+    output_dataset: str
+    state: str
+    message: str
+    """Why the job failed or was cancelled."""
+    created_at: float
+    updated_at: float
+    target: str
+    metrics: dict[str, float] = field(default_factory=dict)
+    """On completion: metric name -> aggregate score."""
+    output_stats: dict[str, Any] = field(default_factory=dict)
+    """On completion: rows, scored, errored, mean/min/max score, generated, generation_failed."""
+    completion_params: dict[str, Any] = field(default_factory=dict)
 
 
 class _Stopped(Exception):
@@ -98,7 +133,7 @@ class Jobs:
         self.instance = instance or new_instance()
         """This server process: the owner of the jobs it queues."""
         self.quotas = {name: q.max_evaluation_jobs for name, q in config.spec.quotas.items()}
-        self.engine = engine
+        self.store = JobStore(engine)
         self.evaluators = evaluators
         self.datasets = datasets
         self.rung = rung
@@ -121,32 +156,23 @@ class Jobs:
     def recover(self) -> int:
         """Fail the unfinished jobs whose server stopped beating for ``jobs.orphan_after``; returns how many."""
         window = self.settings.orphan_after
-        with self.engine.begin() as connection:
-            done = connection.execute(
-                update(evaluation_jobs)
-                .where(
-                    evaluation_jobs.c.state.in_(ACTIVE_STATES),
-                    orphaned(evaluation_jobs, self.instance, time.time() - window),
-                )
-                .values(
-                    state=FAILED,
-                    message=f"the server running the job stopped (no heartbeat for {window:g}s): create it again",
-                    updated_at=time.time(),
-                )
-            )
-        return int(done.rowcount or 0)
+        message = f"the server running the job stopped (no heartbeat for {window:g}s): create it again"
+        return self.store.fail_orphans(self.instance, time.time() - window, message)
 
     def beat(self) -> None:
         """Refresh the heartbeat of this process's unfinished jobs, queued or running."""
-        with self.engine.begin() as connection:
-            connection.execute(
-                update(evaluation_jobs)
-                .where(evaluation_jobs.c.owner == self.instance, evaluation_jobs.c.state.in_(ACTIVE_STATES))
-                .values(heartbeat_at=time.time())
-            )
+        self.store.beat(self.instance)
 
-    def create(self, principal: Principal, request: pb.CreateEvaluationJobRequest) -> pb.EvaluationJob:
+    def create(self, principal: Principal, spec: JobSpec, job_id: str = "") -> EvaluationJob:
         """Check a job, queue it (``VALIDATING``) and answer it.
+
+        Args:
+            principal: The caller (needs ``evaluations.run``).
+            spec: What to score with what, and the target generating missing replies.
+            job_id: The job's id (generated when empty).
+
+        Returns:
+            The queued job.
 
         Raises:
             ServiceError: Permission, ids, unknown evaluator or input dataset, an existing output dataset, or the
@@ -154,12 +180,11 @@ class Jobs:
 
         """
         require(principal, RUN)
-        spec = request.evaluation_job
         project = principal.project
         evaluator_id = resource_id(spec.evaluator, "evaluators", "evaluationJob.evaluator")
         input_id = resource_id(spec.input_dataset, "datasets", "evaluationJob.inputDataset")
         output_id = resource_id(spec.output_dataset, "datasets", "evaluationJob.outputDataset")
-        job_id = check_id(request.evaluation_job_id or f"job-{secrets.token_hex(6)}", "evaluationJobId")
+        job_id = check_id(job_id or f"job-{secrets.token_hex(6)}", "evaluationJobId")
         self.evaluators.ready(project, evaluator_id, "evaluationJob.evaluator")
         self.datasets.row(project, input_id, "evaluationJob.inputDataset")
         target, params = self._generation(spec)
@@ -185,12 +210,7 @@ class Jobs:
         }
         limit = self.quotas.get(project) or self.settings.max_active_per_project
         with self._lock:  # the count and the insert together: two creates cannot both take the last place
-            with self.engine.connect() as connection:
-                active = connection.execute(
-                    select(func.count())
-                    .select_from(evaluation_jobs)
-                    .where(evaluation_jobs.c.project == project, evaluation_jobs.c.state.in_(ACTIVE_STATES))
-                ).scalar_one()
+            active = self.store.active(project)
             if active >= limit:
                 raise ServiceError(
                     "resource_exhausted",
@@ -200,9 +220,8 @@ class Jobs:
                     limit=limit,
                 )
             try:
-                with self.engine.begin() as connection:
-                    connection.execute(insert(evaluation_jobs).values(**values))
-            except IntegrityError:
+                self.store.insert(values)
+            except JobTaken:
                 raise ServiceError(
                     "failed_precondition",
                     f"evaluationJobId: job {job_id!r} already exists in project {project!r}",
@@ -211,11 +230,11 @@ class Jobs:
                 ) from None
             self._cancelled[(project, job_id)] = threading.Event()
         self._pool.submit(project, self._run, project, job_id)
-        return _message(values)
+        return _job(values)
 
-    def _generation(self, spec: pb.EvaluationJob) -> tuple[str, dict[str, Any]]:
+    def _generation(self, spec: JobSpec) -> tuple[str, dict[str, Any]]:
         """The job's target name and checked completion params (``("", {})`` when it generates nothing)."""
-        raw = message_dict(spec.completion_params, PARAMS_PATH) if spec.HasField("completion_params") else {}
+        raw = spec.completion_params or {}
         if not spec.target:
             if raw:
                 raise ServiceError(
@@ -237,41 +256,51 @@ class Jobs:
                 path="evaluationJob.outputDataset",
             )
 
-    def get(self, principal: Principal, job_id: str) -> pb.EvaluationJob:
-        """The caller's job."""
-        require(principal, RUN)
-        return _message(self._row(principal.project, resource_id(job_id, "evaluationJobs", "evaluationJobId")))
+    def get(self, principal: Principal, job_id: str) -> EvaluationJob:
+        """The caller's job.
 
-    def listing(self, principal: Principal, request: pb.ListEvaluationJobsRequest) -> pb.ListEvaluationJobsResponse:
+        Raises:
+            ServiceError: ``not_found`` (also for another project's job).
+
+        """
+        require(principal, RUN)
+        return _job(self._row(principal.project, resource_id(job_id, "evaluationJobs", "evaluationJobId")))
+
+    def listing(
+        self, principal: Principal, page_size: int, page_token: str, state: str = "", evaluator: str = ""
+    ) -> Page[EvaluationJob]:
         """One page of the caller's project's jobs, newest first, of one state or evaluator when asked.
+
+        Args:
+            principal: The caller (needs ``evaluations.run``).
+            page_size: At most this many jobs (0: the default).
+            page_token: Where the page before ended (empty: the first page).
+            state: Only jobs in this state (empty: any).
+            evaluator: Only jobs of this evaluator, ``<id>`` or ``evaluators/<id>`` (empty: any).
+
+        Returns:
+            The page, and the next page's token (empty at the end).
 
         Raises:
             ServiceError: ``invalid_argument`` for an unknown state, a bad evaluator id, page size or token.
 
         """
         require(principal, RUN)
-        query = select(evaluation_jobs).where(evaluation_jobs.c.project == principal.project)
-        if request.state:
-            if request.state not in (*ACTIVE_STATES, *TERMINAL_STATES):
-                raise ServiceError(
-                    "invalid_argument",
-                    f"state: {request.state[:40]!r} is not a job state (one of "
-                    f"{', '.join((*ACTIVE_STATES, *TERMINAL_STATES))})",
-                    path="state",
-                )
-            query = query.where(evaluation_jobs.c.state == request.state)
-        if request.evaluator:
-            evaluator_id = resource_id(request.evaluator, "evaluators", "evaluator")
-            query = query.where(evaluation_jobs.c.evaluator_id == evaluator_id)
-        with self.engine.connect() as connection:
-            rows, token = page(
-                connection, query, evaluation_jobs.c.created_at, evaluation_jobs.c.job_id, request.page_size,
-                request.page_token,
-            )  # fmt: skip
-        return pb.ListEvaluationJobsResponse(evaluation_jobs=[_message(dict(r)) for r in rows], next_page_token=token)
+        if state and state not in (*ACTIVE_STATES, *TERMINAL_STATES):
+            raise ServiceError(
+                "invalid_argument",
+                f"state: {state[:40]!r} is not a job state (one of {', '.join((*ACTIVE_STATES, *TERMINAL_STATES))})",
+                path="state",
+            )
+        evaluator_id = resource_id(evaluator, "evaluators", "evaluator") if evaluator else ""
+        rows, token = self.store.page(principal.project, page_size, page_token, state, evaluator_id)
+        return Page([_job(dict(r)) for r in rows], token)
 
-    def delete(self, principal: Principal, job_id: str) -> pb.DeleteEvaluationJobResponse:
+    def delete(self, principal: Principal, job_id: str) -> str:
         """Delete the caller's finished job (COMPLETED, FAILED or CANCELLED); its output dataset stays.
+
+        Returns:
+            Its resource name, ``evaluationJobs/<id>``.
 
         Raises:
             ServiceError: ``not_found``; ``failed_precondition`` while it is queued or running, or while the worker
@@ -287,16 +316,8 @@ class Jobs:
             with self._lock:
                 stopping = (project, job_id) in self._cancelled
                 if not stopping:
-                    with self.engine.begin() as connection:
-                        done = connection.execute(
-                            delete(evaluation_jobs).where(
-                                evaluation_jobs.c.project == project,
-                                evaluation_jobs.c.job_id == job_id,
-                                evaluation_jobs.c.state.in_(TERMINAL_STATES),
-                            )
-                        )
-                    if done.rowcount:
-                        return pb.DeleteEvaluationJobResponse(name=f"evaluationJobs/{job_id}")
+                    if self.store.remove_finished(project, job_id):
+                        return f"evaluationJobs/{job_id}"
                     state = self._row(project, job_id)["state"]
                     continue
             if time.monotonic() >= deadline:
@@ -313,8 +334,13 @@ class Jobs:
             "job_not_finished",
         )
 
-    def cancel(self, principal: Principal, job_id: str) -> pb.EvaluationJob:
-        """Cancel the caller's job: a queued one never starts, a running one's sandbox is killed now."""
+    def cancel(self, principal: Principal, job_id: str) -> EvaluationJob:
+        """Cancel the caller's job: a queued one never starts, a running one's sandbox is killed now.
+
+        Raises:
+            ServiceError: ``not_found`` (also for another project's job).
+
+        """
         require(principal, RUN)
         job_id = resource_id(job_id, "evaluationJobs", "evaluationJobId")
         project = principal.project
@@ -331,7 +357,7 @@ class Jobs:
             generating.cancel()
         if session is not None:
             session.cancel()
-        return _message(self._row(project, job_id))
+        return _job(self._row(project, job_id))
 
     def _run(self, project: str, job_id: str) -> None:
         key = (project, job_id)
@@ -507,27 +533,15 @@ class Jobs:
             raise _Stopped
 
     def _set(self, project: str, job_id: str, state: str, **values: Any) -> bool:
-        with self.engine.begin() as connection:
-            done = connection.execute(
-                update(evaluation_jobs)
-                .where(
-                    evaluation_jobs.c.project == project,
-                    evaluation_jobs.c.job_id == job_id,
-                    evaluation_jobs.c.state.in_(ACTIVE_STATES),
-                )
-                .values(state=state, updated_at=time.time(), **values)
-            )
-        return bool(done.rowcount)
+        return self.store.set_state(project, job_id, state, **values)
 
     def _row(self, project: str, job_id: str) -> dict[str, Any]:
-        query = select(evaluation_jobs).where(evaluation_jobs.c.project == project, evaluation_jobs.c.job_id == job_id)
-        with self.engine.connect() as connection:
-            found = connection.execute(query).mappings().first()
+        found = self.store.fetch(project, job_id)
         if found is None:
             raise ServiceError(
                 "not_found", f"evaluationJobId: no job {job_id!r} in project {project!r}", path="evaluationJobId"
             )
-        return dict(found)
+        return found
 
     def close(self) -> None:
         """Cancel queued jobs' threads and kill running jobs' sandboxes, then fail this process's unfinished jobs.
@@ -548,13 +562,7 @@ class Jobs:
         self.workers.close()
         self.generators.close()
         try:
-            with self.engine.begin() as connection:
-                connection.execute(
-                    update(evaluation_jobs)
-                    .where(evaluation_jobs.c.owner == self.instance, evaluation_jobs.c.state.in_(ACTIVE_STATES))
-                    .values(state=FAILED, message="the server stopped while the job ran: create it again",
-                            updated_at=time.time())
-                )  # fmt: skip
+            self.store.fail_owned(self.instance, "the server stopped while the job ran: create it again")
         except Exception:  # the database is gone too: the orphan sweep of another server fails them later
             log.exception("marking this server's unfinished jobs failed")
 
@@ -589,23 +597,18 @@ def _sandbox_row(row: dict[str, Any], index: int) -> dict[str, Any]:
     }
 
 
-def _message(row: dict[str, Any]) -> pb.EvaluationJob:
-    stats = orjson.loads(row["output_stats"] or "{}")
-    job = pb.EvaluationJob(
-        name=f"evaluationJobs/{row['job_id']}",
-        evaluator=f"evaluators/{row['evaluator_id']}",
-        input_dataset=f"datasets/{row['input_dataset']}",
-        output_dataset=f"datasets/{row['output_dataset']}",
+def _job(row: dict[str, Any]) -> EvaluationJob:
+    return EvaluationJob(
+        job_id=row["job_id"],
+        evaluator_id=row["evaluator_id"],
+        input_dataset=row["input_dataset"],
+        output_dataset=row["output_dataset"],
         state=row["state"],
         message=row["message"],
-        metrics=orjson.loads(row["metrics"] or "{}"),
-        create_time=timestamp(row["created_at"]),
-        update_time=timestamp(row["updated_at"]),
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
         target=row.get("target") or "",
+        metrics=orjson.loads(row["metrics"] or "{}"),
+        output_stats=orjson.loads(row["output_stats"] or "{}"),
+        completion_params=orjson.loads(row.get("completion_params") or "{}"),
     )
-    params = orjson.loads(row.get("completion_params") or "{}")
-    if params:
-        job.completion_params.update(params)
-    if stats:
-        job.output_stats.CopyFrom(pb.OutputStats(**stats))
-    return job

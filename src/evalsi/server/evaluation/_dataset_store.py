@@ -1,0 +1,92 @@
+"""The datasets table: every SQL statement the dataset service runs, and nothing else.
+
+A stored dataset is one row: its JSONL content and the counts a listing shows, so a listing never reads rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Engine, delete, insert, select
+from sqlalchemy.exc import IntegrityError
+
+from evalsi.server._config import ServerConfig
+from evalsi.server._quotas import Kind, StorageQuotas
+from evalsi.server.evaluation._pages import page
+from evalsi.server.evaluation._tables import datasets
+
+QUOTA = Kind("datasets", datasets, datasets.c.size_bytes, "max_datasets", "max_dataset_bytes", "delete datasets first")
+"""A project's datasets under the storage quotas."""
+
+
+class DatasetTaken(Exception):
+    """The project already has a dataset of that id."""
+
+
+class DatasetStore:
+    """Datasets in the server's database, per project, within the project's storage quotas."""
+
+    def __init__(self, config: ServerConfig, engine: Engine) -> None:
+        self.engine = engine
+        self.quotas = StorageQuotas(config)
+
+    def insert(self, values: dict[str, Any]) -> None:
+        """Insert one dataset row (all of the table's columns), within the project's dataset quotas.
+
+        Raises:
+            DatasetTaken: The project has a dataset of that id.
+            ServiceError: ``resource_exhausted`` when it would pass ``max_datasets`` or ``max_dataset_bytes``.
+
+        """
+        project = values["project"]
+        try:
+            with self.engine.begin() as connection:
+                self.quotas.lock(connection, project, QUOTA)
+                connection.execute(insert(datasets).values(**values))
+                self.quotas.check(connection, project, QUOTA)
+        except IntegrityError:
+            raise DatasetTaken from None
+
+    def fetch(self, project: str, dataset_id: str) -> dict[str, Any] | None:
+        """The stored dataset row (with its content), or None."""
+        query = select(datasets).where(datasets.c.project == project, datasets.c.dataset_id == dataset_id)
+        with self.engine.connect() as connection:
+            found = connection.execute(query).mappings().first()
+        return None if found is None else dict(found)
+
+    def remove(self, project: str, dataset_id: str) -> bool:
+        """Delete a dataset; whether there was one."""
+        with self.engine.begin() as connection:
+            done = connection.execute(
+                delete(datasets).where(datasets.c.project == project, datasets.c.dataset_id == dataset_id)
+            )
+        return bool(done.rowcount)
+
+    def page(self, project: str, size: int, token: str) -> tuple[Sequence[Any], str]:
+        """One page of the project's dataset rows without their content, newest first, and the next page's token.
+
+        Raises:
+            ServiceError: ``invalid_argument`` for a bad page size or token.
+
+        """
+        columns = [c for c in datasets.c if c.name != "content"]  # never read the rows to list them
+        query = select(*columns).where(datasets.c.project == project)
+        with self.engine.connect() as connection:
+            return page(connection, query, datasets.c.created_at, datasets.c.dataset_id, size, token)
+
+    def room(self, project: str) -> None:
+        """Refuse when the project could store no further dataset.
+
+        Raises:
+            ServiceError: ``resource_exhausted`` naming the dataset quota the project is at.
+
+        """
+        with self.engine.connect() as connection:
+            self.quotas.room(connection, project, QUOTA)
+
+    def exists(self, project: str, dataset_id: str) -> bool:
+        """Whether the project has a dataset of that id."""
+        query = select(datasets.c.dataset_id).where(datasets.c.project == project, datasets.c.dataset_id == dataset_id)
+        with self.engine.connect() as connection:
+            return connection.execute(query).first() is not None

@@ -1,0 +1,131 @@
+"""The evaluation jobs table: every SQL statement the job service runs, and nothing else.
+
+One row per job: what it scores with what, its state and message, its metrics and output stats (JSON), the
+target and completion params it generates with, and the server process running it (``owner``, with its heartbeat)
+while it is unfinished.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Engine, delete, func, insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from evalsi.server.evaluation._pages import page
+from evalsi.server.evaluation._states import ACTIVE_STATES, FAILED, TERMINAL_STATES
+from evalsi.server.evaluation._tables import evaluation_jobs
+from evalsi.server.evaluation._work_owners import orphaned
+
+
+class JobTaken(Exception):
+    """The project already has a job of that id."""
+
+
+class JobStore:
+    """Evaluation jobs in the server's database, per project."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def fail_orphans(self, instance: str, before: float, message: str) -> int:
+        """Fail other processes' unfinished jobs whose heartbeat is older than ``before``; returns how many."""
+        with self.engine.begin() as connection:
+            done = connection.execute(
+                update(evaluation_jobs)
+                .where(evaluation_jobs.c.state.in_(ACTIVE_STATES), orphaned(evaluation_jobs, instance, before))
+                .values(state=FAILED, message=message, updated_at=time.time())
+            )
+        return int(done.rowcount or 0)
+
+    def beat(self, instance: str) -> None:
+        """Refresh the heartbeat of ``instance``'s unfinished jobs, queued or running."""
+        with self.engine.begin() as connection:
+            connection.execute(
+                update(evaluation_jobs)
+                .where(evaluation_jobs.c.owner == instance, evaluation_jobs.c.state.in_(ACTIVE_STATES))
+                .values(heartbeat_at=time.time())
+            )
+
+    def fail_owned(self, instance: str, message: str) -> None:
+        """Fail every unfinished job of ``instance`` (the server stopping)."""
+        with self.engine.begin() as connection:
+            connection.execute(
+                update(evaluation_jobs)
+                .where(evaluation_jobs.c.owner == instance, evaluation_jobs.c.state.in_(ACTIVE_STATES))
+                .values(state=FAILED, message=message, updated_at=time.time())
+            )
+
+    def active(self, project: str) -> int:
+        """How many of the project's jobs are queued or running."""
+        with self.engine.connect() as connection:
+            return int(
+                connection.execute(
+                    select(func.count())
+                    .select_from(evaluation_jobs)
+                    .where(evaluation_jobs.c.project == project, evaluation_jobs.c.state.in_(ACTIVE_STATES))
+                ).scalar_one()
+            )
+
+    def insert(self, values: dict[str, Any]) -> None:
+        """Insert one job row (all of the table's columns).
+
+        Raises:
+            JobTaken: The project has a job of that id.
+
+        """
+        try:
+            with self.engine.begin() as connection:
+                connection.execute(insert(evaluation_jobs).values(**values))
+        except IntegrityError:
+            raise JobTaken from None
+
+    def fetch(self, project: str, job_id: str) -> dict[str, Any] | None:
+        """The stored job row, or None."""
+        query = select(evaluation_jobs).where(evaluation_jobs.c.project == project, evaluation_jobs.c.job_id == job_id)
+        with self.engine.connect() as connection:
+            found = connection.execute(query).mappings().first()
+        return None if found is None else dict(found)
+
+    def page(self, project: str, size: int, token: str, state: str, evaluator_id: str) -> tuple[Sequence[Any], str]:
+        """One page of the project's job rows, newest first, of one state or evaluator when given (not empty).
+
+        Raises:
+            ServiceError: ``invalid_argument`` for a bad page size or token.
+
+        """
+        query = select(evaluation_jobs).where(evaluation_jobs.c.project == project)
+        if state:
+            query = query.where(evaluation_jobs.c.state == state)
+        if evaluator_id:
+            query = query.where(evaluation_jobs.c.evaluator_id == evaluator_id)
+        with self.engine.connect() as connection:
+            return page(connection, query, evaluation_jobs.c.created_at, evaluation_jobs.c.job_id, size, token)
+
+    def remove_finished(self, project: str, job_id: str) -> bool:
+        """Delete a job if it is COMPLETED, FAILED or CANCELLED; whether it was."""
+        with self.engine.begin() as connection:
+            done = connection.execute(
+                delete(evaluation_jobs).where(
+                    evaluation_jobs.c.project == project,
+                    evaluation_jobs.c.job_id == job_id,
+                    evaluation_jobs.c.state.in_(TERMINAL_STATES),
+                )
+            )
+        return bool(done.rowcount)
+
+    def set_state(self, project: str, job_id: str, state: str, **values: Any) -> bool:
+        """Move an unfinished job to ``state`` with ``values``; whether it was still unfinished."""
+        with self.engine.begin() as connection:
+            done = connection.execute(
+                update(evaluation_jobs)
+                .where(
+                    evaluation_jobs.c.project == project,
+                    evaluation_jobs.c.job_id == job_id,
+                    evaluation_jobs.c.state.in_(ACTIVE_STATES),
+                )
+                .values(state=state, updated_at=time.time(), **values)
+            )
+        return bool(done.rowcount)
