@@ -1,8 +1,8 @@
 """Every bench in ``bench/`` still runs: its ``--quick`` mode (seconds, scaled down) ends cleanly with a ratio.
 
-The full benches are run by hand for the README's performance table; a quick run here keeps them from rotting
-(an API they call renamed, a field they read gone). No threshold is checked: a shared CI machine's timings say
-nothing, only that the bench measured both sides and printed how they compare.
+The full benches are run by hand for the performance table of the manual's Development page; a quick run here
+keeps them from rotting (an API they call renamed, a field they read gone). No threshold is checked: a shared CI
+machine's timings say nothing, only that the bench measured both sides and printed how they compare.
 """
 
 from __future__ import annotations

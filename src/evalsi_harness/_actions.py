@@ -33,6 +33,7 @@ _DESCRIPTIONS: dict[str, str] = {
     "submit": "Finish the task: the work dir is graded as it is now. Call it once, when done.",
 }
 TOOL_NAMES: tuple[ToolName, ...] = ("bash", "read_file", "write_file", "submit")
+"""The actions an episode takes, each also an OpenAI tool (see ``tool_schemas``)."""
 _FENCE = re.compile(r"```([A-Za-z0-9_-]*)[ \t]*\n(.*?)```", re.DOTALL)
 
 

@@ -384,6 +384,23 @@ def check_gym(c: Check) -> None:
     """)
 
 
+def check_images(c: Check) -> None:
+    """An agent task's image whose layers are zstd-compressed unpacks: the layer's file is in the root filesystem."""
+    c.python(f"""
+        import sys
+        from pathlib import Path
+        sys.path.insert(0, {str(ROOT)!r})
+        from tests.helpers.images import Image, Layer, file, oci_layout, tar_of
+        from evalsi_harness import unpack_image
+        work = Path({str(c.work)!r})
+        work.chmod(0o711)  # the sandbox's user enters the unpacked image: its cache's parents must be traversable
+        layer = Layer(tar_of([file("etc/release", "zstd image\\n")]), compression="zstd")
+        layout = oci_layout(work / "layout", [Image([layer], tags=["app:1"])])
+        rootfs = Path(unpack_image(layout, cache_dir=work / "cache").rootfs)
+        assert (rootfs / "etc" / "release").read_text() == "zstd image\\n", sorted(rootfs.rglob("*"))
+    """)
+
+
 def check_plot(c: Check) -> None:
     """``evalsi checkpoints curve --plot curve.png`` draws the learning curve with matplotlib."""
     server = c.model()

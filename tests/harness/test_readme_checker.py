@@ -1,15 +1,13 @@
-"""The README's Python checker is a working checker: named by a task file, it grades episodes as the README says."""
+"""The manual's Python checker is a working checker: named by a task file, it grades episodes as the manual says."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 
 from evalsi_harness import ScriptedPolicy, TaskEnv, run_episode
-
-README = Path(__file__).parents[2] / "README.md"
+from tests.helpers.manual import blocks
 
 TASK = """\
 apiVersion: evals.si/v1alpha1
@@ -23,8 +21,7 @@ spec:
 
 
 def readme_checker() -> str:
-    blocks: list[str] = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
-    return next(b for b in blocks if "def grade(env" in b)
+    return next(b for b in blocks("python") if "def grade(env" in b)
 
 
 @pytest.mark.parametrize(("content", "reward"), [("hello, world\n", 1.0), ("hi\n", 0.0)])
@@ -39,7 +36,7 @@ def test_the_readme_checker_grades_the_episode_through_its_environment(
 
 
 def test_the_readme_checker_raising_gives_no_reward(tmp_path: Path) -> None:
-    # the README's checker raises when its command does not end by itself (here: held past a short time limit)
+    # the manual's checker raises when its command does not end by itself (here: held past a short time limit)
     source = readme_checker().replace('env.bash("cat greeting.txt")', 'env.bash("sleep 5", __import__("dataclasses")'
                                       '.replace(env.task.step_limits, wall_time=0.2))')  # fmt: skip
     (tmp_path / "checks.py").write_text(source)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import gc
+import subprocess
+import sys
+
 import pytest
 
 from evalsi.sandbox import RUNGS, Case, Limits, Sandbox, SandboxPool
@@ -94,3 +98,22 @@ def test_a_program_that_locks_its_files_cannot_leave_them_to_the_next():
         assert after[0].run.stdout == "[]\n"
     finally:
         sandbox.close()
+
+
+def test_a_sandbox_left_open_gives_its_slot_back_quietly_when_dropped_and_at_exit():
+    from evalsi.sandbox import _host
+
+    sandbox = Sandbox(RUNGS["namespaced"])
+    slot = sandbox.slot
+    assert slot in _host._slots_in_use
+    del sandbox
+    gc.collect()
+    assert slot not in _host._slots_in_use
+    program = (
+        "from evalsi.sandbox import RUNGS, Case, Limits, Sandbox\n"
+        "kept = Sandbox(RUNGS['namespaced'])\n"
+        "print(kept.run('print(1)', [Case('stdio')], Limits(wall_time=5))[0].run.stdout, end='')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=False)
+    assert (done.returncode, done.stdout) == (0, "1\n"), done.stderr
+    assert "Exception ignored" not in done.stderr and "Error" not in done.stderr, done.stderr

@@ -22,6 +22,7 @@ from evalsi.errors import EvalsiError, UnknownEvaluatorError
 from evalsi.evaluators._base import Evaluator, Params
 
 ENTRY_POINT_GROUP = "evalsi.evaluators"
+"""The entry point group under which third-party packs register their ``Evaluator`` subclasses."""
 
 BUILTIN_MODULES: dict[str, str] = {
     "exact-match": "evalsi.evaluators.core.exact_match",

@@ -8,7 +8,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 Status = Literal["ok", "skipped", "error"]
+"""How a score came about: ``ok`` (a value), ``skipped`` (nothing to check, such as no reference; it adds nothing
+to a total) or ``error`` (the evaluator could not score; the component's ``onError`` decides)."""
 STATUSES: tuple[Status, ...] = ("ok", "skipped", "error")
+"""Every :data:`Status`."""
 
 
 @dataclass(frozen=True, slots=True)

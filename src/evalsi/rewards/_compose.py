@@ -23,6 +23,8 @@ from evalsi.evaluators import Score
 from evalsi.specs import OnError
 
 RewardStatus = Literal["ok", "gated", "no_total"]
+"""How a rollout's total came about: ``ok`` (the weighted sum), ``gated`` (a gate failed, was skipped or errored:
+the total is the spec's ``floor``) or ``no_total`` (a component under ``onError: none`` errored)."""
 
 
 @dataclass(frozen=True, slots=True)

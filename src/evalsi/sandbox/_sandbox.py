@@ -21,6 +21,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Literal
@@ -87,8 +88,10 @@ class Sandbox:
 
     def __init__(self, rung: Rung, slot: int | None = None) -> None:
         self.rung = rung
-        self._own_slot = slot is None
         self.slot = acquire_slot() if slot is None else slot
+        if slot is None:
+            # A finalizer, not __del__: it also runs at interpreter exit, before the module's globals are torn down.
+            weakref.finalize(self, release_slot, self.slot)
         self.programs_run = 0
         self._proc: subprocess.Popen[bytes] | None = None
         self._ctl: socket.socket | None = None
@@ -261,10 +264,6 @@ class Sandbox:
         if reply.get("dirty"):
             self.close()  # its work dir could not be wiped: the next program gets a new sandbox
         return out
-
-    def __del__(self) -> None:
-        if getattr(self, "_own_slot", False):
-            release_slot(self.slot)
 
     def kill(self) -> None:
         """Kill the sandbox's processes now, whatever they are doing; :meth:`close` still cleans up after.

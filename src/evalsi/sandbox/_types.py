@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 Isolation = Literal["process", "namespaced", "gvisor"]
+"""An isolation rung: ``process`` (a plain child process), ``namespaced`` (bubblewrap) or ``gvisor`` (runsc)."""
 ISOLATION_ORDER: tuple[Isolation, ...] = ("process", "namespaced", "gvisor")
 """Rungs from lowest to highest isolation."""
 

@@ -14,7 +14,9 @@ from evalsi.specs._run import sample_count_hint
 from evalsi.specs._yaml import Document, PathKey, format_path, load_yaml_documents, read_yaml_file
 
 API_VERSION = "evals.si/v1alpha1"
+"""The ``apiVersion`` every resource file declares."""
 KINDS = ("RewardSpec", "RunSpec", "Task", "ServerConfig")
+"""The resource kinds a file may hold."""
 
 
 @dataclass

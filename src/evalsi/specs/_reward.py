@@ -10,6 +10,8 @@ from evalsi.sandbox import Isolation
 from evalsi.specs._model import SpecModel as _Model
 
 OnError = Literal["raise", "zero", "none"]
+"""What an errored component does: ``raise`` (the default) fails the whole batch, ``zero`` counts it as 0, and
+``none`` gives the rollout no total."""
 
 
 class SandboxSpec(_Model):

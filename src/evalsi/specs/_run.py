@@ -26,6 +26,7 @@ from evalsi.specs._reward import ComponentSpec, OnError
 Api = Literal["chat", "completions"]
 BuiltinEval = Literal["math500", "aime_2024", "aime_2025", "gpqa_diamond"]
 BUILTIN_EVALS: tuple[str, ...] = ("math500", "aime_2024", "aime_2025", "gpqa_diamond")
+"""The built-in evals a RunSpec's dataset may name."""
 DataFormat = Literal["jsonl", "json", "csv", "parquet"]
 
 
@@ -229,6 +230,7 @@ class GateSpec(_Model):
 
 LoggerName = Literal["tensorboard", "mlflow", "wandb"]
 LOGGER_NAMES: tuple[str, ...] = ("tensorboard", "mlflow", "wandb")
+"""The loggers a RunSpec's ``loggers:`` section and ``--log-to`` may name."""
 
 
 class TensorBoardLoggerSpec(_Model):

@@ -20,6 +20,7 @@ from evalsi.stats._intervals import BOOTSTRAP_MAX_RECORDS, Interval, bootstrap, 
 from evalsi.stats._mean import Estimate, clustered_estimate, mean
 
 Direction = Literal["improved", "regressed"]
+"""Which way a pass/fail record flipped from A to B."""
 
 
 @dataclass(frozen=True, slots=True)

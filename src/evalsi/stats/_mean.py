@@ -90,6 +90,7 @@ class Estimate:
 
 
 EMPTY = Estimate(math.nan, math.nan, math.nan, math.nan, 0, 0)
+"""The estimate of no values: every number ``nan``, no values and no records."""
 
 
 def mean(values: Sequence[float]) -> float:

@@ -220,6 +220,30 @@ class _EvaluationTestDecorator:
     ) -> Callable[[ScoringFunction], Callable[[], None]]:
         """Declare an evaluation test (see the module doc); every argument is checked here, at import time.
 
+        Args:
+            input_dataset: JSONL files of rows (``messages``, and an optional ``ground_truth``); a relative path is
+                relative to the directory of the module that defines the scoring function.
+            input_messages: Conversations, each one row's ``messages``.
+            input_rows: Rows given in the code, as :class:`EvaluationRow` or mappings.
+            completion_params: What generates the replies: one entry per model (``model``, ``base_url``,
+                ``temperature``, ...). In ``pointwise`` and ``all`` mode each entry is its own pytest case; in
+                ``groupwise`` mode the entries are compared row by row in one case.
+            rollout_processor: How a row is rolled out. By default ``SingleTurn()`` when ``completion_params``
+                are given, else ``NoOp()`` (the rows already end with the reply).
+            passed_threshold: The pass rule: a number (the aggregate score to reach), a mapping
+                ``{"success": ..., "standard_error": ...}``, or a :class:`Threshold`. Without one the test records
+                its results and passes whatever the score.
+            mode: ``pointwise`` (the function scores one row), ``groupwise`` (the rollouts of one row across the
+                completion params) or ``all`` (the whole dataset at once).
+            num_runs: How many times each row is rolled out and scored; a row's runs count as one cluster in the
+                standard error.
+            aggregation_method: How the scores are aggregated: ``mean``, ``max`` or ``min``.
+            max_concurrent_rollouts: How many rollouts run at once.
+            max_dataset_rows: Only the first N rows (``EVALSI_MAX_ROWS`` overrides it in CI).
+
+        Returns:
+            A decorator that turns the scoring function into the pytest test.
+
         Raises:
             EvaluationSetupError: An argument is invalid (names it and what would be valid).
 
@@ -271,6 +295,22 @@ class _EvaluationTestDecorator:
 
         A RunSpec also brings its dataset (``input_dataset`` when not given) and its target (``completion_params``
         when not given). Scores are clipped to [0, 1]. Assign the result to a ``test_...`` name in a test module.
+
+        Args:
+            spec: The RewardSpec or RunSpec file.
+            name: The resource's name, when the file holds several.
+            input_dataset: JSONL files of rows, as for :meth:`__call__`; a RunSpec's dataset when not given.
+            completion_params: The models to evaluate, as for :meth:`__call__`; a RunSpec's target when not given.
+            passed_threshold: The pass rule, as for :meth:`__call__`.
+            **options: Any other argument of :meth:`__call__` (``mode`` is ``all`` unless given: the spec scores a
+                whole batch in one call).
+
+        Returns:
+            The pytest test.
+
+        Raises:
+            EvaluationSetupError: The spec or an argument is invalid.
+
         """
         from evalsi.testing._from_spec import spec_scorer
 
@@ -350,6 +390,8 @@ def _parametrized(test: Callable[[EvaluationCase], None], cases: list[Evaluation
 
 
 evaluation_test = _EvaluationTestDecorator()
+"""Makes a scoring function a pytest test with a pass threshold: ``@evaluation_test(input_dataset=..., ...)``
+(see ``__call__``), or a RewardSpec or RunSpec one with ``evaluation_test.from_spec("reward.yaml", ...)``."""
 
 
 def find_evaluation_test(reference: str, base_dir: Path | None = None) -> EvaluationTest:

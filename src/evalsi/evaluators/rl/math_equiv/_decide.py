@@ -84,7 +84,14 @@ class Judge:
 
     def decide(self, records: Sequence[Record]) -> list[Score]:
         """Scores in order; undecided comparisons of the whole batch run in parallel on the worker pool."""
-        prepared = [self._prepare(record) for record in records]
+        prepared: list[Score | Pending] = []
+        launched = False
+        for record in records:
+            item = self._prepare(record)
+            prepared.append(item)
+            if not launched and isinstance(item, Pending) and self._needs_workers(item):
+                self._pool().prestart()  # the workers' start-up overlaps the rest of the batch
+                launched = True
         jobs: dict[tuple[str, str], list[tuple[Pending, int]]] = {}
         for item in prepared:
             if isinstance(item, Pending):
@@ -96,6 +103,18 @@ class Judge:
                 for pending, position in jobs[key]:
                     pending.outcomes[position] = outcome
         return [item if isinstance(item, Score) else self._score(item) for item in prepared]
+
+    def _needs_workers(self, pending: Pending) -> bool:
+        """Whether a comparison of this record is left for the symbolic workers (not decided, not refused)."""
+        if self.backend not in ("math-verify", "sympy"):
+            return False
+        return any(
+            outcome is None and self._refuse(gold.canonical, pending.canonical) is None
+            for gold, outcome in zip(pending.golds, pending.outcomes, strict=False)
+        )
+
+    def _pool(self) -> SymbolicPool:
+        return shared_pool(self.params.workers, self.params.worker_memory_mb)
 
     def _prepare(self, record: Record) -> Score | Pending:
         references = _references(record.reference)
@@ -171,7 +190,7 @@ class Judge:
         if self.backend == "none":
             return [o if o is not None else (False, self._no_backend_note()) for o in outcomes]
         try:
-            pool = shared_pool(self.params.workers, self.params.worker_memory_mb)
+            pool = self._pool()
             futures = {i: self._submit(pool, pair) for i, pair in enumerate(pairs) if outcomes[i] is None}
             for index, future in futures.items():
                 outcome = self._collect(future)

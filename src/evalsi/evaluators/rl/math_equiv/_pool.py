@@ -177,6 +177,17 @@ class SymbolicPool:
             run_with_cpu_budget, args=(fn, args, timeout), timeout=wall_backstop(timeout)
         )
 
+    def prestart(self) -> None:
+        """Launch the template process now, without waiting for it or starting workers.
+
+        The template's imports and warm-up (seconds) then run while the caller goes on deciding the rest of its
+        batch on the fast path; the first ``submit`` waits only for what is left of them. Nothing is launched
+        until a record needs the symbolic stage, and a launch that fails here is reported by that ``submit``.
+        """
+        if isinstance(_mp_context(), _Context):
+            with contextlib.suppress(OSError):
+                _server.ensure_running()
+
     def _started(self) -> Any:
         with self._lock:
             if self._pool is None or not self._pool.active:
