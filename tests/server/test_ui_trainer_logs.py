@@ -7,7 +7,7 @@ from typing import Any, cast
 
 import orjson
 
-from evalsi.server._ui_catalog import ProjectCatalog
+from evalsi.server.ui._catalog import ProjectCatalog
 
 
 def test_a_stored_checkpoint_location_is_never_read_even_under_the_catalog_s_root(tmp_path: Path) -> None:

@@ -34,11 +34,13 @@ from evalsi.server._metrics import Metrics
 from evalsi.server._tokens import TokenStore
 from evalsi.server.evaluation._datasets import Datasets
 from evalsi.server.evaluation._metrics import EvaluationMetrics
+from evalsi.server.evaluation._overview import EvaluationOverview
 from evalsi.server.evaluation._work_owners import Heartbeat, new_instance
 from evalsi.server.evaluation.evaluators._service import Evaluators
 from evalsi.server.evaluation.jobs._service import Jobs
 from evalsi.server.rewards._service import RewardService
 from evalsi.server.rewards._shared_cache import SharedScores
+from evalsi.server.runs._listing import RunListing
 from evalsi.server.runs._service import RunService
 from evalsi.server.transport._connections import limited_protocol
 from evalsi.server.transport._evaluation import EvaluationApi
@@ -46,8 +48,9 @@ from evalsi.server.transport._grpc import make_grpc_server
 from evalsi.server.transport._http import ServerState, build_app, build_metrics_app
 from evalsi.server.transport._runs_grpc import run_handlers
 from evalsi.server.ui._app import ServerUi
-from evalsi.server.ui._catalog import ProjectCatalog
+from evalsi.server.ui._catalog import ProjectCatalog, job_run_id
 from evalsi.server.ui._jobs import CompletedJobs
+from evalsi.server.ui._pages import create_pages
 from evalsi.server.ui._runs import StoredRuns
 from evalsi.server.ui._sessions import Sessions
 from evalsi.view import RunCache
@@ -113,13 +116,15 @@ def build(config: ServerConfig) -> Parts:
 
 def _ui(config: ServerConfig, engine: Engine, service: RewardService, evaluation: EvaluationApi) -> ServerUi:
     """The results viewer: sessions in the database, each project's runs and jobs read from it, one run cache."""
-    runs, jobs = StoredRuns(engine), CompletedJobs(engine, evaluation.datasets)
+    overview = EvaluationOverview(engine, evaluation.jobs.progress)
+    runs, jobs = StoredRuns(RunListing(engine)), CompletedJobs(overview, evaluation.datasets)
     return ServerUi(
         service.authenticate,
         Sessions(engine, config.spec.ui.session_ttl),
         lambda project: ProjectCatalog(project, runs, jobs),
         RunCache(config.spec.ui.cache_bytes),
         service.metrics.registry,
+        create_pages(overview, job_run_id),
     )
 
 

@@ -7,9 +7,10 @@ id, never the token, and is HttpOnly, SameSite=Strict, scoped to ``/ui``, Secure
 from another site is refused (``Sec-Fetch-Site``, ``Origin``), so no page elsewhere can sign a browser in to an
 attacker's project. API clients may send ``Authorization: Bearer`` instead of a cookie.
 
-Each project sees only its own results: its viewer reads a :class:`~evalsi.server.ui._catalog.ProjectCatalog`
-over the database (nothing is copied to disk), and the runs it opens share one cache bounded in bytes
-(``ui.cache_bytes``) across projects.
+Each project sees only its own results and resources: the caller's project is put in the request's scope, the
+evaluators, datasets and jobs pages (:mod:`evalsi.server.ui._pages`) read that project alone, and its viewer reads
+a :class:`~evalsi.server.ui._catalog.ProjectCatalog` over the database (nothing is copied to disk), and the runs it
+opens share one cache bounded in bytes (``ui.cache_bytes``) across projects.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from evalsi.server._errors import ServiceError
 from evalsi.server._tokens import RUN, Principal
+from evalsi.server.ui._pages import PREFIXES, PROJECT
 from evalsi.server.ui._sessions import Sessions
 from evalsi.view import Catalog, RunCache, create_app
 
@@ -60,8 +62,11 @@ class ServerUi:
         catalog: Callable[[str], Catalog],
         runs: RunCache,
         registry: CollectorRegistry | None = None,
+        pages: ASGIApp | None = None,
     ) -> None:
         self.authenticate = authenticate
+        self.pages = pages
+        """The evaluators, datasets and jobs pages (:mod:`evalsi.server.ui._pages`), or None: the viewer alone."""
         self.sessions = sessions
         self.catalog = catalog
         self.runs = runs
@@ -117,8 +122,12 @@ class ServerUi:
             else:
                 await _redirect(send, f"{root}/login?next={quote(root + path, safe='/')}")
             return
+        scope = dict(scope, **{PROJECT: principal.project})
         if by_session:
-            scope = dict(scope, **{SIGNED_IN: True})
+            scope[SIGNED_IN] = True
+        if self.pages is not None and any(path == p or path.startswith(f"{p}/") for p in PREFIXES):
+            await self.pages(scope, receive, send)
+            return
         await self._viewer(principal.project)(scope, receive, send)
 
     async def _principal(self, scope: Scope) -> tuple[Principal, bool]:

@@ -30,6 +30,21 @@ SCAN_TTL = 2.0
 """Seconds a listing is reused to find a source by id before the database is read again."""
 
 
+def project_base(project: str) -> Path:
+    """Where a project's sources' names live (a name, not a directory)."""
+    return ROOT / hashlib.sha256(project.encode()).hexdigest()[:24]
+
+
+def job_path(project: str, job_id: str) -> Path:
+    """The name a completed job's results are listed under, as a run."""
+    return project_base(project) / "evaluation-jobs" / f"{safe_name(job_id)}.results.json"
+
+
+def job_run_id(project: str, job_id: str) -> str:
+    """The id of the viewer's run page showing a completed job's results (``/runs/<id>``)."""
+    return source_id(job_path(project, job_id), "run")
+
+
 @dataclass(frozen=True)
 class _Ref:
     kind: Literal["run", "job"]
@@ -41,7 +56,7 @@ class ProjectCatalog(Catalog):
 
     def __init__(self, project: str, runs: StoredRuns, jobs: CompletedJobs) -> None:
         self.project = project
-        self.base = ROOT / hashlib.sha256(project.encode()).hexdigest()[:24]
+        self.base = project_base(project)
         super().__init__([self.base])
         self.stored = runs
         self.jobs = jobs
@@ -71,8 +86,8 @@ class ProjectCatalog(Catalog):
         headlines = self.stored.headlines(self.project, shown)
         items = {path: headlines[ref.id] for path, ref in refs.items() if ref.id in headlines}
         for job in self.jobs.rows(self.project):
-            relative = PurePosixPath("evaluation-jobs") / f"{safe_name(job.job_id)}.results.json"
-            path = self.base / relative
+            path = job_path(self.project, job.job_id)
+            relative = PurePosixPath(path.relative_to(self.base))
             refs[path] = _Ref("job", job.job_id)
             items[path] = job_headline(job.row)
             runs.append(Source(source_id(path, "run"), "run", path, str(relative)))

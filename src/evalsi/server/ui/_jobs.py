@@ -18,14 +18,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import Engine, exists, select
 
 from evalsi.evaluators import Score
 from evalsi.runs import MetricInfo, RecordResult, SampleResult, summarize
 from evalsi.server._errors import ServiceError
 from evalsi.server.evaluation._datasets import Datasets
-from evalsi.server.evaluation._tables import datasets as dataset_rows
-from evalsi.server.evaluation._tables import evaluation_jobs
+from evalsi.server.evaluation._overview import EvaluationOverview
 from evalsi.specs import PassKSpec
 from evalsi.view import Records
 
@@ -111,40 +109,21 @@ class JobRow:
 
 
 class CompletedJobs:
-    """Reads a project's completed evaluation jobs for the viewer (every query is scoped to the project)."""
+    """Reads a project's completed evaluation jobs for the viewer (the overview's queries are scoped to the project)."""
 
-    def __init__(self, engine: Engine, datasets: Datasets) -> None:
-        self.engine = engine
+    def __init__(self, overview: EvaluationOverview, datasets: Datasets) -> None:
+        self.overview = overview
         self.datasets = datasets
 
     def rows(self, project: str) -> list[JobRow]:
         """Every completed job of the project whose output dataset still exists, newest first."""
-        query = (
-            select(evaluation_jobs)
-            .where(
-                evaluation_jobs.c.project == project,
-                evaluation_jobs.c.state == "COMPLETED",
-                exists().where(
-                    dataset_rows.c.project == project, dataset_rows.c.dataset_id == evaluation_jobs.c.output_dataset
-                ),
-            )
-            .order_by(evaluation_jobs.c.updated_at.desc())
-        )
-        with self.engine.connect() as connection:
-            return [JobRow(str(row["job_id"]), dict(row)) for row in connection.execute(query).mappings()]
+        return [JobRow(str(row["job_id"]), row) for row in self.overview.completed_jobs(project)]
 
     def open(self, project: str, job_id: str) -> tuple[dict[str, Any], Records] | None:
         """A completed job as a run's header and records, or None when it (or its output dataset) is gone."""
-        query = select(evaluation_jobs).where(
-            evaluation_jobs.c.project == project,
-            evaluation_jobs.c.job_id == job_id,
-            evaluation_jobs.c.state == "COMPLETED",
-        )
-        with self.engine.connect() as connection:
-            found = connection.execute(query).mappings().first()
-        if found is None:
+        job = self.overview.completed_job(project, job_id)
+        if job is None:
             return None
-        job = dict(found)
         try:
             rows = self.datasets.rows(project, job["output_dataset"], "outputDataset")
         except ServiceError:

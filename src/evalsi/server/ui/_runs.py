@@ -17,21 +17,18 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
 import orjson
 from pydantic import ValidationError
-from sqlalchemy import Engine, select
 
 from evalsi.runs import header_of, validation_message
+from evalsi.server.runs._listing import RunListing, RunRow
 from evalsi.server.runs._store import RESULTS_VERSION
-from evalsi.server.runs._tables import run_labels, run_records, runs
 from evalsi.view import Records, headline
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-_HEADER = (runs.c.name, runs.c.status, runs.c.spec, runs.c.target, runs.c.summary, runs.c.details)
 _CHUNK = 500
 """Runs whose headers are read in one query."""
 HEADLINES = 65_536
@@ -58,49 +55,21 @@ def run_path(run: RunRow) -> PurePosixPath:
     return PurePosixPath("runs") / f"{safe_name(run.name)}-{run.id}.results.json"
 
 
-@dataclass(frozen=True)
-class RunRow:
-    """What listing reads of a stored run: no header, no records."""
-
-    seq: int
-    id: str
-    name: str
-    status: str
-    labels: dict[str, str]
-
-
 class StoredRuns:
     """Reads a project's runs for the viewer (every query is scoped to the project)."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, listing: RunListing) -> None:
+        self.listing = listing
         self._headlines: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
         self._lock = threading.Lock()
 
     def rows(self, project: str) -> list[RunRow]:
         """Every run of the project, newest first, with its labels."""
-        query = (
-            select(runs.c.seq, runs.c.id, runs.c.name, runs.c.status)
-            .where(runs.c.project == project)
-            .order_by(runs.c.seq.desc())
-        )
-        labelled = (
-            select(run_labels.c.run_seq, run_labels.c.key, run_labels.c.value)
-            .join(runs, runs.c.seq == run_labels.c.run_seq)
-            .where(runs.c.project == project)
-        )
-        with self.engine.connect() as connection:
-            found = connection.execute(query).all()
-            labels: dict[int, dict[str, str]] = {}
-            for row in connection.execute(labelled):
-                labels.setdefault(row.run_seq, {})[row.key] = row.value
-        return [RunRow(r.seq, r.id, r.name, r.status, labels.get(r.seq, {})) for r in found]
+        return self.listing.rows(project)
 
     def exists(self, project: str, run_id: str) -> bool:
         """Whether the project still holds the run (it may have been deleted since it was listed)."""
-        with self.engine.connect() as connection:
-            row = connection.execute(select(runs.c.seq).where(runs.c.id == run_id, runs.c.project == project)).first()
-        return row is not None
+        return self.listing.exists(project, run_id)
 
     def headlines(self, project: str, rows: Sequence[RunRow]) -> dict[str, dict[str, Any]]:
         """The run list entry of each run (read once per run), or its name and why it cannot be read."""
@@ -124,32 +93,22 @@ class StoredRuns:
         return out
 
     def _read_headlines(self, project: str, ids: list[str]) -> dict[str, dict[str, Any]]:
-        query = select(runs.c.id, *_HEADER).where(runs.c.project == project, runs.c.id.in_(ids))
         out: dict[str, dict[str, Any]] = {}
-        with self.engine.connect() as connection:
-            for row in connection.execute(query):
-                try:
-                    header = header_of(_header(row))
-                    out[row.id] = headline(header, header.status)
-                except (ValidationError, orjson.JSONDecodeError, TypeError) as exc:
-                    reason = validation_message(exc) if isinstance(exc, ValidationError) else "not JSON"
-                    out[row.id] = {"name": row.name, "status": "unreadable", "error": f"unreadable: {reason}"}
+        for row in self.listing.headers(project, ids):
+            try:
+                header = header_of(_header(row))
+                out[row.id] = headline(header, header.status)
+            except (ValidationError, orjson.JSONDecodeError, TypeError) as exc:
+                reason = validation_message(exc) if isinstance(exc, ValidationError) else "not JSON"
+                out[row.id] = {"name": row.name, "status": "unreadable", "error": f"unreadable: {reason}"}
         return out
 
     def open(self, project: str, run_id: str) -> tuple[dict[str, Any], Records] | None:
         """A run's header and its records (as JSON texts, parsed on demand), or None when it is gone."""
-        with self.engine.connect() as connection:
-            row = connection.execute(
-                select(
-                    runs.c.seq, runs.c.name, runs.c.status, runs.c.spec, runs.c.target, runs.c.summary, runs.c.details
-                ).where(runs.c.id == run_id, runs.c.project == project)
-            ).first()
-            if row is None:
-                return None
-            texts = connection.execute(
-                select(run_records.c.data).where(run_records.c.run_seq == row.seq).order_by(run_records.c.position)
-            )
-            raw = [text.encode() for (text,) in texts]
+        opened = self.listing.open(project, run_id)
+        if opened is None:
+            return None
+        row, raw = opened
         return _header(row), Records(raw=raw)
 
 
