@@ -233,10 +233,15 @@ def measure(
     print(
         f"  CPU per rollout: in-process {per_rollout['local']:.1f} us; server process {per_rollout['server']:.1f} us"
         f" + HTTP client {per_rollout['client']:.1f} us  -> CPU-bound ratio (idle machine estimate) "
-        f"{per_rollout['local'] / per_rollout['server']:.2f} server-only, "
-        f"{per_rollout['local'] / (per_rollout['server'] + per_rollout['client']):.2f} with the client"
+        f"{_ratio(per_rollout['local'], per_rollout['server'])} server-only, "
+        f"{_ratio(per_rollout['local'], per_rollout['server'] + per_rollout['client'])} with the client"
     )
     return ratio
+
+
+def _ratio(numerator: float, denominator: float) -> str:
+    """``numerator / denominator`` to two places; a short quick run can read zero clock ticks of CPU."""
+    return f"{numerator / denominator:.2f}" if denominator > 0 else "n/a (no CPU time measured)"
 
 
 def breakdown(reward: Any, spec: dict[str, Any], batch: list[dict[str, Any]], repeat: int = 20) -> None:
