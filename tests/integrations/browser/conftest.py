@@ -4,7 +4,7 @@ installs both and sets ``EVALSI_INTEGRATION``; the core suite does not collect t
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,21 @@ else:
         app = create_app([results], allowed_hosts=["127.0.0.1", "localhost"])
         with ServerThread(app) as server:
             yield server.url
+
+    @pytest.fixture
+    def shoot(tmp_path: Path) -> Callable[[Page, str], Path]:
+        """Screenshot the page as ``NAME.png`` into ``EVALSI_SCREENSHOTS`` (the manual's docs/images), else a
+        temporary directory; either way checked to be a PNG."""
+
+        def take(page: Page, name: str) -> Path:
+            out = Path(os.environ.get("EVALSI_SCREENSHOTS") or tmp_path)
+            out.mkdir(parents=True, exist_ok=True)
+            path = out / f"{name}.png"
+            page.screenshot(path=str(path), full_page=True)
+            assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+            return path
+
+        return take
 
     @pytest.fixture
     def page(browser: Browser) -> Iterator[Page]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -15,6 +15,7 @@ from playwright.sync_api import Page, expect
 from tests.server.evaluation import CAPITALS, TERMINAL, chat, create_job, jsonl, post, upload, wait_built, wait_state
 from tests.server.harness import ServerProcess, make_token, write_config
 
+Shoot = Callable[[Page, str], Path]
 ALL = ["evaluations.run", "resource.runs_code", "evaluators.write"]
 ROWS = [chat("Capital of France?", "It is Paris.", "Paris"), chat("Capital of Japan?", "Kyoto", "Tokyo")]
 
@@ -54,7 +55,7 @@ def _sign_in(page: Page, url: str, token: str, path: str) -> None:
     expect(page).to_have_url(f"{url}/ui{path}")
 
 
-def test_from_the_evaluator_list_to_a_build_log(page: Page, served: tuple[str, str]) -> None:
+def test_from_the_evaluator_list_to_a_build_log(page: Page, served: tuple[str, str], shoot: Shoot) -> None:
     url, token = served
     _sign_in(page, url, token, "/")
     page.get_by_role("link", name="Evaluators", exact=True).click()
@@ -62,15 +63,17 @@ def test_from_the_evaluator_list_to_a_build_log(page: Page, served: tuple[str, s
     expect(page.locator("#evaluators tbody tr")).to_have_count(2)
     expect(page.locator("#evaluators")).not_to_contain_text("b-secret")
     expect(page.locator("#evaluators tr", has_text="capitals")).to_contain_text("ACTIVE")
+    shoot(page, "server-evaluators")
     page.get_by_role("link", name="broken", exact=True).click()
     expect(page.locator("h1")).to_have_text("Evaluator broken")
     expect(page.locator("#state")).to_have_text("BUILD_FAILED")
     expect(page.locator("#build-log")).to_contain_text("nonexistent_module_for_this_test")
+    shoot(page, "server-build-log")
     page.goto(f"{url}/ui/evaluators/b-secret")  # another project's, by its id
     expect(page.locator("h1")).to_have_text("404")
 
 
-def test_from_a_job_to_its_results_as_a_run(page: Page, served: tuple[str, str]) -> None:
+def test_from_a_job_to_its_results_as_a_run(page: Page, served: tuple[str, str], shoot: Shoot) -> None:
     url, token = served
     _sign_in(page, url, token, "/jobs")
     row = page.locator("#jobs tr", has_text="scored")
@@ -79,6 +82,7 @@ def test_from_a_job_to_its_results_as_a_run(page: Page, served: tuple[str, str])
     row.get_by_role("link", name="scored", exact=True).click()
     expect(page.locator("h1")).to_have_text("Evaluation job scored")
     expect(page.locator("#progress")).to_contain_text("2 of 2 rows")
+    shoot(page, "server-job")
     page.locator("#results").click()
     expect(page.locator("h1")).to_contain_text("job scored")
     expect(page.locator("#matching")).to_have_text("2 of 2 records")

@@ -4,6 +4,7 @@ hostile completion shown as text, and a run in progress updating without a reloa
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -172,7 +173,7 @@ def test_a_run_in_progress_fills_in_on_the_list_without_reloading(page: Page, vi
 
 
 def test_the_training_reward_is_drawn_beside_the_evaluations_on_the_same_steps(
-    page: Page, viewer: str, results: Path
+    page: Page, viewer: str, results: Path, shoot: Callable[[Page, str], Path]
 ) -> None:
     out = results / "trainer-out"
     folder = results / "logs" / "grpo-3" / "gsm"
@@ -209,3 +210,4 @@ def test_the_training_reward_is_drawn_beside_the_evaluations_on_the_same_steps(
         cx = float(evals.locator(f'circle.point[data-step="{step}"]').get_attribute("cx") or "nan")
         assert abs(xs[index] - cx) < 0.2, (step, xs[index], cx)
     assert page.locator("p.reward-note").count() == 0
+    shoot(page, "view-reward-stream")
