@@ -15,7 +15,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy import select
 
+from evalsi.server._db import open_engine
+from evalsi.server.evaluation._tables import evaluation_jobs
 from tests.server.evaluation import (
     CAPITALS,
     SLOW,
@@ -46,6 +49,7 @@ class Site:
     server: ServerProcess
     a: str
     b: str
+    database: str
 
     def page(self, token: str, path: str) -> httpx.Response:
         return httpx.get(f"{self.server.http}/ui{path}", headers={"Authorization": f"Bearer {token}"}, timeout=60)
@@ -75,7 +79,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         assert create_job(server, a, "scored", "capitals", "capitals", "scored-out").status_code == 200
         assert wait_state(server, a, "scored", TERMINAL, timeout=240)["state"] == "COMPLETED"
         assert create_job(server, b, "b-job", "b-secret", "b-rows", "b-out").status_code == 200
-        yield Site(server, a, b)
+        yield Site(server, a, b, database)
         for token, job_id in ((a, "slowly"), (b, "b-job")):
             post(server, token, f"evaluationJobs/{job_id}/cancel")
     shutil.rmtree(storage, ignore_errors=True)
@@ -121,6 +125,15 @@ def test_a_completed_job_shows_its_progress_and_opens_its_results_as_a_run(site:
     assert page.status_code == 200
     assert 'id="state">COMPLETED<' in page.text
     assert "3 of 3 rows" in page.text
+    stored = open_engine(site.database)
+    try:  # the running replica stored its count batch by batch, for other replicas' pages
+        with stored.connect() as connection:
+            done = connection.execute(
+                select(evaluation_jobs.c.rows_done).where(evaluation_jobs.c.job_id == "scored")
+            ).scalar_one()
+    finally:
+        stored.dispose()
+    assert done == 3
     link = re.search(r'<a id="results" href="(/ui/runs/[^"]+)">', page.text)
     assert link is not None
     assert link.group(1) in listing.text  # the list links the same run page

@@ -36,7 +36,8 @@ class EvaluationOverview:
     Args:
         engine: The server's database.
         progress: Rows done of a job this server process is running now (None when it runs elsewhere or not at
-            all): the jobs service's own count, which the database does not hold while a job runs.
+            all): the jobs service's own count, as fresh as it gets; a job running on another replica shows the
+            count that replica stores after each batch.
 
     """
 
@@ -141,7 +142,11 @@ class EvaluationOverview:
         row["metrics"] = _json_object(row.get("metrics"))
         row["output_stats"] = stats
         row["has_results"] = bool(row["has_results"]) and row["state"] == COMPLETED
-        done = stats.get("rows") if row["state"] == COMPLETED else self.progress(project, str(row["job_id"]))
+        if row["state"] == COMPLETED:
+            done = stats.get("rows")
+        else:  # this process's live count, else what the replica running it stored after its last batch
+            live = self.progress(project, str(row["job_id"]))
+            done = row.get("rows_done") if live is None else live
         row["rows_done"] = done if isinstance(done, int) and not isinstance(done, bool) else None
         if row["rows_total"] is None and row["state"] == COMPLETED:
             row["rows_total"] = row["rows_done"]

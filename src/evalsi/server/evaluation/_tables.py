@@ -63,6 +63,7 @@ evaluation_jobs = Table(
     Column("updated_at", Float, nullable=False),
     Column("owner", String(36), nullable=True),  # the instance id of the server queueing and running it
     Column("heartbeat_at", Float, nullable=True),  # its owner's last sign of life (NULL: use updated_at)
+    Column("rows_done", BigInteger, nullable=False, server_default="0"),  # scored or errored so far
 )
 """Evaluation jobs and their outcome."""
 

@@ -453,6 +453,7 @@ class Jobs:
                     rows[index] = {}
                 with self._lock:
                     self._done[(project, job_id)] = summary.rows
+                self.store.set_progress(project, job_id, summary.rows)  # what another replica's pages show
             session.close()
             self._check_running(project, job_id)
             self._advance(project, job_id, WRITING_RESULTS)

@@ -116,6 +116,19 @@ class JobStore:
             )
         return bool(done.rowcount)
 
+    def set_progress(self, project: str, job_id: str, rows_done: int) -> None:
+        """Store how many rows an unfinished job has scored or errored, for the pages of every replica."""
+        with self.engine.begin() as connection:
+            connection.execute(
+                update(evaluation_jobs)
+                .where(
+                    evaluation_jobs.c.project == project,
+                    evaluation_jobs.c.job_id == job_id,
+                    evaluation_jobs.c.state.in_(ACTIVE_STATES),
+                )
+                .values(rows_done=rows_done)
+            )
+
     def set_state(self, project: str, job_id: str, state: str, **values: Any) -> bool:
         """Move an unfinished job to ``state`` with ``values``; whether it was still unfinished."""
         with self.engine.begin() as connection:
