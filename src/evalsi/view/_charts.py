@@ -101,7 +101,7 @@ MAX_LINE_POINTS = 2000
 
 
 def thin(points: Sequence[tuple[int, float]], limit: int = MAX_LINE_POINTS) -> list[tuple[int, float]]:
-    """Every ``k``-th point of a long series, the last always kept, so a page stays small whatever the log's length.
+    """At most ``limit`` points of a long series, evenly spread from its first to its last, so a page stays small.
 
     Example:
         >>> thin([(s, 0.0) for s in range(10)], 4)
@@ -110,11 +110,10 @@ def thin(points: Sequence[tuple[int, float]], limit: int = MAX_LINE_POINTS) -> l
     """
     if len(points) <= limit:
         return list(points)
-    stride = math.ceil(len(points) / (limit - 1))
-    kept = list(points[::stride])
-    if kept[-1] != points[-1]:
-        kept.append(points[-1])
-    return kept
+    if limit < 2:
+        return list(points[-1:])
+    last = len(points) - 1
+    return [points[round(i * last / (limit - 1))] for i in range(limit)]
 
 
 def x_domain(*groups: Iterable[float]) -> tuple[float, float]:
