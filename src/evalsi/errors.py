@@ -4,13 +4,41 @@ Every error evalsi raises on purpose derives from :class:`EvalsiError` and from 
 so callers can catch either::
 
     EvalsiError
-    ├── SpecError(ValueError)          a spec file or field is invalid (file, line, field path)
-    ├── DataError(ValueError)          input data is invalid (file, line or rollout index)
-    ├── UnknownEvaluatorError(KeyError)  a `ref` names no registered evaluator
-    ├── RewardBatchError(RuntimeError) a component errored under `onError: raise`; the batch failed whole
-    ├── SandboxUnavailableError(RuntimeError)  the requested isolation rung cannot run here
-    ├── SandboxError(RuntimeError)     the sandbox itself failed (did not start, died, answered garbage)
-    └── RewardServiceError(RuntimeError)       the evalsi server could not be reached, refused, or broke its contract
+    ├── SpecError(ValueError)                   evalsi.errors     a spec is invalid (file, line, field path)
+    ├── DataError(ValueError)                   evalsi.errors     input data is invalid (file, line, rollout)
+    │   └── ResumeError                         evalsi.runs       a results file holds other records
+    ├── UnknownEvaluatorError(KeyError)         evalsi.errors     a `ref` names no registered evaluator
+    ├── RewardBatchError(RuntimeError)          evalsi.errors     a component errored under `onError: raise`
+    │   └── DatasetBatchError                   evalsi.ray        the same, on a rollout of a Ray Data file
+    ├── SandboxUnavailableError(RuntimeError)   evalsi.errors     the requested isolation rung cannot run here
+    ├── SandboxError(RuntimeError)              evalsi.errors     the sandbox itself failed (did not start, died)
+    ├── RewardServiceError(RuntimeError)        evalsi.errors     the Reward Service failed or refused
+    ├── PluginValidationError(TypeError)        evalsi.evaluators an evaluator class breaks the Evaluator contract
+    ├── ScoringCancelled                        evalsi.engine     the caller went away before scoring
+    ├── GenerationError(RuntimeError)           evalsi.runs       a target produced no completions
+    ├── LoggerError(RuntimeError)               evalsi.runs       a logger could not record a step
+    ├── RunServiceError                         evalsi.runs       the Run Service failed or refused
+    │   └── RunNotFoundError                    evalsi.runs       no such run on the server
+    ├── CheckpointEvaluationError(RuntimeError) evalsi.training   checkpoint evaluations failed
+    ├── ConversionError(RuntimeError)           evalsi.training   a sharded checkpoint could not be converted
+    ├── PlotError(RuntimeError)                 evalsi.training   the curve cannot be drawn as asked
+    ├── ServingError(RuntimeError)              evalsi.training   a checkpoint could not be served
+    │   └── UnservableError(DataError)          evalsi.training   the checkpoint is not there or not servable
+    ├── SourceError(RuntimeError)               evalsi.training   a checkpoint location cannot be read
+    │   └── LocationError(DataError)            evalsi.training   a checkpoint location cannot be opened at all
+    ├── EvaluationFailed(AssertionError)        evalsi.testing    an evaluation test did not meet its pass rule
+    ├── EvaluationSetupError(ValueError)        evalsi.testing    an evaluation test is declared wrongly
+    ├── RayUnavailableError(ImportError)        evalsi.ray        Ray is not installed
+    ├── RewardPoolError(RuntimeError)           evalsi.ray        the Ray reward pool could not score a rollout
+    ├── RewardPoolStartError(RuntimeError)      evalsi.ray        the Ray reward pool did not start
+    ├── ChunkFailed(RuntimeError)               evalsi.ray._coordinator  a chunk could not be scored
+    ├── ServiceError                            evalsi.server._errors    a refused or failed call, with its status
+    ├── ImageError(ValueError)                  evalsi_harness    an agent task's image cannot be used
+    ├── TaskEnvError(RuntimeError)              evalsi_harness    a task environment cannot go on
+    └── TaskSetupError(RuntimeError)            evalsi_harness    a task's setup failed
+
+Each class is listed under its first evalsi base, with its other bases in parentheses, and the module to
+import it from.
 
 A failed *sample* is data, not an exception: evaluators return a ``Score`` with status ``error``.
 """
@@ -50,11 +78,14 @@ class DataError(EvalsiError, ValueError):
 class UnknownEvaluatorError(EvalsiError, KeyError):
     """No evaluator is registered under the requested name."""
 
-    def __init__(self, name: str, suggestions: list[str]) -> None:
+    def __init__(self, name: str, suggestions: list[str], *, hint: str = "") -> None:
         self.name = name
         self.suggestions = suggestions
-        hint = f"; did you mean {', '.join(repr(s) for s in suggestions)}?" if suggestions else ""
-        super().__init__(f"unknown evaluator {name!r}{hint} (`evalsi evaluators list` shows them all)")
+        if hint:
+            super().__init__(f"unknown evaluator {name!r}: {hint}")
+            return
+        close = f"; did you mean {', '.join(repr(s) for s in suggestions)}?" if suggestions else ""
+        super().__init__(f"unknown evaluator {name!r}{close} (`evalsi evaluators list` shows them all)")
 
     def __str__(self) -> str:
         # KeyError quotes its argument; show the sentence as written.

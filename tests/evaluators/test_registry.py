@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import ast
+import re
 import sys
 import textwrap
+import tomllib
 from collections.abc import Iterator
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -92,3 +96,43 @@ def test_entry_point_pack_is_found_on_a_miss_and_a_broken_one_warns(installed_pa
         reward = evalsi.rewards.from_mapping({"components": [{"ref": "shout"}]})
     assert [r.total for r in reward.score([{"completion": "HI"}, {"completion": "hi"}])] == [1.0, 0.0]
     assert "shout" in ev.available_names()
+
+
+def _declared_entry_points() -> dict[str, str]:
+    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    return dict(pyproject["project"]["entry-points"][_registry.ENTRY_POINT_GROUP])
+
+
+def test_builtins_are_found_through_the_installed_entry_point_like_any_pack() -> None:
+    declared = _declared_entry_points()
+    installed = {point.name: point.value for point in metadata.distribution("evalsi").entry_points}
+    assert {n: v for n, v in installed.items() if n in declared} == declared, (
+        "the installed metadata is older than pyproject.toml: reinstall (`pip install -e .`)"
+    )
+    for name, module in declared.items():
+        cls = ev.evaluator_class(name)
+        assert cls.name == name
+        assert cls.__module__.startswith(module), f"{name} is declared in {module} but defined in {cls.__module__}"
+    assert {"task-checker", "evaluation-test"} <= set(declared)
+
+
+def test_the_registry_names_no_module_by_string() -> None:
+    """Import contracts cannot see ``importlib.import_module("...")``: the registry must hold no module path."""
+    source = Path(_registry.__file__).read_text()
+    paths = [
+        node.value
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and re.fullmatch(r"evalsi(_harness)?(\.\w+)+|evalsi_harness", node.value)
+        and node.value != _registry.ENTRY_POINT_GROUP
+    ]
+    assert paths == [], f"the registry names modules by string: {paths}"
+
+
+def test_an_installation_without_metadata_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_registry, "_classes", {})
+    monkeypatch.setattr(_registry, "_points", metadata.EntryPoints(()))
+    monkeypatch.setattr(_registry, "_entry_points_loaded", True)
+    with pytest.raises(UnknownEvaluatorError, match=r"package metadata is missing.*pip install -e \."):
+        ev.get_evaluator("exact-match")

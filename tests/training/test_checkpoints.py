@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from evalsi.training import SettleTracker, discover, find_model, parse_step, signature
+from evalsi.training import discover, find_model, parse_step, signature
+from evalsi.training._checkpoints import SettleTracker
 from tests.training.conftest import write_adapter, write_model
 
 

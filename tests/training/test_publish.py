@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from evalsi.training import publishing
+from evalsi.training._publish import publishing
 
 
 def test_the_file_appears_only_when_complete(tmp_path: Path) -> None:

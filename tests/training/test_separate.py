@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from evalsi.errors import SpecError
-from evalsi.training import eval_sample_keys, exclude_eval_samples
+from evalsi.training import exclude_eval_samples
+from evalsi.training._separate import eval_sample_keys
 
 ROWS = [{"question": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(6)]
 

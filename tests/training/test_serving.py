@@ -17,10 +17,10 @@ from evalsi.training import (
     ServingError,
     ServingStrategy,
     UnservableError,
-    api_root,
     model_ref,
     stop_process,
 )
+from evalsi.training._serving import api_root
 from tests.helpers.vllm_standin import read_log
 from tests.training.conftest import RunningVLLM, start_standin, write_adapter, write_model
 

@@ -21,10 +21,10 @@ from evalsi.training import (
     check_servable,
     discover,
     find_model,
-    find_sharded,
     model_ref,
     parse_step,
 )
+from evalsi.training._sharded import find_sharded
 from tests.training.conftest import write_spec
 
 

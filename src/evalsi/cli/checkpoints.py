@@ -28,6 +28,7 @@ from evalsi.cli._console import EXIT_FAILED, EXIT_GATE, EXIT_OK, fail, stderr, s
 from evalsi.cli._ray import PoolScorers, RayAddress, RayWorkers
 from evalsi.cli._tables import interval_note
 from evalsi.errors import DataError, EvalsiError, SpecError
+from evalsi.monitors import parse_stop_on
 from evalsi.runs import RunsClient, load_run
 from evalsi.stats import RegressionRule, describe_method
 from evalsi.training import (
@@ -507,6 +508,14 @@ def watch_command(
         Path | None,
         typer.Option("--stop-file", help="Written when a checkpoint regresses (a training loop can stop on it)."),
     ] = None,
+    stop_on: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--stop-on",
+            help="Also write --stop-file when a checkpoint's trainer_state.json logged this monitor as fired: "
+            "monitor:<signal> (repeatable; see evalsi.monitors.SIGNALS).",
+        ),
+    ] = None,
     once: Annotated[
         bool, typer.Option("--once", help="Evaluate the checkpoints there now (waiting for those settling), then exit.")
     ] = False,
@@ -529,6 +538,12 @@ def watch_command(
     half-evaluated step. Exit codes: 0 ok; 1 a checkpoint could not be evaluated; 2 bad usage or spec;
     3 a checkpoint regressed or failed its spec's gates.
     """
+    try:
+        monitors = [parse_stop_on(name) for name in stop_on or []]
+    except ValueError as exc:
+        fail(f"--stop-on: {exc}")
+    if monitors and stop_file is None:
+        fail("--stop-on needs --stop-file: the file the training loop watches (evalsi_callback(None, stop_file=...))")
     serving = make_serving(serve, base_url, model, vllm_bin, vllm_args, device, base_model, log_dir, tokenizer)
     display = Display(not quiet)
     evaluator = _evaluator(
@@ -566,7 +581,9 @@ def watch_command(
         if once:  # nothing can appear there before --once returns: a mistyped directory
             fail(f"{directory}: no such directory (it resolves to {source.path})")
         stderr.print(f"[yellow]note:[/] {escape(str(source.path))} does not exist yet; waiting for it", highlight=False)
-    watcher = Watcher(evaluator, source, settle=settle, poll=poll, stop_file=stop_file, once=once, display=display)
+    watcher = Watcher(
+        evaluator, source, settle=settle, poll=poll, stop_file=stop_file, once=once, display=display, stop_on=monitors
+    )
     report = watcher.report
     try:
         with _terminate_as_interrupt():

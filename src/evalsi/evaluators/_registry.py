@@ -1,21 +1,21 @@
-"""The evaluator registry: built-in packs, plus third-party packs through the ``evalsi.evaluators`` entry point.
+"""The evaluator registry: every pack, built in or installed, found through the ``evalsi.evaluators`` entry point.
 
-Built-ins are imported on first use, so ``import evalsi`` stays cheap; entry points are loaded on a registry
-miss and when listing. A broken plugin is reported with a warning, never a crash of unrelated work.
+A pack has one shape: a module whose evaluator classes carry ``@register``. Its ``evalsi.evaluators`` entry
+point names the module (importing it registers its evaluators) or a single ``Evaluator`` subclass (registered
+when loaded). evalsi's own evaluators are declared the same way in its package metadata, one entry point per
+evaluator name, so this module names nothing it would have to import by string.
 
-A pack has one shape, built in or installed: a module whose evaluator classes carry ``@register``. A built-in is
-named here by that module; an installed pack's ``evalsi.evaluators`` entry point names the module (importing it
-registers its evaluators) or a single ``Evaluator`` subclass (registered when loaded).
+Nothing is imported until it is asked for, so ``import evalsi`` stays cheap: a miss first loads the entry
+point of that very name (how each built-in is declared), then every entry point; listing loads them all. A
+broken pack found while looking for another name is reported with a warning, never a crash of unrelated work.
 """
 
 from __future__ import annotations
 
 import difflib
-import importlib
-import importlib.util
 import threading
 import warnings
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, EntryPoints, entry_points
 from typing import Any, TypeVar
 
 from evalsi.errors import EvalsiError, UnknownEvaluatorError
@@ -24,28 +24,12 @@ from evalsi.evaluators._base import Evaluator, Params
 ENTRY_POINT_GROUP = "evalsi.evaluators"
 """The entry point group under which third-party packs register their ``Evaluator`` subclasses."""
 
-BUILTIN_MODULES: dict[str, str] = {
-    "exact-match": "evalsi.evaluators.core.exact_match",
-    "contains": "evalsi.evaluators.core.contains",
-    "regex": "evalsi.evaluators.core.regex",
-    "json-schema": "evalsi.evaluators.core.json_schema",
-    "field-score": "evalsi.evaluators.core.field_score",
-    "multiple-choice": "evalsi.evaluators.core.multiple_choice",
-    "format-check": "evalsi.evaluators.rl.format_check",
-    "math-equiv": "evalsi.evaluators.rl.math_equiv",
-    "overlong-penalty": "evalsi.evaluators.rl.overlong_penalty",
-    "code-exec-tests": "evalsi.evaluators.rl.code_exec_tests",
-    "reward-model": "evalsi.evaluators.rl.reward_model",
-    "llm-judge": "evalsi.evaluators.judge",
-    "task-checker": "evalsi_harness.evaluator",  # agent tasks live in the second package of the distribution
-    "evaluation-test": "evalsi.testing._evaluator",
-}
-"""Where each built-in evaluator lives; a name is listed only once its module exists."""
-
 _classes: dict[str, type[Evaluator[Any]]] = {}
 _instances: dict[str, Evaluator[Any]] = {}
 _lock = threading.RLock()
 _entry_points_loaded = False
+_points: EntryPoints | None = None
+"""The group's entry points, read from package metadata once (a scan of every installed distribution)."""
 
 E = TypeVar("E", bound=type[Evaluator[Any]])
 
@@ -107,49 +91,65 @@ def evaluator_class(name: str) -> type[Evaluator[Any]]:
 
 def _find_class(name: str) -> type[Evaluator[Any]]:
     cls = _classes.get(name)
-    if cls is None and name in BUILTIN_MODULES:
-        importlib.import_module(BUILTIN_MODULES[name])
+    if cls is None:
+        for point in _group_points().select(name=name):
+            _load(point)  # the pack declared under this very name: its own import error is the answer
         cls = _classes.get(name)
     if cls is None:
         _load_entry_points()
         cls = _classes.get(name)
     if cls is None:
-        raise UnknownEvaluatorError(name, difflib.get_close_matches(name, available_names(), n=3, cutoff=0.5))
+        known = available_names()
+        if not known:
+            raise UnknownEvaluatorError(name, [], hint=_NO_PACKS_HINT)
+        raise UnknownEvaluatorError(name, difflib.get_close_matches(name, known, n=3, cutoff=0.5))
     return cls
 
 
-def _builtin_names() -> list[str]:
-    """Built-in names whose module is present in this installation."""
-    return [name for name, module in BUILTIN_MODULES.items() if importlib.util.find_spec(module) is not None]
+_NO_PACKS_HINT = (
+    f"no evaluator is installed: no distribution declares the {ENTRY_POINT_GROUP!r} entry point, not even evalsi "
+    "itself, so its package metadata is missing; install it (`pip install -e .` in a source checkout) rather than "
+    "running it from a bare PYTHONPATH"
+)
 
 
 def available_names() -> list[str]:
     """Every registered name: built-ins and installed packs."""
     _load_entry_points()
-    return sorted(set(_builtin_names()) | set(_classes))
+    return sorted(_classes)
 
 
 def all_evaluators() -> list[type[Evaluator[Any]]]:
-    """Every evaluator class, built-ins imported, sorted by pack then name."""
+    """Every evaluator class, sorted by pack then name."""
     with _lock:
-        for name in _builtin_names():
-            if name not in _classes:
-                importlib.import_module(BUILTIN_MODULES[name])
         _load_entry_points()
         return sorted(_classes.values(), key=lambda c: (c.pack, c.name))
 
 
+def _group_points() -> EntryPoints:
+    global _points
+    if _points is None:
+        _points = entry_points(group=ENTRY_POINT_GROUP)
+    return _points
+
+
+def _load(point: EntryPoint) -> None:
+    """Import the pack an entry point names; a class it names directly is registered here."""
+    loaded = point.load()
+    if isinstance(loaded, type):
+        register(loaded)
+
+
 def _load_entry_points() -> None:
-    global _entry_points_loaded
+    global _entry_points_loaded, _points
     with _lock:
         if _entry_points_loaded:
             return
         _entry_points_loaded = True
-        for point in entry_points(group=ENTRY_POINT_GROUP):
+        _points = entry_points(group=ENTRY_POINT_GROUP)  # read again: a pack may have been installed since
+        for point in _points:
             try:
-                loaded = point.load()
-                if isinstance(loaded, type):
-                    register(loaded)
+                _load(point)
             except Exception as exc:  # one broken pack must not break every other evaluator
                 warnings.warn(
                     f"evaluator pack {point.name!r} ({point.value}) failed to load: {exc}", RuntimeWarning, stacklevel=2

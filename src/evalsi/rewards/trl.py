@@ -10,6 +10,12 @@ Example::
 ``<spec name>/<component>``, so TRL logs ``rewards/<spec name>/mean`` and ``rewards/<spec name>/<component>/mean``
 without changing what is trained on. TRL calls every function with the same batch: the first call scores it,
 the others reuse that result, in whatever order (or concurrently, with ``asynchronous=True``) TRL calls them.
+
+With ``monitor=Monitor(...)`` the total's function also feeds each scored batch to the training monitors
+(:mod:`evalsi.monitors`) and logs ``monitor/<signal>``, ``monitor/<signal>/fired`` and
+``monitor/sandbox/<verdict>`` through TRL's ``log_metric`` (averaged over each logging step, beside ``kl``);
+a monitor in the Monitor's ``stop_on`` writes its stop file, which ``evalsi_callback(None, stop_file=...)``
+turns into the end of training at the next step.
 """
 
 from __future__ import annotations
@@ -22,8 +28,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
+from evalsi.monitors import Monitor, metrics
 from evalsi.rewards._batch import Batch, component_values, rows, same_batch, totals, trl_batch
 from evalsi.rewards._compose import RewardResult
+from evalsi.rewards._monitoring import observation
 from evalsi.rewards._scorer import Scorer, SpecSource, open_scorer, resource_of, server_of
 
 RewardFunc = Callable[..., list[float | None]] | Callable[..., Awaitable[list[float | None]]]
@@ -110,22 +118,52 @@ class RewardFunction:
     A callable instance rather than a closure, so it pickles (as its spec); TRL names it by ``__name__``.
     """
 
-    def __init__(self, memo: BatchMemo, name: str, component: str | None = None) -> None:
+    def __init__(
+        self,
+        memo: BatchMemo,
+        name: str,
+        component: str | None = None,
+        monitor: Monitor | None = None,
+        max_completion_length: int | None = None,
+    ) -> None:
         self.memo = memo
         self.component = component
+        self.monitor = monitor
+        self.max_completion_length = max_completion_length
         self.__name__ = self.__qualname__ = name
 
     def __call__(
         self, prompts: Sequence[Any] | None = None, completions: Sequence[Any] | None = None, **kwargs: Any
     ) -> list[float | None]:
         """One ``float | None`` per completion; TRL passes every argument by keyword."""
-        return self.project(self.memo.results(trl_batch(prompts, completions, kwargs)))
+        batch = trl_batch(prompts, completions, kwargs)
+        results = self.memo.results(batch)
+        self.watch(batch, results, kwargs)
+        return self.project(results)
 
     async def call_async(
         self, prompts: Sequence[Any] | None = None, completions: Sequence[Any] | None = None, **kwargs: Any
     ) -> list[float | None]:
         """As ``__call__``, scoring on a worker thread."""
-        return self.project(await self.memo.results_async(trl_batch(prompts, completions, kwargs)))
+        batch = trl_batch(prompts, completions, kwargs)
+        results = await self.memo.results_async(batch)
+        self.watch(batch, results, kwargs)
+        return self.project(results)
+
+    def watch(self, batch: Batch, results: Sequence[RewardResult], kwargs: dict[str, Any]) -> None:
+        """Feed the batch to the monitor (when this function has one) and log its signals through ``log_metric``."""
+        if self.monitor is None:
+            return
+        state = kwargs.get("trainer_state")
+        step = getattr(state, "global_step", None)
+        names = self.memo.scorer.component_names
+        seen = observation(batch, results, names, step=step, max_completion_length=self.max_completion_length)
+        logged = metrics(self.monitor.observe(seen))
+        logged.update(self.monitor.verdict_metrics())
+        log_metric = kwargs.get("log_metric")
+        if callable(log_metric):
+            for name, value in logged.items():
+                log_metric(name, value)
 
     def project(self, results: Sequence[RewardResult]) -> list[float | None]:
         """The values of this function, from the batch's results."""
@@ -136,7 +174,12 @@ class RewardFunction:
 
 
 def reward_funcs(
-    spec: SpecSource, server: str | None = None, *, asynchronous: bool = False
+    spec: SpecSource,
+    server: str | None = None,
+    *,
+    asynchronous: bool = False,
+    monitor: Monitor | None = None,
+    max_completion_length: int | None = None,
 ) -> tuple[list[RewardFunc], list[float]]:
     """TRL reward functions for a RewardSpec, and their ``reward_weights``.
 
@@ -144,6 +187,10 @@ def reward_funcs(
         spec: A RewardSpec file, a mapping, or a loaded ``Reward``.
         server: Score through the evalsi server's Reward Service at this URL (one request per batch).
         asynchronous: Return ``async def`` functions, which TRL runs concurrently on its event loop.
+        monitor: Training monitors fed every scored batch (their weights default to the spec's); their signals are
+            logged through TRL's ``log_metric`` as ``monitor/<signal>``.
+        max_completion_length: The trainer's completion limit (``GRPOConfig.max_completion_length``): a completion
+            of that many tokens counts as truncated for the truncation monitor.
 
     Returns:
         ``(funcs, weights)``: the total (weight 1.0), then one function per component (weight 0.0).
@@ -160,7 +207,9 @@ def reward_funcs(
     """
     scorer = open_scorer(spec, server)
     memo = BatchMemo(scorer, readers=1 + len(scorer.component_names))
-    functions = [RewardFunction(memo, scorer.name)]
+    if monitor is not None and not monitor.weights:
+        monitor.weights = {rule.name: rule.weight for rule in scorer.rules}
+    functions = [RewardFunction(memo, scorer.name, None, monitor, max_completion_length)]
     functions += [RewardFunction(memo, f"{scorer.name}/{name}", name) for name in scorer.component_names]
     funcs: list[RewardFunc] = [_async(f) for f in functions] if asynchronous else list(functions)
     return funcs, [1.0] + [0.0] * len(scorer.component_names)

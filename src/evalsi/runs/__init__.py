@@ -20,19 +20,18 @@ Example:
 """
 
 from evalsi.runs._bind import BoundRun, bind_run, load_run, run_from_mapping
-from evalsi.runs._builtin import BUILTINS, BuiltinEval, hub_cache_dirs, load_builtin
+from evalsi.runs._builtin import BUILTINS, load_builtin
 from evalsi.runs._compare import (
     LoadedRun,
     MetricComparison,
     Overlap,
     compare_runs,
-    comparison_from_dict,
     comparison_to_dict,
     load_results,
     record_overlap,
     run_from_document,
 )
-from evalsi.runs._datasets import Item, load_items, read_rows, rows_to_items
+from evalsi.runs._datasets import Item, load_items, rows_to_items
 from evalsi.runs._document import RECORD, RunDocument, RunHeader, Summary, check_document, header_of, validation_message
 from evalsi.runs._driver import (
     ComponentScorer,
@@ -63,14 +62,13 @@ from evalsi.runs._results import (
     journal_path,
     read_results,
 )
-from evalsi.runs._summary import GateResult, MetricInfo, RunSummary, record_values, summarize
-from evalsi.runs._targets import CallableTarget, Generation, GenerationError, OpenAITarget, Target, make_target
+from evalsi.runs._summary import GateResult, MetricInfo, RunSummary, summarize
+from evalsi.runs._targets import CallableTarget, Generation, GenerationError, OpenAITarget, Target
 
 __all__ = [
     "BUILTINS",
     "RECORD",
     "BoundRun",
-    "BuiltinEval",
     "CallableTarget",
     "ComponentScorer",
     "GateResult",
@@ -104,12 +102,10 @@ __all__ = [
     "bind_run",
     "check_document",
     "compare_runs",
-    "comparison_from_dict",
     "comparison_to_dict",
     "fingerprint",
     "generated_otherwise",
     "header_of",
-    "hub_cache_dirs",
     "journal_path",
     "load_builtin",
     "load_items",
@@ -119,11 +115,8 @@ __all__ = [
     "log_outcome",
     "log_step",
     "make_loggers",
-    "make_target",
     "read_results",
-    "read_rows",
     "record_overlap",
-    "record_values",
     "results_records",
     "rows_to_items",
     "run_from_document",

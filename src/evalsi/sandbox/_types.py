@@ -5,10 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Isolation = Literal["process", "namespaced", "gvisor"]
-"""An isolation rung: ``process`` (a plain child process), ``namespaced`` (bubblewrap) or ``gvisor`` (runsc)."""
-ISOLATION_ORDER: tuple[Isolation, ...] = ("process", "namespaced", "gvisor")
-"""Rungs from lowest to highest isolation."""
+from evalsi._util.isolation import ISOLATION_ORDER as ISOLATION_ORDER  # re-exported: the rungs are the sandbox's
+from evalsi._util.isolation import Isolation as Isolation
 
 StopReason = Literal["exit", "timeout", "cpu", "memory", "output", "signal", "sandbox"]
 """Why a run stopped: it exited by itself, ran past its wall time or CPU time, ran out of memory, overflowed

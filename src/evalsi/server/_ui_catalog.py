@@ -12,10 +12,12 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
+from evalsi._util.trainer_logs import RewardStream
 from evalsi.errors import DataError
 from evalsi.server._ui_jobs import CompletedJobs, job_headline
 from evalsi.server._ui_runs import StoredRuns, run_path, safe_name
@@ -138,6 +140,10 @@ class ProjectCatalog(Catalog):
         """What changes when a step is stored (again)."""
         parts = [f"{path.name}:{self.version(path)}" for path in self.curve_paths(source)]
         return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+    def trainer_logs(self, locations: Iterable[str]) -> RewardStream:
+        """Nothing: a stored run's checkpoint location is the caller's data, never a path the server reads."""
+        return RewardStream(notes=["the training reward is not shown for runs stored on the server"])
 
     def _ref(self, path: Path) -> _Ref | None:
         with self._scan_lock:

@@ -1,10 +1,8 @@
 """Spec resources (``apiVersion: evals.si/v1alpha1``): loading with file/line/field errors, and their models."""
 
-from evalsi.sandbox import Isolation
 from evalsi.specs._model import SpecModel
 from evalsi.specs._resource import (
     API_VERSION,
-    KINDS,
     Resource,
     describe_pydantic_error,
     document_from_mapping,
@@ -21,7 +19,6 @@ from evalsi.specs._reward import (
     SandboxSpec,
 )
 from evalsi.specs._run import (
-    BUILTIN_EVALS,
     LOGGER_NAMES,
     DatasetSpec,
     FieldMap,
@@ -50,15 +47,12 @@ from evalsi.specs._task import (
     check_platform,
     check_relative_path,
     load_task_spec,
-    task_from_resource,
     task_spec_from_mapping,
 )
-from evalsi.specs._yaml import Document, format_path, load_yaml_documents, read_yaml_file
+from evalsi.specs._yaml import Document, format_path
 
 __all__ = [
     "API_VERSION",
-    "BUILTIN_EVALS",
-    "KINDS",
     "LOGGER_NAMES",
     "CacheSpec",
     "CheckerSpec",
@@ -68,7 +62,6 @@ __all__ = [
     "EpisodeLimitsSpec",
     "FieldMap",
     "GateSpec",
-    "Isolation",
     "KSpec",
     "LimitsSpec",
     "LoggersSpec",
@@ -99,10 +92,7 @@ __all__ = [
     "format_path",
     "load_resources",
     "load_task_spec",
-    "load_yaml_documents",
     "parse_resources",
-    "read_yaml_file",
     "select_resource",
-    "task_from_resource",
     "task_spec_from_mapping",
 ]

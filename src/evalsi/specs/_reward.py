@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from evalsi.sandbox import Isolation
+from evalsi._util.isolation import Isolation
 from evalsi.specs._model import SpecModel as _Model
 
 OnError = Literal["raise", "zero", "none"]

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from evalsi.sandbox import Isolation
+from evalsi._util.isolation import Isolation
 from evalsi.specs._model import SpecModel as _Model
 from evalsi.specs._resource import (
     API_VERSION,

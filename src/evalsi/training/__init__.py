@@ -17,41 +17,34 @@ Example:
 """
 
 from evalsi.training._checkpoints import (
-    STATE_DICT_SUFFIXES,
     Checkpoint,
-    ModelFiles,
     ModelKind,
-    SettleTracker,
     Signature,
     discover,
     find_model,
     parse_step,
     signature,
 )
-from evalsi.training._convert import DEFAULT_CONVERT_DIR, ConversionError, convert_checkpoint
+from evalsi.training._convert import ConversionError
 from evalsi.training._curve import Curve, CurvePoint, build_curve
 from evalsi.training._evaluator import (
     DEFAULT_LOG_DIR,
     CheckpointEvaluator,
-    SpecStep,
     StepResult,
-    compare_with_base,
     describe_result,
 )
 from evalsi.training._lightning import lightning_checkpoint_callback
-from evalsi.training._plot import PlotError, cell_text, curve_html, plot_curve
-from evalsi.training._publish import publish_with, publishing
+from evalsi.training._plot import PlotError, cell_text, plot_curve
 from evalsi.training._pytorch import PyTorchCheckpointHook
-from evalsi.training._results import checkpoint_metadata, is_complete, run_dir, step_file, step_files
+from evalsi.training._results import step_files
 from evalsi.training._runner import (
     CheckpointEvaluationError,
-    CheckpointEvaluatorLike,
     CheckpointRunner,
     EvaluationFailure,
     StepOutcome,
 )
-from evalsi.training._separate import eval_sample_keys, exclude_eval_samples
-from evalsi.training._server_runs import ServerOutcome, ServerRuns, build_server_curve, step_label
+from evalsi.training._separate import exclude_eval_samples
+from evalsi.training._server_runs import build_server_curve
 from evalsi.training._serving import (
     Endpoint,
     LoRA,
@@ -60,12 +53,10 @@ from evalsi.training._serving import (
     ServingError,
     ServingStrategy,
     UnservableError,
-    api_root,
     check_servable,
     model_ref,
-    serving_advice,
 )
-from evalsi.training._sharded import Sharded, ShardedFormat, conversion_command, find_sharded
+from evalsi.training._sharded import Sharded, ShardedFormat
 from evalsi.training._sources import (
     CheckpointSource,
     LocalDirectory,
@@ -75,19 +66,16 @@ from evalsi.training._sources import (
     is_remote,
     open_source,
 )
-from evalsi.training._transformers import OpenAICompatibleServer, StateDict, Transformers, load_state_dict
+from evalsi.training._transformers import OpenAICompatibleServer, StateDict, Transformers
 from evalsi.training._vllm import VLLM, free_port, stop_process
-from evalsi.training._watch import WatchDisplay, Watcher, WatchReport, write_stop_file
+from evalsi.training._watch import Watcher, WatchReport
 
 __all__ = [
-    "DEFAULT_CONVERT_DIR",
     "DEFAULT_LOG_DIR",
-    "STATE_DICT_SUFFIXES",
     "VLLM",
     "Checkpoint",
     "CheckpointEvaluationError",
     "CheckpointEvaluator",
-    "CheckpointEvaluatorLike",
     "CheckpointRunner",
     "CheckpointSource",
     "ConversionError",
@@ -98,7 +86,6 @@ __all__ = [
     "LoRA",
     "LocalDirectory",
     "LocationError",
-    "ModelFiles",
     "ModelKind",
     "ModelRef",
     "OpenAICompatibleServer",
@@ -106,57 +93,35 @@ __all__ = [
     "PyTorchCheckpointHook",
     "RemoteDirectory",
     "Served",
-    "ServerOutcome",
-    "ServerRuns",
     "ServingError",
     "ServingStrategy",
-    "SettleTracker",
     "Sharded",
     "ShardedFormat",
     "Signature",
     "SourceError",
-    "SpecStep",
     "StateDict",
     "StepOutcome",
     "StepResult",
     "Transformers",
     "UnservableError",
-    "WatchDisplay",
     "WatchReport",
     "Watcher",
-    "api_root",
     "build_curve",
     "build_server_curve",
     "cell_text",
     "check_servable",
-    "checkpoint_metadata",
-    "compare_with_base",
-    "conversion_command",
-    "convert_checkpoint",
-    "curve_html",
     "describe_result",
     "discover",
-    "eval_sample_keys",
     "exclude_eval_samples",
     "find_model",
-    "find_sharded",
     "free_port",
-    "is_complete",
     "is_remote",
     "lightning_checkpoint_callback",
-    "load_state_dict",
     "model_ref",
     "open_source",
     "parse_step",
     "plot_curve",
-    "publish_with",
-    "publishing",
-    "run_dir",
-    "serving_advice",
     "signature",
-    "step_file",
     "step_files",
-    "step_label",
     "stop_process",
-    "write_stop_file",
 ]

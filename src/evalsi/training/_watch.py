@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -27,9 +27,11 @@ import orjson
 
 from evalsi._util.atomic import atomic_writer
 from evalsi.errors import DataError, EvalsiError, SpecError
+from evalsi.monitors import parse_stop_on, write_monitor_stop_file
 from evalsi.training._checkpoints import Checkpoint, SettleTracker
 from evalsi.training._evaluator import CheckpointEvaluator, StepResult
-from evalsi.training._sources import CheckpointSource, LocalDirectory
+from evalsi.training._monitoring import fired_in_trainer_state
+from evalsi.training._sources import TRAINER_STATE, CheckpointSource, LocalDirectory
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +87,9 @@ class Watcher:
         once: Evaluate what is there (waiting for checkpoints that are settling) and return; the highest step
             there is the final one.
         display: Where progress goes.
+        stop_on: Monitors (``monitor:<name>``) that also write the stop file: when a checkpoint's
+            ``trainer_state.json`` logged one as fired (``monitor/<name>/fired``), before that checkpoint is
+            evaluated.
 
     """
 
@@ -100,7 +105,11 @@ class Watcher:
         display: WatchDisplay | None = None,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
+        stop_on: Sequence[str] = (),
     ) -> None:
+        self.stop_on = [parse_stop_on(name) for name in stop_on]
+        if self.stop_on and stop_file is None:
+            raise ValueError("stopping on a monitor needs a stop file to write (--stop-file)")
         self.evaluator = evaluator
         self.source: CheckpointSource = LocalDirectory(directory) if isinstance(directory, Path) else directory
         # A source that knows when a checkpoint is complete (a model registry's READY) needs no settle wait.
@@ -171,6 +180,8 @@ class Watcher:
     def _evaluate(self, checkpoint: Checkpoint, report: WatchReport) -> None:
         settled_at = self.tracker.settles_at(checkpoint.path)
         final = self._final(checkpoint)
+        if checkpoint.path.is_dir():  # on disk: read its trainer's monitors even when no spec is due at it
+            self._check_monitors(checkpoint.path, checkpoint, report)
         if self.evaluator.is_done(checkpoint.step, final=final):  # no spec is due, or those due are complete
             self.tracker.forget([checkpoint.path])
             self._done.add(checkpoint.step)
@@ -182,6 +193,7 @@ class Watcher:
             return
         try:
             local = self.source.fetch(checkpoint)
+            self._check_monitors(local, checkpoint, report)
             result = self.evaluator.evaluate(local, checkpoint.step, settled_at=settled_at, final=final)
         except (SpecError, DataError):
             raise  # bad input: every other checkpoint would fail the same way
@@ -202,6 +214,18 @@ class Watcher:
             report.stop_file_written = True
         if self.display is not None:
             self.display.evaluated(checkpoint, result)
+
+    def _check_monitors(self, local: Path, checkpoint: Checkpoint, report: WatchReport) -> None:
+        """Write the stop file when the checkpoint's trainer logged a ``stop_on`` monitor as fired."""
+        if not self.stop_on or self.stop_file is None or report.stop_file_written:
+            return
+        folder = local if local.is_dir() else local.parent
+        signal = fired_in_trainer_state(folder / TRAINER_STATE, self.stop_on)
+        if signal is None:
+            return
+        log.warning("monitor %s fired (%s): writing the stop file %s", signal.name, signal.detail, self.stop_file)
+        write_monitor_stop_file(self.stop_file, signal, checkpoint.step)
+        report.stop_file_written = True
 
 
 def write_stop_file(path: Path, result: StepResult) -> None:

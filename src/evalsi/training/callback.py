@@ -26,6 +26,10 @@ What it does, on the main process (``state.is_world_process_zero``) only:
 - Training stops at the next step after a regression (``stop_on_regression``) or once ``stop_file`` exists (the
   file ``evalsi checkpoints watch --stop-file`` writes). ``evalsi_callback(None, stop_file=PATH)`` only watches it.
 - Pending evaluations finish before ``train()`` returns.
+- With ``monitor=`` (the :class:`~evalsi.monitors.Monitor` given to the reward functions), each evaluation's
+  held-out values (``heldout_metric``, ``<spec>/<metric>``; by default the first spec's first metric) are paired
+  with the first evaluation's: ``monitor/reward_vs_heldout`` is logged with the evaluation, and training stops
+  once the monitor writes its stop file (the monitor's ``stop_file`` is watched).
 
 ``save_total_limit`` deletes old checkpoints inside the next save, which can be before a queued one is evaluated:
 with it set, the callback evaluates inside the save (``wait=True``) or refuses to start.
@@ -44,6 +48,8 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+from evalsi.monitors import Monitor, metrics
+from evalsi.training._monitoring import heldout_values
 from evalsi.training._runner import CheckpointEvaluatorLike, CheckpointRunner, Step, StepOutcome
 
 log = logging.getLogger("evalsi.training")
@@ -71,6 +77,8 @@ def evalsi_callback(
     after_training: bool = False,
     raise_errors: bool = False,
     keep_copies: bool = False,
+    monitor: Monitor | None = None,
+    heldout_metric: str | None = None,
 ) -> Any:
     """A ``transformers.TrainerCallback`` that evaluates checkpoints with ``evaluator`` (see the module doc).
 
@@ -87,6 +95,9 @@ def evalsi_callback(
         raise_errors: Fail ``train()`` at its end when an evaluation failed (by default: logged and kept).
         keep_copies: Keep the models saved under ``output_dir/evalsi-eval`` for ``every``, ``before_training``
             and ``after_training`` (by default each is deleted once it is evaluated).
+        monitor: The training monitors the reward functions feed: each evaluation's held-out values go to them,
+            and their stop file is watched (when ``stop_file`` is not given).
+        heldout_metric: ``<spec>/<metric>`` the monitors pair across evaluations (default: the first).
 
     Raises:
         ValueError: ``every`` is not a positive number, or no evaluator is given and there is nothing to watch.
@@ -94,6 +105,8 @@ def evalsi_callback(
     """
     if every is not None and every < 1:
         raise ValueError(f"every must be a positive number of steps, got {every}")
+    if stop_file is None and monitor is not None and monitor.stop_file is not None:
+        stop_file = monitor.stop_file
     if evaluator is None and stop_file is None:
         raise ValueError("give an evaluator, or a stop_file to watch (evalsi_callback(None, stop_file=PATH))")
     base = _transformers().TrainerCallback
@@ -108,6 +121,8 @@ def evalsi_callback(
         after_training,
         raise_errors,
         keep_copies,
+        monitor,
+        heldout_metric,
     )
 
 
@@ -152,8 +167,12 @@ class _EvalsiCallbackMixin:
         after_training: bool,
         raise_errors: bool,
         keep_copies: bool = False,
+        monitor: Monitor | None = None,
+        heldout_metric: str | None = None,
     ) -> None:
         self.evaluator = evaluator
+        self.monitor = monitor
+        self.heldout_metric = heldout_metric
         # Relative to the working directory the callback was made in, whatever the trainer does to it later.
         self.stop_file = None if stop_file is None else Path(stop_file).absolute()
         self.stop_on_regression = stop_on_regression
@@ -245,6 +264,7 @@ class _EvalsiCallbackMixin:
         self._logged += len(fresh)
         for step, outcome in fresh:
             logs = trainer_logs(step, outcome)
+            logs.update(self._heldout(step, outcome))
             state.log_history.append({**logs, "step": _at(step)})
             if self._handler is None:
                 continue
@@ -254,6 +274,15 @@ class _EvalsiCallbackMixin:
                 self._handler.call_event("on_log", args, at_step, control, logs=logs)
             except Exception as exc:  # a logger's failure must not end training, nor lose the other entries
                 log.error("logging the evaluation of step %s failed: %s", _at(step), exc, exc_info=exc)
+
+    def _heldout(self, step: Step, outcome: StepOutcome) -> dict[str, float]:
+        """Feed an evaluation's held-out values to the monitors; their ``reward_vs_heldout`` as log metrics."""
+        if self.monitor is None:
+            return {}
+        values = heldout_values(outcome, self.heldout_metric)
+        if values is None:
+            return {}
+        return metrics([self.monitor.observe_heldout(_at(step), values)])
 
     def _should_stop(self) -> bool:
         if self.stop_file is not None and self.stop_file.exists():

@@ -28,6 +28,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from evalsi._util.trainer_logs import RewardStream
 from evalsi.errors import DataError
 from evalsi.runs import RECORD, compare_runs, comparison_to_dict, validation_message
 from evalsi.stats import describe_method
@@ -370,10 +371,17 @@ class Viewer:
                     "run": run_ids.get(p.path) or run_ids.get(p.path.resolve()),
                     "estimates": p.estimates,
                     "versusBase": p.versus_base,
+                    "location": p.location,
                 }
                 for p in curve.points
             ],
         }
+
+    def reward_stream(self, data: dict[str, Any]) -> RewardStream:
+        """The training reward logged by a learning curve's trainer (:meth:`curve_data`: its steps' checkpoints)."""
+        return self.catalog.trainer_logs(
+            str(p["location"]) for p in data["points"] if p["step"] != BASE and p.get("location")
+        )
 
     def curve_page(self, request: Request) -> Response:
         """Each metric per step with its interval, the base as a line, regressions marked; steps link to runs."""
@@ -381,9 +389,22 @@ class Viewer:
         max_drop = float(request.query_params.get("drop") or 0.0)
         data = self.curve_data(source, max_drop)
         base_url = request.scope.get("root_path", "").rstrip("/")
-        charts = {
-            metric: _charts.line_chart([curve_line(data, metric, base_url, data["trainingRun"])], metric)
-            for metric in data["metrics"]
+        stream = self.reward_stream(data)
+        lines = {metric: curve_line(data, metric, base_url, data["trainingRun"]) for metric in data["metrics"]}
+        x_range = _charts.x_domain([p.x for line in lines.values() for p in line.points], stream.steps)
+        charts = {metric: _charts.line_chart([line], metric, x_range=x_range) for metric, line in lines.items()}
+        reward_charts = {
+            name: _charts.line_chart(
+                [
+                    _charts.Line(
+                        name, [_charts.Point(float(x), y, tip=f"step {x}: {_num(y)}") for x, y in _charts.thin(points)]
+                    )
+                ],
+                f"training {name}",
+                x_range=x_range,
+                legend=False,
+            )
+            for name, points in stream.series.items()
         }
         template = "_curve_live.html" if request.query_params.get("fragment") == "live" else "curve.html"
         return self.page(
@@ -392,6 +413,8 @@ class Viewer:
             source=source,
             data=data,
             charts=charts,
+            stream=stream,
+            reward_charts=reward_charts,
             drop=max_drop,
             stamp=self.catalog.curve_stamp(source),
         )
@@ -457,8 +480,11 @@ class Viewer:
         return self.json({"stamp": self.catalog.curve_stamp(self.source(request, "curve"))})
 
     def api_curve(self, request: Request) -> Response:
-        """A learning curve."""
-        return self.json(self.curve_data(self.source(request, "curve"), float(request.query_params.get("drop") or 0)))
+        """A learning curve, with the training reward its trainer logged (``rewardStream``) when at hand."""
+        data = self.curve_data(self.source(request, "curve"), float(request.query_params.get("drop") or 0))
+        stream = self.reward_stream(data)
+        data["rewardStream"] = {"source": stream.source, "series": stream.series, "notes": stream.notes}
+        return self.json(data)
 
 
 def curve_line(data: dict[str, Any], metric: str, base_url: str, label: str) -> _charts.Line:

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 import orjson
 
+from evalsi._util.trainer_logs import RewardStream, log_files, reward_stream
 from evalsi.errors import DataError
 from evalsi.view import _curves
 from evalsi.view._runs import RunData, file_headline, load_run, read_journal_start, stamp
@@ -101,6 +102,7 @@ class Catalog:
         self._sources: dict[str, Source] = {}
         self._headlines: OrderedDict[Path, tuple[str, dict[str, Any]]] = OrderedDict()
         self._lock = threading.Lock()
+        self._streams: dict[tuple[Path, ...], tuple[tuple[tuple[str, int, int], ...], RewardStream]] = {}
 
     def allowed(self, path: Path) -> bool:
         """Whether a resolved path is one of the roots or lies under one."""
@@ -170,6 +172,45 @@ class Catalog:
         """What changes when a step of a learning curve appears or changes."""
         return _curves.curve_stamp(source.path)
 
+    def trainer_logs(self, locations: Iterable[str]) -> RewardStream:
+        """The training reward logged by the trainer whose checkpoints these are (their recorded locations).
+
+        Only checkpoint folders under the roots are read, like everything else the viewer shows: trainer logs
+        elsewhere give a note naming the folder to add. Read again only when a log file changes.
+        """
+        folders: list[Path] = []
+        outside: list[Path] = []
+        for location in locations:
+            if "://" in location or ":" in location.split("/", 1)[0]:
+                continue  # a remote checkpoint or a registry's model: no local logs
+            folder = Path(location).expanduser().resolve()
+            if not folder.is_dir():
+                continue
+            (folders if self.allowed(folder) else outside).append(folder)
+        if not folders:
+            stream = RewardStream()
+            if outside:
+                parent = outside[-1].parent
+                stream.notes.append(
+                    f"the trainer's logs in {parent} lie outside the folders given to evalsi view: "
+                    f"add it (evalsi view ... {parent}) to show the training reward beside the evaluations"
+                )
+            else:
+                stream.notes.append("no checkpoint folder of this training run is on this machine: no trainer logs")
+            return stream
+        key = tuple(folders)
+        version = _log_version(folders)
+        with self._lock:
+            hit = self._streams.get(key)
+            if hit is not None and hit[0] == version:
+                return hit[1]
+        stream = reward_stream(folders)
+        with self._lock:
+            self._streams[key] = (version, stream)
+            while len(self._streams) > HEADLINES:
+                self._streams.pop(next(iter(self._streams)))
+        return stream
+
     def _scan_root(self, root: Path) -> Iterator[Source]:
         if root.is_file():
             kind = sniff(root)
@@ -207,3 +248,15 @@ class Catalog:
         except ValueError:
             label = path.name
         return Source(source_id(path, kind), kind, path, label or path.name)
+
+
+def _log_version(folders: list[Path]) -> tuple[tuple[str, int, int], ...]:
+    """What changes when a trainer log beside these checkpoints appears or changes (size and time of each)."""
+    parts = []
+    for path in log_files(folders):
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        parts.append((str(path), st.st_size, st.st_mtime_ns))
+    return tuple(parts)

@@ -96,6 +96,27 @@ SERIES_CLASSES = 8
 """Series colours (``series-0`` … ``series-7`` in the stylesheet), reused in turn past eight lines."""
 
 
+MAX_LINE_POINTS = 2000
+"""A dense series (a trainer's log over many steps) is drawn through at most this many of its points."""
+
+
+def thin(points: Sequence[tuple[int, float]], limit: int = MAX_LINE_POINTS) -> list[tuple[int, float]]:
+    """Every ``k``-th point of a long series, the last always kept, so a page stays small whatever the log's length.
+
+    Example:
+        >>> thin([(s, 0.0) for s in range(10)], 4)
+        [(0, 0.0), (3, 0.0), (6, 0.0), (9, 0.0)]
+
+    """
+    if len(points) <= limit:
+        return list(points)
+    stride = math.ceil(len(points) / (limit - 1))
+    kept = list(points[::stride])
+    if kept[-1] != points[-1]:
+        kept.append(points[-1])
+    return kept
+
+
 def x_domain(*groups: Iterable[float]) -> tuple[float, float]:
     """The step range charts that share an x axis draw: from 0 (the base) to the last step, at round ticks."""
     xs = [x for group in groups for x in group]

@@ -76,6 +76,8 @@ class StepPoint:
     status: str
     estimates: dict[str, dict[str, Any]]
     versus_base: dict[str, dict[str, Any]] = field(default_factory=dict)
+    location: str | None = None
+    """Where the step's checkpoint was (the ``checkpoint`` section's ``location``), when recorded."""
 
 
 @dataclass
@@ -105,6 +107,12 @@ def _step(path: Path, header: dict[str, Any]) -> int | str | None:
     if isinstance(section, dict) and "step" in section:
         return BASE if section["step"] is None else int(section["step"])
     return step_of_name(path.name)
+
+
+def _location(header: dict[str, Any]) -> str | None:
+    section = header.get("checkpoint")
+    location = section.get("location") if isinstance(section, dict) else None
+    return location if isinstance(location, str) and location else None
 
 
 def _training_run(directory: Path, headers: list[dict[str, Any]]) -> str:
@@ -142,7 +150,7 @@ def load_curve(
             continue
         estimates = summary.get("metrics") or {}
         metrics.extend(m for m in estimates if m not in metrics)
-        points.append(StepPoint(step, path, status, estimates))
+        points.append(StepPoint(step, path, status, estimates, location=_location(header)))
     points.sort(key=lambda p: (p.step != BASE, p.step if isinstance(p.step, int) else -1))
     training_run = _training_run(directory, headers)
     curve = Curve(f"{training_run} / {directory.name}", metrics, points, training_run, directory.name)

@@ -169,3 +169,43 @@ def test_a_run_in_progress_fills_in_on_the_list_without_reloading(page: Page, vi
     expect(row).to_contain_text("3 of 3 records", timeout=10_000)
     writer.close(remove_journal=False)
     assert page.evaluate("window.__sameDocument") is True
+
+
+def test_the_training_reward_is_drawn_beside_the_evaluations_on_the_same_steps(
+    page: Page, viewer: str, results: Path
+) -> None:
+    out = results / "trainer-out"
+    folder = results / "logs" / "grpo-3" / "gsm"
+    folder.mkdir(parents=True)
+    for step, correct in ((None, 30), (100, 28), (300, 20)):
+        label = "base" if step is None else str(step)
+        location = "base-model" if step is None else str(out / f"checkpoint-{step}")
+        simple_run(
+            folder / ("base.json" if step is None else f"step-{step}.json"),
+            f"grpo-3 {label}",
+            [True] * correct + [False] * (40 - correct),
+            checkpoint={"trainingRun": "grpo-3", "step": step, "label": label, "location": location},
+        )
+    log = [
+        {"step": s, "reward": s / 300, "rewards/gsm/mean": s / 300, "rewards/gsm/format/mean": 1.0}
+        for s in range(10, 301, 10)
+    ]
+    (out / "checkpoint-300").mkdir(parents=True)
+    (out / "checkpoint-300" / "trainer_state.json").write_bytes(orjson.dumps({"log_history": log}))
+    page.goto(viewer)
+    page.locator("#curves a", has_text="grpo-3").click()
+    rewards = page.locator("#reward-stream figure.reward-box")
+    expect(rewards).to_have_count(3)
+    expect(rewards.locator("figcaption")).to_have_text(["reward", "gsm", "gsm/format"])
+    evals = page.locator('figure[data-metric="acc"] svg')
+    reward = page.locator('figure.reward-box[data-series="reward"] svg')
+    expect(reward.locator("polyline.line")).to_have_count(1)
+    for attribute in ("data-x-min", "data-x-max"):
+        assert evals.get_attribute(attribute) == reward.get_attribute(attribute)
+    # the reward's step 300 sits right above the evaluation of step 300, and its step 100 above step 100
+    xs = reward.locator("polyline.line").evaluate("line => Array.from(line.points, p => p.x)")
+    assert len(xs) == 30
+    for step, index in ((100, 9), (300, 29)):
+        cx = float(evals.locator(f'circle.point[data-step="{step}"]').get_attribute("cx") or "nan")
+        assert abs(xs[index] - cx) < 0.2, (step, xs[index], cx)
+    assert page.locator("p.reward-note").count() == 0

@@ -1,0 +1,123 @@
+"""Training monitors in a real GRPO run on the CPU (tiny Llama built here): a length-exploitable reward makes the
+length monitors fire and the length drift stops training through the stop file; a sound reward fires none."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import datasets
+import trl
+import yaml
+
+import evalsi.evaluators
+from evalsi.evaluators import Evaluator, NoParams, Score, ScoreContext
+from evalsi.monitors import Monitor
+from evalsi.records import Record
+from evalsi.rewards.trl import reward_funcs
+from evalsi.training.callback import evalsi_callback
+from tests.integrations.trl.tiny import tiny_model, tiny_tokenizer
+
+STEPS = 16
+MAX_TOKENS = 16
+
+
+@evalsi.evaluators.register
+class Tokens(Evaluator[NoParams]):
+    """The completion's length in tokens: a reward any model can earn by never stopping."""
+
+    name = "test-monitor-tokens"
+    summary = "Token count of the completion."
+    reads = ("completion_tokens",)
+
+    def score_batch(self, records: Sequence[Record], params: NoParams, ctx: ScoreContext) -> list[Score]:
+        return [Score.ok(float(r.completion_tokens or 0) / MAX_TOKENS) for r in records]
+
+
+def _spec(name: str, components: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "apiVersion": "evals.si/v1alpha1",
+        "kind": "RewardSpec",
+        "metadata": {"name": name},
+        "spec": {"cache": {"enabled": False}, "components": components},
+    }
+
+
+HACKABLE = _spec(
+    "hackable",
+    [
+        {"ref": "contains", "name": "says-answer", "weight": 0.2},
+        {"ref": "test-monitor-tokens", "name": "effort", "weight": 1.0},
+    ],
+)
+SOUND = _spec(
+    "sound",
+    [
+        {"ref": "contains", "name": "says-answer", "weight": 1.0},
+        {"ref": "overlong-penalty", "name": "overlong", "params": {"max_length": 8, "buffer": 4}},
+    ],
+)
+
+
+def _train(tmp_path: Path, spec: dict[str, Any]) -> tuple[Any, Monitor, Path]:
+    path = tmp_path / "reward.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    stop = tmp_path / "stop.json"
+    monitor = Monitor(stop_on=["monitor:length_drift"], stop_file=stop)
+    tokenizer = tiny_tokenizer(tmp_path / "model")
+    model = tiny_model(tmp_path / "model", len(tokenizer))
+    dataset = datasets.Dataset.from_dict(
+        {"prompt": ["what is 2+2 ?", "2+2 ? the answer is"] * 16, "answer": ["4"] * 32}
+    )
+    funcs, weights = reward_funcs(path, monitor=monitor, max_completion_length=MAX_TOKENS)
+    args = trl.GRPOConfig(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=16,
+        num_generations=8,
+        max_completion_length=MAX_TOKENS,
+        max_steps=STEPS,
+        logging_steps=1,
+        learning_rate=2e-2,
+        report_to="none",
+        use_cpu=True,
+        save_strategy="no",
+        reward_weights=weights,
+        seed=0,
+        bf16=False,
+    )
+    trainer = trl.GRPOTrainer(
+        model=model,
+        reward_funcs=funcs,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        callbacks=[evalsi_callback(None, stop_file=stop)],
+    )
+    trainer.train()
+    curve = [
+        {k: v for k, v in entry.items() if k.startswith(("monitor/", "reward", "completions/mean_length", "step"))}
+        for entry in trainer.state.log_history
+        if "reward" in entry
+    ]
+    print(json.dumps({"spec": spec["metadata"]["name"], "fired": monitor.fired, "curve": curve}, indent=1))
+    return trainer, monitor, stop
+
+
+def test_a_length_exploitable_reward_fires_and_stops_training(tmp_path: Path) -> None:
+    trainer, monitor, stop = _train(tmp_path, HACKABLE)
+    assert "length_reward_correlation" in monitor.fired
+    assert "length_drift" in monitor.fired
+    assert json.loads(stop.read_text())["monitor"] == "length_drift"
+    assert trainer.state.global_step < STEPS  # stopped by the stop file
+    logged = [e for e in trainer.state.log_history if "monitor/length_drift" in e]
+    assert logged and logged[-1]["monitor/length_drift/fired"] > 0
+
+
+def test_a_sound_reward_fires_no_monitor(tmp_path: Path) -> None:
+    trainer, monitor, stop = _train(tmp_path, SOUND)
+    assert monitor.fired == {}
+    assert not stop.exists()
+    assert trainer.state.global_step == STEPS
+    assert any("monitor/zero_variance_groups" in e for e in trainer.state.log_history)

@@ -1,0 +1,116 @@
+"""The training reward beside the held-out evaluations on a learning curve's page, read from the trainer's logs."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import orjson
+from starlette.testclient import TestClient
+
+from evalsi.view import create_app
+from tests.view.conftest import ids
+from tests.view.make import simple_run
+
+
+def training(root: Path, out: Path, steps: dict[int | None, int]) -> None:
+    """A training run ``grpo-1`` whose checkpoints are in ``out``, evaluated at these steps (None: the base)."""
+    curve = root / "logs" / "grpo-1" / "gsm"
+    curve.mkdir(parents=True)
+    for step, correct in steps.items():
+        label = "base" if step is None else str(step)
+        location = "base-model" if step is None else str(out / f"checkpoint-{step}")
+        section = {"trainingRun": "grpo-1", "step": step, "label": label, "location": location}
+        simple_run(
+            curve / ("base.json" if step is None else f"step-{step}.json"),
+            f"grpo-1@{label}",
+            [True] * correct + [False] * (20 - correct),
+            checkpoint=section,
+        )
+
+
+def history(steps: range) -> list[dict[str, Any]]:
+    """A GRPO log whose reward climbs (the policy found a way to please it) while the evaluations fall."""
+    return [
+        {
+            "step": s,
+            "reward": s / 300,
+            "rewards/gsm/mean": s / 300,
+            "rewards/gsm/format/mean": 1.0,
+            "rewards/gsm/format/std": 0.0,
+            "loss": 0.1,
+        }
+        for s in steps
+    ]
+
+
+def write_state(checkpoint: Path, log: Any) -> None:
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    (checkpoint / "trainer_state.json").write_bytes(orjson.dumps({"global_step": 300, "log_history": log}))
+
+
+def curve_id(client: TestClient) -> str:
+    return next(iter(ids(client.get("/").text, "curves").values()))
+
+
+def test_the_training_reward_is_drawn_beside_the_evaluations_on_the_same_steps(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    training(tmp_path, out, {None: 15, 100: 12, 300: 6})
+    write_state(out / "checkpoint-100", history(range(10, 101, 10)))
+    write_state(out / "checkpoint-300", history(range(10, 301, 10)))
+    client = TestClient(create_app([tmp_path]))
+    cid = curve_id(client)
+    html = client.get(f"/curves/{cid}").text
+    boxes = dict(re.findall(r'<figure class="chart-box reward-box" data-series="([^"]+)" data-steps="([^"]+)"', html))
+    assert list(boxes) == ["reward", "gsm", "gsm/format"]
+    assert boxes["reward"].split() == [str(s) for s in range(10, 301, 10)]
+    # Every chart on the page, the evaluations' and the reward's, spans the same steps.
+    spans = set(re.findall(r'class="chart line-chart"[^>]*data-x-min="([^"]+)" data-x-max="([^"]+)"', html))
+    assert spans == {("0", "300")}
+    assert html.count('class="chart line-chart"') == 2 + 3  # acc and pass@1/acc; reward and two components
+    assert str(out / "checkpoint-300" / "trainer_state.json") in html and 'class="note' not in html
+    data = client.get(f"/api/curves/{cid}").json()["rewardStream"]
+    assert data["source"] == str(out / "checkpoint-300" / "trainer_state.json")
+    assert data["series"]["gsm/format"][-1] == [300, 1.0] and data["notes"] == []
+
+
+def test_the_eval_axis_reaches_the_last_logged_step(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    training(tmp_path, out, {None: 15, 100: 12})
+    write_state(out / "checkpoint-100", history(range(10, 451, 10)))  # training ran on past the last evaluation
+    client = TestClient(create_app([tmp_path]))
+    html = client.get(f"/curves/{curve_id(client)}").text
+    assert set(re.findall(r'data-x-min="([^"]+)" data-x-max="([^"]+)"', html)) == {("0", "500")}
+
+
+def test_missing_or_malformed_logs_give_a_note_and_the_curve_still_shows(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    training(tmp_path, out, {None: 15, 100: 12})
+    client = TestClient(create_app([tmp_path]))
+    cid = curve_id(client)
+    page = client.get(f"/curves/{cid}")
+    assert page.status_code == 200 and "reward-box" not in page.text
+    assert "no checkpoint folder of this training run is on this machine" in page.text
+    (out / "checkpoint-100").mkdir(parents=True)
+    (out / "checkpoint-100" / "trainer_state.json").write_text('{"log_history": [{"step": 1, "reward": ')
+    page = client.get(f"/curves/{cid}")
+    assert page.status_code == 200 and 'class="chart line-chart"' in page.text and "reward-box" not in page.text
+    notes = re.findall(r'<p class="note reward-note">([^<]+)</p>', page.text)
+    assert any("trainer_state.json: not JSON" in n for n in notes), notes
+    assert any("no training reward logged in" in n for n in notes), notes
+    # fixed on disk: the next page reads it again
+    write_state(out / "checkpoint-100", history(range(10, 101, 10)))
+    assert 'data-series="reward"' in client.get(f"/curves/{cid}").text
+
+
+def test_trainer_logs_outside_the_given_folders_are_not_read(tmp_path: Path) -> None:
+    out = tmp_path / "elsewhere" / "out"
+    training(tmp_path / "results", out, {None: 15, 100: 12})
+    write_state(out / "checkpoint-100", history(range(10, 101, 10)))
+    client = TestClient(create_app([tmp_path / "results"]))
+    cid = curve_id(client)
+    html = client.get(f"/curves/{cid}").text
+    assert "reward-box" not in html and f"the trainer&#39;s logs in {out} lie outside the folders given" in html
+    both = TestClient(create_app([tmp_path / "results", out]))
+    assert 'data-series="reward"' in both.get(f"/curves/{cid}").text
