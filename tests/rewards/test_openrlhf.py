@@ -21,6 +21,7 @@ from evalsi.errors import DataError, SpecError
 from evalsi.rewards._batch import completion_after_prompt
 from evalsi.rewards._scorer import clear_shared
 from tests.rewards import _adapter_evaluators  # noqa: F401  (registers the test evaluators)
+from tests.rewards._keys import without_vector, without_vector_logs
 from tests.rewards._servers import ServerThread, ServiceLog, reward_service_app
 
 SPEC: dict[str, Any] = {
@@ -75,7 +76,8 @@ def test_file_form_scores_one_sample(spec_env: Path) -> None:
     out = call_like_openrlhf(func, query, PROMPT, "42")
     assert set(out) == {"rewards", "scores", "extra_logs"}
     # the end-of-sequence tokens are not part of the completion, and the label is the reference
-    assert out["extra_logs"] == {"format": [1.0], "answer": [1.0], "format_skipped": [0.0], "answer_skipped": [0.0]}
+    logs = without_vector(out["extra_logs"])
+    assert logs == {"format": [1.0], "answer": [1.0], "format_skipped": [0.0], "answer_skipped": [0.0]}
     assert out["rewards"] == out["scores"] == [pytest.approx(1.0)]
     wrong = call_like_openrlhf(func, PROMPT + "<answer>41</answer><|im_end|>", PROMPT, "42")
     assert wrong["extra_logs"]["format"] == [1.0] and wrong["extra_logs"]["answer"] == [0.0]
@@ -87,7 +89,7 @@ def test_batch_with_labels_and_without(spec_env: Path) -> None:
         [PROMPT + "<answer>42</answer>", PROMPT + "no tags</s>"], [PROMPT, PROMPT], None
     )
     # without labels the reference check is skipped: it reads 0.0 in extra_logs, adds nothing, and is counted
-    assert out == {
+    assert without_vector_logs(out) == {
         "rewards": [0.2, 0.0],
         "scores": [0.2, 0.0],
         "extra_logs": {
@@ -101,7 +103,7 @@ def test_batch_with_labels_and_without(spec_env: Path) -> None:
 
 def test_empty_lists_answer_empty_lists(spec_env: Path) -> None:
     out = evalsi.rewards.openrlhf.reward_func([], [], [])
-    assert out == {
+    assert without_vector_logs(out) == {
         "rewards": [],
         "scores": [],
         "extra_logs": {"format": [], "answer": [], "format_skipped": [], "answer_skipped": []},
@@ -134,7 +136,7 @@ def test_server_from_the_environment(spec_env: Path, monkeypatch: pytest.MonkeyP
         monkeypatch.setenv("EVALSI_SERVER", server.url)
         clear_shared()
         remote = evalsi.rewards.openrlhf.reward_func(queries, [PROMPT, PROMPT], ["42", "42"])
-    assert remote == local
+    assert without_vector_logs(remote) == without_vector_logs(local)
     assert [r["completion"] for r in log.requests[0]["rollouts"]] == ["<answer>42</answer>", "x"]
     assert log.requests[0]["rollouts"][0]["label"] == "42"
 

@@ -30,6 +30,7 @@ from evalsi.cli.rewards_serve import serve_command
 from evalsi.rewards import from_mapping
 from evalsi.rewards.serve import create_app
 from tests.rewards._adapter_evaluators import Gate
+from tests.rewards._keys import without_vector, without_vector_logs
 from tests.rewards._servers import ServerThread
 
 PROMPT = "<|im_start|>user\nSay hi<|im_end|>\n<|im_start|>assistant\n"
@@ -60,7 +61,7 @@ def test_batched_form(server: ServerThread) -> None:
     payload = {"query": [PROMPT + "hi<|im_end|>", PROMPT + "hello"], "prompts": [PROMPT, PROMPT], "labels": ["hi", "x"]}
     response = post(server.url + "/get_reward", payload)
     assert response.status_code == 200
-    assert response.json() == {
+    assert without_vector_logs(response.json()) == {
         "rewards": [1.0, 0.0],
         "scores": [1.0, 0.0],
         "extra_logs": {"exact": [1.0, 0.0], "hi": [1.0, 0.0], "exact_skipped": [0.0, 0.0], "hi_skipped": [0.0, 0.0]},
@@ -69,7 +70,7 @@ def test_batched_form(server: ServerThread) -> None:
 
 def test_one_sample_form_as_openrlhf_sends_it(server: ServerThread) -> None:
     response = post(server.url + "/", {"query": [PROMPT + "oh hi"], "prompts": [PROMPT], "labels": ["nope"]})
-    assert response.json() == {
+    assert without_vector_logs(response.json()) == {
         "rewards": [0.25],
         "scores": [0.25],
         "extra_logs": {"exact": [0.0], "hi": [1.0], "exact_skipped": [0.0], "hi_skipped": [0.0]},
@@ -78,7 +79,7 @@ def test_one_sample_form_as_openrlhf_sends_it(server: ServerThread) -> None:
 
 def test_one_sample_form_with_bare_strings(server: ServerThread) -> None:
     response = post(server.url + "/get_reward", {"query": PROMPT + "hi", "prompts": PROMPT, "labels": "hi"})
-    assert response.json() == {
+    assert without_vector_logs(response.json()) == {
         "rewards": 1.0,
         "scores": 1.0,
         "extra_logs": {"exact": 1.0, "hi": 1.0, "exact_skipped": 0.0, "hi_skipped": 0.0},
@@ -88,7 +89,7 @@ def test_one_sample_form_with_bare_strings(server: ServerThread) -> None:
 def test_empty_lists_answer_empty_lists(server: ServerThread) -> None:
     response = post(server.url + "/get_reward", {"query": [], "prompts": [], "labels": []})
     assert response.status_code == 200
-    assert response.json() == {
+    assert without_vector_logs(response.json()) == {
         "rewards": [],
         "scores": [],
         "extra_logs": {"exact": [], "hi": [], "exact_skipped": [], "hi_skipped": []},
@@ -97,7 +98,8 @@ def test_empty_lists_answer_empty_lists(server: ServerThread) -> None:
 
 def test_labels_may_be_missing(server: ServerThread) -> None:
     response = post(server.url + "/get_reward", {"query": [PROMPT + "hi"], "prompts": [PROMPT]})
-    assert response.json()["extra_logs"] == {"exact": [0.0], "hi": [1.0], "exact_skipped": [1.0], "hi_skipped": [0.0]}
+    logs = without_vector(response.json()["extra_logs"])
+    assert logs == {"exact": [0.0], "hi": [1.0], "exact_skipped": [1.0], "hi_skipped": [0.0]}
 
 
 @pytest.mark.parametrize(

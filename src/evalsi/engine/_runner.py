@@ -56,7 +56,13 @@ class PendingComponent:
 
 
 def look_up(job: ComponentJob, records: Sequence[Record], cache: ScoreCache | None) -> PendingComponent:
-    """Key every record and take what the cache holds; identical records share one key (scored once)."""
+    """Key every record and take what the cache holds; identical records share one key (scored once).
+
+    A group-level component's score depends on the other rollouts of its group: every record is scored, in the
+    batch it came in, and nothing is cached.
+    """
+    if job.evaluator.scope == "group":
+        return PendingComponent(job, records, [None] * len(records), {b"%d" % i: [i] for i in range(len(records))})
     prefix = job.key_prefix
     fields = job.fields
     keys = [record_key(prefix, r, fields) for r in records]
@@ -84,7 +90,7 @@ def complete(
             for position in positions:
                 out[position] = score
             new_entries.append((key, score))
-        if cache is not None:
+        if cache is not None and pending.job.evaluator.scope != "group":
             cache.put_many(new_entries)
     return [s if s is not None else Score.error("internal: missing score") for s in out]
 

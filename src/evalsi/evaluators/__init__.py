@@ -1,6 +1,7 @@
 """Evaluators: the `Evaluator` base class, `Score`, and the registry of built-in and installed packs."""
 
 from evalsi.evaluators._base import Evaluator, NoParams, Params, ScoreContext
+from evalsi.evaluators._group import GroupEvaluator, GroupParams
 from evalsi.evaluators._operator import (
     OPERATOR_ONLY,
     ServerResource,
@@ -28,6 +29,8 @@ __all__ = [
     "SPEC_PATH",
     "STATUSES",
     "Evaluator",
+    "GroupEvaluator",
+    "GroupParams",
     "NoParams",
     "Params",
     "PluginValidationError",

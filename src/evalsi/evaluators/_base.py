@@ -55,7 +55,9 @@ class Evaluator(Generic[P]):
     reads: ClassVar[tuple[str, ...]] = ("completion",)
     """Record fields the score depends on (``completion``, ``prompt``, ``reference``, ``completion_tokens``,
     ``metadata`` or ``metadata.<key>``): together with the params they make the cache key."""
-    scope: ClassVar[Literal["record", "dataset"]] = "record"
+    scope: ClassVar[Literal["record", "dataset", "group"]] = "record"
+    """``group``: a rollout's score depends on the other rollouts of its group (see
+    :class:`evalsi.evaluators.GroupEvaluator`); such scores are neither cached nor shared between identical rollouts."""
     cache_version: ClassVar[str] = ""
     """Changed when the evaluator's verdict on the same inputs changes, so that persisted score caches (the
     server's shared cache) do not serve scores of the earlier version; part of every cache key when set."""

@@ -319,8 +319,24 @@ class RewardPool:
 
 
 def _bind(spec: SpecSource) -> Reward:
+    """The spec bound in this process, refused when a component needs whole groups (the pool splits batches).
+
+    Raises:
+        SpecError: The spec is invalid, or a component is group-level.
+
+    """
     if isinstance(spec, Reward):
-        return spec
-    if isinstance(spec, Mapping):
-        return from_mapping(spec)
-    return load(spec)
+        reward = spec
+    elif isinstance(spec, Mapping):
+        reward = from_mapping(spec)
+    else:
+        reward = load(spec)
+    for component in reward.components:
+        if component.evaluator.scope == "group":
+            raise SpecError(
+                f"component {component.name!r} ({component.evaluator.name}) scores each rollout with the rest of "
+                "its group, and a reward pool spreads a batch's rollouts over its actors; score this spec in "
+                "process (evalsi.rewards.verl / evalsi.rewards.openrlhf) instead",
+                file=reward.source,
+            )
+    return reward

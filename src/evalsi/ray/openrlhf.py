@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -46,7 +47,15 @@ def reward_func(
         raise SpecError("OpenRLHF reward_func: set EVALSI_REWARD_SPEC to the RewardSpec file to score with")
     options = {"num_workers": int(os.environ.get("EVALSI_RAY_WORKERS") or 2)}
     pool = shared_pool(spec, os.environ.get("EVALSI_RAY_POOL") or DEFAULT_POOL, "OpenRLHF", options)
+    started = time.perf_counter()
     results = pool.score_records(records(queries, prompts, labels), eager=False)
+    latency_ms = (time.perf_counter() - started) * 1000.0
     watch_skips(pool.component_names, results, "OpenRLHF")
     torch = sys.modules.get("torch")
-    return reward_response(pool.component_names, results, tensor=torch.tensor if torch is not None else None)
+    return reward_response(
+        pool.component_names,
+        results,
+        tensor=torch.tensor if torch is not None else None,
+        rules=pool.rules,
+        latency_ms=latency_ms,
+    )

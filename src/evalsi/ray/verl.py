@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -65,9 +66,11 @@ async def compute_score(
 
     """
     pool = await _pool(reward_kwargs)
+    started = time.perf_counter()
     result = await pool.score_one(rollout(data_source, solution_str, ground_truth, extra_info))
+    latency_ms = (time.perf_counter() - started) * 1000.0
     watch_skips(pool.component_names, [result], "verl")
-    return _dicts([result])[0]
+    return _dicts([result], pool.rules, latency_ms)[0]
 
 
 def compute_score_batch(
@@ -82,9 +85,11 @@ def compute_score_batch(
     pool = shared_pool(spec, name, "verl", reward_kwargs)
     infos = extra_infos if extra_infos is not None else [None] * len(solution_strs)
     batch = [rollout(*sample) for sample in zip(data_sources, solution_strs, ground_truths, infos, strict=True)]
+    started = time.perf_counter()
     results = pool.score(batch)
+    latency_ms = (time.perf_counter() - started) * 1000.0
     watch_skips(pool.component_names, results, "verl")
-    return _dicts(results)
+    return _dicts(results, pool.rules, latency_ms)
 
 
 async def _pool(reward_kwargs: Mapping[str, Any]) -> RewardPool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from evalsi.rewards._compose import RewardResult
+from evalsi.rewards._compose import ComponentRule, RewardResult
 
 TRL_RESERVED = frozenset(
     {"prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric", "environments"}
@@ -153,4 +153,49 @@ def component_values(results: Sequence[RewardResult], name: str) -> list[float |
         value = score.value
         # an ok score always has a value; pass/fail counts as 1.0 or 0.0
         append(float(value) if value is not None and score.status == "ok" and result.total is not None else None)
+    return out
+
+
+VECTOR_PREFIX = "reward/"
+"""``reward/<component>``: a component's value as composition counts it, for per-component normalisation."""
+WEIGHT_PREFIX = "reward_weight/"
+"""``reward_weight/<component>``: the component's weight in the spec."""
+LATENCY_KEY = "reward/latency_ms"
+"""Milliseconds the adapter spent scoring the call that held the rollout (the rollout waited that long)."""
+
+
+def vector_values(results: Sequence[RewardResult], name: str, skipped: float | None) -> list[float | None]:
+    """One component's entry of the reward vector per rollout: what it adds to the total, before its weight.
+
+    Gates and error policies apply exactly as to the total: a gated rollout reads 0.0 in every component (the
+    total is the floor), an error under ``onError: zero`` reads 0.0, and a rollout without a total
+    (``onError: none``) reads None in every component. A skipped component adds nothing: it reads ``skipped``
+    (None for TRL, which excludes it from the group's statistics; 0.0 for trainers that average plainly).
+    Pass/fail reads 1.0 or 0.0.
+    """
+    out: list[float | None] = []
+    for result in results:
+        score = result.components[name]
+        if result.total is None:
+            out.append(None)
+        elif result.status == "gated" or score.status == "error":
+            out.append(0.0)
+        elif score.status == "skipped":
+            out.append(skipped)
+        else:
+            out.append(score.numeric or 0.0)
+    return out
+
+
+def vector_columns(rules: Sequence[ComponentRule], results: Sequence[RewardResult]) -> dict[str, list[float]]:
+    """``reward/<component>`` (the vector, skipped read as 0.0) and ``reward_weight/<component>`` per rollout.
+
+    For trainers whose per-rollout extra values must be numbers (verl, OpenRLHF): the weight repeats on every
+    rollout so a trainer normalising each component within its group can weight them without reading the spec.
+    """
+    out: dict[str, list[float]] = {}
+    for rule in rules:
+        out[VECTOR_PREFIX + rule.name] = [0.0 if v is None else v for v in vector_values(results, rule.name, 0.0)]
+    for rule in rules:
+        out[WEIGHT_PREFIX + rule.name] = [rule.weight] * len(results)
     return out

@@ -213,7 +213,9 @@ def rescore(reward: Reward, stored: Sequence[StoredRollout], *, pools: Pools | N
         keys = [record_key(job.key_prefix, record, job.fields) for record in records]
         diff = _diff(component.name, columns[position], stored, previews)
         diff.evaluator = component.evaluator.name
-        diff.reused = sum(1 for key in keys if key in seeded)
+        # a group-level component is scored with its group, never from stored scores
+        grouped = component.evaluator.scope == "group"
+        diff.reused = 0 if grouped else sum(1 for key in keys if key in seeded)
         report.reused += diff.reused
         report.computed += len(keys) - diff.reused
         report.components.append(diff)

@@ -10,21 +10,26 @@ label is the reference. The answer is ``{"rewards", "scores", "extra_logs"}``: t
 component under its own name in ``extra_logs`` (OpenRLHF logs them as ``train/<component>``; a skipped or
 errored component reads 0.0 there, since OpenRLHF averages them plainly), with ``<component>_skipped`` beside it
 (1.0 when skipped: its mean is the fraction skipped). A component skipped for a whole batch, or for many
-rollouts in a row, is warned about once per process. ``evalsi rewards serve`` answers the same over HTTP. A
-spec with ``onError: none`` is refused: OpenRLHF cannot skip a rollout's reward.
+rollouts in a row, is warned about once per process. ``extra_logs`` also holds the reward vector for
+per-component (GDPO-style) normalisation: ``reward/<component>``, the component's value as composition counts it
+(a gated rollout reads 0.0 in every component, an error under ``onError: zero`` 0.0, a skipped component 0.0),
+``reward_weight/<component>``, its weight, and ``reward/latency_ms``, how long scoring the call took (OpenRLHF
+logs them as ``train/reward/<component>`` ...). ``evalsi rewards serve`` answers the same over HTTP. A spec with
+``onError: none`` is refused: OpenRLHF cannot skip a rollout's reward.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from evalsi.errors import DataError, SpecError
 from evalsi.records import Record
-from evalsi.rewards._batch import completion_after_prompt
-from evalsi.rewards._compose import RewardResult
+from evalsi.rewards._batch import LATENCY_KEY, completion_after_prompt, vector_columns
+from evalsi.rewards._compose import ComponentRule, RewardResult
 from evalsi.rewards._reward import Reward
 from evalsi.rewards._scorer import checked_scorer
 from evalsi.rewards._skips import skip_flags, watch_skips
@@ -62,13 +67,21 @@ def reward_func(
     if not spec:
         raise SpecError("OpenRLHF reward_func: set EVALSI_REWARD_SPEC to the RewardSpec file to score with")
     scorer = checked_scorer(spec, os.environ.get("EVALSI_SERVER") or None, "OpenRLHF")
+    started = time.perf_counter()
     if isinstance(scorer, Reward):
         results = scorer.score_records(records(queries, prompts, labels))
     else:
         results = scorer.score(rollouts(queries, prompts, labels))
+    latency_ms = (time.perf_counter() - started) * 1000.0
     watch_skips(scorer.component_names, results, "OpenRLHF")
     torch = sys.modules.get("torch")
-    return reward_response(scorer.component_names, results, tensor=torch.tensor if torch is not None else None)
+    return reward_response(
+        scorer.component_names,
+        results,
+        tensor=torch.tensor if torch is not None else None,
+        rules=scorer.rules,
+        latency_ms=latency_ms,
+    )
 
 
 def rollouts(
@@ -114,8 +127,27 @@ def _check_aligned(queries: Sequence[str], prompts: Sequence[str] | None, labels
         raise DataError(f"labels has {len(labels)} items for {count} queries; OpenRLHF sends aligned lists")
 
 
-def reward_response(components: Sequence[str], results: Sequence[RewardResult], tensor: Any = None) -> dict[str, Any]:
-    """The OpenRLHF answer for ``results``; ``tensor`` (e.g. ``torch.tensor``) wraps each list when given."""
+def reward_response(
+    components: Sequence[str],
+    results: Sequence[RewardResult],
+    tensor: Any = None,
+    *,
+    rules: Sequence[ComponentRule] = (),
+    latency_ms: float | None = None,
+) -> dict[str, Any]:
+    """The OpenRLHF answer for ``results``.
+
+    Args:
+        components: Component names in spec order.
+        results: One result per sample.
+        tensor: Wraps each list when given (e.g. ``torch.tensor``).
+        rules: The spec's composition rules: when given, the reward vector and weights join ``extra_logs``.
+        latency_ms: How long scoring took: when given, ``reward/latency_ms`` joins ``extra_logs``.
+
+    Returns:
+        ``{"rewards", "scores", "extra_logs"}``.
+
+    """
     rewards = [_NAN if r.total is None else r.total for r in results]
     logs: dict[str, list[float]] = {name: [] for name in components}
     for result in results:
@@ -123,6 +155,9 @@ def reward_response(components: Sequence[str], results: Sequence[RewardResult], 
             value = score.value  # a skipped or errored component logs 0.0 (see the module docstring)
             logs[name].append(float(value) if value is not None and score.status == "ok" else 0.0)
     logs.update(skip_flags(components, results))
+    logs.update(vector_columns(rules, results))
+    if latency_ms is not None:
+        logs[LATENCY_KEY] = [latency_ms] * len(results)
     if tensor is None:
         return {"rewards": rewards, "scores": list(rewards), "extra_logs": logs}
     return {

@@ -20,6 +20,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -136,7 +137,9 @@ def create_app(reward: Reward, *, max_batch: int = 4096, on_ready: Callable[[], 
         try:
             queries, prompts, labels, single = _parse(await request.body())
             records = openrlhf_records(queries, prompts, labels)
+            started = time.perf_counter()
             results = await batcher.score(records)
+            latency_ms = (time.perf_counter() - started) * 1000.0
         except Exception as exc:
             status, payload = error_for(exc)
             # a malformed request is the client's to read; a failed batch or a crash is the operator's too
@@ -146,7 +149,7 @@ def create_app(reward: Reward, *, max_batch: int = 4096, on_ready: Callable[[], 
                 log.warning("%s", payload["error"]["message"])
             return _json(payload, status)
         watch_skips(names, results, "OpenRLHF (rewards serve)")
-        answer = reward_response(names, results)
+        answer = reward_response(names, results, rules=reward.rules, latency_ms=latency_ms)
         if single:
             answer = {
                 "rewards": answer["rewards"][0],

@@ -11,6 +11,14 @@ Example::
 without changing what is trained on. TRL calls every function with the same batch: the first call scores it,
 the others reuse that result, in whatever order (or concurrently, with ``asynchronous=True``) TRL calls them.
 
+Per-component (GDPO-style) normalisation: ``reward_funcs(spec, vector=True)`` returns one function per component
+with the spec's weights, for ``GRPOConfig(multi_objective_aggregation="normalize_then_sum")``; each component
+reads what it adds to the total (see :func:`evalsi.rewards._batch.vector_values`: gates and error policies apply).
+
+Each batch's scoring time is logged through TRL's ``log_metric`` as ``reward/latency_ms`` (the wall time every
+rollout of the batch waited) and ``reward/latency_ms_per_rollout`` (that time over the batch size), beside
+``kl`` and ``entropy``, so a step whose reward is the bottleneck shows it.
+
 With ``monitor=Monitor(...)`` the total's function also feeds each scored batch to the training monitors
 (:mod:`evalsi.monitors`) and logs ``monitor/<signal>``, ``monitor/<signal>/fired`` and
 ``monitor/sandbox/<verdict>`` through TRL's ``log_metric`` (averaged over each logging step, beside ``kl``);
@@ -22,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future
@@ -29,7 +38,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalsi.monitors import Monitor, metrics
-from evalsi.rewards._batch import Batch, component_values, rows, same_batch, totals, trl_batch
+from evalsi.rewards._batch import (
+    LATENCY_KEY,
+    Batch,
+    component_values,
+    rows,
+    same_batch,
+    totals,
+    trl_batch,
+    vector_values,
+)
 from evalsi.rewards._compose import RewardResult
 from evalsi.rewards._monitoring import observation
 from evalsi.rewards._scorer import Scorer, SpecSource, open_scorer, resource_of, server_of
@@ -44,6 +62,7 @@ class _Entry:
     batch: Batch
     future: Future[list[RewardResult]]
     reads: int = 0
+    latency_ms: float = 0.0
 
 
 class BatchMemo:
@@ -61,19 +80,30 @@ class BatchMemo:
         self._entries: deque[_Entry] = deque(maxlen=size)
         self._lock = threading.Lock()
 
-    def results(self, batch: Batch) -> list[RewardResult]:
-        """The batch's results, scoring it here if no other call has (or is doing it)."""
+    def results(self, batch: Batch, log_metric: Callable[[str, float], None] | None = None) -> list[RewardResult]:
+        """The batch's results, scoring it here if no other call has (or is doing it).
+
+        The call that scores the batch reports its latency to ``log_metric`` (TRL's), when given.
+        """
         entry, owner = self._claim(batch)
         if owner:
-            self._compute(batch, entry.future)
-        return self._read(entry, entry.future.result())
+            self._compute(batch, entry)
+        results = self._read(entry, entry.future.result())
+        if owner:
+            _log_latency(log_metric, entry.latency_ms, len(results))
+        return results
 
-    async def results_async(self, batch: Batch) -> list[RewardResult]:
+    async def results_async(
+        self, batch: Batch, log_metric: Callable[[str, float], None] | None = None
+    ) -> list[RewardResult]:
         """As :meth:`results`, scoring on a worker thread so TRL's event loop runs the other functions."""
         entry, owner = self._claim(batch)
         if owner:
-            await asyncio.to_thread(self._compute, batch, entry.future)
-        return self._read(entry, await asyncio.wrap_future(entry.future))
+            await asyncio.to_thread(self._compute, batch, entry)
+        results = self._read(entry, await asyncio.wrap_future(entry.future))
+        if owner:
+            _log_latency(log_metric, entry.latency_ms, len(results))
+        return results
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickled as its spec (TRL's async GRPO spawns its rollout worker and pickles the reward functions):
@@ -97,15 +127,28 @@ class BatchMemo:
                 self._entries.remove(entry)
         return results
 
-    def _compute(self, batch: Batch, future: Future[list[RewardResult]]) -> None:
+    def _compute(self, batch: Batch, entry: _Entry) -> None:
+        future = entry.future
+        started = time.perf_counter()
         try:
-            future.set_result(self.scorer.score(rows(batch)))
+            results = self.scorer.score(rows(batch))
+            entry.latency_ms = (time.perf_counter() - started) * 1000.0
+            future.set_result(results)
         except BaseException as exc:
             with self._lock:  # a failed batch is not remembered: calling again retries it
                 for entry in list(self._entries):
                     if entry.future is future:
                         self._entries.remove(entry)
             future.set_exception(exc)
+
+
+def _log_latency(log_metric: Callable[[str, float], None] | None, latency_ms: float, count: int) -> None:
+    """Report a batch's scoring time through TRL's ``log_metric`` (absent in TRL before 1.0: nothing logged)."""
+    if log_metric is None or not callable(log_metric):
+        return
+    log_metric(LATENCY_KEY, latency_ms)
+    if count:
+        log_metric(LATENCY_KEY + "_per_rollout", latency_ms / count)
 
 
 def _memo_for(resource: dict[str, Any], server: str | None, readers: int) -> BatchMemo:
@@ -125,11 +168,15 @@ class RewardFunction:
         component: str | None = None,
         monitor: Monitor | None = None,
         max_completion_length: int | None = None,
+        *,
+        vector: bool = False,
     ) -> None:
         self.memo = memo
         self.component = component
         self.monitor = monitor
         self.max_completion_length = max_completion_length
+        self.vector = vector
+        """Read the component as it counts in the total (gated: 0.0) rather than as it scored."""
         self.__name__ = self.__qualname__ = name
 
     def __call__(
@@ -137,7 +184,7 @@ class RewardFunction:
     ) -> list[float | None]:
         """One ``float | None`` per completion; TRL passes every argument by keyword."""
         batch = trl_batch(prompts, completions, kwargs)
-        results = self.memo.results(batch)
+        results = self.memo.results(batch, kwargs.get("log_metric"))
         self.watch(batch, results, kwargs)
         return self.project(results)
 
@@ -146,7 +193,7 @@ class RewardFunction:
     ) -> list[float | None]:
         """As ``__call__``, scoring on a worker thread."""
         batch = trl_batch(prompts, completions, kwargs)
-        results = await self.memo.results_async(batch)
+        results = await self.memo.results_async(batch, kwargs.get("log_metric"))
         self.watch(batch, results, kwargs)
         return self.project(results)
 
@@ -167,7 +214,11 @@ class RewardFunction:
 
     def project(self, results: Sequence[RewardResult]) -> list[float | None]:
         """The values of this function, from the batch's results."""
-        return totals(results) if self.component is None else component_values(results, self.component)
+        if self.component is None:
+            return totals(results)
+        if self.vector:
+            return vector_values(results, self.component, None)
+        return component_values(results, self.component)
 
     def __repr__(self) -> str:
         return f"RewardFunction({self.__name__!r})"
@@ -180,6 +231,7 @@ def reward_funcs(
     asynchronous: bool = False,
     monitor: Monitor | None = None,
     max_completion_length: int | None = None,
+    vector: bool = False,
 ) -> tuple[list[RewardFunc], list[float]]:
     """TRL reward functions for a RewardSpec, and their ``reward_weights``.
 
@@ -191,9 +243,15 @@ def reward_funcs(
             logged through TRL's ``log_metric`` as ``monitor/<signal>``.
         max_completion_length: The trainer's completion limit (``GRPOConfig.max_completion_length``): a completion
             of that many tokens counts as truncated for the truncation monitor.
+        vector: Return the reward vector instead: one function per component, weighted by the spec, for
+            ``multi_objective_aggregation="normalize_then_sum"`` (each component normalised within its group,
+            then weighted). A gated rollout reads 0.0 in every component, an error under ``onError: zero``
+            0.0, a skipped component None (left out of its group's statistics); the floor and ``clip`` apply
+            to the total only, so they have no counterpart here. The monitor, if any, rides on the first.
 
     Returns:
-        ``(funcs, weights)``: the total (weight 1.0), then one function per component (weight 0.0).
+        ``(funcs, weights)``: the total (weight 1.0), then one function per component (weight 0.0); with
+        ``vector``, one function per component and the spec's weights.
 
     Raises:
         SpecError: The spec is invalid (file, line and field).
@@ -206,13 +264,30 @@ def reward_funcs(
 
     """
     scorer = open_scorer(spec, server)
-    memo = BatchMemo(scorer, readers=1 + len(scorer.component_names))
+    names = scorer.component_names
     if monitor is not None and not monitor.weights:
         monitor.weights = {rule.name: rule.weight for rule in scorer.rules}
-    functions = [RewardFunction(memo, scorer.name, None, monitor, max_completion_length)]
-    functions += [RewardFunction(memo, f"{scorer.name}/{name}", name) for name in scorer.component_names]
+    if vector:
+        memo = BatchMemo(scorer, readers=len(names))
+        functions = [
+            RewardFunction(
+                memo,
+                f"{scorer.name}/{name}",
+                name,
+                monitor if index == 0 else None,
+                max_completion_length,
+                vector=True,
+            )
+            for index, name in enumerate(names)
+        ]
+        weights = [rule.weight for rule in scorer.rules]
+    else:
+        memo = BatchMemo(scorer, readers=1 + len(names))
+        functions = [RewardFunction(memo, scorer.name, None, monitor, max_completion_length)]
+        functions += [RewardFunction(memo, f"{scorer.name}/{name}", name) for name in names]
+        weights = [1.0] + [0.0] * len(names)
     funcs: list[RewardFunc] = [_async(f) for f in functions] if asynchronous else list(functions)
-    return funcs, [1.0] + [0.0] * len(scorer.component_names)
+    return funcs, weights
 
 
 def _async(function: RewardFunction) -> RewardFunc:

@@ -15,17 +15,26 @@ plainly; the mean of ``<component>_skipped`` is the fraction skipped, and a comp
 or for many rollouts in a row, is warned about once per process). ``extra_info``'s
 fields (test cases, ...) reach the rollout, and the data source is kept as ``data_source``. The spec is loaded
 once per process. A spec with ``onError: none`` is refused: verl cannot skip a rollout's reward.
+
+For per-component (GDPO-style) normalisation, each dict also holds the reward vector: ``reward/<component>``, the
+component's value as composition counts it (a gated rollout reads 0.0 in every component, an error under
+``onError: zero`` reads 0.0, a skipped component 0.0), and ``reward_weight/<component>``, its weight in the spec;
+so ``sum(reward_weight/c * reward/c)`` is the total before the floor and ``clip``. verl stores every key in
+``reward_extra_info`` (``batch.non_tensor_batch``), where an advantage estimator can normalise each
+``reward/<component>`` within its group (``uid``) and weight them. ``reward/latency_ms`` is how long the call
+that scored the rollout took (the whole batch's scoring with ``compute_score_batch``).
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evalsi.errors import SpecError
-from evalsi.rewards._batch import plain
-from evalsi.rewards._compose import RewardResult
+from evalsi.rewards._batch import LATENCY_KEY, plain, vector_columns
+from evalsi.rewards._compose import ComponentRule, RewardResult
 from evalsi.rewards._scorer import Scorer, shared_scorer
 from evalsi.rewards._skips import SKIPPED_SUFFIX, watch_skips
 
@@ -50,7 +59,8 @@ def compute_score(
             others verl passes (``reward_router_address``, ...) are ignored.
 
     Returns:
-        ``{"score": total, <component>: value, ...}``.
+        ``{"score": total, <component>: value, ..., "reward/<component>": value, "reward_weight/<component>":
+        weight, "reward/latency_ms": ms}``.
 
     Raises:
         SpecError: No spec was given, it is invalid, or it can leave a rollout without a total.
@@ -58,9 +68,11 @@ def compute_score(
 
     """
     scorer = _scorer(reward_kwargs)
+    started = time.perf_counter()
     results = scorer.score([rollout(data_source, solution_str, ground_truth, extra_info)])
+    latency_ms = (time.perf_counter() - started) * 1000.0
     watch_skips(scorer.component_names, results, "verl")
-    return _dicts(results)[0]
+    return _dicts(results, scorer.rules, latency_ms)[0]
 
 
 def compute_score_batch(
@@ -81,9 +93,11 @@ def compute_score_batch(
         if len(column) != count:
             raise ValueError(f"compute_score_batch: {name} has {len(column)} items for {count} solution_strs")
     batch = [rollout(*sample) for sample in zip(data_sources, solution_strs, ground_truths, infos, strict=True)]
+    started = time.perf_counter()
     results = scorer.score(batch)
+    latency_ms = (time.perf_counter() - started) * 1000.0
     watch_skips(scorer.component_names, results, "verl")
-    return _dicts(results)
+    return _dicts(results, scorer.rules, latency_ms)
 
 
 def rollout(
@@ -112,14 +126,22 @@ def _scorer(reward_kwargs: Mapping[str, Any]) -> Scorer:
     return shared_scorer(spec, reward_kwargs.get("server") or None, total_required_by="verl")
 
 
-def _dicts(results: Sequence[RewardResult]) -> list[dict[str, float]]:
+def _dicts(
+    results: Sequence[RewardResult], rules: Sequence[ComponentRule] = (), latency_ms: float | None = None
+) -> list[dict[str, float]]:
+    """One verl dict per result; with ``rules``, the reward vector and weights too, and the latency when given."""
+    vector = vector_columns(rules, results)
     out: list[dict[str, float]] = []
-    for result in results:
+    for index, result in enumerate(results):
         item = {"score": float("nan") if result.total is None else result.total}
         # the breakdown is in spec order; component names are never "score" (the spec forbids it)
         for name, score in result.components.items():
             value = score.value  # a skipped or errored component reads 0.0 (see the module docstring)
             item[name] = float(value) if value is not None and score.status == "ok" else 0.0
             item[name + SKIPPED_SUFFIX] = 1.0 if score.status == "skipped" else 0.0
+        for key, values in vector.items():
+            item[key] = values[index]
+        if latency_ms is not None:
+            item[LATENCY_KEY] = latency_ms
         out.append(item)
     return out

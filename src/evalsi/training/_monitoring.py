@@ -12,7 +12,8 @@ import orjson
 
 from evalsi.errors import DataError
 from evalsi.monitors import Signal
-from evalsi.runs import load_results, record_values
+from evalsi.runs import load_results
+from evalsi.runs._summary import record_values
 
 log = logging.getLogger("evalsi.training")
 

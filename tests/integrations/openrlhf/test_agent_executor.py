@@ -22,6 +22,7 @@ from openrlhf.utils.agent import SingleTurnAgentExecutor
 import evalsi.rewards.openrlhf
 from evalsi.rewards import clear_shared, load
 from evalsi.rewards.serve import create_app
+from tests.rewards._keys import without_vector
 from tests.rewards._servers import ServerThread
 
 WORDS = ["what", "is", "2+2", "?", "4", "5", "<answer>", "</answer>"]
@@ -93,11 +94,17 @@ def test_file_form(spec_file: Path) -> None:
     good = execute(evalsi.rewards.openrlhf.__file__, "<answer> 4 </answer>", "<answer> 4 </answer>")
     assert as_float(good["reward"]) == pytest.approx(1.0)
     assert as_float(good["scores"]) == pytest.approx(1.0)
-    assert {k: as_float(v) for k, v in good["extra_logs"].items()} == {
+    logs = {k: as_float(v) for k, v in good["extra_logs"].items()}
+    assert logs.pop("reward/latency_ms") > 0.0
+    assert logs == {
         "exact": 1.0,
         "format": 1.0,
         "exact_skipped": 0.0,
         "format_skipped": 0.0,
+        "reward/exact": 1.0,
+        "reward/format": 1.0,
+        "reward_weight/exact": 0.75,
+        "reward_weight/format": 0.25,
     }
     wrong = execute(evalsi.rewards.openrlhf.__file__, "<answer> 5 </answer>", "<answer> 4 </answer>")
     assert as_float(wrong["reward"]) == pytest.approx(0.25)
@@ -109,5 +116,7 @@ def test_http_form(spec_file: Path) -> None:
         wrong = execute(server.url, "5", "<answer> 4 </answer>")
     assert good["reward"] == [1.0] and good["scores"] == [1.0]
     skips = {"exact_skipped": [0.0], "format_skipped": [0.0]}
-    assert good["extra_logs"] == {"exact": [1.0], "format": [1.0], **skips}
-    assert wrong["reward"] == [0.0] and wrong["extra_logs"] == {"exact": [0.0], "format": [0.0], **skips}
+    assert without_vector(good["extra_logs"]) == {"exact": [1.0], "format": [1.0], **skips}
+    assert wrong["reward"] == [0.0]
+    assert without_vector(wrong["extra_logs"]) == {"exact": [0.0], "format": [0.0], **skips}
+    assert wrong["extra_logs"]["reward/format"] == [0.0] and wrong["extra_logs"]["reward_weight/exact"] == [0.75]

@@ -307,3 +307,9 @@ def test_the_servers_database_is_the_shared_cache_of_pools_and_server(cluster: C
     with RewardPool(spec, num_workers=1, num_cpus=0.25, cache=url, imports=[PROBE_MODULE], name="db-second") as pool:
         assert dicts(pool.score(batch)) == first
     assert len(probe.scored(log)) == len(batch)
+
+
+def test_a_group_level_component_is_refused_before_any_actor_starts() -> None:
+    spec = {"components": [{"ref": "exact-match"}, {"ref": "group-diversity", "name": "diversity"}]}
+    with pytest.raises(SpecError, match=r"'diversity' .* spreads a batch's rollouts over its actors"):
+        RewardPool(spec, num_workers=1)

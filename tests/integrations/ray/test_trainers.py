@@ -76,7 +76,12 @@ def test_verl_reward_loop_workers_share_one_pool(cluster: Cluster, tmp_path: Pat
         for i, text in enumerate(RESPONSES)
     ]
     assert [o["reward_score"] for o in outputs] == [e["score"] for e in expected]
-    assert [o["reward_extra_info"] for o in outputs] == expected
+    # the same dicts, the reward vector and weights included; only the latency is the pool's own
+    latency = "reward/latency_ms"
+    assert [{k: v for k, v in o["reward_extra_info"].items() if k != latency} for o in outputs] == [
+        {k: v for k, v in e.items() if k != latency} for e in expected
+    ]
+    assert all(o["reward_extra_info"][latency] > 0.0 for o in outputs)
     pool = RewardPool.attach("verl-test", spec)
     try:
         stats = pool.stats()
@@ -102,11 +107,17 @@ def openrlhf_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
 def test_openrlhf_executor_scores_through_the_pool(cluster: Cluster, openrlhf_spec: Path) -> None:
     good = execute(evalsi.ray.openrlhf.__file__, "<answer> 4 </answer>", "<answer> 4 </answer>")
     assert as_float(good["reward"]) == pytest.approx(1.0)
-    assert {k: as_float(v) for k, v in good["extra_logs"].items()} == {
+    logs = {k: as_float(v) for k, v in good["extra_logs"].items()}
+    assert logs.pop("reward/latency_ms") > 0.0
+    weights = {f"reward_weight/{c['name']}": c["weight"] for c in OPENRLHF_SPEC["spec"]["components"]}
+    assert logs == {
         "exact": 1.0,
         "format": 1.0,
         "exact_skipped": 0.0,
         "format_skipped": 0.0,
+        "reward/exact": 1.0,
+        "reward/format": 1.0,
+        **weights,
     }
     wrong = execute(evalsi.ray.openrlhf.__file__, "<answer> 5 </answer>", "<answer> 4 </answer>")
     assert as_float(wrong["reward"]) == pytest.approx(0.25)

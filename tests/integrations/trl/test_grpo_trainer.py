@@ -92,6 +92,9 @@ def test_grpo_trainer_logs_total_and_components(tmp_path: Path, asynchronous: bo
         # what is trained on is the total alone (the components have weight 0)
         assert entry["reward"] == pytest.approx(entry["rewards/grpo-tiny/mean"], abs=1e-5)
         assert 0.0 < entry["rewards/grpo-tiny/tokens/mean"] <= 6.0
+        # each batch's scoring time, through TRL's log_metric
+        assert entry["reward/latency_ms"] > 0.0
+        assert 0.0 < entry["reward/latency_ms_per_rollout"] <= entry["reward/latency_ms"]
     # one evaluator call per generation batch (two steps), though TRL called 4 reward functions on each; the
     # engine de-duplicates equal token counts within a batch, so a call holds at most 4 records
     assert len(CountingTokens.batches) == 2
@@ -123,3 +126,42 @@ def test_a_loaded_reward_is_a_reward_function(tmp_path: Path) -> None:
     trainer.train()
     logged = [entry for entry in trainer.state.log_history if "rewards/grpo-tiny/mean" in entry]
     assert len(logged) == 1 and math.isfinite(logged[0]["rewards/grpo-tiny/mean"])
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_grpo_trainer_normalises_each_component_of_the_vector(tmp_path: Path, asynchronous: bool) -> None:
+    spec = tmp_path / "reward.yaml"
+    body = {**SPEC["spec"], "components": [*SPEC["spec"]["components"], {"ref": "group-diversity", "weight": 0.2}]}
+    spec.write_text(yaml.safe_dump({**SPEC, "spec": body}))
+    tokenizer = tiny_tokenizer(tmp_path / "model")
+    model = tiny_model(tmp_path / "model", len(tokenizer))
+    dataset = datasets.Dataset.from_dict({"prompt": ["what is 2+2 ?"] * 4, "answer": ["4"] * 4})
+    funcs, weights = reward_funcs(spec, asynchronous=asynchronous, vector=True)
+    assert weights == [0.5, 1.0, 0.01, 0.2]
+    args = trl.GRPOConfig(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=6,
+        max_steps=1,
+        logging_steps=1,
+        report_to="none",
+        use_cpu=True,
+        save_strategy="no",
+        reward_weights=weights,
+        multi_objective_aggregation="normalize_then_sum",
+        seed=0,
+        bf16=False,
+    )
+    trainer = trl.GRPOTrainer(
+        model=model, reward_funcs=funcs, args=args, train_dataset=dataset, processing_class=tokenizer
+    )
+    trainer.train()
+    logged = [entry for entry in trainer.state.log_history if "rewards/grpo-tiny/group-diversity/mean" in entry]
+    assert len(logged) == 1
+    entry = logged[0]
+    for name in ("says-answer", "overlong", "tokens", "group-diversity"):
+        assert math.isfinite(entry[f"rewards/grpo-tiny/{name}/mean"]), (name, entry)
+    # one group of four completions: each scores 1/k for a completion k of them share
+    assert 0.25 <= entry["rewards/grpo-tiny/group-diversity/mean"] <= 1.0
+    assert entry["reward/latency_ms"] > 0.0

@@ -96,6 +96,11 @@ def check(out: dict[str, Any], data: DataProto) -> None:
     assert list(info["score"]) == pytest.approx([1.0, 0.0, 0.25])
     assert list(info["exact"]) == [1.0, 0.0, 0.0]
     assert list(info["listed"]) == [1.0, 0.0, 1.0]
+    # the reward vector and weights, per rollout, for per-component normalisation; the scoring latency
+    assert list(info["reward/exact"]) == [1.0, 0.0, 0.0]
+    assert list(info["reward/listed"]) == [1.0, 0.0, 1.0]
+    assert list(info["reward_weight/exact"]) == [0.75] * 3 and list(info["reward_weight/listed"]) == [0.25] * 3
+    assert len(info["reward/latency_ms"]) == 3 and all(v > 0.0 for v in info["reward/latency_ms"])
 
 
 def test_naive_reward_manager(spec_file: Path) -> None:
@@ -111,3 +116,17 @@ def test_batch_reward_manager(spec_file: Path) -> None:
     fn = get_custom_reward_fn(config("compute_score_batch", spec_file))
     manager = BatchRewardManager(tok, num_examine=0, compute_score=fn)
     check(manager(data, return_dict=True), data)
+
+
+def test_batch_reward_manager_scores_groups(tmp_path: Path) -> None:
+    clear_shared()
+    path = tmp_path / "group.yaml"
+    spec = {**SPEC, "spec": {"components": [{"ref": "group-diversity", "params": {"group_by": "index"}}]}}
+    path.write_text(yaml.safe_dump(spec))
+    tok = tokenizer()
+    # two rollouts of prompt 0 wrote the same answer; prompt 1's rollout is alone in its group
+    data = batch(tok, ["4", "4", "4"], ["4", "4", "4"], [{"index": 0}, {"index": 0}, {"index": 1}])
+    fn = get_custom_reward_fn(config("compute_score_batch", path))
+    out = BatchRewardManager(tok, num_examine=0, compute_score=fn)(data, return_dict=True)
+    assert out["reward_tensor"].sum(-1).tolist() == pytest.approx([0.5, 0.5, 1.0])
+    assert list(out["reward_extra_info"]["reward/group-diversity"]) == [0.5, 0.5, 1.0]
