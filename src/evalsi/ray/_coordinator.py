@@ -12,7 +12,9 @@ named actor, so:
   beyond that waits for room, so memory stays bounded while every actor is busy.
 - **Faults.** A chunk whose actor died (killed, out of memory, its node lost) is scored again on another actor,
   and a chunk that outlives ``chunk_timeout`` (a hung worker) has its actor killed and restarted and is scored
-  again; after ``max_retries`` further attempts its rollouts fail with the cause. A rollout's result is taken
+  again; after ``max_retries`` further attempts its rollouts fail with the cause. An actor that died takes no
+  chunk until it answers again (Ray recreates it, on a surviving node when its node was lost), so an attempt
+  is never spent on an actor that is still down. A rollout's result is taken
   from the first attempt that finishes, once: none is lost, none counted twice. The other actors keep taking
   chunks meanwhile, so one hung actor never stalls the pool.
 """
@@ -41,6 +43,10 @@ from evalsi.rewards import from_mapping
 
 MAX_SPECS = 64
 """Specs whose component jobs the coordinator keeps (for rollout signatures)."""
+PROBE_TIMEOUT = 60.0
+"""Seconds one look at a restarting actor may take before it is looked at again."""
+PROBE_BACKOFF = (0.5, 5.0)
+"""First and longest pause between looks at a restarting actor (doubling in between)."""
 
 Outcome = tuple[Any, ...]
 """What a call answers: ``("ok", rows)``, ``("failed", position, message)`` or ``("spec_error", message)``."""
@@ -127,6 +133,7 @@ class Coordinator:
         self._idle: asyncio.Queue[int] = asyncio.Queue()
         for index in range(len(self.actors)):
             self._idle.put_nowait(index)
+        self._tasks: set[asyncio.Task[None]] = set()  # the chunks on actors (held: the loop keeps weak references)
         self._dispatcher = asyncio.get_running_loop().create_task(self._dispatch())
 
     async def ready(self) -> list[dict[str, Any]]:
@@ -201,7 +208,7 @@ class Coordinator:
 
     async def where(self) -> list[dict[str, Any]]:
         """The node and process of every scorer actor (waits for restarting ones)."""
-        return list(await asyncio.gather(*(actor.where.remote() for actor in self.actors)))
+        return list(await asyncio.gather(*(self._where(index) for index in range(len(self.actors)))))
 
     def _forget(self, signature: bytes) -> Any:
         def forget(future: asyncio.Future[list[Score]]) -> None:
@@ -279,7 +286,9 @@ class Coordinator:
             chunk = self._take_chunk()
             if not self._queued:
                 self._work.clear()
-            asyncio.get_running_loop().create_task(self._run(index, chunk))
+            task = asyncio.get_running_loop().create_task(self._run(index, chunk))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     async def _run(self, index: int, chunk: list[_Item]) -> None:
         actor = self.actors[index]
@@ -309,9 +318,34 @@ class Coordinator:
         finally:
             self._on_actors -= len(chunk)
             self.metrics.inflight.set(self._on_actors)
-            self._idle.put_nowait(index)
+            if cause is None:
+                self._idle.put_nowait(index)
         if cause is not None:
             self._retry(chunk, cause)
+            await self._recover(index)
+
+    async def _recover(self, index: int) -> None:
+        """Give a died (or killed) actor chunks again once it answers: Ray restarts it, elsewhere if need be.
+
+        Until then a call to it fails at once (``ActorUnavailableError``) or waits for its placement, so the
+        dispatcher leaves it out and the other actors take the queue.
+        """
+        info = await self._where(index)
+        self.actor_info[index] = {**self.actor_info.get(index, {}), **info}
+        self._idle.put_nowait(index)
+
+    async def _where(self, index: int) -> dict[str, Any]:
+        """Where actor ``index`` runs, once it answers (a restarting actor refuses calls until it is back)."""
+        actor = self.actors[index]
+        pause, longest = PROBE_BACKOFF
+        while True:
+            try:
+                info: dict[str, Any] = await asyncio.wait_for(_awaitable(actor.where.remote()), timeout=PROBE_TIMEOUT)
+            except (TimeoutError, self.ray.exceptions.RayActorError):
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, longest)
+                continue
+            return info
 
     def _retry(self, chunk: list[_Item], cause: str) -> None:
         kind = "timeout" if "chunk_timeout" in cause else "actor_died"

@@ -8,6 +8,7 @@ GCS/raylet/worker processes), joined over loopback; each has a custom resource (
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -66,7 +67,8 @@ class Cluster:
         """Each node's Prometheus endpoint (Ray's metrics agent)."""
 
     def start_node(self, *args: str, log: str) -> subprocess.Popen[bytes]:
-        env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", PYTHONPATH=str(ROOT))
+        # the checkout under test, also where evalsi is installed from another checkout (a shared environment)
+        env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT)]))
         handle = (self.tmp / log).open("ab")
         command = [_ray_binary(), "start", "--block", "--disable-usage-stats", *args]
         process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env, start_new_session=True)
@@ -172,7 +174,7 @@ def _start(nodes: Cluster, ray: Any) -> None:
         f"--object-store-memory={store}",
         "--include-dashboard=false",
         f"--metrics-export-port={nodes.metrics_ports[0]}",
-        "--resources=" + json.dumps({"evalsi_head": 8, "evalsi_slot": 2}),
+        "--resources=" + json.dumps({"evalsi_head": 8, "evalsi_slot": 2, "evalsi_failover": 2}),
         log="head.log",
     )
     _wait_for_port(nodes)
@@ -187,6 +189,41 @@ def _start(nodes: Cluster, ray: Any) -> None:
     nodes.start_node(*join, log="node-b.log")
     ray.init(address=nodes.address, log_to_driver=False)
     _wait_for_nodes(ray, 2, nodes, join)
+
+
+def add_node(nodes: Cluster, resources: dict[str, float], log: str) -> subprocess.Popen[bytes]:
+    """Start one more node joined to the cluster (its own process session) and wait until it is alive.
+
+    A test that loses a node starts one of its own this way, so the session's two nodes stay as they were.
+    """
+    import ray
+
+    before = {n["NodeID"] for n in ray.nodes()}
+    join = [
+        f"--address={nodes.address}",
+        "--node-ip-address=127.0.0.1",
+        "--num-cpus=1",
+        "--object-store-memory=" + str(100 * 1024 * 1024),
+        "--resources=" + json.dumps(resources),
+    ]
+    process = nodes.start_node(*join, log=log)
+    deadline = time.monotonic() + START_BOUND
+    while time.monotonic() < deadline:
+        if any(n.get("Alive") and n["NodeID"] not in before for n in ray.nodes()):
+            return process
+        if process.poll() is not None:  # `ray start` gave up registering (a loaded machine): try again
+            _stop_session(process)
+            nodes.nodes.remove(process)
+            process = nodes.start_node(*join, log=log)
+        time.sleep(1)
+    raise RuntimeError(f"a node with {resources} did not join in {START_BOUND:g} s")
+
+
+def kill_node(process: subprocess.Popen[bytes]) -> None:
+    """Lose a node: SIGKILL every process of its session at once (raylet, workers, agents), as a crashed host."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    _stop_session(process)
 
 
 def _wait_for_port(nodes: Cluster) -> None:

@@ -22,7 +22,7 @@ from evalsi.server._db import open_database
 from evalsi.server.rewards._shared_cache import SharedScores
 from tests.integrations.ray import probe
 from tests.integrations.ray._util import EXAMPLES, PROBE_MODULE, dicts, probe_spec, wait_for
-from tests.integrations.ray.conftest import Cluster, node_ids
+from tests.integrations.ray.conftest import Cluster, add_node, kill_node, node_ids
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -168,6 +168,65 @@ def test_an_actor_killed_mid_batch_is_restarted_and_its_rollouts_scored_again(cl
         assert stats["rollouts"] == len(batch)  # each rollout answered once
         assert {text for _, text in probe.scored(log)} == {b["completion"] for b in batch}
         assert victim not in {a["pid"] for a in pool.where()}  # the killed actor was replaced
+
+
+class Holder:
+    """An actor that only holds the resources it was placed with (to steer where a pool's actors go)."""
+
+    def ready(self) -> bool:
+        return True
+
+
+def test_a_node_lost_mid_batch_has_its_actors_recreated_on_a_survivor_and_its_rollouts_scored_again(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # a third node of this test's own (the session's two stay up): one evalsi_failover slot there, two on the
+    # head, one of which a holder takes until the node is lost, so the pool's two actors go one to each node
+    # and the lost node's actor has room on the head afterwards
+    node = add_node(cluster, {"evalsi_failover": 1, "evalsi_lost": 1}, log="node-lost.log")
+    holder = ray.remote(Holder).options(num_cpus=0, resources={"evalsi_failover": 1, "evalsi_head": 1}).remote()
+    pool: RewardPool | None = None
+    try:
+        ray.get(holder.ready.remote(), timeout=300)
+        log = tmp_path / "scored.log"
+        batch = [{"completion": f"lost-{i:03d}"} for i in range(96)]
+        pool = RewardPool(
+            probe_spec(log, delay=0.1),
+            num_workers=2,
+            num_cpus=0,
+            resources={"evalsi_failover": 1},
+            max_batch=8,
+            imports=[PROBE_MODULE],
+            name="node-lost",
+        )
+        lost = next(n["NodeID"] for n in ray.nodes() if n.get("Alive") and "evalsi_lost" in n["Resources"])
+        head = node_ids(ray)["evalsi_head"]
+        before = pool.where()
+        assert sorted(a["node_id"] for a in before) == sorted([head, lost])
+        victim = next(a for a in before if a["node_id"] == lost)
+        out: dict[str, Any] = {}
+        worker = threading.Thread(target=lambda: out.setdefault("results", pool.score(batch)))
+        worker.start()
+        # the lost node's actor has a chunk in hand (the probe logs a chunk before it works through it)
+        wait_for(lambda: victim["pid"] in {pid for pid, _ in probe.scored(log)}, what="the node's actor to score")
+        ray.kill(holder)
+        kill_node(node)
+        worker.join(timeout=900)
+        assert not worker.is_alive()
+        assert [r.total for r in out["results"]] == [len(b["completion"]) / 10 for b in batch]
+        stats = pool.stats()
+        assert stats["retries"].get("actor_died", 0) >= 1
+        assert stats["failed_rollouts"] == 0
+        assert stats["rollouts"] == len(batch)  # each rollout answered once
+        assert {text for _, text in probe.scored(log)} == {b["completion"] for b in batch}
+        after = {a["index"]: a for a in pool.where()}
+        assert after[victim["index"]]["node_id"] == head  # recreated on the surviving node
+        assert after[victim["index"]]["pid"] != victim["pid"]
+    finally:
+        if pool is not None:
+            pool.shutdown()
+        ray.kill(holder)
+        kill_node(node)
 
 
 def test_a_hung_worker_never_stalls_the_other_actors(cluster: Cluster, tmp_path: Path) -> None:
