@@ -11,6 +11,9 @@ Two sources, tried in this order for a training run's output folder (the parent 
 
 The series kept are the reward TRL trains on (``reward``, named ``reward``) and each reward function's mean
 (``rewards/<name>/mean``, named ``<name>``: with evalsi's reward functions, the spec's total and every component).
+The training monitors evalsi's reward functions log come from the same entries: ``monitor/<signal>`` (its value per
+step, named ``<signal>``; ``monitor/sandbox/<verdict>`` is named ``sandbox/<verdict>``) and the steps where
+``monitor/<signal>/fired`` is above 0.
 Logs that are missing, partial or malformed give a :class:`RewardStream` with a note saying so, never an error.
 """
 
@@ -35,6 +38,8 @@ MAX_STATE_BYTES = 256 * 1024 * 1024
 
 _COMPONENT = re.compile(r"^rewards/(.+)/mean$")
 _PREFIX = "train/"
+_MONITOR = "monitor/"
+_FIRED = "/fired"
 
 
 @dataclass
@@ -46,11 +51,21 @@ class RewardStream:
     """The file or folder read (empty when nothing was found)."""
     notes: list[str] = field(default_factory=list)
     """What could not be read, or why nothing is shown (missing logs, a malformed file, a missing extra)."""
+    monitors: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    """Each training monitor's logged value (``monitor/<signal>``), by signal name, in step order."""
+    fired: dict[str, list[int]] = field(default_factory=dict)
+    """The steps at which each monitor was logged as fired (``monitor/<signal>/fired`` above 0), in order."""
 
     @property
     def steps(self) -> list[int]:
-        """Every step any series has, in order."""
-        return sorted({step for points in self.series.values() for step, _ in points})
+        """Every step any reward or monitor series has, in order."""
+        groups = [*self.series.values(), *self.monitors.values()]
+        return sorted({step for points in groups for step, _ in points})
+
+    @property
+    def found(self) -> bool:
+        """Whether the logs held any reward or monitor series."""
+        return bool(self.series or self.monitors or self.fired)
 
 
 def series_name(key: str) -> str | None:
@@ -66,6 +81,55 @@ def series_name(key: str) -> str | None:
         return TOTAL
     match = _COMPONENT.match(key)
     return match.group(1) if match else None
+
+
+def monitor_key(key: str) -> tuple[str, bool] | None:
+    """The monitor a logged key belongs to and whether it is its ``fired`` flag, or None for other keys.
+
+    Example:
+        >>> [monitor_key(k) for k in ("monitor/length_drift", "train/monitor/length_drift/fired", "reward")]
+        [('length_drift', False), ('length_drift', True), None]
+        >>> monitor_key("monitor/sandbox/timeout")
+        ('sandbox/timeout', False)
+
+    """
+    key = key.removeprefix(_PREFIX)
+    if not key.startswith(_MONITOR):
+        return None
+    name = key.removeprefix(_MONITOR)
+    fired = name.endswith(_FIRED)
+    name = name.removesuffix(_FIRED)
+    return (name, fired) if name else None
+
+
+def _number(value: Any) -> float | None:
+    """A finite number as a float; None for anything else (bools, strings, NaN, infinities)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def collect_monitors(
+    entries: Iterable[tuple[int, str, Any]],
+) -> tuple[dict[str, list[tuple[int, float]]], dict[str, list[int]]]:
+    """Monitor values and fired steps from logged ``(step, key, value)`` triples, each by signal name.
+
+    A later value of a step replaces an earlier one; values that are not finite numbers are left out. A step is
+    fired when its ``monitor/<signal>/fired`` is above 0 (TRL averages it over a logging step, so 0.5 means the
+    signal fired in half the step's batches).
+    """
+    values: dict[str, dict[int, float]] = {}
+    flags: dict[str, dict[int, float]] = {}
+    for step, key, value in entries:
+        found = monitor_key(key)
+        number = _number(value)
+        if found is None or number is None:
+            continue
+        name, is_flag = found
+        (flags if is_flag else values).setdefault(name, {})[step] = number
+    series = {name: sorted(values[name].items()) for name in sorted(values)}
+    fired = {name: [s for s, v in sorted(flags[name].items()) if v > 0] for name in sorted(flags)}
+    return series, {name: steps for name, steps in fired.items() if steps}
 
 
 def collect(entries: Iterable[tuple[int, str, Any]]) -> dict[str, list[tuple[int, float]]]:
@@ -118,6 +182,7 @@ def read_trainer_state(path: Path) -> RewardStream:
     if skipped:
         stream.notes.append(f"{path}: {skipped} log_history entr{'y' if skipped == 1 else 'ies'} without a step")
     stream.series = collect(entries)
+    stream.monitors, stream.fired = collect_monitors(entries)
     return stream
 
 
@@ -144,7 +209,7 @@ def read_event_files(paths: Sequence[Path]) -> RewardStream:
                 if not event.HasField("summary"):
                     continue
                 for value in event.summary.value:
-                    if series_name(value.tag) is None:
+                    if series_name(value.tag) is None and monitor_key(value.tag) is None:
                         continue
                     kind = value.WhichOneof("value")
                     if kind == "simple_value":
@@ -156,6 +221,7 @@ def read_event_files(paths: Sequence[Path]) -> RewardStream:
         except Exception as exc:  # a damaged file is reported, never fatal to the page
             stream.notes.append(f"{path}: read up to a damaged record ({type(exc).__name__}: {exc})")
     stream.series = collect(entries)
+    stream.monitors, stream.fired = collect_monitors(entries)
     return stream
 
 
@@ -206,7 +272,8 @@ def event_files(folders: Iterable[Path]) -> list[Path]:
 def reward_stream(checkpoints: Sequence[Path]) -> RewardStream:
     """The training reward of the run these checkpoint folders belong to, from the best log at hand.
 
-    The newest ``trainer_state.json`` first; TensorBoard event files when it has no reward (or there is none).
+    The newest ``trainer_state.json`` first; TensorBoard event files when it has no reward nor monitor (or there is
+    none).
     """
     stream = RewardStream()
     local = [c for c in checkpoints if c.is_dir()]
@@ -216,16 +283,16 @@ def reward_stream(checkpoints: Sequence[Path]) -> RewardStream:
     state = newest_trainer_state(local)
     if state is not None:
         stream = read_trainer_state(state)
-        if stream.series:
+        if stream.found:
             return stream
     events = event_files(output_dirs(local))
     if events:
         from_events = read_event_files(events)
         from_events.notes[:0] = stream.notes
-        if from_events.series or not stream.source:
+        if from_events.found or not stream.source:
             return from_events
         stream.notes = from_events.notes
-    if not stream.series:
+    if not stream.found:
         where = ", ".join(str(f) for f in output_dirs(local))
         stream.notes.append(
             f"no training reward logged in {where} (looked for {TRAINER_STATE} log_history with reward or "

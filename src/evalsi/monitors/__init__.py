@@ -25,6 +25,7 @@ from evalsi.monitors._monitor import (
     parse_stop_on,
     write_monitor_stop_file,
 )
+from evalsi.monitors._rules import Rule, rule
 from evalsi.monitors._signals import (
     VERDICTS,
     Signal,
@@ -44,6 +45,7 @@ __all__ = [
     "VERDICTS",
     "Monitor",
     "Observation",
+    "Rule",
     "Signal",
     "Thresholds",
     "component_shares",
@@ -54,6 +56,7 @@ __all__ = [
     "near_duplicate",
     "parse_stop_on",
     "pearson",
+    "rule",
     "verdict_of",
     "verdict_rates",
     "write_monitor_stop_file",

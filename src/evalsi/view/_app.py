@@ -35,6 +35,7 @@ from evalsi.stats import describe_method
 from evalsi.view import _charts
 from evalsi.view._catalog import Catalog, Kind, Source
 from evalsi.view._curves import BASE, load_curve
+from evalsi.view._monitors import monitor_views, monitors_json
 from evalsi.view._rewards import TOTAL, RewardCache
 from evalsi.view._runs import RunCache, RunData, describe_target, prompt_text
 from evalsi.view._table import OPS, PAGE_SIZES, QueryError, parse_query, run_query
@@ -406,6 +407,7 @@ class Viewer:
             )
             for name, points in stream.series.items()
         }
+        monitors = monitor_views(stream, x_range)
         template = "_curve_live.html" if request.query_params.get("fragment") == "live" else "curve.html"
         return self.page(
             request,
@@ -415,6 +417,7 @@ class Viewer:
             charts=charts,
             stream=stream,
             reward_charts=reward_charts,
+            monitors=monitors,
             drop=max_drop,
             stamp=self.catalog.curve_stamp(source),
         )
@@ -480,10 +483,15 @@ class Viewer:
         return self.json({"stamp": self.catalog.curve_stamp(self.source(request, "curve"))})
 
     def api_curve(self, request: Request) -> Response:
-        """A learning curve, with the training reward its trainer logged (``rewardStream``) when at hand."""
+        """A learning curve, with the training reward and monitors its trainer logged (``rewardStream``), if any."""
         data = self.curve_data(self.source(request, "curve"), float(request.query_params.get("drop") or 0))
         stream = self.reward_stream(data)
-        data["rewardStream"] = {"source": stream.source, "series": stream.series, "notes": stream.notes}
+        data["rewardStream"] = {
+            "source": stream.source,
+            "series": stream.series,
+            "monitors": monitors_json(stream),
+            "notes": stream.notes,
+        }
         return self.json(data)
 
 

@@ -130,16 +130,23 @@ def line_chart(
     x_label: str = "step",
     x_range: tuple[float, float] | None = None,
     legend: bool | None = None,
+    threshold: Reference | None = None,
+    fired: Sequence[Point] = (),
 ) -> Markup:
     """Lines over a numeric x axis (steps spaced by their value), with round ticks and gridlines on both axes.
 
     Each point shows its 95% interval as a bar; a line's reference (the base) is a dashed line over its interval's
     band; regressions are red with a ``!``; points link to their runs; a step still running is drawn hollow.
     ``x_range`` makes charts that show the same steps share their x axis (the evals and the trainer's rewards).
+    ``threshold`` is a red dashed line at the level a training monitor fires at (its label says the rule), and
+    ``fired`` the steps it fired at, drawn as red points.
     """
     plot_w, plot_h = CHART_W - PAD_LEFT - PAD_RIGHT, CHART_H - PAD_TOP - PAD_BOTTOM
     ys = [v for line in lines for p in line.points for v in (p.mean, p.low, p.high) if _finite(v)]
     ys += [v for line in lines if line.reference for v in _reference_values(line.reference)]
+    ys += [p.mean for p in fired if _finite(p.mean)]
+    if ys and threshold is not None and _finite(threshold.mean):
+        ys.append(threshold.mean)
     if not ys:
         return Markup(f'<p class="empty">{escape(title)}: no values yet</p>')
     y_ticks = nice_ticks(min(ys), max(ys))
@@ -219,6 +226,20 @@ def line_chart(
             parts.append(circle)
             if p.regressed:
                 parts.append(f'<text class="mark" x="{px + 7:.1f}" y="{py - 6:.1f}">!</text>')
+    if threshold is not None and _finite(threshold.mean):
+        ty = y(threshold.mean)
+        parts.append(
+            f'<line class="threshold" x1="{PAD_LEFT}" y1="{ty:.1f}" x2="{PAD_LEFT + plot_w}" y2="{ty:.1f}" '
+            f'data-threshold="{threshold.mean:g}"><title>{escape(threshold.label)}</title></line>'
+            f'<text class="threshold-label" x="{PAD_LEFT + plot_w - 4}" y="{ty - 5:.1f}" text-anchor="end">'
+            f"{escape(threshold.label)}</text>"
+        )
+    for p in fired:
+        if _finite(p.mean):
+            parts.append(
+                f'<circle class="fired" cx="{x(p.x):.1f}" cy="{y(p.mean):.1f}" r="4" data-step="{p.x:g}">'
+                f"<title>{escape(p.tip)}</title></circle>"
+            )
     parts.append("</svg>")
     show_legend = len(lines) > 1 if legend is None else legend
     if show_legend:
