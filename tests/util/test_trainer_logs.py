@@ -14,6 +14,8 @@ import pytest
 from evalsi._util.trainer_logs import (
     TOTAL,
     collect,
+    collect_monitors,
+    monitor_key,
     read_event_files,
     read_trainer_state,
     reward_stream,
@@ -134,3 +136,73 @@ def test_event_files_without_the_tensorboard_package_say_what_to_install(
     assert stream.series == {}
     assert any("pip install 'evalsi[tensorboard]'" in note for note in stream.notes)
     assert read_event_files([events]).notes == stream.notes[:1]
+
+
+def monitored_history(steps: list[int], fired_from: int) -> list[dict[str, Any]]:
+    """``grpo_history`` with the monitors evalsi's TRL reward functions log (averaged per logging step)."""
+    history = grpo_history(steps)
+    for entry in history[:-1]:
+        step = entry["step"]
+        fired = 1.0 if step >= fired_from else 0.0
+        entry.update(
+            {
+                "monitor/length_drift": 1.0 + step / 100,
+                "monitor/length_drift/fired": fired,
+                "monitor/zero_variance_groups": 0.25,
+                "monitor/zero_variance_groups/fired": 0.0,
+                "monitor/sandbox/timeout": step / 1000,
+            }
+        )
+    return history
+
+
+def test_monitor_keys_name_the_signal_and_whether_it_is_the_fired_flag() -> None:
+    assert monitor_key("monitor/length_drift") == ("length_drift", False)
+    assert monitor_key("train/monitor/length_drift/fired") == ("length_drift", True)
+    assert monitor_key("monitor/sandbox/timeout") == ("sandbox/timeout", False)
+    for other in ("reward", "rewards/gsm/mean", "monitor/", "monitor//fired", "eval/monitor/x", "monitors/x"):
+        assert monitor_key(other) is None, other
+
+
+def test_a_trl_trainer_state_gives_each_monitor_per_step_and_the_steps_it_fired(tmp_path: Path) -> None:
+    path = trainer_state(tmp_path / "checkpoint-40", monitored_history([10, 20, 30, 40], fired_from=30))
+    stream = read_trainer_state(path)
+    assert stream.notes == []
+    assert list(stream.monitors) == ["length_drift", "sandbox/timeout", "zero_variance_groups"]
+    assert stream.monitors["length_drift"] == [(10, 1.1), (20, 1.2), (30, 1.3), (40, 1.4)]
+    assert stream.monitors["sandbox/timeout"] == [(10, 0.01), (20, 0.02), (30, 0.03), (40, 0.04)]
+    assert stream.fired == {"length_drift": [30, 40]}  # zero_variance_groups never fired
+    assert list(stream.series) == ["reward", "gsm", "gsm/correct", "gsm/format"]  # the reward as before
+
+
+def test_malformed_monitor_values_are_left_out_and_a_partly_fired_step_counts() -> None:
+    entries = [
+        (1, "monitor/length_drift", 1.0),
+        (2, "monitor/length_drift", math.nan),
+        (3, "monitor/length_drift", "1.6"),
+        (4, "monitor/length_drift", None),
+        (5, "monitor/length_drift", True),
+        (6, "monitor/length_drift", math.inf),
+        (7, "monitor/length_drift", 1.7),
+        (1, "monitor/length_drift/fired", 0.0),
+        (2, "monitor/length_drift/fired", "1"),
+        (3, "monitor/length_drift/fired", math.nan),
+        (4, "monitor/length_drift/fired", True),
+        (7, "monitor/length_drift/fired", 0.5),  # fired in half the logging step's batches
+        (8, "monitor/length_drift/fired", -1.0),
+        (9, "monitor/duplicate_completions/fired", 0.0),
+    ]
+    series, fired = collect_monitors(entries)
+    assert series == {"length_drift": [(1, 1.0), (7, 1.7)]}
+    assert fired == {"length_drift": [7]}
+
+
+def test_a_log_with_monitors_but_no_reward_is_read_and_one_without_either_says_so(tmp_path: Path) -> None:
+    checkpoint = tmp_path / "out" / "checkpoint-5"
+    trainer_state(checkpoint, [{"step": 5, "monitor/truncation_rate": 0.5, "monitor/truncation_rate/fired": 1}])
+    stream = reward_stream([checkpoint])
+    assert stream.series == {} and stream.monitors == {"truncation_rate": [(5, 0.5)]}
+    assert stream.fired == {"truncation_rate": [5]} and stream.notes == [] and stream.steps == [5]
+    trainer_state(checkpoint, [{"step": 5, "loss": 1.0}])
+    bare = reward_stream([checkpoint])
+    assert bare.monitors == {} and bare.fired == {} and any("no training reward logged" in n for n in bare.notes)

@@ -114,3 +114,89 @@ def test_trainer_logs_outside_the_given_folders_are_not_read(tmp_path: Path) -> 
     assert "reward-box" not in html and f"the trainer&#39;s logs in {out} lie outside the folders given" in html
     both = TestClient(create_app([tmp_path / "results", out]))
     assert 'data-series="reward"' in both.get(f"/curves/{cid}").text
+
+
+def monitored(steps: range, fired_from: int) -> list[dict[str, Any]]:
+    """``history`` with the monitors evalsi's TRL reward functions log: length drift fires from ``fired_from``."""
+    log = history(steps)
+    for entry in log:
+        s = entry["step"]
+        entry.update(
+            {
+                "monitor/length_drift": 1.0 + s / 200,
+                "monitor/length_drift/fired": 1.0 if s >= fired_from else 0.0,
+                "monitor/truncation_rate": 0.1 + s / 1000,
+                "monitor/truncation_rate/fired": 0.0,
+                "monitor/sandbox/timeout": 0.05,
+            }
+        )
+    return log
+
+
+def monitor_boxes(html: str) -> dict[str, str]:
+    return dict(re.findall(r'<figure class="chart-box monitor-box" data-signal="([^"]+)" data-fired="([^"]*)"', html))
+
+
+def test_the_monitors_are_drawn_under_the_training_reward_with_their_thresholds_and_fired_steps(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "out"
+    training(tmp_path, out, {None: 15, 100: 12, 300: 6})
+    write_state(out / "checkpoint-300", monitored(range(10, 301, 10), fired_from=160))
+    client = TestClient(create_app([tmp_path]))
+    cid = curve_id(client)
+    html = client.get(f"/curves/{cid}").text
+    assert html.index('id="training-reward"') < html.index('id="monitors"') < html.index('id="monitor-charts"')
+    # the documented signals first, in their order, then the verdict rates
+    boxes = monitor_boxes(html)
+    assert list(boxes) == ["length_drift", "truncation_rate", "sandbox/timeout"]
+    assert boxes["length_drift"].split() == [str(s) for s in range(160, 301, 10)] and boxes["truncation_rate"] == ""
+    charts = dict(re.findall(r'data-signal="([^"]+)"[^>]*>.*?(<svg.*?</svg>)', html, re.S))
+    # length drift fires at 1.5 (Thresholds.length_ratio): the line is drawn there
+    assert re.search(r'class="threshold"[^>]*data-threshold="1.5"', charts["length_drift"])
+    assert "threshold ≥ 1.5 (length_ratio)" in charts["length_drift"]
+    fired = re.findall(r'<circle class="fired"[^>]*data-step="(\d+)"', charts["length_drift"])
+    assert fired == [str(s) for s in range(160, 301, 10)]
+    # a rise over the run's start is drawn from the first logged value; it never fired
+    assert re.search(r'class="threshold"[^>]*data-threshold="0.31"', charts["truncation_rate"])
+    assert 'class="fired"' not in charts["truncation_rate"]
+    # a verdict's rate has no threshold of its own
+    assert 'class="threshold"' not in charts["sandbox/timeout"]
+    # every chart, the evaluations', the reward's and the monitors', spans the same steps
+    spans = set(re.findall(r'class="chart line-chart"[^>]*data-x-min="([^"]+)" data-x-max="([^"]+)"', html))
+    assert spans == {("0", "300")}
+    # the table of fired signals: the first step, the value there and the rule
+    table = html[html.index('id="monitors-fired"') : html.index("</table>", html.index('id="monitors-fired"'))]
+    rows = re.findall(
+        r'<tr data-signal="([^"]+)"><td[^>]*>[^<]+</td><td>([^<]+)</td><td>([^<]+)</td><td>([^<]+)</td>', table
+    )
+    assert rows == [("length_drift", "160", "1.800", "≥ 1.5 (length_ratio)")]
+    data = client.get(f"/api/curves/{cid}").json()["rewardStream"]["monitors"]
+    assert list(data) == ["length_drift", "truncation_rate", "sandbox/timeout"]
+    assert data["length_drift"]["fired"] == list(range(160, 301, 10))
+    assert data["length_drift"]["points"][0] == [10, 1.05]
+    assert data["length_drift"]["threshold"] == 1.5 and data["length_drift"]["thresholdField"] == "length_ratio"
+    assert data["truncation_rate"]["thresholdLevel"] == 0.11 + 0.2 and data["truncation_rate"]["fired"] == []
+    assert data["sandbox/timeout"]["threshold"] is None and data["sandbox/timeout"]["thresholdLevel"] is None
+
+
+def test_no_monitor_logged_means_no_monitors_section(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    training(tmp_path, out, {None: 15, 100: 12})
+    write_state(out / "checkpoint-100", history(range(10, 101, 10)))
+    client = TestClient(create_app([tmp_path]))
+    cid = curve_id(client)
+    html = client.get(f"/curves/{cid}").text
+    assert 'data-series="reward"' in html
+    assert 'id="monitors"' not in html and "monitor-box" not in html and 'class="threshold"' not in html
+    assert client.get(f"/api/curves/{cid}").json()["rewardStream"]["monitors"] == {}
+
+
+def test_monitors_that_never_fired_have_charts_but_no_table(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    training(tmp_path, out, {None: 15, 100: 12})
+    write_state(out / "checkpoint-100", monitored(range(10, 101, 10), fired_from=1000))
+    client = TestClient(create_app([tmp_path]))
+    html = client.get(f"/curves/{curve_id(client)}").text
+    assert list(monitor_boxes(html)) == ["length_drift", "truncation_rate", "sandbox/timeout"]
+    assert 'id="monitors-fired"' not in html and 'class="fired"' not in html
