@@ -132,6 +132,7 @@ def line_chart(
     legend: bool | None = None,
     threshold: Reference | None = None,
     fired: Sequence[Point] = (),
+    height: int = CHART_H,
 ) -> Markup:
     """Lines over a numeric x axis (steps spaced by their value), with round ticks and gridlines on both axes.
 
@@ -139,9 +140,9 @@ def line_chart(
     band; regressions are red with a ``!``; points link to their runs; a step still running is drawn hollow.
     ``x_range`` makes charts that show the same steps share their x axis (the evals and the trainer's rewards).
     ``threshold`` is a red dashed line at the level a training monitor fires at (its label says the rule), and
-    ``fired`` the steps it fired at, drawn as red points.
+    ``fired`` the steps it fired at, drawn as red points. ``height`` makes a smaller chart on the same x scale.
     """
-    plot_w, plot_h = CHART_W - PAD_LEFT - PAD_RIGHT, CHART_H - PAD_TOP - PAD_BOTTOM
+    plot_w, plot_h = CHART_W - PAD_LEFT - PAD_RIGHT, height - PAD_TOP - PAD_BOTTOM
     ys = [v for line in lines for p in line.points for v in (p.mean, p.low, p.high) if _finite(v)]
     ys += [v for line in lines if line.reference for v in _reference_values(line.reference)]
     ys += [p.mean for p in fired if _finite(p.mean)]
@@ -149,7 +150,7 @@ def line_chart(
         ys.append(threshold.mean)
     if not ys:
         return Markup(f'<p class="empty">{escape(title)}: no values yet</p>')
-    y_ticks = nice_ticks(min(ys), max(ys))
+    y_ticks = nice_ticks(min(ys), max(ys), 5 if height >= CHART_H else 3)
     y_lo, y_hi = y_ticks[0], y_ticks[-1]
     x_lo, x_hi = x_range or x_domain(p.x for line in lines for p in line.points)
     x_ticks = [t for t in nice_ticks(x_lo, x_hi, 6) if x_lo - 1e-9 <= t <= x_hi + 1e-9]
@@ -162,7 +163,7 @@ def line_chart(
 
     bottom = PAD_TOP + plot_h
     parts = [
-        f'<svg class="chart line-chart" viewBox="0 0 {CHART_W} {CHART_H}" role="img" aria-label="{escape(title)}" '
+        f'<svg class="chart line-chart" viewBox="0 0 {CHART_W} {height}" role="img" aria-label="{escape(title)}" '
         f'data-x-min="{x_lo:g}" data-x-max="{x_hi:g}">'
     ]
     for t in y_ticks:
@@ -178,7 +179,7 @@ def line_chart(
     parts.append(f'<line class="axis" x1="{PAD_LEFT}" y1="{bottom}" x2="{PAD_LEFT + plot_w}" y2="{bottom}"/>')
     parts.append(f'<line class="axis" x1="{PAD_LEFT}" y1="{PAD_TOP}" x2="{PAD_LEFT}" y2="{bottom}"/>')
     parts.append(
-        f'<text class="axis-label" x="{PAD_LEFT + plot_w / 2:.0f}" y="{CHART_H - 6}" text-anchor="middle">'
+        f'<text class="axis-label" x="{PAD_LEFT + plot_w / 2:.0f}" y="{height - 6}" text-anchor="middle">'
         f"{escape(x_label)}</text>"
     )
     for i, line in enumerate(lines):

@@ -16,6 +16,9 @@ from evalsi._util.trainer_logs import RewardStream
 from evalsi.monitors import SIGNALS, Rule, rule
 from evalsi.view import _charts
 
+HEIGHT = 170
+"""A monitor's chart is lower than the evaluations' (same width and x scale, so its steps line up with theirs)."""
+
 
 @dataclass(frozen=True)
 class MonitorView:
@@ -74,7 +77,7 @@ def monitor_views(stream: RewardStream, x_range: tuple[float, float]) -> list[Mo
             label = f"threshold {found.text}" if found.kind != "rise" else f"first value + {found.threshold:g}"
             threshold = _charts.Reference(level, None, None, label)
         chart = _charts.line_chart(
-            [line], f"monitor {name}", x_range=x_range, legend=False, threshold=threshold, fired=marks
+            [line], f"monitor {name}", x_range=x_range, legend=False, threshold=threshold, fired=marks, height=HEIGHT
         )
         first = values.get(fired[0]) if fired else None
         views.append(MonitorView(name, chart, found, level, fired, first))

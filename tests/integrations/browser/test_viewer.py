@@ -211,3 +211,57 @@ def test_the_training_reward_is_drawn_beside_the_evaluations_on_the_same_steps(
         assert abs(xs[index] - cx) < 0.2, (step, xs[index], cx)
     assert page.locator("p.reward-note").count() == 0
     shoot(page, "view-reward-stream")
+
+
+def test_a_fired_monitor_is_marked_under_the_reward_on_the_evaluations_steps(
+    page: Page, viewer: str, results: Path, shoot: Callable[[Page, str], Path]
+) -> None:
+    out = results / "trainer-out-monitors"
+    folder = results / "logs" / "grpo-4" / "gsm"
+    folder.mkdir(parents=True)
+    for step, correct in ((None, 30), (100, 28), (300, 20)):
+        label = "base" if step is None else str(step)
+        location = "base-model" if step is None else str(out / f"checkpoint-{step}")
+        simple_run(
+            folder / ("base.json" if step is None else f"step-{step}.json"),
+            f"grpo-4 {label}",
+            [True] * correct + [False] * (40 - correct),
+            checkpoint={"trainingRun": "grpo-4", "step": step, "label": label, "location": location},
+        )
+    log = [
+        {
+            "step": s,
+            "reward": s / 300,
+            "monitor/length_drift": 1.0 + s / 300,
+            "monitor/length_drift/fired": 1.0 if s >= 200 else 0.0,
+            "monitor/zero_variance_groups": 0.1,
+            "monitor/zero_variance_groups/fired": 0.0,
+        }
+        for s in range(10, 301, 10)
+    ]
+    (out / "checkpoint-300").mkdir(parents=True)
+    (out / "checkpoint-300" / "trainer_state.json").write_bytes(orjson.dumps({"log_history": log}))
+    page.goto(viewer)
+    page.locator("#curves a", has_text="grpo-4").click()
+    expect(page.locator("h2#monitors")).to_be_visible()
+    boxes = page.locator("#monitor-charts figure.monitor-box")
+    expect(boxes).to_have_count(2)
+    expect(boxes.locator("figcaption")).to_contain_text(["length_drift", "zero_variance_groups"])
+    evals = page.locator('figure[data-metric="acc"] svg')
+    drift = page.locator('figure.monitor-box[data-signal="length_drift"] svg')
+    for attribute in ("data-x-min", "data-x-max"):
+        assert evals.get_attribute(attribute) == drift.get_attribute(attribute)
+    # the threshold line (length_ratio 1.5) is drawn, and the steps the monitor fired at are red points
+    expect(drift.locator("line.threshold")).to_have_attribute("data-threshold", "1.5")
+    fired = drift.locator("circle.fired")
+    expect(fired).to_have_count(11)  # steps 200 to 300
+    last = drift.locator('circle.fired[data-step="300"]')
+    expect(last).to_be_visible()
+    assert last.evaluate("c => getComputedStyle(c).fill") == "rgb(198, 40, 40)"  # the stylesheet's --bad
+    # ... right below the evaluation of the same step, on the same x
+    cx = float(evals.locator('circle.point[data-step="300"]').get_attribute("cx") or "nan")
+    assert abs(float(last.get_attribute("cx") or "nan") - cx) < 0.2
+    expect(page.locator('figure.monitor-box[data-signal="zero_variance_groups"] circle.fired')).to_have_count(0)
+    row = page.locator('#monitors-fired tr[data-signal="length_drift"] td')
+    expect(row).to_have_text(["length_drift", "200", "1.667", "≥ 1.5 (length_ratio)"])
+    shoot(page, "view-monitors")
