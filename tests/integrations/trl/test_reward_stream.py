@@ -14,6 +14,7 @@ import yaml
 from torch.utils.tensorboard import SummaryWriter
 
 from evalsi._util.trainer_logs import event_files, read_event_files, read_trainer_state, reward_stream
+from evalsi.monitors import Monitor
 from evalsi.rewards.trl import reward_funcs
 from tests.integrations.trl.tiny import tiny_model, tiny_tokenizer
 
@@ -39,7 +40,7 @@ def test_a_grpo_run_s_reward_is_read_from_its_trainer_state_and_its_event_files(
     dataset = datasets.Dataset.from_dict(
         {"prompt": ["what is 2+2 ?", "what is 2+2 ? yes"] * 6, "answer": ["4", "5"] * 6}
     )
-    funcs, weights = reward_funcs(spec)
+    funcs, weights = reward_funcs(spec, monitor=Monitor(), max_completion_length=6)
     out = tmp_path / "out"
     args = trl.GRPOConfig(
         output_dir=str(out),
@@ -69,11 +70,19 @@ def test_a_grpo_run_s_reward_is_read_from_its_trainer_state_and_its_event_files(
     assert list(stream.series) == names and stream.steps == [1, 2, 3]
     for (_, total), (_, own) in zip(stream.series["reward"], stream.series["stream"], strict=True):
         assert total == pytest.approx(own, abs=1e-5)  # TRL trains on evalsi's total alone
+    # The monitors the reward functions logged come with it, every step (a ratio to the run's start: 1 at first).
+    assert {"length_drift", "truncation_rate", "zero_variance_groups"} <= set(stream.monitors), stream.monitors
+    assert [s for s, _ in stream.monitors["length_drift"]] == [1, 2, 3]
+    assert stream.monitors["length_drift"][0][1] == pytest.approx(1.0)
     # The same values from TensorBoard's event files (tagged train/...), read with tensorboard's own loader.
     events = event_files([out])
     assert events and all(e.is_relative_to(out / "runs") for e in events)
     logged = read_event_files(events)
     assert logged.notes == [] and list(logged.series) == names
+    assert list(logged.monitors) == list(stream.monitors) and logged.fired == stream.fired
+    for name, points in stream.monitors.items():
+        assert [s for s, _ in logged.monitors[name]] == [s for s, _ in points]
+        assert [v for _, v in logged.monitors[name]] == pytest.approx([v for _, v in points], rel=1e-5, abs=1e-6)
     for name in names:
         assert [s for s, _ in logged.series[name]] == [1, 2, 3]
         for (_, a), (_, b) in zip(logged.series[name], stream.series[name], strict=True):
@@ -82,7 +91,8 @@ def test_a_grpo_run_s_reward_is_read_from_its_trainer_state_and_its_event_files(
     for state in out.glob("checkpoint-*/trainer_state.json"):
         state.unlink()
     from_events = reward_stream([out / "checkpoint-2"])
-    assert from_events.series == logged.series and from_events.source == ", ".join(map(str, events))
+    assert from_events.series == logged.series and from_events.monitors == logged.monitors
+    assert from_events.source == ", ".join(map(str, events))
     assert (
         read_trainer_state(out / "checkpoint-2" / "trainer_state.json")
         .notes[0]
@@ -96,12 +106,16 @@ def test_a_truncated_event_file_gives_what_was_read_before_the_damage_and_a_note
         writer.add_scalar("train/reward", step / 10, step)
         writer.add_scalar("train/rewards/spec/fmt/mean", 1.0, step)
         writer.add_scalar("train/loss", 3.0, step)
+        writer.add_scalar("train/monitor/length_drift", 1.0 + step / 10, step)
+        writer.add_scalar("train/monitor/length_drift/fired", float(step >= 4), step)
     writer.close()
     (path,) = event_files([tmp_path])
     whole = read_event_files([path])
     assert whole.notes == [] and [s for s, _ in whole.series["reward"]] == [1, 2, 3, 4, 5]
     assert [v for _, v in whole.series["reward"]] == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.5])
     assert whole.series["spec/fmt"] == [(s, 1.0) for s in range(1, 6)] and "loss" not in whole.series
+    assert [s for s, _ in whole.monitors["length_drift"]] == [1, 2, 3, 4, 5]
+    assert whole.monitors["length_drift"][-1][1] == pytest.approx(1.5) and whole.fired == {"length_drift": [4, 5]}
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2] + b"\xff" * 3)  # cut in the middle, a damaged record at the end
     cut = read_event_files([path])
