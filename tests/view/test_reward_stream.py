@@ -10,6 +10,7 @@ import orjson
 from starlette.testclient import TestClient
 
 from evalsi.view import create_app
+from evalsi.view._charts import MAX_LINE_POINTS
 from tests.view.conftest import ids
 from tests.view.make import simple_run
 
@@ -200,3 +201,14 @@ def test_monitors_that_never_fired_have_charts_but_no_table(tmp_path: Path) -> N
     html = client.get(f"/curves/{curve_id(client)}").text
     assert list(monitor_boxes(html)) == ["length_drift", "truncation_rate", "sandbox/timeout"]
     assert 'id="monitors-fired"' not in html and 'class="fired"' not in html
+
+
+def test_a_long_log_s_fired_steps_are_thinned_like_its_line(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    training(tmp_path, out, {None: 15, 3000: 12})
+    write_state(out / "checkpoint-3000", monitored(range(1, 3001), fired_from=1))
+    client = TestClient(create_app([tmp_path]))
+    html = client.get(f"/curves/{curve_id(client)}").text
+    steps = [int(s) for s in re.findall(r'<circle class="fired"[^>]*data-step="(\d+)"', html)]
+    assert len(steps) == MAX_LINE_POINTS and steps[0] == 1 and steps[-1] == 3000
+    assert monitor_boxes(html)["length_drift"].split()[-1] == "3000"  # the figure still lists every fired step

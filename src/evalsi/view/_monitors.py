@@ -69,9 +69,8 @@ def monitor_views(stream: RewardStream, x_range: tuple[float, float]) -> list[Mo
         line = _charts.Line(
             name, [_charts.Point(float(s), v, tip=f"step {s}: {v:.4g}") for s, v in _charts.thin(points)], markers=False
         )
-        marks = [
-            _charts.Point(float(s), values[s], tip=f"fired at step {s}: {values[s]:.4g}") for s in fired if s in values
-        ]
+        fired_points = _charts.thin([(s, values[s]) for s in fired if s in values])
+        marks = [_charts.Point(float(s), v, tip=f"fired at step {s}: {v:.4g}") for s, v in fired_points]
         threshold = None
         if found is not None and level is not None:
             label = f"threshold {found.text}" if found.kind != "rise" else f"first value + {found.threshold:g}"
