@@ -172,27 +172,33 @@ def test_a_run_in_progress_fills_in_on_the_list_without_reloading(page: Page, vi
     assert page.evaluate("window.__sameDocument") is True
 
 
-def test_the_training_reward_is_drawn_beside_the_evaluations_on_the_same_steps(
-    page: Page, viewer: str, results: Path, shoot: Callable[[Page, str], Path]
-) -> None:
-    out = results / "trainer-out"
-    folder = results / "logs" / "grpo-3" / "gsm"
+def training_run(results: Path, name: str, output: str, log: list[dict[str, float]]) -> None:
+    """A training run's base and steps 100 and 300 evaluated (accuracy 30, 28, 20 of 40), the checkpoints under
+    ``results/OUTPUT``, and the trainer's ``log`` in step 300's ``trainer_state.json``."""
+    out = results / output
+    folder = results / "logs" / name / "gsm"
     folder.mkdir(parents=True)
     for step, correct in ((None, 30), (100, 28), (300, 20)):
         label = "base" if step is None else str(step)
         location = "base-model" if step is None else str(out / f"checkpoint-{step}")
         simple_run(
             folder / ("base.json" if step is None else f"step-{step}.json"),
-            f"grpo-3 {label}",
+            f"{name} {label}",
             [True] * correct + [False] * (40 - correct),
-            checkpoint={"trainingRun": "grpo-3", "step": step, "label": label, "location": location},
+            checkpoint={"trainingRun": name, "step": step, "label": label, "location": location},
         )
+    (out / "checkpoint-300").mkdir(parents=True)
+    (out / "checkpoint-300" / "trainer_state.json").write_bytes(orjson.dumps({"log_history": log}))
+
+
+def test_the_training_reward_is_drawn_beside_the_evaluations_on_the_same_steps(
+    page: Page, viewer: str, results: Path, shoot: Callable[[Page, str], Path]
+) -> None:
     log = [
         {"step": s, "reward": s / 300, "rewards/gsm/mean": s / 300, "rewards/gsm/format/mean": 1.0}
         for s in range(10, 301, 10)
     ]
-    (out / "checkpoint-300").mkdir(parents=True)
-    (out / "checkpoint-300" / "trainer_state.json").write_bytes(orjson.dumps({"log_history": log}))
+    training_run(results, "grpo-3", "trainer-out", log)
     page.goto(viewer)
     page.locator("#curves a", has_text="grpo-3").click()
     rewards = page.locator("#reward-stream figure.reward-box")
@@ -216,18 +222,6 @@ def test_the_training_reward_is_drawn_beside_the_evaluations_on_the_same_steps(
 def test_a_fired_monitor_is_marked_under_the_reward_on_the_evaluations_steps(
     page: Page, viewer: str, results: Path, shoot: Callable[[Page, str], Path]
 ) -> None:
-    out = results / "trainer-out-monitors"
-    folder = results / "logs" / "grpo-4" / "gsm"
-    folder.mkdir(parents=True)
-    for step, correct in ((None, 30), (100, 28), (300, 20)):
-        label = "base" if step is None else str(step)
-        location = "base-model" if step is None else str(out / f"checkpoint-{step}")
-        simple_run(
-            folder / ("base.json" if step is None else f"step-{step}.json"),
-            f"grpo-4 {label}",
-            [True] * correct + [False] * (40 - correct),
-            checkpoint={"trainingRun": "grpo-4", "step": step, "label": label, "location": location},
-        )
     log = [
         {
             "step": s,
@@ -239,8 +233,7 @@ def test_a_fired_monitor_is_marked_under_the_reward_on_the_evaluations_steps(
         }
         for s in range(10, 301, 10)
     ]
-    (out / "checkpoint-300").mkdir(parents=True)
-    (out / "checkpoint-300" / "trainer_state.json").write_bytes(orjson.dumps({"log_history": log}))
+    training_run(results, "grpo-4", "trainer-out-monitors", log)
     page.goto(viewer)
     page.locator("#curves a", has_text="grpo-4").click()
     expect(page.locator("h2#monitors")).to_be_visible()
