@@ -116,7 +116,7 @@ def build(config: ServerConfig) -> Parts:
 
 def _ui(config: ServerConfig, engine: Engine, service: RewardService, evaluation: EvaluationApi) -> ServerUi:
     """The results viewer: sessions in the database, each project's runs and jobs read from it, one run cache."""
-    overview = EvaluationOverview(engine, evaluation.jobs.progress)
+    overview = EvaluationOverview(engine)
     runs, jobs = StoredRuns(RunListing(engine)), CompletedJobs(overview, evaluation.datasets)
     return ServerUi(
         service.authenticate,

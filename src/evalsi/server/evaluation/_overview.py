@@ -7,7 +7,6 @@ whole only when its own page is opened.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -35,15 +34,11 @@ class EvaluationOverview:
 
     Args:
         engine: The server's database.
-        progress: Rows done of a job this server process is running now (None when it runs elsewhere or not at
-            all): the jobs service's own count, as fresh as it gets; a job running on another replica shows the
-            count that replica stores after each batch.
 
     """
 
-    def __init__(self, engine: Engine, progress: Callable[[str, str], int | None] | None = None) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self.progress = progress or (lambda project, job_id: None)
 
     def evaluators(self, project: str) -> list[dict[str, Any]]:
         """The project's evaluators, newest first, without their build logs."""
@@ -81,7 +76,7 @@ class EvaluationOverview:
         query = self._jobs_query(project).order_by(evaluation_jobs.c.created_at.desc(), evaluation_jobs.c.job_id)
         with self.engine.connect() as connection:
             rows = [dict(row) for row in connection.execute(query.limit(LISTED)).mappings()]
-        return [self._with_progress(project, row) for row in rows]
+        return [self._with_progress(row) for row in rows]
 
     def job(self, project: str, job_id: str) -> dict[str, Any] | None:
         """One job of the project, or None (also for another project's).
@@ -93,7 +88,7 @@ class EvaluationOverview:
         query = self._jobs_query(project).where(evaluation_jobs.c.job_id == job_id)
         with self.engine.connect() as connection:
             found = connection.execute(query).mappings().first()
-        return None if found is None else self._with_progress(project, dict(found))
+        return None if found is None else self._with_progress(dict(found))
 
     def completed_jobs(self, project: str) -> list[dict[str, Any]]:
         """Every completed job of the project whose output dataset still exists, newest first (whole rows)."""
@@ -137,16 +132,14 @@ class EvaluationOverview:
             .where(evaluation_jobs.c.project == project)
         )
 
-    def _with_progress(self, project: str, row: dict[str, Any]) -> dict[str, Any]:
+    @staticmethod
+    def _with_progress(row: dict[str, Any]) -> dict[str, Any]:
         stats = _json_object(row.get("output_stats"))
         row["metrics"] = _json_object(row.get("metrics"))
         row["output_stats"] = stats
         row["has_results"] = bool(row["has_results"]) and row["state"] == COMPLETED
-        if row["state"] == COMPLETED:
-            done = stats.get("rows")
-        else:  # this process's live count, else what the replica running it stored after its last batch
-            live = self.progress(project, str(row["job_id"]))
-            done = row.get("rows_done") if live is None else live
+        # an unfinished job: the count the replica running it stores after each batch
+        done = stats.get("rows") if row["state"] == COMPLETED else row.get("rows_done")
         row["rows_done"] = done if isinstance(done, int) and not isinstance(done, bool) else None
         if row["rows_total"] is None and row["state"] == COMPLETED:
             row["rows_total"] = row["rows_done"]

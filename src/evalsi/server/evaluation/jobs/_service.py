@@ -144,7 +144,6 @@ class Jobs:
         self._cancelled: dict[tuple[str, str], threading.Event] = {}
         self._sessions: dict[tuple[str, str], ScoringSession] = {}
         self._generating: dict[tuple[str, str], concurrent.futures.Future[list[Outcome]]] = {}
-        self._done: dict[tuple[str, str], int] = {}  # rows scored or errored so far, of each job running here
         self.generators = Generators(config)
         self.workers = shared
         """Warm evaluator workers, shared with the ``ref: evaluator/ID`` reward components of this process."""
@@ -377,7 +376,6 @@ class Jobs:
                 self._cancelled.pop(key, None)
                 self._sessions.pop(key, None)
                 self._generating.pop(key, None)
-                self._done.pop(key, None)
             if self.metrics is not None:
                 self.metrics.running.dec()
                 with contextlib.suppress(Exception):  # counting never fails a job
@@ -392,8 +390,6 @@ class Jobs:
         rows = self.datasets.rows(project, job["input_dataset"], "evaluationJob.inputDataset")
         self._refuse_existing_output(project, job["output_dataset"])
         self._advance(project, job_id, RUNNING)
-        with self._lock:
-            self._done[(project, job_id)] = 0
         target, params = str(job["target"] or ""), orjson.loads(job["completion_params"] or "{}")
         summary = Summary()
         generated = failed = sent = 0  # rows whose reply was generated; whose generation failed; sent to the target
@@ -451,9 +447,7 @@ class Jobs:
                     summary.add(result)
                     spool.write(output_row(rows[index], result, records.get(index)))
                     rows[index] = {}
-                with self._lock:
-                    self._done[(project, job_id)] = summary.rows
-                self.store.set_progress(project, job_id, summary.rows)  # what another replica's pages show
+                self.store.set_progress(project, job_id, summary.rows)  # what every replica's pages show
             session.close()
             self._check_running(project, job_id)
             self._advance(project, job_id, WRITING_RESULTS)
@@ -517,11 +511,6 @@ class Jobs:
             future.cancel()
             with self._lock:
                 self._generating.pop(key, None)
-
-    def progress(self, project: str, job_id: str) -> int | None:
-        """Rows a job this process is running has scored or errored so far; None when it is not running here."""
-        with self._lock:
-            return self._done.get((project, job_id))
 
     def _check_running(self, project: str, job_id: str) -> None:
         event = self._cancelled.get((project, job_id))
