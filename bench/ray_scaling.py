@@ -2,23 +2,27 @@
 
     python bench/ray_scaling.py [--quick] [--address ADDRESS] [--batches 6] [--batch 256] [--actors 1,2,4]
 
-Needs the ``ray`` extra (``pip install 'evalsi[ray]'``; the ``ray`` nox session has it). Without ``--address``
-it starts a local Ray instance with as many CPUs as the machine has. The workload is the example math reward
-(format-check, math-equiv, overlong-penalty) over GRPO-style batches of ``--batch`` rollouts: ``--workload
-grpo-math`` (the default) is the realistic mix of ``bench/math_equiv.py`` (word problems, fractions, LaTeX
-expressions, sets; 8 samples per prompt repeating a few answers), each batch from its own seed; ``trivial`` is
-one-line answers that math-equiv decides by a string comparison, so the pool's hops are most of its cost. It
-prints:
+Needs the ``ray`` extra (``pip install 'evalsi[ray]'``; the ``ray`` nox session has it). Without ``--address`` it
+starts a local Ray instance with as many CPUs as the machine has (token authentication with a token of its own, so
+a token file another Ray instance left in ``~/.ray`` does not lock it out). The workload is the example math reward
+(format-check, math-equiv, overlong-penalty) over GRPO-style batches of ``--batch`` rollouts: ``--workload grpo-
+math`` (the default) is the realistic mix of ``bench/math_equiv.py`` (word problems, fractions, LaTeX expressions,
+sets; 8 samples per prompt repeating a few answers), each batch from its own seed; ``trivial`` is one-line answers
+that math-equiv decides by a string comparison, so the pool's hops are most of its cost. It prints:
 
 1. rollouts/s of in-process scoring (``Reward.score``, one process with its math worker pool), measured before
    and after the pools, the faster counting;
 2. rollouts/s of a ``RewardPool`` with 1, 2 and 4 actors (``pool.score`` of the same batches), and each one's
-   ratio to in-process;
+   ratio to in-process. Each configuration runs on a clean pool: the previous pool's ``shutdown()`` has
+   returned only once its actors, their math workers and sandboxes are gone (the bench checks that no
+   ``ScorerActor`` process is left before it starts the next), and ``pool.warm`` has started every actor's
+   workers before the clock starts (an actor's math-equiv template imports sympy on first use: seconds);
 3. the per-rollout overhead of the pool over in-process at that batch size: (pool with 1 actor − in-process) /
    in-process, the cost of the hops (caller → coordinator → actor and back, the pickling of records and
    scores, the shared-cache round trip). The target is under 10% at 256-rollout batches.
 
-Ratios, not absolute numbers, are the result: they are measured in the same run on the same machine.
+Ratios, not absolute numbers, are the result: they are measured in the same run on the same machine. The
+machine's load average is printed before and after, so a figure taken on a busy machine says so.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ import argparse
 import importlib.util
 import os
 import random
+import secrets
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -77,6 +83,17 @@ def timed(score: Any, batches: list[list[dict[str, Any]]]) -> float:
     return sum(len(b) for b in batches[1:]) / (time.perf_counter() - started)
 
 
+def scorer_processes() -> list[str]:
+    """Processes of scorer actors on this machine (``ray::ScorerActor``), as ``ps`` lists them."""
+    out = subprocess.run(["ps", "-eo", "pid,stat,args"], capture_output=True, text=True, check=False).stdout
+    return [line.strip() for line in out.splitlines() if "ray::ScorerActor" in line and " Z" not in line]
+
+
+def load() -> str:
+    """The machine's load average (1, 5, 15 minutes)."""
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a short run (3 batches of 64, 1 and 2 actors)")
@@ -94,6 +111,8 @@ def main() -> None:
     if args.address:
         ray.init(address=args.address, log_to_driver=False)
     else:  # a new local instance, never a cluster some other process started on this machine
+        os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
+        os.environ.pop("RAY_AUTH_TOKEN_PATH", None)
         ray.init(
             address="local",
             num_cpus=os.cpu_count(),
@@ -108,15 +127,28 @@ def main() -> None:
     def batches() -> list[list[dict[str, Any]]]:
         return [make(args.batch, rng) for _ in range(args.batches)]
 
+    load_before = load()
     local = evalsi.rewards.load(SPEC)
+    warm_up = make(args.batch, rng)
+    local.score(warm_up)  # its math worker template imports sympy on first use
     # measured before and after the pools, the faster counting: right after ray.init, Ray's own processes are
     # still starting on the same cores, which would flatter the pool
     first = timed(local.score, batches())
     rates: dict[int, float] = {}
     for count in (int(c) for c in args.actors.split(",")):
-        with RewardPool(SPEC, num_workers=count, num_cpus=0.5, name=f"bench-{count}") as pool:
+        left = scorer_processes()
+        if left:
+            raise SystemExit(f"scorer actors of the previous pool are still running: {left}")
+        pool = RewardPool(SPEC, num_workers=count, num_cpus=0.5, name=f"bench-{count}")
+        try:
+            pool.warm(warm_up)  # every actor's workers started before the clock does
             rates[count] = timed(pool.score, batches())
+        finally:
+            stopped = pool.shutdown()
+        if not all(actor["dead"] for actor in stopped):
+            raise SystemExit(f"the {count}-actor pool's actors were not all gone after shutdown: {stopped}")
     in_process = max(first, timed(local.score, batches()))
+    print(f"load average before: {load_before}; after: {load()}")
     print(f"in-process                 {in_process:9.1f} rollouts/s  (before the pools {first:.1f})")
     for count, rate in rates.items():
         print(
@@ -124,10 +156,10 @@ def main() -> None:
             f"{rate / in_process:5.2f}x in-process"
         )
     if 1 in rates:
-        overhead = in_process / rates[1] - 1
+        ratio = in_process / rates[1]
         print(
             f"per-rollout overhead of the pool (1 actor) over in-process at {args.batch}-rollout batches: "
-            f"{overhead:+.1%}"
+            f"{ratio - 1:+.1%} (time per rollout ratio {ratio:.3f}; target < 1.10 at 256)"
         )
     print(f"(cpus: {os.cpu_count()}; ratios are of this run on this machine)")
     ray.shutdown()
