@@ -5,8 +5,8 @@
 Needs the ``ray`` extra (``pip install 'evalsi[ray]'``; the ``ray`` nox session has it). Without ``--address`` it
 starts a local Ray instance with as many CPUs as the machine has (token authentication with a token of its own, so
 a token file another Ray instance left in ``~/.ray`` does not lock it out). The workload is the example math reward
-(format-check, math-equiv, overlong-penalty) over GRPO-style batches of ``--batch`` rollouts: ``--workload grpo-
-math`` (the default) is the realistic mix of ``bench/math_equiv.py`` (word problems, fractions, LaTeX expressions,
+(format-check, math-equiv, overlong-penalty) over GRPO-style batches of ``--batch`` rollouts: ``--workload
+grpo-math`` (the default) is the realistic mix of ``bench/math_equiv.py`` (word problems, fractions, LaTeX expressions,
 sets; 8 samples per prompt repeating a few answers), each batch from its own seed; ``trivial`` is one-line answers
 that math-equiv decides by a string comparison, so the pool's hops are most of its cost. It prints:
 
@@ -106,13 +106,14 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.batches, args.batch, args.actors = 3, 64, "1,2"
+    if not args.address:  # read when Ray is imported
+        os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
+        os.environ.pop("RAY_AUTH_TOKEN_PATH", None)
     import ray
 
     if args.address:
         ray.init(address=args.address, log_to_driver=False)
     else:  # a new local instance, never a cluster some other process started on this machine
-        os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
-        os.environ.pop("RAY_AUTH_TOKEN_PATH", None)
         ray.init(
             address="local",
             num_cpus=os.cpu_count(),

@@ -389,7 +389,9 @@ def _wait_dead(ray: Any, handle: Any, deadline: float) -> None:
     """Wait until a killed actor is reported dead (a call to it fails), or ``deadline`` passes."""
     while time.monotonic() < deadline:
         try:
-            ray.get(handle.__ray_ready__.remote(), timeout=max(0.5, deadline - time.monotonic()))
+            ray.get(
+                handle.__ray_ready__.options(max_task_retries=0).remote(), timeout=max(0.5, deadline - time.monotonic())
+            )
         except ray.exceptions.RayActorError:
             return
         except ray.exceptions.GetTimeoutError:
