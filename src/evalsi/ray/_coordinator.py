@@ -168,7 +168,13 @@ class Coordinator:
     async def ready(self) -> list[dict[str, Any]]:
         """Wait until every scorer actor has started; where each runs."""
         self._start()
-        return list(await asyncio.gather(*(actor.where.remote() for actor in self.actors)))
+
+        async def hello(index: int) -> dict[str, Any]:
+            info: dict[str, Any] = await self.actors[index].where.remote()
+            self.actor_info[index] = {**self.actor_info.get(index, {}), **info}
+            return info
+
+        return list(await asyncio.gather(*(hello(index) for index in range(len(self.actors)))))
 
     async def score(self, spec_id: str, resource: dict[str, Any], records: list[Record], eager: bool = True) -> Outcome:
         """Raw component scores of ``records`` by record (the caller composes them).
@@ -259,6 +265,10 @@ class Coordinator:
         async def close(index: int) -> dict[str, Any]:
             actor = self.actors[index]
             info: dict[str, Any] = {"index": index, **self.actor_info.get(index, {})}
+            if "pid" not in info or index in self._down:  # never started, or restarting: nothing to close
+                self.ray.kill(actor, no_restart=True)
+                info["dead"] = await self._dead(actor, deadline)
+                return info
             try:
                 remaining = max(1.0, deadline - time.monotonic())
                 info.update(await asyncio.wait_for(_awaitable(actor.close.remote(remaining / 2)), timeout=remaining))
