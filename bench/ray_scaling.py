@@ -83,6 +83,31 @@ def timed(score: Any, batches: list[list[dict[str, Any]]]) -> float:
     return sum(len(b) for b in batches[1:]) / (time.perf_counter() - started)
 
 
+def fresh_reward(warm_up: list[dict[str, Any]]) -> evalsi.rewards.Reward:
+    """The spec bound anew, with no memoised verdicts and its math workers started: what a new actor holds.
+
+    The example's math problems repeat across batches, so a reward that scored earlier batches would answer
+    from its cache and memo and flatter in-process scoring against a pool's fresh actors.
+    """
+    reward = evalsi.rewards.load(SPEC)
+    for component in reward.components:
+        component.evaluator.close()  # math-equiv forgets its verdicts (its workers start again on first use)
+    reward.component_scores(reward.records(warm_up), cache=None)
+    return reward
+
+
+def breakdown(pool: RewardPool, batches: list[list[dict[str, Any]]]) -> tuple[float, float]:
+    """Rollouts/s of ``pool.score`` over the batches (the first a warm-up), and the share of it its actors scored."""
+    pool.score(batches[0])
+    before = sum(actor.get("seconds", 0.0) for actor in pool.stats()["actors"])
+    started = time.perf_counter()
+    for batch in batches[1:]:
+        pool.score(batch)
+    elapsed = time.perf_counter() - started
+    scoring = sum(actor.get("seconds", 0.0) for actor in pool.stats()["actors"]) - before
+    return sum(len(b) for b in batches[1:]) / elapsed, scoring / elapsed
+
+
 def scorer_processes() -> list[str]:
     """Processes of scorer actors on this machine (``ray::ScorerActor``), as ``ps`` lists them."""
     out = subprocess.run(["ps", "-eo", "pid,stat,args"], capture_output=True, text=True, check=False).stdout
@@ -129,13 +154,12 @@ def main() -> None:
         return [make(args.batch, rng) for _ in range(args.batches)]
 
     load_before = load()
-    local = evalsi.rewards.load(SPEC)
     warm_up = make(args.batch, rng)
-    local.score(warm_up)  # its math worker template imports sympy on first use
     # measured before and after the pools, the faster counting: right after ray.init, Ray's own processes are
     # still starting on the same cores, which would flatter the pool
-    first = timed(local.score, batches())
+    first = timed(fresh_reward(warm_up).score, batches())
     rates: dict[int, float] = {}
+    busy: dict[int, float] = {}
     for count in (int(c) for c in args.actors.split(",")):
         left = scorer_processes()
         if left:
@@ -143,24 +167,28 @@ def main() -> None:
         pool = RewardPool(SPEC, num_workers=count, num_cpus=0.5, name=f"bench-{count}")
         try:
             pool.warm(warm_up)  # every actor's workers started before the clock does
-            rates[count] = timed(pool.score, batches())
+            rates[count], busy[count] = breakdown(pool, batches())
         finally:
             stopped = pool.shutdown()
         if not all(actor["dead"] for actor in stopped):
             raise SystemExit(f"the {count}-actor pool's actors were not all gone after shutdown: {stopped}")
-    in_process = max(first, timed(local.score, batches()))
+    in_process = max(first, timed(fresh_reward(warm_up).score, batches()))
     print(f"load average before: {load_before}; after: {load()}")
     print(f"in-process                 {in_process:9.1f} rollouts/s  (before the pools {first:.1f})")
     for count, rate in rates.items():
         print(
             f"pool, {count} actor{'s' if count > 1 else ' '}           {rate:9.1f} rollouts/s  "
-            f"{rate / in_process:5.2f}x in-process"
+            f"{rate / in_process:5.2f}x in-process  (actors scoring {busy[count]:.0%} of the time)"
         )
     if 1 in rates:
         ratio = in_process / rates[1]
         print(
             f"per-rollout overhead of the pool (1 actor) over in-process at {args.batch}-rollout batches: "
             f"{ratio - 1:+.1%} (time per rollout ratio {ratio:.3f}; target < 1.10 at 256)"
+        )
+        print(
+            f"  of a 1-actor call's time, {busy[1]:.0%} is the actor scoring, {1 - busy[1]:.0%} the hops (caller -> "
+            "coordinator -> actor and back, pickling, the cache actor's round trip)"
         )
     print(f"(cpus: {os.cpu_count()}; ratios are of this run on this machine)")
     ray.shutdown()

@@ -57,6 +57,8 @@ class ScorerActor:
         self._node = ray.get_runtime_context().get_node_id()
         self.chunks = 0
         self.rollouts = 0
+        self.seconds = 0.0
+        """Time spent scoring chunks here (what the pool's hops add to is the rest of a call's time)."""
 
     def where(self) -> dict[str, Any]:
         """The node, host and process this actor runs in, and its child processes (math workers, sandboxes)."""
@@ -126,9 +128,19 @@ class ScorerActor:
         self.chunks += 1
         self.rollouts += len(records)
         counts = cache_counts(self.cache)
-        self.metrics.observe_chunk(len(records), time.perf_counter() - started, counts)
+        elapsed = time.perf_counter() - started
+        self.seconds += elapsed
+        self.metrics.observe_chunk(len(records), elapsed, counts)
         rows = [list(row) for row in zip(*columns, strict=True)] if columns else [[] for _ in records]
-        info = {"index": self.index, "node_id": self._node, "pid": os.getpid(), "chunks": self.chunks, **counts}
+        info = {
+            "index": self.index,
+            "node_id": self._node,
+            "pid": os.getpid(),
+            "chunks": self.chunks,
+            "rollouts": self.rollouts,
+            "seconds": self.seconds,
+            **counts,
+        }
         return rows, info
 
     def _reward(self, spec_id: str, resource: dict[str, Any]) -> tuple[Reward, list[ComponentJob]]:
