@@ -89,8 +89,10 @@ def migrate_result(data: Any, file: str) -> dict[str, Any]:
     return document
 
 
-def result_from_json(data: Any, file: str) -> RunResult:
+def result_from_json(data: Any, file: str, *, records: bool = True) -> RunResult:
     """A results document (parsed JSON) migrated and validated: the header, then every record in turn.
+
+    With ``records`` false, the records are neither checked nor kept (for a reader that needs the header alone).
 
     Raises:
         DataError: The document is not a results file, or a field has the wrong shape; the message names the file
@@ -98,26 +100,33 @@ def result_from_json(data: Any, file: str) -> RunResult:
 
     """
     document = migrate_result(data, file)
-    records = document.get("records")
-    if records is None:
-        records = []
-    if not isinstance(records, list):
+    entries = document.get("records") if records else None
+    if entries is None:
+        entries = []
+    if not isinstance(entries, list):
         raise DataError("`records`: must be a list", file=file)
     try:
         result = RunResult.model_validate({k: v for k, v in document.items() if k != "records"})
     except ValidationError as exc:
         raise DataError(validation_message(exc), file=file) from None
-    for position, record in enumerate(records):
+    for position, record in enumerate(entries):
         try:
             RECORD.validate_python(record)
         except ValidationError as exc:
             raise DataError(validation_message(exc, f"records[{position}]"), file=file) from None
-    result.records = records
+    result.records = entries
     return result
 
 
-def load_run_result(path: str | Path) -> RunResult:
+def load_run_result(path: str | Path, *, records: bool = True) -> RunResult:
     """Read a results file: parsed, migrated to the current schema version, and validated.
+
+    Args:
+        path: The results file.
+        records: Check and keep the records (false: the header alone, e.g. to see whether a run is complete).
+
+    Returns:
+        The run's results.
 
     Raises:
         DataError: The file is missing, not JSON, not a results file, of a newer version, or a field has the wrong
@@ -131,4 +140,4 @@ def load_run_result(path: str | Path) -> RunResult:
         raise DataError("no such results file", file=file) from None
     except (OSError, orjson.JSONDecodeError) as exc:
         raise DataError(f"not a readable results file: {exc}", file=file) from None
-    return result_from_json(data, file)
+    return result_from_json(data, file, records=records)
