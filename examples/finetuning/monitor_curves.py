@@ -132,7 +132,7 @@ def tiny_model(directory: Path) -> tuple[Any, Any]:
     return model, tokenizer
 
 
-def train(kind: str, directory: Path, steps: int = 16, save_steps: int = 2) -> dict[str, Any]:
+def train(kind: str, directory: Path, steps: int = 10, save_steps: int = 2) -> dict[str, Any]:
     """One GRPO run with the monitors and held-out checkpoint evaluations; returns its curves.
 
     Returns:
@@ -279,7 +279,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     """Train both runs (or redraw saved curves), write ``monitor-curves.json`` and, with matplotlib, the PNG."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--output-dir", type=Path, default=Path("monitor-out"))
-    parser.add_argument("--steps", type=int, default=16)
+    parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--save-steps", type=int, default=2)
     parser.add_argument("--plot-only", type=Path, help="redraw the PNG from a monitor-curves.json")
     args = parser.parse_args(argv)
