@@ -16,12 +16,11 @@ from sqlalchemy import Engine
 
 from evalsi.server._config import ServerConfig
 from evalsi.server._errors import ServiceError
-from evalsi.server._tokens import RUN, Principal
+from evalsi.server._tokens import Principal
 from evalsi.server._trust import check_depth
 from evalsi.server.evaluation._dataset_store import DatasetStore, DatasetTaken
 from evalsi.server.evaluation._ids import check_id, resource_id
 from evalsi.server.evaluation._pages import Page
-from evalsi.server.rewards._service import require
 
 
 def _bad(line: int, message: str) -> ServiceError:
@@ -127,7 +126,6 @@ class Datasets:
             ServiceError: Too large, a bad row (named by line), or the id is taken.
 
         """
-        require(principal, RUN)
         dataset_id = check_id(dataset_id, "datasetId")
         size, limit = len(jsonl.encode()), self.settings.max_bytes
         if size > limit:
@@ -182,7 +180,6 @@ class Datasets:
             ServiceError: ``not_found`` when the caller's project has no such dataset.
 
         """
-        require(principal, RUN)
         dataset_id = resource_id(dataset_id, "datasets", "datasetId")
         return _dataset(self.row(principal.project, dataset_id), with_rows=rows)
 
@@ -196,7 +193,6 @@ class Datasets:
             ServiceError: ``not_found`` when the caller's project has no such dataset.
 
         """
-        require(principal, RUN)
         dataset_id = resource_id(dataset_id, "datasets", "datasetId")
         if not self._store.remove(principal.project, dataset_id):
             raise _missing(principal.project, dataset_id, "datasetId")
@@ -209,7 +205,6 @@ class Datasets:
             ServiceError: ``invalid_argument`` for a bad page size or token.
 
         """
-        require(principal, RUN)
         rows, token = self._store.page(principal.project, page_size, page_token)
         return Page([_dataset({**r, "content": b""}, with_rows=False) for r in rows], token)
 

@@ -31,7 +31,7 @@ from evalsi.server._errors import ServiceError, from_exception, redact
 from evalsi.server._fair import FairPool, share_of
 from evalsi.server._limits import Admission, SharedGate
 from evalsi.server._metrics import Metrics
-from evalsi.server._tokens import RUN, RUNS_CODE, Principal, TokenStore
+from evalsi.server._tokens import RUNS_CODE, Principal, TokenStore
 from evalsi.server._trust import check_depth, check_rollouts_depth, server_spec
 from evalsi.server.rewards._caps import Caps, capped
 from evalsi.server.rewards._probes import FirstUseProbes
@@ -135,9 +135,6 @@ class RewardService:
             ServiceError: Refused (permissions, limits, bad spec or rollout) or failed (``onError: raise``).
 
         """
-        if self.draining:
-            raise ServiceError("unavailable", "the server is shutting down; retry (another replica will answer)")
-        require(principal, RUN)
         limit = self.config.spec.rewards.max_rollouts
         if len(rollouts) > limit:
             raise ServiceError(

@@ -36,7 +36,7 @@ from evalsi.sandbox import require as require_rung
 from evalsi.server._config import ServerConfig
 from evalsi.server._errors import ServiceError, redact
 from evalsi.server._fair import FairPool, share_of
-from evalsi.server._tokens import RUN, Principal
+from evalsi.server._tokens import Principal
 from evalsi.server.evaluation._config import TargetBudget
 from evalsi.server.evaluation._datasets import Datasets, has_reply
 from evalsi.server.evaluation._ids import check_id, resource_id
@@ -68,7 +68,6 @@ from evalsi.server.evaluation.jobs._generation import (
 from evalsi.server.evaluation.jobs._output import OutputSpool, output_row
 from evalsi.server.evaluation.jobs._stats import Summary
 from evalsi.server.evaluation.jobs._store import JobStore, JobTaken
-from evalsi.server.rewards._service import require
 
 log = logging.getLogger("evalsi.server")
 _LET_GO = 5.0
@@ -178,7 +177,6 @@ class Jobs:
                 project's job quota.
 
         """
-        require(principal, RUN)
         project = principal.project
         evaluator_id = resource_id(spec.evaluator, "evaluators", "evaluationJob.evaluator")
         input_id = resource_id(spec.input_dataset, "datasets", "evaluationJob.inputDataset")
@@ -262,7 +260,6 @@ class Jobs:
             ServiceError: ``not_found`` (also for another project's job).
 
         """
-        require(principal, RUN)
         return _job(self._row(principal.project, resource_id(job_id, "evaluationJobs", "evaluationJobId")))
 
     def listing(
@@ -284,7 +281,6 @@ class Jobs:
             ServiceError: ``invalid_argument`` for an unknown state, a bad evaluator id, page size or token.
 
         """
-        require(principal, RUN)
         if state and state not in (*ACTIVE_STATES, *TERMINAL_STATES):
             raise ServiceError(
                 "invalid_argument",
@@ -306,7 +302,6 @@ class Jobs:
                 of a job just cancelled has not let it go yet (its id could not be reused safely before).
 
         """
-        require(principal, RUN)
         job_id = resource_id(job_id, "evaluationJobs", "evaluationJobId")
         project = principal.project
         state = self._row(project, job_id)["state"]
@@ -340,7 +335,6 @@ class Jobs:
             ServiceError: ``not_found`` (also for another project's job).
 
         """
-        require(principal, RUN)
         job_id = resource_id(job_id, "evaluationJobs", "evaluationJobId")
         project = principal.project
         self._row(project, job_id)
