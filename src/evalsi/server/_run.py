@@ -21,26 +21,25 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import uvicorn
-from sqlalchemy import Engine
 
 from evalsi.evaluators import close_all
 from evalsi.server._config import ServerConfig
 from evalsi.server._db import migrate, open_engine
 from evalsi.server._metrics import Metrics
-from evalsi.server._tokens import TokenStore
+from evalsi.server._token_store import TokenStore
 from evalsi.server.evaluation._datasets import Datasets
 from evalsi.server.evaluation._metrics import EvaluationMetrics
-from evalsi.server.evaluation._overview import EvaluationOverview
+from evalsi.server.evaluation._overview_store import EvaluationOverview
 from evalsi.server.evaluation._work_owners import Heartbeat, new_instance
 from evalsi.server.evaluation.evaluators._service import Evaluators
 from evalsi.server.evaluation.jobs._service import Jobs
+from evalsi.server.rewards._score_store import SharedScores
 from evalsi.server.rewards._service import RewardService
-from evalsi.server.rewards._shared_cache import SharedScores
-from evalsi.server.runs._listing import RunListing
+from evalsi.server.runs._listing_store import RunListing
 from evalsi.server.transport._connections import limited_protocol
 from evalsi.server.transport._evaluation import EvaluationServices
 from evalsi.server.transport._grpc import make_grpc_server
@@ -50,8 +49,11 @@ from evalsi.server.ui._catalog import ProjectCatalog, job_run_id
 from evalsi.server.ui._jobs import CompletedJobs
 from evalsi.server.ui._pages import create_pages
 from evalsi.server.ui._runs import StoredRuns
-from evalsi.server.ui._sessions import Sessions
+from evalsi.server.ui._session_store import Sessions
 from evalsi.view import RunCache
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
 
 log = logging.getLogger("evalsi.server")
 ReadyHook = Callable[[dict[str, Any]], None]

@@ -9,10 +9,9 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from sqlalchemy import Engine
 
 from evalsi.server._config import ServerConfig
 from evalsi.server._errors import ServiceError
@@ -21,6 +20,9 @@ from evalsi.server._trust import check_depth
 from evalsi.server.evaluation._dataset_store import DatasetStore, DatasetTaken
 from evalsi.server.evaluation._ids import check_id, resource_id
 from evalsi.server.evaluation._pages import Page
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
 
 
 def _bad(line: int, message: str) -> ServiceError:

@@ -18,7 +18,7 @@ from evalsi.errors import DataError
 from evalsi.runs import compare_runs, comparison_to_dict
 from evalsi.server._errors import ServiceError
 from evalsi.server._metrics import Metrics
-from evalsi.server._quotas import StorageQuotas
+from evalsi.server._quota_store import StorageQuotas
 from evalsi.server._tokens import Principal
 from evalsi.server._trust import check_depth
 from evalsi.server.rewards._service import RewardService

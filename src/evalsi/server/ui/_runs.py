@@ -24,7 +24,7 @@ import orjson
 from pydantic import ValidationError
 
 from evalsi.runs import header_of, validation_message
-from evalsi.server.runs._listing import RunListing, RunRow
+from evalsi.server.runs._listing_store import RunListing, RunRow
 from evalsi.server.runs._store import RESULTS_VERSION
 from evalsi.view import Records, headline
 

@@ -24,9 +24,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from sqlalchemy import Engine
+from typing import TYPE_CHECKING, Any
 
 from evalsi.sandbox import Isolation
 from evalsi.sandbox._host import running_as_root
@@ -43,6 +41,9 @@ from evalsi.server.evaluation.evaluators._index import RequirementsError, plain_
 from evalsi.server.evaluation.evaluators._runtime import runtime_dir
 from evalsi.server.evaluation.evaluators._sandbox import ARCHIVE_NAME, REQUIREMENTS_COPY, build
 from evalsi.server.evaluation.evaluators._store import ACTIVE, BUILD_FAILED, BUILDING, EvaluatorStore, EvaluatorTaken
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
 
 log = logging.getLogger("evalsi.server")
 _READY_MEMO = 4096

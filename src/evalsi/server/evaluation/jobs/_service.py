@@ -25,10 +25,9 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from sqlalchemy import Engine
 
 from evalsi.errors import EvalsiError
 from evalsi.sandbox import Isolation, Limits
@@ -55,7 +54,7 @@ from evalsi.server.evaluation._states import (
 from evalsi.server.evaluation._work_owners import new_instance
 from evalsi.server.evaluation.evaluators._service import Evaluators
 from evalsi.server.evaluation.evaluators._workers import BatchLimits, ScoringSession, WorkerKey, WorkerSettings, shared
-from evalsi.server.evaluation.jobs._budget import Budgets, Grant
+from evalsi.server.evaluation.jobs._budget_store import Budgets, Grant
 from evalsi.server.evaluation.jobs._generation import (
     PARAMS_PATH,
     Failed,
@@ -68,6 +67,9 @@ from evalsi.server.evaluation.jobs._generation import (
 from evalsi.server.evaluation.jobs._output import OutputSpool, output_row
 from evalsi.server.evaluation.jobs._stats import Summary
 from evalsi.server.evaluation.jobs._store import JobStore, JobTaken
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
 
 log = logging.getLogger("evalsi.server")
 _LET_GO = 5.0
