@@ -18,7 +18,7 @@ import yaml
 
 from evalsi.server._db import migrate, open_engine
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2_grpc as pb_grpc
-from evalsi.server._tokens import TokenStore
+from evalsi.server._token_store import TokenStore
 from tests.server.messages import message_to_json, request_message
 
 ROOT = Path(__file__).resolve().parents[2]
