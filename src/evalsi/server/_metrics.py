@@ -7,7 +7,11 @@ operator's tokens), registered evaluator names and the Run Service's methods; ne
 
 from __future__ import annotations
 
+from typing import Any, TypeVar
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+M = TypeVar("M", Counter, Gauge, Histogram)
 
 RUN_METHODS = frozenset({"CreateRun", "GetRun", "ListRuns", "CompareRuns", "DeleteRun"})
 """The Run Service's methods: the values of the ``method`` label (anything else is counted as ``other``)."""
@@ -19,6 +23,7 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        self._children: dict[tuple[Any, ...], Any] = {}
         r = self.registry
         self.calls = Counter(
             "evalsi_reward_calls", "ScoreRewards calls by protocol and result code.", ["protocol", "code"], registry=r
@@ -110,6 +115,17 @@ class Metrics:
             registry=r,
         )
 
+    def child(self, metric: M, *values: str) -> M:
+        """``metric.labels(*values)``, kept: the hot paths count every call, and ``labels`` checks and locks each time.
+
+        Label values come from bounded sets (see the module's docstring), so the children kept are too.
+        """
+        key = (id(metric), *values)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children.setdefault(key, metric.labels(*values))
+        return found  # type: ignore[no-any-return]
+
     def on_run_call(self, method: str, protocol: str, code: str, seconds: float | None = None) -> None:
         """Count one Run Service call (``seconds`` None: refused before it started, so not timed)."""
         name = method if method in RUN_METHODS else "other"
@@ -120,13 +136,13 @@ class Metrics:
     def on_lookup(self, tier: str, hits: int, misses: int) -> None:
         """Count one cache look-up (the hook of :class:`~evalsi.server.rewards._shared_cache.TieredCache`)."""
         if hits:
-            self.cache_hits.labels(tier).inc(hits)
+            self.child(self.cache_hits, tier).inc(hits)
         if misses:
-            self.cache_misses.labels(tier).inc(misses)
+            self.child(self.cache_misses, tier).inc(misses)
 
     def on_gauge(self, gauge: str, project: str, delta: int) -> None:
         """Move the waiting or in-flight gauge of a project (the hook of the admission gates)."""
-        (self.waiting if gauge == "waiting" else self.inflight).labels(project).inc(delta)
+        self.child(self.waiting if gauge == "waiting" else self.inflight, project).inc(delta)
 
     def on_spec_cache_bytes(self, project: str, delta: int) -> None:
         """Move the bytes of a project's kept bound specs (:class:`~evalsi.server.rewards._spec_cache.BoundSpecs`)."""

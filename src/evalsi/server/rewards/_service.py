@@ -286,22 +286,22 @@ class RewardService:
         except ScoringCancelled:
             raise
         except RewardBatchError as exc:
-            self.metrics.rollouts.labels(project, "failed").inc(len(records))
+            self.metrics.child(self.metrics.rollouts, project, "failed").inc(len(records))
             raise RewardBatchError(exc.index, exc.component, redact(exc.cause) or "") from None
         except Exception:
-            self.metrics.rollouts.labels(project, "failed").inc(len(records))
+            self.metrics.child(self.metrics.rollouts, project, "failed").inc(len(records))
             raise
         for status, count in Counter(result.status for result in results).items():
-            self.metrics.rollouts.labels(project, status).inc(count)
+            self.metrics.child(self.metrics.rollouts, project, status).inc(count)
         if any(score.status == "error" for column in columns for score in column):
             return [_redacted(result) for result in results]
         return results
 
     def _observe(self, job: ComponentJob, scores: list[Score], seconds: float) -> None:
-        self.metrics.component_seconds.labels(job.evaluator.name).observe(seconds)
+        self.metrics.child(self.metrics.component_seconds, job.evaluator.name).observe(seconds)
         errors = sum(1 for s in scores if s.status == "error")
         if errors:
-            self.metrics.component_errors.labels(job.evaluator.name).inc(errors)
+            self.metrics.child(self.metrics.component_errors, job.evaluator.name).inc(errors)
 
     def close(self) -> None:
         """Stop the pools and close bound rewards."""

@@ -78,9 +78,9 @@ def count_calls(metrics: Metrics) -> Observer:
     """``evalsi_reward_calls`` and ``evalsi_reward_call_seconds`` by protocol (refusals are not timed)."""
 
     def observe(method: str, protocol: str, code: str, seconds: float | None) -> None:
-        metrics.calls.labels(protocol, code).inc()
+        metrics.child(metrics.calls, protocol, code).inc()
         if seconds is not None:
-            metrics.call_seconds.labels(protocol).observe(seconds)
+            metrics.child(metrics.call_seconds, protocol).observe(seconds)
 
     return observe
 

@@ -1,0 +1,60 @@
+"""What every call pays on the server: labelled metrics looked up once, startup objects out of the collector's way."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import Histogram
+
+from evalsi.server._config import config_from_mapping
+from evalsi.server._metrics import Metrics
+from evalsi.server._run import serve_async
+from tests.server.harness import metric
+
+
+def test_a_metrics_child_is_kept_and_counts_into_its_labelled_series() -> None:
+    metrics = Metrics()
+    first = metrics.child(metrics.calls, "http", "ok")
+    assert metrics.child(metrics.calls, "http", "ok") is first
+    assert first is metrics.calls.labels("http", "ok")  # the very series prometheus_client keeps
+    first.inc()
+    metrics.child(metrics.calls, "http", "ok").inc(2)
+    metrics.child(metrics.calls, "grpc", "ok").inc()
+    metrics.on_lookup("memory", 5, 3)
+    metrics.on_gauge("inflight", "alpha", 4)
+    metrics.on_gauge("inflight", "alpha", -1)
+    seconds = metrics.child(metrics.call_seconds, "http")
+    assert isinstance(seconds, Histogram)
+    seconds.observe(0.2)
+    text = metrics.render().decode()
+    assert metric(text, "evalsi_reward_calls_total", protocol="http", code="ok") == 3.0
+    assert metric(text, "evalsi_reward_calls_total", protocol="grpc", code="ok") == 1.0
+    assert metric(text, "evalsi_reward_cache_hits_total", tier="memory") == 5.0
+    assert metric(text, "evalsi_reward_cache_misses_total", tier="memory") == 3.0
+    assert metric(text, "evalsi_reward_inflight_rollouts", project="alpha") == 3.0
+    assert metric(text, "evalsi_reward_call_seconds_count", protocol="http") == 1.0
+
+
+def test_the_server_freezes_its_startup_objects_before_it_serves(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'server.db'}"
+    config = config_from_mapping(
+        {"listen": {"host": "127.0.0.1", "port": 0, "grpc_port": None}, "database": {"url": url}}, tmp_path
+    )
+    frozen: list[int] = []
+
+    def ready(info: dict[str, Any]) -> None:
+        frozen.append(gc.get_freeze_count())
+        os.kill(os.getpid(), signal.SIGTERM)  # the server's own handler: it drains and returns
+
+    gc.unfreeze()
+    try:
+        assert asyncio.run(asyncio.wait_for(serve_async(config, ready), 120)) is True
+    finally:
+        gc.unfreeze()
+    # the imported server libraries and the built services (tens of thousands of objects) were frozen
+    assert frozen and frozen[0] > 10_000, frozen
