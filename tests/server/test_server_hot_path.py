@@ -1,4 +1,5 @@
-"""What every call pays on the server: labelled metrics looked up once, startup objects out of the collector's way."""
+"""What every call pays on the server: labelled metrics looked up once, startup objects out of the collector's way,
+fixed-path routes dispatched without walking the router (and every other request routed as before)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,16 @@ import signal
 from pathlib import Path
 from typing import Any
 
+import httpx
 from prometheus_client import Histogram
 
 from evalsi.server._config import config_from_mapping
 from evalsi.server._metrics import Metrics
-from evalsi.server._run import serve_async
-from tests.server.harness import metric
+from evalsi.server._run import build, serve_async
+from evalsi.server.transport._http import _direct_routes
+from tests.server.harness import ServerProcess, make_token, metric, post_http, write_config
+
+EXACT = {"components": [{"ref": "exact-match", "name": "exact"}]}
 
 
 def test_a_metrics_child_is_kept_and_counts_into_its_labelled_series() -> None:
@@ -58,3 +63,36 @@ def test_the_server_freezes_its_startup_objects_before_it_serves(tmp_path: Path)
         gc.unfreeze()
     # the imported server libraries and the built services (tens of thousands of objects) were frozen
     assert frozen and frozen[0] > 10_000, frozen
+
+
+def test_fixed_path_routes_are_dispatched_directly_and_the_rest_through_the_router(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'server.db'}"
+    parts = build(config_from_mapping({"database": {"url": url}}, tmp_path))
+    try:
+        direct = _direct_routes(parts.state.api.routes())
+    finally:
+        parts.service.close()
+        parts.engine.dispose()
+    assert ("POST", "/v1alpha1/rewards:score") in direct
+    assert ("GET", "/v1alpha1/runs") in direct
+    assert all("{" not in path for _, path in direct)  # a path with parameters is the router's
+    assert all(verb != "HEAD" for verb, _ in direct)
+
+    config = write_config(tmp_path, {"database": {"url": url}})
+    token = make_token(url, "alpha", ["evaluations.run"])
+    headers = {"Authorization": f"Bearer {token}"}
+    with ServerProcess(config) as server:
+        scored = post_http(
+            server, token, EXACT, [{"completion": "4", "answer": "4"}, {"completion": "5", "answer": "4"}]
+        )
+        assert scored.status_code == 200, scored.text
+        assert [r["total"] for r in scored.json()["results"]] == [1.0, 0.0]
+        refused = post_http(server, None, EXACT, [{"completion": "4"}])  # the guard still runs first
+        assert refused.status_code == 401, refused.text
+        wrong_verb = httpx.get(server.http + "/v1alpha1/rewards:score", headers=headers, timeout=60)
+        assert wrong_verb.status_code == 405 and "POST" in wrong_verb.headers["allow"]
+        listed = httpx.get(server.http + "/v1alpha1/runs", headers=headers, timeout=60)
+        assert listed.status_code == 200, listed.text
+        missing = httpx.get(server.http + "/v1alpha1/runs/nope", headers=headers, timeout=60)  # a path parameter
+        assert missing.status_code == 404, missing.text
+        assert httpx.get(server.http + "/nowhere", timeout=60).status_code == 404

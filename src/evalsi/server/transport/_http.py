@@ -101,9 +101,10 @@ def build_app(state: ServerState) -> ASGIApp:
         return _json({"status": "ok"})
 
     api = state.api
+    routes = api.routes()
     http = Starlette(
         routes=[
-            *api.routes(),
+            *routes,
             Route("/metrics", metrics_route, methods=["GET"]),
             Route("/healthz", health, methods=["GET"]),
             *([Mount("/ui", app=state.ui)] if state.ui is not None else []),
@@ -117,7 +118,15 @@ def build_app(state: ServerState) -> ASGIApp:
     def connect_for(path: str) -> ASGIApp | None:
         return next((a for prefix, a in connects.items() if path.startswith(prefix)), None)
 
+    direct = _direct_routes(routes)
+
     async def app(scope: Scope, receive: Callable[[], Awaitable[Any]], send: Callable[[Any], Awaitable[None]]) -> None:
+        if scope["type"] == "http":
+            route = direct.get((scope["method"], scope["path"]))
+            if route is not None:  # a method route at a fixed path (rewards:score): no walk over every route
+                scope["path_params"] = {}
+                await route.handle(scope, receive, send)
+                return
         target = connect_for(scope["path"]) if scope["type"] == "http" else None
         await (target or http)(scope, receive, send)
 
@@ -134,6 +143,22 @@ def build_app(state: ServerState) -> ASGIApp:
         max_bytes=lambda: rewards.max_request_bytes,
         body_timeout=lambda: rewards.body_timeout,
     )
+
+
+def _direct_routes(routes: list[Route]) -> dict[tuple[str, str], Route]:
+    """The method routes without path parameters, by (verb, path): served without Starlette's router.
+
+    The router tries every route's pattern in turn, behind two middlewares, on every call; a fixed path is one
+    dictionary look-up. Each endpoint answers its own errors (a :class:`ServiceError` in the caller's protocol);
+    anything else (another verb, a path with parameters, ``/ui``) goes through the router as before.
+    """
+    return {
+        (verb, route.path): route
+        for route in routes
+        if not route.param_convertors
+        for verb in route.methods or ()
+        if verb != "HEAD"
+    }
 
 
 def _metrics_response(service: RewardService) -> Response:
