@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+from evalsi._util.public import publish
 from evalsi.errors import SandboxError, SandboxUnavailableError
 from evalsi.sandbox._cgroups import controllers
 from evalsi.sandbox._gvisor import has_total_memory
@@ -122,3 +123,6 @@ def run(
         return outcome.run
     finally:
         sandbox.close()
+
+
+publish(__name__)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
+from evalsi._util.public import publish
 from evalsi.evaluators._base import Evaluator, ScoreContext
 from evalsi.evaluators._registry import register
 from evalsi.evaluators._score import Score
@@ -111,3 +112,6 @@ class MathEquiv(Evaluator[MathEquivParams]):
         with self._lock:
             self._judges.clear()
         _close_pools()
+
+
+publish(__name__)
