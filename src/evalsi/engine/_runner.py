@@ -151,6 +151,13 @@ def score_components(
     that still need evaluator calls are spread over ``pools`` (see :class:`Pools`), so a slow sandbox component
     does not wait behind a math component. Once ``cancelled`` is set, components not yet started are dropped.
 
+    Args:
+        jobs: The components, each bound to its evaluator and params.
+        records: The records to score.
+        cache: Where scores are looked up and kept; None scores everything anew.
+        pools: Where components run; None runs them on the calling thread.
+        cancelled: Set when the caller has gone: components not yet started are dropped.
+
     Raises:
         ScoringCancelled: ``cancelled`` was set before every component had run.
 
