@@ -15,6 +15,7 @@ from typing import Any, Literal
 import orjson
 
 from evalsi._util.atomic import atomic_writer
+from evalsi._util.jsonl import json_lines
 from evalsi._util.parquet import read_parquet
 from evalsi.errors import DataError
 
@@ -103,13 +104,7 @@ def _read_text_rows(raw: bytes, file: str, json_array: bool) -> tuple[list[dict[
 def _read_jsonl(raw: bytes, file: str) -> tuple[list[dict[str, Any]], RowSource]:
     rows: list[dict[str, Any]] = []
     lines: list[int] = []
-    for number, line in enumerate(raw.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            value = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise DataError(f"not valid JSON: {exc}", file=file, line=number) from None
+    for number, value in json_lines(raw, file):
         if not isinstance(value, dict):
             raise DataError(
                 f"each line must be a JSON object (a rollout), got {type(value).__name__}", file=file, line=number
