@@ -345,6 +345,30 @@ def _proxies_configured() -> bool:
     return bool(urllib.request.getproxies_environment())
 
 
+def start_loop_thread(name: str) -> tuple[asyncio.AbstractEventLoop, threading.Thread]:
+    """A new event loop running forever on a daemon thread, returned once it runs.
+
+    Args:
+        name: The thread's name.
+
+    Returns:
+        The loop and its thread.
+
+    """
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        loop.call_soon(ready.set)
+        loop.run_forever()
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    ready.wait()
+    return loop, thread
+
+
 class BackgroundLoop:
     """One daemon thread running an event loop, where sync callers' requests run (started on first use).
 
@@ -362,17 +386,8 @@ class BackgroundLoop:
         """The running loop (started now if needed)."""
         with self._lock:
             if self._loop is None or self._pid != os.getpid() or self._loop.is_closed():
-                loop = asyncio.new_event_loop()
-                ready = threading.Event()
-
-                def run() -> None:
-                    asyncio.set_event_loop(loop)
-                    loop.call_soon(ready.set)
-                    loop.run_forever()
-
-                threading.Thread(target=run, name=self._name, daemon=True).start()
-                ready.wait()
-                self._loop, self._pid = loop, os.getpid()
+                self._loop, _ = start_loop_thread(self._name)
+                self._pid = os.getpid()
             return self._loop
 
     def submit(self, coroutine: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
