@@ -41,7 +41,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import orjson
 
@@ -405,3 +405,47 @@ _BACKGROUND = BackgroundLoop("evalsi-http")
 def background_loop() -> BackgroundLoop:
     """The process's loop for sync callers' HTTP requests."""
     return _BACKGROUND
+
+
+class EndpointSettings(Protocol):
+    """What an evaluator's endpoint config says about reaching it (a judge's, a reward model's)."""
+
+    @property
+    def url(self) -> str:
+        """The URL requests go to."""
+        ...
+
+    @property
+    def timeout(self) -> float:
+        """Seconds each wait of an attempt may take."""
+        ...
+
+    @property
+    def retries(self) -> int:
+        """Attempts after the first."""
+        ...
+
+    @property
+    def backoff(self) -> float:
+        """Seconds before the first retry (doubling after)."""
+        ...
+
+    @property
+    def max_concurrency(self) -> int:
+        """Requests in flight at once."""
+        ...
+
+
+def endpoint_client(endpoint: EndpointSettings) -> HttpClient:
+    """An :class:`HttpClient` for one endpoint config: its retries, timeout and connection bound.
+
+    Args:
+        endpoint: The endpoint's config.
+
+    """
+    return HttpClient(
+        endpoint.url,
+        policy=RetryPolicy(endpoint.retries, endpoint.backoff),
+        timeout=endpoint.timeout,
+        max_connections=endpoint.max_concurrency,
+    )

@@ -24,8 +24,8 @@ from typing import Any
 import orjson
 
 from evalsi._util.http import MalformedReply, json_headers, read_reply, transport_failure
-from evalsi._util.retry import RetryPolicy, attempts_phrase, retryable
-from evalsi._util.transport import HttpClient, TransportFailure, start_loop_thread
+from evalsi._util.retry import attempts_phrase, retryable
+from evalsi._util.transport import TransportFailure, endpoint_client, start_loop_thread
 from evalsi.evaluators.rl._rm_protocol import Protocol, ReplyError, RMInput, parse_reply, request_body
 
 log = logging.getLogger(__name__)
@@ -70,12 +70,7 @@ class EndpointBatcher:
     def __init__(self, endpoint: Endpoint, loop: asyncio.AbstractEventLoop) -> None:
         self.endpoint = endpoint
         self.loop = loop
-        self.client = HttpClient(
-            endpoint.url,
-            policy=RetryPolicy(endpoint.retries, endpoint.backoff),
-            timeout=endpoint.timeout,
-            max_connections=endpoint.max_concurrency,
-        )
+        self.client = endpoint_client(endpoint)
         self._pending: list[_Entry] = []
         self._alone: list[_Entry] = []
         self._due = False
