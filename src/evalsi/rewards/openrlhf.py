@@ -16,6 +16,15 @@ per-component (GDPO-style) normalisation: ``reward/<component>``, the component'
 ``reward_weight/<component>``, its weight, and ``reward/latency_ms``, how long scoring the call took (OpenRLHF
 logs them as ``train/reward/<component>`` ...). ``evalsi rewards serve`` answers the same over HTTP. A spec with
 ``onError: none`` is refused: OpenRLHF cannot skip a rollout's reward.
+
+Training monitors (:mod:`evalsi.monitors`): with ``EVALSI_MONITOR=1``, ``extra_logs`` also holds
+``monitor/<signal>``, ``monitor/<signal>/fired`` and ``monitor/<signal>/threshold`` for each signal read from the
+rollouts (NaN until it applies; every answer has every key, as OpenRLHF gathers each over a step), logged as
+``train/monitor/<signal>``. ``EVALSI_MONITOR_BATCH`` is the rollouts per step (``rollout_batch_size ×
+n_samples_per_prompt``): OpenRLHF 0.10+ calls once per rollout, so rollouts are read that many at a time; unset,
+each call is one batch (OpenRLHF before 0.10 sends a step's rollouts in one call). ``EVALSI_MONITOR_STOP_ON``
+(``monitor:length_drift,monitor:truncation_rate``) writes ``EVALSI_MONITOR_STOP_FILE`` when one of them fires.
+Groups are the rollouts of one prompt; lengths are whitespace-separated words.
 """
 
 from __future__ import annotations
@@ -23,13 +32,14 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evalsi.errors import DataError, SpecError
 from evalsi.records import Record
 from evalsi.rewards._batch import LATENCY_KEY, completion_after_prompt, vector_columns
 from evalsi.rewards._compose import ComponentRule, RewardResult
+from evalsi.rewards._monitoring import adapter_monitor, stop_on_list
 from evalsi.rewards._reward import Reward
 from evalsi.rewards._scorer import checked_scorer
 from evalsi.rewards._skips import skip_flags, watch_skips
@@ -74,6 +84,18 @@ def reward_func(
         results = scorer.score(rollouts(queries, prompts, labels))
     latency_ms = (time.perf_counter() - started) * 1000.0
     watch_skips(scorer.component_names, results, "OpenRLHF")
+    monitors: dict[str, float] = {}
+    if os.environ.get("EVALSI_MONITOR", "").strip().lower() in ("1", "true", "yes", "on"):
+        batch = os.environ.get("EVALSI_MONITOR_BATCH", "").strip()
+        monitor = adapter_monitor(
+            spec,
+            {rule.name: rule.weight for rule in scorer.rules},
+            stop_on=stop_on_list(os.environ.get("EVALSI_MONITOR_STOP_ON")),
+            stop_file=os.environ.get("EVALSI_MONITOR_STOP_FILE") or None,
+            batch=int(batch) if batch else None,
+        )
+        found = records(queries, prompts, labels)
+        monitors = monitor.feed([r.completion for r in found], [r.prompt for r in found], results)
     torch = sys.modules.get("torch")
     return reward_response(
         scorer.component_names,
@@ -81,6 +103,7 @@ def reward_func(
         tensor=torch.tensor if torch is not None else None,
         rules=scorer.rules,
         latency_ms=latency_ms,
+        monitors=monitors,
     )
 
 
@@ -134,6 +157,7 @@ def reward_response(
     *,
     rules: Sequence[ComponentRule] = (),
     latency_ms: float | None = None,
+    monitors: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """The OpenRLHF answer for ``results``.
 
@@ -143,6 +167,7 @@ def reward_response(
         tensor: Wraps each list when given (e.g. ``torch.tensor``).
         rules: The spec's composition rules: when given, the reward vector and weights join ``extra_logs``.
         latency_ms: How long scoring took: when given, ``reward/latency_ms`` joins ``extra_logs``.
+        monitors: The training monitors' metrics, joined to ``extra_logs`` (one value per sample, all the same).
 
     Returns:
         ``{"rewards", "scores", "extra_logs"}``.
@@ -158,6 +183,8 @@ def reward_response(
     logs.update(vector_columns(rules, results))
     if latency_ms is not None:
         logs[LATENCY_KEY] = [latency_ms] * len(results)
+    for key, value in (monitors or {}).items():
+        logs[key] = [value] * len(results)
     if tensor is None:
         return {"rewards": rewards, "scores": list(rewards), "extra_logs": logs}
     return {

@@ -20,10 +20,10 @@ rollout of the batch waited) and ``reward/latency_ms_per_rollout`` (that time ov
 ``kl`` and ``entropy``, so a step whose reward is the bottleneck shows it.
 
 With ``monitor=Monitor(...)`` the total's function also feeds each scored batch to the training monitors
-(:mod:`evalsi.monitors`) and logs ``monitor/<signal>``, ``monitor/<signal>/fired`` and
-``monitor/sandbox/<verdict>`` through TRL's ``log_metric`` (averaged over each logging step, beside ``kl``);
-a monitor in the Monitor's ``stop_on`` writes its stop file, which ``evalsi_callback(None, stop_file=...)``
-turns into the end of training at the next step.
+(:mod:`evalsi.monitors`) and logs ``monitor/<signal>``, ``monitor/<signal>/fired``,
+``monitor/<signal>/threshold`` and ``monitor/sandbox/<verdict>`` through TRL's ``log_metric`` (averaged over
+each logging step, beside ``kl``); a monitor in the Monitor's ``stop_on`` writes its stop file, which
+``evalsi_callback(None, stop_file=...)`` turns into the end of training at the next step.
 """
 
 from __future__ import annotations
