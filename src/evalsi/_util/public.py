@@ -19,9 +19,9 @@ from typing import Any
 def publish(package: str) -> None:
     """Set ``__module__`` to ``package`` on each class and function in its ``__all__`` defined in a private submodule.
 
-    Call it once, at the end of the package's ``__init__.py``: ``publish(__name__)``. Names the package imports
-    from elsewhere (another package, a public submodule) keep their own module; names not yet imported (a lazy
-    ``__getattr__``) are left alone.
+    Call it once, at the end of the package's ``__init__.py``: ``publish(__name__)``. A name another package
+    already exports keeps that package's module (packages lower in the layers run this first); so does a name from
+    a public module. Names not yet imported (a lazy ``__getattr__``) are left alone.
 
     Args:
         package: The package's ``__name__``; it must be in ``sys.modules`` and define ``__all__``.
@@ -32,18 +32,16 @@ def publish(package: str) -> None:
         value = namespace.get(name)
         if not (inspect.isclass(value) or inspect.isfunction(value)):
             continue
-        if not _is_private_submodule(value.__module__, package):
+        if not _is_private(value.__module__):
             continue
         if inspect.isclass(value):
             _resolve_annotations(value, vars(sys.modules[value.__module__]))
         value.__module__ = package
 
 
-def _is_private_submodule(module: str, package: str) -> bool:
-    """Whether ``module`` lies below ``package`` through a private name (``pkg._x`` or ``pkg._x.y``)."""
-    if not module.startswith(package + "."):
-        return False
-    return any(part.startswith("_") for part in module[len(package) + 1 :].split("."))
+def _is_private(module: str) -> bool:
+    """Whether ``module`` is reached through a private name (``pkg._x`` or ``pkg._x.y``)."""
+    return any(part.startswith("_") for part in module.split("."))
 
 
 def _resolve_annotations(cls: type, module_globals: dict[str, Any]) -> None:

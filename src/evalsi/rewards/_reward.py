@@ -189,6 +189,12 @@ class Reward:
         """The cache look-ups of :meth:`component_scores` alone: no evaluator is called.
 
         Finish with :func:`evalsi.engine.finish_components`; ``timed`` measures each component's look-up (metrics).
+
+        Args:
+            records: The batch, normalised.
+            cache: Where scores are looked up; None finds none.
+            timed: Whether to time each component's look-up.
+
         """
         return look_up_components(self._jobs, records, cache, timed=timed)
 
