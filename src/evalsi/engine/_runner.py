@@ -160,7 +160,15 @@ class LookedUp:
 def look_up_components(
     jobs: Sequence[ComponentJob], records: Sequence[Record], cache: ScoreCache | None, *, timed: bool = False
 ) -> LookedUp:
-    """Every component's cache look-up over ``records``, timed per component when ``timed``."""
+    """Every component's cache look-up over ``records``, timed per component when ``timed``.
+
+    Args:
+        jobs: The components, each bound to its evaluator and params.
+        records: The records to score.
+        cache: Where scores are looked up; None finds none.
+        timed: Whether to time each component's look-up.
+
+    """
     if not timed:
         return LookedUp(jobs, [look_up(job, records, cache) for job in jobs], [0.0] * len(jobs))
     pending, seconds = [], []
@@ -184,6 +192,13 @@ def score_components(
     that still need evaluator calls are spread over ``pools`` (see :class:`Pools`), so a slow sandbox component
     does not wait behind a math component. Once ``cancelled`` is set, components not yet started are dropped.
 
+    Args:
+        jobs: The components, each bound to its evaluator and params.
+        records: The records to score.
+        cache: Where scores are looked up and kept; None scores everything anew.
+        pools: Where components run; None runs them on the calling thread.
+        cancelled: Set when the caller has gone: components not yet started are dropped.
+
     Raises:
         ScoringCancelled: ``cancelled`` was set before every component had run.
 
@@ -200,6 +215,12 @@ def finish_components(
     cancelled: threading.Event | None = None,
 ) -> list[list[Score]]:
     """The second phase of :func:`score_components`: the evaluator calls the look-ups left, over ``pools``.
+
+    Args:
+        looked: What :func:`look_up_components` found.
+        cache: Where the new scores are kept; None keeps none.
+        pools: Where components run; None runs them on the calling thread.
+        cancelled: Set when the caller has gone: components not yet started are dropped.
 
     Raises:
         ScoringCancelled: ``cancelled`` was set before every component had run.

@@ -76,7 +76,15 @@ def check_raise(rules: Sequence[ComponentRule], scores: Sequence[Sequence[Score]
 def compose_one(
     rules: Sequence[ComponentRule], scores: Sequence[Score], floor: float, clip: tuple[float, float] | None
 ) -> RewardResult:
-    """Rules 3-6 for one rollout whose scores (in rule order) hold no ``raise`` error."""
+    """Rules 3-6 for one rollout whose scores (in rule order) hold no ``raise`` error.
+
+    Args:
+        rules: Each component's weight, gate and error rule.
+        scores: The rollout's scores, in rule order.
+        floor: The total when a gate fails.
+        clip: ``[low, high]`` bounds of the total; None for none.
+
+    """
     breakdown = {rule.name: score for rule, score in zip(rules, scores, strict=True)}
     gated = False
     total = 0.0
@@ -105,6 +113,12 @@ def compose_batch(
     clip: tuple[float, float] | None = None,
 ) -> list[RewardResult]:
     """Compose every rollout of a batch; ``scores`` is indexed ``[component][rollout]``.
+
+    Args:
+        rules: Each component's weight, gate and error rule.
+        scores: Scores indexed ``[component][rollout]``.
+        floor: The total of a rollout whose gate failed.
+        clip: ``[low, high]`` bounds of the total; None for none.
 
     Raises:
         RewardBatchError: A component errored under ``onError: raise`` (the whole batch fails).

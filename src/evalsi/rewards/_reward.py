@@ -71,6 +71,13 @@ class Reward:
     """
 
     def __init__(self, spec: RewardSpec, components: Sequence[BoundComponent]) -> None:
+        """Hold a spec and its components bound to evaluators (made by :func:`bind`).
+
+        Args:
+            spec: The parsed RewardSpec.
+            components: Its components, in spec order.
+
+        """
         self.spec = spec
         self.components = list(components)
         self.name = spec.name
@@ -96,12 +103,20 @@ class Reward:
         return any(c.evaluator.runs_code for c in self.components)
 
     def records(self, rollouts: Iterable[Mapping[str, Any]]) -> list[Record]:
-        """Normalise rollouts with this spec's ``referenceField``."""
+        """Normalise rollouts with this spec's ``referenceField``.
+
+        Args:
+            rollouts: Rollout mappings.
+
+        """
         field = self.spec.spec.reference_field
         return [from_rollout(r, reference_field=field, index=i) for i, r in enumerate(rollouts)]
 
     def score(self, rollouts: Iterable[Mapping[str, Any]]) -> list[RewardResult]:
         """Score a batch of rollouts; the batch completes or fails whole.
+
+        Args:
+            rollouts: Rollout mappings (``prompt``, ``completion``, a reference...).
 
         Raises:
             DataError: A rollout is malformed (names its index).
@@ -136,7 +151,15 @@ class Reward:
         pools: Pools | None = None,
         cancelled: threading.Event | None = None,
     ) -> list[RewardResult]:
-        """Score already normalised records (the arguments are those of :meth:`component_scores`)."""
+        """Score already normalised records (the arguments are those of :meth:`component_scores`).
+
+        Args:
+            records: Normalised records (:meth:`records`).
+            cache: Where component scores are looked up and stored; this reward's own cache unless given.
+            pools: Where components run; by default this reward's component threads.
+            cancelled: Once set, components not started yet are dropped.
+
+        """
         return self.compose(self.component_scores(records, cache=cache, pools=pools, cancelled=cancelled))
 
     def component_scores(
@@ -166,11 +189,20 @@ class Reward:
         """The cache look-ups of :meth:`component_scores` alone: no evaluator is called.
 
         Finish with :func:`evalsi.engine.finish_components`; ``timed`` measures each component's look-up (metrics).
+
+        Args:
+            records: The batch, normalised.
+            cache: Where scores are looked up; None finds none.
+            timed: Whether to time each component's look-up.
+
         """
         return look_up_components(self._jobs, records, cache, timed=timed)
 
     def compose(self, columns: Sequence[Sequence[Score]]) -> list[RewardResult]:
         """Totals and breakdowns from scores indexed ``[component][record]``, by this spec's rules.
+
+        Args:
+            columns: Scores indexed ``[component][record]``.
 
         Raises:
             RewardBatchError: A component errored under ``onError: raise`` (names the rollout and component).
@@ -186,7 +218,12 @@ class Reward:
         return totals(self.score(rows(trl_batch(prompts, completions, kwargs))))
 
     async def score_async(self, rollouts: Iterable[Mapping[str, Any]]) -> list[RewardResult]:
-        """``score`` on a worker thread, so an event loop keeps serving while a batch is scored."""
+        """``score`` on a worker thread, so an event loop keeps serving while a batch is scored.
+
+        Args:
+            rollouts: Rollout mappings.
+
+        """
         batch = list(rollouts)
         return await asyncio.to_thread(self.score, batch)
 
@@ -215,6 +252,10 @@ class Reward:
 def load(path: str | Path, name: str | None = None) -> Reward:
     """Load the RewardSpec in a YAML file (``name`` picks one when the file holds several) and bind it.
 
+    Args:
+        path: The YAML file.
+        name: Which RewardSpec when the file holds several.
+
     Raises:
         SpecError: The file, a field, a ``ref`` or a param is invalid; the message names file, line and field.
 
@@ -224,7 +265,13 @@ def load(path: str | Path, name: str | None = None) -> Reward:
 
 
 def from_mapping(data: Mapping[str, Any], source: str | None = None) -> Reward:
-    """Bind a RewardSpec given as a mapping: a whole resource (``apiVersion``, ``kind``...) or just its ``spec``."""
+    """Bind a RewardSpec given as a mapping: a whole resource (``apiVersion``, ``kind``...) or just its ``spec``.
+
+    Args:
+        data: A RewardSpec resource or its ``spec``.
+        source: A name for the mapping in error messages.
+
+    """
     raw = dict(data)
     if "apiVersion" not in raw:
         raw = {"apiVersion": API_VERSION, "kind": "RewardSpec", "metadata": {"name": "reward"}, "spec": raw}
@@ -236,6 +283,11 @@ def bind(resource: Resource, base_dir: Path | None = None) -> Reward:
     """Validate a RewardSpec resource and resolve its components to evaluators with validated params.
 
     ``base_dir`` is the spec file's folder: params naming a file are relative to it (None: to the working directory).
+
+    Args:
+        resource: A RewardSpec resource.
+        base_dir: The folder relative paths in params resolve against; None leaves them as written.
+
     """
     try:
         body = RewardSpecBody.model_validate(resource.spec)
@@ -267,6 +319,14 @@ def bind_component(
     """Resolve one component's evaluator and validate its params; errors point at ``where`` in the resource.
 
     Params naming a file (marked ``SPEC_PATH``) are made absolute against ``base_dir``, the spec file's folder.
+
+    Args:
+        resource: The RewardSpec resource, for error locations.
+        component: The component to bind.
+        body: The spec body, for spec-wide defaults.
+        where: The component's path in the resource.
+        base_dir: The folder relative paths in params resolve against.
+
     """
     name, slash, argument = component.ref.partition("/")
     try:

@@ -4,6 +4,7 @@ Importing this package registers ``llm-judge``. :class:`JudgeConfig` is what a c
 in-process; on the evalsi server, a judge's name is replaced by the judge the server configures.
 """
 
+from evalsi._util.public import publish
 from evalsi.evaluators.judge._config import (
     JsonVerdict,
     JudgeConfig,
@@ -20,3 +21,5 @@ __all__ = [
     "LabelVerdict",
     "NumberVerdict",
 ]
+
+publish(__name__)

@@ -89,12 +89,24 @@ class LLMJudge(Evaluator[LLMJudgeParams]):
         self._lock = threading.Lock()
 
     def cache_fields(self, params: LLMJudgeParams) -> tuple[str, ...]:
-        """Only the fields the template shows the judge (the default template: prompt, completion, reference)."""
+        """Only the fields the template shows the judge (the default template: prompt, completion, reference).
+
+        Args:
+            params: The component's validated params.
+
+        """
         template = params.judge.template
         return ("prompt", "completion", "reference") if template is None else record_fields(template)
 
     def score_batch(self, records: Sequence[Record], params: LLMJudgeParams, ctx: ScoreContext) -> list[Score]:
-        """Ask the judge about every record at once (bounded by ``max_concurrency``) and read the verdicts."""
+        """Ask the judge about every record at once (bounded by ``max_concurrency``) and read the verdicts.
+
+        Args:
+            records: The records to judge.
+            params: The component's validated params.
+            ctx: Per-call context (cancellation, deadlines, the pools to use).
+
+        """
         config = params.judge
         client = self._client(config)
         out: list[Score | Future[str]] = []
@@ -129,7 +141,12 @@ class LLMJudge(Evaluator[LLMJudgeParams]):
         return client
 
     def calls(self, params: LLMJudgeParams) -> int:
-        """HTTP requests made to the judge endpoint of ``params`` so far (retries included)."""
+        """HTTP requests made to the judge endpoint of ``params`` so far (retries included).
+
+        Args:
+            params: Params naming the endpoint.
+
+        """
         return self._client(params.judge).calls
 
     def close(self) -> None:
