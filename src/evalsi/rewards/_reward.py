@@ -7,7 +7,7 @@ import enum
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -136,8 +136,17 @@ class Reward:
         pools: Pools | None = None,
         cancelled: threading.Event | None = None,
     ) -> list[RewardResult]:
-        """Score already normalised records (the arguments are those of :meth:`component_scores`)."""
-        return self.compose(self.component_scores(records, cache=cache, pools=pools, cancelled=cancelled))
+        """Score already normalised records (the arguments are those of :meth:`component_scores`).
+
+        Each result carries its rollout's scoring time (``latency_ms``): what its components took, summed.
+        """
+        seconds: list[list[float]] = []
+        columns = self.component_scores(records, cache=cache, pools=pools, cancelled=cancelled, seconds=seconds)
+        results = self.compose(columns)
+        return [
+            replace(result, latency_ms=1000.0 * sum(column[i] for column in seconds))
+            for i, result in enumerate(results)
+        ]
 
     def component_scores(
         self,
@@ -146,6 +155,7 @@ class Reward:
         cache: ScoreCache | OwnCache | None = OWN_CACHE,
         pools: Pools | None = None,
         cancelled: threading.Event | None = None,
+        seconds: list[list[float]] | None = None,
     ) -> list[list[Score]]:
         """Raw scores indexed ``[component][record]``, before composition: the one scoring path of every entry point.
 
@@ -157,10 +167,11 @@ class Reward:
                 threads, when it has more than one component.
             cancelled: Once set, components not started yet are dropped
                 (:class:`evalsi.engine.ScoringCancelled`).
+            seconds: When given, receives the seconds each component spent on each record, indexed as the scores.
 
         """
         chosen = self.cache if isinstance(cache, OwnCache) else cache
-        return score_components(self._jobs, records, chosen, pools or self._pools(), cancelled)
+        return score_components(self._jobs, records, chosen, pools or self._pools(), cancelled, seconds)
 
     def compose(self, columns: Sequence[Sequence[Score]]) -> list[RewardResult]:
         """Totals and breakdowns from scores indexed ``[component][record]``, by this spec's rules.

@@ -22,7 +22,9 @@ component's value as composition counts it (a gated rollout reads 0.0 in every c
 so ``sum(reward_weight/c * reward/c)`` is the total before the floor and ``clip``. verl stores every key in
 ``reward_extra_info`` (``batch.non_tensor_batch``), where an advantage estimator can normalise each
 ``reward/<component>`` within its group (``uid``) and weight them. ``reward/latency_ms`` is how long the call
-that scored the rollout took (the whole batch's scoring with ``compute_score_batch``).
+that scored the rollout took (the whole batch's scoring with ``compute_score_batch``); ``reward/latency_ms/p50``,
+``/p90`` and ``/p99`` are the percentiles of each rollout's own scoring time (what its components took) over the
+batch, or over the last 1,024 rollouts the process scored with ``compute_score`` (in-process scoring only).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from typing import Any
 from evalsi.errors import SpecError
 from evalsi.rewards._batch import LATENCY_KEY, plain, vector_columns
 from evalsi.rewards._compose import ComponentRule, RewardResult
+from evalsi.rewards._latency import latency_percentiles
 from evalsi.rewards._scorer import Scorer, shared_scorer
 from evalsi.rewards._skips import SKIPPED_SUFFIX, watch_skips
 
@@ -72,7 +75,7 @@ def compute_score(
     results = scorer.score([rollout(data_source, solution_str, ground_truth, extra_info)])
     latency_ms = (time.perf_counter() - started) * 1000.0
     watch_skips(scorer.component_names, results, "verl")
-    return _dicts(results, scorer.rules, latency_ms)[0]
+    return _dicts(results, scorer.rules, latency_ms, latency_percentiles(results))[0]
 
 
 def compute_score_batch(
@@ -97,7 +100,7 @@ def compute_score_batch(
     results = scorer.score(batch)
     latency_ms = (time.perf_counter() - started) * 1000.0
     watch_skips(scorer.component_names, results, "verl")
-    return _dicts(results, scorer.rules, latency_ms)
+    return _dicts(results, scorer.rules, latency_ms, latency_percentiles(results))
 
 
 def rollout(
@@ -127,9 +130,15 @@ def _scorer(reward_kwargs: Mapping[str, Any]) -> Scorer:
 
 
 def _dicts(
-    results: Sequence[RewardResult], rules: Sequence[ComponentRule] = (), latency_ms: float | None = None
+    results: Sequence[RewardResult],
+    rules: Sequence[ComponentRule] = (),
+    latency_ms: float | None = None,
+    percentiles: Mapping[str, float] | None = None,
 ) -> list[dict[str, float]]:
-    """One verl dict per result; with ``rules``, the reward vector and weights too, and the latency when given."""
+    """One verl dict per result; with ``rules``, the reward vector and weights too.
+
+    The call's latency and its rollouts' latency percentiles join every dict when given.
+    """
     vector = vector_columns(rules, results)
     out: list[dict[str, float]] = []
     for index, result in enumerate(results):
@@ -143,5 +152,7 @@ def _dicts(
             item[key] = values[index]
         if latency_ms is not None:
             item[LATENCY_KEY] = latency_ms
+        if percentiles:
+            item.update(percentiles)
         out.append(item)
     return out
