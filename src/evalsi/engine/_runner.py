@@ -119,7 +119,7 @@ def _call_evaluator(
     call's time.
     """
     evaluator, ctx = job.evaluator, ScoreContext(component=job.name, cancelled=cancelled)
-    if type(evaluator).score_batch is Evaluator.score_batch:
+    if getattr(evaluator.score_batch, "__func__", None) is Evaluator.score_batch:  # the base, however reached
         scores, seconds = _score_each(evaluator, records, job.params, ctx)
     else:
         started = time.perf_counter()
