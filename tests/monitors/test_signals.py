@@ -271,3 +271,18 @@ def test_metrics_leave_out_signals_that_do_not_apply() -> None:
     assert logged["monitor/length_reward_correlation"] == pytest.approx(1.0)
     assert logged["monitor/length_reward_correlation/fired"] == 1.0
     assert "monitor/component_dominance" not in logged and "monitor/reward_vs_heldout" not in logged
+
+
+def test_metrics_log_the_level_each_signal_fires_at_a_rise_over_its_run_s_baseline() -> None:
+    monitor = Monitor(baseline=2, window=1)
+    monitor.observe(_obs([0.0, 1.0, 0.0, 1.0], truncated=[False, False, False, True]))
+    monitor.observe(_obs([0.0, 1.0, 0.0, 1.0], truncated=[False, False, True, True]))
+    logged = metrics(monitor.observe(_obs([0.0, 1.0, 0.0, 1.0], truncated=[False, True, True, True])))
+    # baseline (0.25 + 0.5) / 2 = 0.375: the truncation rate fires at 0.375 + 0.2 (the value 0.75 passed it)
+    assert logged["monitor/truncation_rate/threshold"] == pytest.approx(0.575)
+    assert logged["monitor/truncation_rate"] == 0.75 and logged["monitor/truncation_rate/fired"] == 1.0
+    # duplicates: the baseline had none, so the level is the rise itself
+    assert logged["monitor/duplicate_completions/threshold"] == pytest.approx(Thresholds().duplicate_rise)
+    # a signal compared with a fixed level logs that level
+    assert logged["monitor/length_drift/threshold"] == Thresholds().length_ratio
+    assert logged["monitor/zero_variance_groups/threshold"] == Thresholds().zero_variance

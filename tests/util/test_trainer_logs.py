@@ -15,11 +15,13 @@ from evalsi._util.trainer_logs import (
     TOTAL,
     collect,
     collect_monitors,
+    collect_thresholds,
     monitor_key,
     read_event_files,
     read_trainer_state,
     reward_stream,
     series_name,
+    threshold_key,
 )
 
 
@@ -206,3 +208,29 @@ def test_a_log_with_monitors_but_no_reward_is_read_and_one_without_either_says_s
     trainer_state(checkpoint, [{"step": 5, "loss": 1.0}])
     bare = reward_stream([checkpoint])
     assert bare.monitors == {} and bare.fired == {} and any("no training reward logged" in n for n in bare.notes)
+
+
+def test_a_monitor_s_logged_threshold_is_read_apart_from_its_values() -> None:
+    assert monitor_key("monitor/truncation_rate/threshold") is None
+    assert threshold_key("train/monitor/truncation_rate/threshold") == "truncation_rate"
+    assert threshold_key("monitor/truncation_rate") is None and threshold_key("monitor//threshold") is None
+    entries = [
+        (1, "monitor/truncation_rate", 0.3),
+        (1, "monitor/truncation_rate/threshold", 0.4),
+        (2, "train/monitor/truncation_rate/threshold", 0.45),
+        (3, "monitor/truncation_rate/threshold", math.nan),
+    ]
+    assert collect_thresholds(entries) == {"truncation_rate": [(1, 0.4), (2, 0.45)]}
+    series, _ = collect_monitors(entries)
+    assert series == {"truncation_rate": [(1, 0.3)]}
+
+
+def test_a_trainer_state_s_monitor_thresholds_reach_the_stream(tmp_path: Path) -> None:
+    checkpoint = tmp_path / "out" / "checkpoint-5"
+    trainer_state(
+        checkpoint,
+        [{"step": 5, "monitor/truncation_rate": 0.5, "monitor/truncation_rate/threshold": 0.6, "reward": 1.0}],
+    )
+    stream = reward_stream([checkpoint])
+    assert stream.thresholds == {"truncation_rate": [(5, 0.6)]}
+    assert stream.monitors == {"truncation_rate": [(5, 0.5)]}

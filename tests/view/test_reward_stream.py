@@ -181,6 +181,27 @@ def test_the_monitors_are_drawn_under_the_training_reward_with_their_thresholds_
     assert data["sandbox/timeout"]["threshold"] is None and data["sandbox/timeout"]["thresholdLevel"] is None
 
 
+def test_a_logged_threshold_is_drawn_where_the_trainer_said_the_monitor_fires(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    training(tmp_path, out, {None: 15, 100: 12})
+    log = monitored(range(10, 101, 10), fired_from=1000)
+    for entry in log:  # the baseline the monitor measured (0.05) plus the rise, not the first logged value's
+        entry["monitor/truncation_rate/threshold"] = 0.25
+    write_state(out / "checkpoint-100", log)
+    client = TestClient(create_app([tmp_path]))
+    cid = curve_id(client)
+    html = client.get(f"/curves/{cid}").text
+    charts = dict(re.findall(r'data-signal="([^"]+)"[^>]*>.*?(<svg.*?</svg>)', html, re.S))
+    assert re.search(r'class="threshold"[^>]*data-threshold="0.25"', charts["truncation_rate"])
+    assert "threshold 0.25 (logged)" in charts["truncation_rate"]
+    # a signal without a logged threshold keeps the documented one
+    assert re.search(r'class="threshold"[^>]*data-threshold="1.5"', charts["length_drift"])
+    data = client.get(f"/api/curves/{cid}").json()["rewardStream"]["monitors"]
+    assert data["truncation_rate"]["thresholdLevel"] == 0.25
+    assert data["truncation_rate"]["thresholds"][0] == [10, 0.25]
+    assert "truncation_rate/threshold" not in data
+
+
 def test_no_monitor_logged_means_no_monitors_section(tmp_path: Path) -> None:
     out = tmp_path / "out"
     training(tmp_path, out, {None: 15, 100: 12})

@@ -40,6 +40,7 @@ _COMPONENT = re.compile(r"^rewards/(.+)/mean$")
 _PREFIX = "train/"
 _MONITOR = "monitor/"
 _FIRED = "/fired"
+_THRESHOLD = "/threshold"
 
 
 @dataclass
@@ -55,6 +56,8 @@ class RewardStream:
     """Each training monitor's logged value (``monitor/<signal>``), by signal name, in step order."""
     fired: dict[str, list[int]] = field(default_factory=dict)
     """The steps at which each monitor was logged as fired (``monitor/<signal>/fired`` above 0), in order."""
+    thresholds: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    """The level each monitor fires at, as logged per step (``monitor/<signal>/threshold``), in step order."""
 
     @property
     def steps(self) -> list[int]:
@@ -86,6 +89,8 @@ def series_name(key: str) -> str | None:
 def monitor_key(key: str) -> tuple[str, bool] | None:
     """The monitor a logged key belongs to and whether it is its ``fired`` flag, or None for other keys.
 
+    A signal's logged threshold (``monitor/<signal>/threshold``) is not a value of it: see :func:`threshold_key`.
+
     Example:
         >>> [monitor_key(k) for k in ("monitor/length_drift", "train/monitor/length_drift/fired", "reward")]
         [('length_drift', False), ('length_drift', True), None]
@@ -94,12 +99,27 @@ def monitor_key(key: str) -> tuple[str, bool] | None:
 
     """
     key = key.removeprefix(_PREFIX)
-    if not key.startswith(_MONITOR):
+    if not key.startswith(_MONITOR) or key.endswith(_THRESHOLD):
         return None
     name = key.removeprefix(_MONITOR)
     fired = name.endswith(_FIRED)
     name = name.removesuffix(_FIRED)
     return (name, fired) if name else None
+
+
+def threshold_key(key: str) -> str | None:
+    """The monitor whose threshold a logged key is (``monitor/<signal>/threshold``), or None for other keys.
+
+    Example:
+        >>> [threshold_key(k) for k in ("train/monitor/truncation_rate/threshold", "monitor/truncation_rate")]
+        ['truncation_rate', None]
+
+    """
+    key = key.removeprefix(_PREFIX)
+    if not key.startswith(_MONITOR) or not key.endswith(_THRESHOLD):
+        return None
+    name = key.removeprefix(_MONITOR).removesuffix(_THRESHOLD)
+    return name or None
 
 
 def _number(value: Any) -> float | None:
@@ -130,6 +150,20 @@ def collect_monitors(
     series = {name: sorted(values[name].items()) for name in sorted(values)}
     fired = {name: [s for s, v in sorted(flags[name].items()) if v > 0] for name in sorted(flags)}
     return series, {name: steps for name, steps in fired.items() if steps}
+
+
+def collect_thresholds(entries: Iterable[tuple[int, str, Any]]) -> dict[str, list[tuple[int, float]]]:
+    """Each monitor's logged threshold (``monitor/<signal>/threshold``) by step, from ``(step, key, value)`` triples.
+
+    A later value of a step replaces an earlier one; values that are not finite numbers are left out.
+    """
+    found: dict[str, dict[int, float]] = {}
+    for step, key, value in entries:
+        name = threshold_key(key)
+        number = _number(value)
+        if name is not None and number is not None:
+            found.setdefault(name, {})[step] = number
+    return {name: sorted(found[name].items()) for name in sorted(found)}
 
 
 def collect(entries: Iterable[tuple[int, str, Any]]) -> dict[str, list[tuple[int, float]]]:
@@ -183,6 +217,7 @@ def read_trainer_state(path: Path) -> RewardStream:
         stream.notes.append(f"{path}: {skipped} log_history entr{'y' if skipped == 1 else 'ies'} without a step")
     stream.series = collect(entries)
     stream.monitors, stream.fired = collect_monitors(entries)
+    stream.thresholds = collect_thresholds(entries)
     return stream
 
 
@@ -209,7 +244,11 @@ def read_event_files(paths: Sequence[Path]) -> RewardStream:
                 if not event.HasField("summary"):
                     continue
                 for value in event.summary.value:
-                    if series_name(value.tag) is None and monitor_key(value.tag) is None:
+                    if (
+                        series_name(value.tag) is None
+                        and monitor_key(value.tag) is None
+                        and threshold_key(value.tag) is None
+                    ):
                         continue
                     kind = value.WhichOneof("value")
                     if kind == "simple_value":
@@ -222,6 +261,7 @@ def read_event_files(paths: Sequence[Path]) -> RewardStream:
             stream.notes.append(f"{path}: read up to a damaged record ({type(exc).__name__}: {exc})")
     stream.series = collect(entries)
     stream.monitors, stream.fired = collect_monitors(entries)
+    stream.thresholds = collect_thresholds(entries)
     return stream
 
 

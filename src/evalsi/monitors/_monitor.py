@@ -304,7 +304,8 @@ def _rise(
         value = now / before if before > 0 else None
         fired = settled and value is not None and value >= threshold
         return Signal(name, value, threshold, fired, f"baseline {before:.3g}, now {now:.3g}")
-    return Signal(name, now, threshold, settled and now - before >= threshold, f"baseline {before:.3g}")
+    fired = settled and now - before >= threshold
+    return Signal(name, now, threshold, fired, f"baseline {before:.3g}", level=before + threshold)
 
 
 def parse_stop_on(name: str) -> str:
@@ -321,7 +322,10 @@ def parse_stop_on(name: str) -> str:
 
 
 def metrics(signals: Iterable[Signal]) -> dict[str, float]:
-    """Signals as log metrics: ``monitor/<name>`` (its value) and ``monitor/<name>/fired`` (0 or 1).
+    """Signals as log metrics: ``monitor/<name>``, ``monitor/<name>/fired`` and ``monitor/<name>/threshold``.
+
+    The value, 0 or 1, and the level on the value's scale the signal fires at (for a rise over the run's
+    baseline, the baseline plus the rise, which the logs carry nowhere else).
 
     A signal that does not apply (value None) is left out.
     """
@@ -331,6 +335,7 @@ def metrics(signals: Iterable[Signal]) -> dict[str, float]:
             continue
         out[f"monitor/{signal.name}"] = float(signal.value)
         out[f"monitor/{signal.name}/fired"] = 1.0 if signal.fired else 0.0
+        out[f"monitor/{signal.name}/threshold"] = float(signal.line)
     return out
 
 

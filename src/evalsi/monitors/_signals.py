@@ -32,6 +32,14 @@ class Signal:
     threshold: float
     fired: bool
     detail: str = ""
+    level: float | None = None
+    """Where the signal fires on its value's scale, when that is not ``threshold`` itself: a rise over the run's
+    baseline fires at the baseline plus ``threshold``."""
+
+    @property
+    def line(self) -> float:
+        """The level the value is compared with: ``level`` when set, else ``threshold``."""
+        return self.threshold if self.level is None else self.level
 
 
 def mean_or_none(values: Sequence[float]) -> float | None:

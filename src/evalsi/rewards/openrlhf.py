@@ -18,6 +18,15 @@ per-component (GDPO-style) normalisation: ``reward/<component>``, the component'
 (over the process's last 1,024 rollouts when a call holds one; in-process scoring only) (OpenRLHF logs them as
 ``train/reward/<component>`` ...). ``evalsi rewards serve`` answers the same over HTTP. A spec with
 ``onError: none`` is refused: OpenRLHF cannot skip a rollout's reward.
+
+Training monitors (:mod:`evalsi.monitors`): with ``EVALSI_MONITOR=1``, ``extra_logs`` also holds
+``monitor/<signal>``, ``monitor/<signal>/fired`` and ``monitor/<signal>/threshold`` for each signal read from the
+rollouts (NaN until it applies; every answer has every key, as OpenRLHF gathers each over a step), logged as
+``train/monitor/<signal>``. ``EVALSI_MONITOR_BATCH`` is the rollouts per step (``rollout_batch_size ×
+n_samples_per_prompt``): OpenRLHF 0.10+ calls once per rollout, so rollouts are read that many at a time; unset,
+each call is one batch (OpenRLHF before 0.10 sends a step's rollouts in one call). ``EVALSI_MONITOR_STOP_ON``
+(``monitor:length_drift,monitor:truncation_rate``) writes ``EVALSI_MONITOR_STOP_FILE`` when one of them fires.
+Groups are the rollouts of one prompt; lengths are whitespace-separated words.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from evalsi.records import Record
 from evalsi.rewards._batch import LATENCY_KEY, completion_after_prompt, vector_columns
 from evalsi.rewards._compose import ComponentRule, RewardResult
 from evalsi.rewards._latency import latency_percentiles
+from evalsi.rewards._monitoring import adapter_monitor, stop_on_list
 from evalsi.rewards._reward import Reward
 from evalsi.rewards._scorer import checked_scorer
 from evalsi.rewards._skips import skip_flags, watch_skips
@@ -77,6 +87,18 @@ def reward_func(
         results = scorer.score(rollouts(queries, prompts, labels))
     latency_ms = (time.perf_counter() - started) * 1000.0
     watch_skips(scorer.component_names, results, "OpenRLHF")
+    monitors: dict[str, float] = {}
+    if os.environ.get("EVALSI_MONITOR", "").strip().lower() in ("1", "true", "yes", "on"):
+        batch = os.environ.get("EVALSI_MONITOR_BATCH", "").strip()
+        monitor = adapter_monitor(
+            spec,
+            {rule.name: rule.weight for rule in scorer.rules},
+            stop_on=stop_on_list(os.environ.get("EVALSI_MONITOR_STOP_ON")),
+            stop_file=os.environ.get("EVALSI_MONITOR_STOP_FILE") or None,
+            batch=int(batch) if batch else None,
+        )
+        found = records(queries, prompts, labels)
+        monitors = monitor.feed([r.completion for r in found], [r.prompt for r in found], results)
     torch = sys.modules.get("torch")
     return reward_response(
         scorer.component_names,
@@ -85,6 +107,7 @@ def reward_func(
         rules=scorer.rules,
         latency_ms=latency_ms,
         percentiles=latency_percentiles(results),
+        monitors=monitors,
     )
 
 
@@ -139,6 +162,7 @@ def reward_response(
     rules: Sequence[ComponentRule] = (),
     latency_ms: float | None = None,
     percentiles: Mapping[str, float] | None = None,
+    monitors: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """The OpenRLHF answer for ``results``.
 
@@ -150,6 +174,7 @@ def reward_response(
         latency_ms: How long scoring took: when given, ``reward/latency_ms`` joins ``extra_logs``.
         percentiles: ``reward/latency_ms/p50``, ``/p90``, ``/p99`` of the rollouts' own scoring times (see
             :func:`evalsi.rewards._latency.latency_percentiles`): each joins ``extra_logs`` when given.
+        monitors: The training monitors' metrics, joined to ``extra_logs`` (one value per sample, all the same).
 
     Returns:
         ``{"rewards", "scores", "extra_logs"}``.
@@ -165,7 +190,7 @@ def reward_response(
     logs.update(vector_columns(rules, results))
     if latency_ms is not None:
         logs[LATENCY_KEY] = [latency_ms] * len(results)
-    for key, value in (percentiles or {}).items():
+    for key, value in {**(percentiles or {}), **(monitors or {})}.items():
         logs[key] = [value] * len(results)
     if tensor is None:
         return {"rewards": rewards, "scores": list(rewards), "extra_logs": logs}

@@ -22,10 +22,10 @@ components took; in-process scoring only), beside ``kl`` and ``entropy``, so a s
 bottleneck shows it, and whether a few slow rollouts make it so.
 
 With ``monitor=Monitor(...)`` the total's function also feeds each scored batch to the training monitors
-(:mod:`evalsi.monitors`) and logs ``monitor/<signal>``, ``monitor/<signal>/fired`` and
-``monitor/sandbox/<verdict>`` through TRL's ``log_metric`` (averaged over each logging step, beside ``kl``);
-a monitor in the Monitor's ``stop_on`` writes its stop file, which ``evalsi_callback(None, stop_file=...)``
-turns into the end of training at the next step.
+(:mod:`evalsi.monitors`) and logs ``monitor/<signal>``, ``monitor/<signal>/fired``,
+``monitor/<signal>/threshold`` and ``monitor/sandbox/<verdict>`` through TRL's ``log_metric`` (averaged over
+each logging step, beside ``kl``); a monitor in the Monitor's ``stop_on`` writes its stop file, which
+``evalsi_callback(None, stop_file=...)`` turns into the end of training at the next step.
 """
 
 from __future__ import annotations

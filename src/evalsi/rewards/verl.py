@@ -25,6 +25,14 @@ so ``sum(reward_weight/c * reward/c)`` is the total before the floor and ``clip`
 that scored the rollout took (the whole batch's scoring with ``compute_score_batch``); ``reward/latency_ms/p50``,
 ``/p90`` and ``/p99`` are the percentiles of each rollout's own scoring time (what its components took) over the
 batch, or over the last 1,024 rollouts the process scored with ``compute_score`` (in-process scoring only).
+
+Training monitors (:mod:`evalsi.monitors`): with ``reward_kwargs.monitor: true`` every dict also holds
+``monitor/<signal>``, ``monitor/<signal>/fired`` and ``monitor/<signal>/threshold`` for each signal read from the
+rollouts (NaN until it applies; every dict has every key, as verl gathers each key over the batch). The batch
+manager's call is one monitored batch; the per-sample managers' rollouts are read ``monitor_batch`` at a time (set
+it to the rollouts per step: ``data.train_batch_size × rollout.n``; default 1024). ``monitor_stop_on`` (a list, or
+``"monitor:length_drift,monitor:truncation_rate"``) writes ``monitor_stop_file`` when one of them fires. Groups are
+the rollouts of one prompt (``extra_info.index``, else the reference), lengths are whitespace-separated words.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ from evalsi.errors import SpecError
 from evalsi.rewards._batch import LATENCY_KEY, plain, vector_columns
 from evalsi.rewards._compose import ComponentRule, RewardResult
 from evalsi.rewards._latency import latency_percentiles
+from evalsi.rewards._monitoring import AdapterMonitor, adapter_monitor, stop_on_list
 from evalsi.rewards._scorer import Scorer, shared_scorer
 from evalsi.rewards._skips import SKIPPED_SUFFIX, watch_skips
 
@@ -75,7 +84,8 @@ def compute_score(
     results = scorer.score([rollout(data_source, solution_str, ground_truth, extra_info)])
     latency_ms = (time.perf_counter() - started) * 1000.0
     watch_skips(scorer.component_names, results, "verl")
-    return _dicts(results, scorer.rules, latency_ms, latency_percentiles(results))[0]
+    watched = _watch(scorer, reward_kwargs, [solution_str], [_group(ground_truth, extra_info)], results, per_call=False)
+    return _dicts(results, scorer.rules, latency_ms, latency_percentiles(results), watched)[0]
 
 
 def compute_score_batch(
@@ -100,7 +110,48 @@ def compute_score_batch(
     results = scorer.score(batch)
     latency_ms = (time.perf_counter() - started) * 1000.0
     watch_skips(scorer.component_names, results, "verl")
-    return _dicts(results, scorer.rules, latency_ms, latency_percentiles(results))
+    groups = [_group(truth, info) for truth, info in zip(ground_truths, infos, strict=True)]
+    watched = _watch(scorer, reward_kwargs, solution_strs, groups, results, per_call=True)
+    return _dicts(results, scorer.rules, latency_ms, latency_percentiles(results), watched)
+
+
+DEFAULT_MONITOR_BATCH = 1024
+"""Rollouts per monitored batch for verl's per-sample managers when ``monitor_batch`` is not given."""
+
+
+def _monitor(scorer: Scorer, reward_kwargs: Mapping[str, Any], *, per_call: bool) -> AdapterMonitor | None:
+    """The process's monitor for these ``reward_kwargs`` (None unless ``monitor`` is set)."""
+    if not reward_kwargs.get("monitor"):
+        return None
+    batch = reward_kwargs.get("monitor_batch")
+    return adapter_monitor(
+        str(reward_kwargs.get("spec") or os.environ.get("EVALSI_REWARD_SPEC")),
+        {rule.name: rule.weight for rule in scorer.rules},
+        stop_on=stop_on_list(reward_kwargs.get("monitor_stop_on")),
+        stop_file=reward_kwargs.get("monitor_stop_file") or None,
+        batch=None if per_call and batch is None else int(batch or DEFAULT_MONITOR_BATCH),
+    )
+
+
+def _watch(
+    scorer: Scorer,
+    reward_kwargs: Mapping[str, Any],
+    completions: Sequence[str],
+    groups: Sequence[Any],
+    results: Sequence[RewardResult],
+    *,
+    per_call: bool,
+) -> dict[str, float]:
+    """Feed the scored rollouts to the monitor when one is configured; its latest metrics (else nothing)."""
+    monitor = _monitor(scorer, reward_kwargs, per_call=per_call)
+    return {} if monitor is None else monitor.feed(completions, groups, results)
+
+
+def _group(ground_truth: Any, extra_info: Mapping[str, Any] | None) -> str:
+    """A rollout's group: its sample's ``index`` when verl's data carries one, else its reference."""
+    if isinstance(extra_info, Mapping) and extra_info.get("index") is not None:
+        return f"index:{extra_info['index']}"
+    return f"reference:{plain(ground_truth)!r}"
 
 
 def rollout(
@@ -134,10 +185,12 @@ def _dicts(
     rules: Sequence[ComponentRule] = (),
     latency_ms: float | None = None,
     percentiles: Mapping[str, float] | None = None,
+    monitors: Mapping[str, float] | None = None,
 ) -> list[dict[str, float]]:
-    """One verl dict per result; with ``rules``, the reward vector and weights too.
+    """One verl dict per result.
 
-    The call's latency and its rollouts' latency percentiles join every dict when given.
+    With ``rules``, the reward vector and weights too; the call's latency and its rollouts' latency percentiles
+    when given, and the monitors' metrics (the same in every dict).
     """
     vector = vector_columns(rules, results)
     out: list[dict[str, float]] = []
@@ -154,5 +207,7 @@ def _dicts(
             item[LATENCY_KEY] = latency_ms
         if percentiles:
             item.update(percentiles)
+        if monitors:
+            item.update(monitors)
         out.append(item)
     return out

@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from evalsi.errors import DataError
-from evalsi.runs._results import RecordResult, read_results
+from evalsi.runs._document import RunResult
+from evalsi.runs._result_file import load_run_result
+from evalsi.runs._results import RecordResult
 from evalsi.runs._summary import MetricInfo, per_record_pass_k, record_values
 from evalsi.specs import OnError
 from evalsi.stats import Estimate, Flip, McNemar, PairedComparison, paired_comparison
@@ -44,7 +46,25 @@ def load_results(path: str | Path) -> LoadedRun:
         DataError: The file is not a readable results file.
 
     """
-    return run_from_document(read_results(path), str(path))
+    return run_from_result(load_run_result(path), str(path))
+
+
+def run_from_result(result: RunResult, source: str) -> LoadedRun:
+    """A run's results (as :func:`evalsi.runs.load_run_result` reads them) ready for comparison.
+
+    Raises:
+        DataError: A record is malformed.
+
+    """
+    try:
+        records = [RecordResult.from_json(r) for r in result.records]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise DataError(f"malformed results file: {exc}", file=source) from None
+    metrics = [MetricInfo(m.name, float(m.threshold)) for m in result.metrics]
+    summary_metrics = result.summary.metrics if result.summary is not None else {}
+    pass_k = [name for name in summary_metrics if name.startswith(("pass@", "pass^"))]
+    on_error: OnError = result.on_error if result.on_error in ("none", "raise") else "zero"
+    return LoadedRun(source, result.name, metrics, pass_k, on_error, records, result.status)
 
 
 def run_from_document(data: Mapping[str, Any], source: str) -> LoadedRun:

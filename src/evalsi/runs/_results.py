@@ -1,11 +1,13 @@
 """Results files: one JSON document per run, written atomically, plus a journal that makes runs resumable.
 
 While a run works, every finished record is appended to ``<results>.journal`` (one JSON line, flushed), and
-the results file is rewritten atomically from time to time and at the end. A run that is killed loses at most
+the results file is rewritten atomically from time to time (a partial file, for whoever reads it meanwhile) and
+written once more, whole, at the end. A run that is killed loses at most
 the record being written; the next run with the same spec reads the results file and the journal, and only
 does what is missing. The journal is removed once the final results file is in place.
 
-Layout of the results file (``version`` 1)::
+Layout of the results file (``version`` 1, :class:`~evalsi.runs.RunResult`; older files are migrated on read by
+:func:`~evalsi.runs.load_run_result`)::
 
     {"version": 1, "kind": "RunResults", "name", "status": "complete" | "partial",
      "spec": {...}, "target": {...}, "model": {...} (when known),
@@ -29,16 +31,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import orjson
+from pydantic import ValidationError
 
-from evalsi._util.atomic import atomic_writer
 from evalsi.errors import DataError
 from evalsi.evaluators import Score
 from evalsi.records import Content, canonical_json
-
-RESULTS_VERSION = 1
+from evalsi.runs._document import RESULTS_KIND, RESULTS_VERSION, RecordEntry, RunResult, validation_message
+from evalsi.runs._result_file import load_run_result
 
 
 class ResumeError(DataError):
@@ -159,25 +161,14 @@ def journal_path(path: Path) -> Path:
 
 
 def read_results(path: str | Path) -> dict[str, Any]:
-    """A results file as a mapping.
+    """A results file as a mapping (:func:`evalsi.runs.load_run_result`'s result in its JSON form).
 
     Raises:
-        DataError: The file is missing, not JSON, or not a results file of a known version.
+        DataError: The file is missing, not JSON, not a results file of a known version, or a field has the wrong
+            shape.
 
     """
-    file = str(path)
-    try:
-        data = orjson.loads(Path(path).read_bytes())
-    except FileNotFoundError:
-        raise DataError("no such results file", file=file) from None
-    except (OSError, orjson.JSONDecodeError) as exc:
-        raise DataError(f"not a readable results file: {exc}", file=file) from None
-    if not isinstance(data, dict) or data.get("kind") != "RunResults":
-        raise DataError("not an evalsi results file (no kind: RunResults)", file=file)
-    if data.get("version") != RESULTS_VERSION:
-        raise DataError(f"results version {data.get('version')!r} is not supported (expected 1)", file=file)
-    result: dict[str, Any] = data
-    return result
+    return load_run_result(path).to_json()
 
 
 def load_resumable(path: Path, fingerprints: Mapping[str, Any], *, replace_stale: bool = False) -> Resumed:
@@ -311,19 +302,27 @@ class ResultsWriter:
         self._handle.write(payload)
         self._handle.flush()
 
-    def write(self, records: Iterable[RecordResult], *, status: str, extra: Mapping[str, Any]) -> None:
-        """Write the whole results file atomically (records in dataset order)."""
+    def result(self, records: Iterable[RecordResult], *, status: str, extra: Mapping[str, Any]) -> RunResult:
+        """The run's results as the file will hold them: the header, ``status``, ``extra`` sections, the records.
+
+        Raises:
+            DataError: A section has the wrong shape (a bug in what built it: the file would not read back).
+
+        """
         ordered = sorted(records, key=lambda r: r.index)
-        document = {
-            "version": RESULTS_VERSION,
-            "kind": "RunResults",
-            **self.header,
-            "status": status,
-            **extra,
-            "records": [r.to_json() for r in ordered],
-        }
-        with atomic_writer(self.path) as handle:
-            handle.write(orjson.dumps(document, option=orjson.OPT_INDENT_2, default=str))
+        fields = {"version": RESULTS_VERSION, "kind": RESULTS_KIND, **self.header, "status": status, **extra}
+        try:
+            result = RunResult.model_validate(fields)
+        except ValidationError as exc:
+            raise DataError(validation_message(exc), file=str(self.path)) from None
+        result.records = [cast("RecordEntry", r.to_json()) for r in ordered]
+        return result
+
+    def write(self, records: Iterable[RecordResult], *, status: str, extra: Mapping[str, Any]) -> RunResult:
+        """Write the whole results file atomically (records in dataset order); the results written."""
+        result = self.result(records, status=status, extra=extra)
+        result.write(self.path)
+        return result
 
     def close(self, *, remove_journal: bool) -> None:
         """Close the journal; remove it once the final results file holds everything."""

@@ -13,8 +13,8 @@ from pathlib import Path
 from evalsi._util.atomic import atomic_writer
 from evalsi._util.axis import nice_ticks, tick_label
 from evalsi.errors import EvalsiError
+from evalsi.runs._curve import Curve, CurvePoint
 from evalsi.stats import EMPTY, describe_method
-from evalsi.training._curve import Curve, CurvePoint
 
 MATPLOTLIB_SUFFIXES = (".png", ".svg", ".pdf")
 

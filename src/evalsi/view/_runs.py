@@ -33,6 +33,7 @@ from evalsi.runs import (
     summarize,
     validation_message,
 )
+from evalsi.runs._result_file import migrate_result
 from evalsi.specs import GateSpec, OnError, PassKSpec
 
 STATUSES = ("ok", "error", "skipped")
@@ -265,13 +266,15 @@ def headline(header: RunHeader, status: str, progress: Mapping[str, int] | None 
 def file_headline(path: Path) -> dict[str, Any]:
     """The run list's entry of a results file (``running`` while its journal exists), from its header alone.
 
+    A file of an older schema version is migrated as :func:`evalsi.runs.load_run_result` migrates it.
+
     Raises:
         DataError: The file is not readable or its header has the wrong shape (the message names the field).
 
     """
     journal = journal_path(path)
     started = read_journal_start(journal) if not path.exists() else None
-    data = read_header(path) if started is None else started.header
+    data = migrate_result(read_header(path), str(path)) if started is None else started.header
     try:
         header = header_of(data)
     except ValidationError as exc:

@@ -8,6 +8,8 @@ aiohttp. Only the generation engine is a stand-in (vLLM needs a GPU): it answers
 from __future__ import annotations
 
 import asyncio
+import json
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -122,3 +124,26 @@ def test_http_form(spec_file: Path) -> None:
     assert wrong["reward"] == [0.0]
     assert without_vector(wrong["extra_logs"]) == {"exact": [0.0], "format": [0.0], **skips}
     assert wrong["extra_logs"]["reward/format"] == [0.0] and wrong["extra_logs"]["reward_weight/exact"] == [0.75]
+
+
+def test_file_form_logs_the_monitors_of_each_step_s_rollouts_and_writes_the_stop_file(
+    spec_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stop = tmp_path / "stop.json"
+    monkeypatch.setenv("EVALSI_MONITOR", "1")
+    monkeypatch.setenv("EVALSI_MONITOR_BATCH", "4")  # rollouts per step: OpenRLHF calls once per rollout
+    monkeypatch.setenv("EVALSI_MONITOR_STOP_ON", "monitor:duplicate_completions")
+    monkeypatch.setenv("EVALSI_MONITOR_STOP_FILE", str(stop))
+    distinct = ["4", "5", "what is 4", "<answer> 4 </answer>"]
+    logs: list[dict[str, float]] = []
+    for step in range(6):  # three steps of distinct answers, then three where every rollout says the same
+        for answer in distinct if step < 3 else ["4"] * 4:
+            out = execute(evalsi.rewards.openrlhf.__file__, answer, "4")
+            logs.append({k: as_float(v) for k, v in out["extra_logs"].items()})
+    keys = {f"monitor/duplicate_completions{s}" for s in ("", "/fired", "/threshold")}
+    assert all(keys <= set(entry) for entry in logs)  # every answer has every key (OpenRLHF gathers them per step)
+    assert math.isnan(logs[0]["monitor/duplicate_completions"])  # nothing read before the first step's four
+    assert logs[3]["monitor/duplicate_completions"] == 0.0 and logs[3]["monitor/duplicate_completions/fired"] == 0.0
+    assert logs[-1]["monitor/duplicate_completions/fired"] == 1.0
+    assert logs[-1]["monitor/duplicate_completions/threshold"] == pytest.approx(0.25)
+    assert json.loads(stop.read_text())["monitor"] == "duplicate_completions"

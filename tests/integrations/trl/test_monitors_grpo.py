@@ -1,8 +1,11 @@
 """Training monitors in a real GRPO run on the CPU (tiny Llama built here): a length-exploitable reward makes the
-length monitors fire and the length drift stops training through the stop file; a sound reward fires none."""
+length monitors fire and the length drift stops training through the stop file; a sound reward fires none. With
+every checkpoint evaluated on a held-out task during training (examples/finetuning/monitor_curves.py), a monitor
+fires before the held-out score falls below the base model's; with the sound reward none fires and it never does."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +25,15 @@ from tests.integrations.trl.tiny import tiny_model, tiny_tokenizer
 
 STEPS = 16
 MAX_TOKENS = 16
+EXAMPLE = Path(__file__).parents[3] / "examples" / "finetuning" / "monitor_curves.py"
+
+
+def _example() -> Any:
+    spec = importlib.util.spec_from_file_location("monitor_curves", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @evalsi.evaluators.register
@@ -121,3 +133,26 @@ def test_a_sound_reward_fires_no_monitor(tmp_path: Path) -> None:
     assert not stop.exists()
     assert trainer.state.global_step == STEPS
     assert any("monitor/zero_variance_groups" in e for e in trainer.state.log_history)
+
+
+def test_a_monitor_fires_before_the_heldout_evaluation_drops(tmp_path: Path) -> None:
+    curves = _example().train("hackable", tmp_path, steps=10, save_steps=2)
+    print(json.dumps(curves, indent=1))
+    drop = curves["first_heldout_drop"]
+    assert drop is not None, curves["heldout"]  # the hack does hurt the held-out task ...
+    training_signals = {name: step for name, step in curves["fired"].items() if name != "reward_vs_heldout"}
+    assert "length_reward_correlation" in training_signals
+    # ... and a monitor of the training batches said so at an earlier step
+    assert min(step for step in training_signals.values() if step is not None) < drop
+    assert [h["step"] for h in curves["heldout"]] == [0, 2, 4, 6, 8, 10]
+    # every monitor logged the level it fires at beside its value
+    assert curves["monitors"]["length_drift"]["thresholds"]
+    assert all(t == 1.5 for _, t in curves["monitors"]["length_drift"]["thresholds"])
+
+
+def test_with_a_sound_reward_no_monitor_fires_and_the_heldout_evaluation_holds(tmp_path: Path) -> None:
+    curves = _example().train("sound", tmp_path, steps=10, save_steps=2)
+    print(json.dumps(curves, indent=1))
+    assert curves["fired"] == {}
+    assert curves["first_heldout_drop"] is None
+    assert len(curves["heldout"]) == 6 and all(not h["below_base"] for h in curves["heldout"])

@@ -6,6 +6,8 @@ as a training run does; the tokenizer is built here (nothing downloaded).
 
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -134,3 +136,68 @@ def test_batch_reward_manager_scores_groups(tmp_path: Path) -> None:
     out = BatchRewardManager(tok, num_examine=0, compute_score=fn)(data, return_dict=True)
     assert out["reward_tensor"].sum(-1).tolist() == pytest.approx([0.5, 0.5, 1.0])
     assert list(out["reward_extra_info"]["reward/group-diversity"]) == [0.5, 0.5, 1.0]
+
+
+DISTINCT = ["4", "5", "no 4", "what is 4"]
+MONITOR_KEYS = {f"monitor/duplicate_completions{s}" for s in ("", "/fired", "/threshold")}
+
+
+def monitored_config(name: str, spec: Path, stop: Path, **more: Any) -> Any:
+    kwargs = {
+        "spec": str(spec),
+        "monitor": True,
+        "monitor_stop_on": "monitor:duplicate_completions",
+        "monitor_stop_file": str(stop),
+        **more,
+    }
+    return OmegaConf.create(
+        {
+            "reward": {
+                "custom_reward_function": {"path": evalsi.rewards.verl.__file__, "name": name, "reward_kwargs": kwargs}
+            }
+        }
+    )
+
+
+def steps(tok: Any, manager: Any, count: int, collapse_from: int) -> list[dict[str, Any]]:
+    """``count`` training steps of two groups of four rollouts; from ``collapse_from`` each group says one thing."""
+    infos = []
+    for step in range(count):
+        responses = (["4"] * 4 if step >= collapse_from else DISTINCT) * 2
+        data = batch(tok, responses, ["4"] * 8, [{"index": i // 4} for i in range(8)])
+        infos.append(manager(data, return_dict=True)["reward_extra_info"])
+    return infos
+
+
+def test_the_batch_manager_logs_the_monitors_and_a_collapse_into_duplicates_writes_the_stop_file(
+    spec_file: Path, tmp_path: Path
+) -> None:
+    tok = tokenizer()
+    stop = tmp_path / "stop.json"
+    fn = get_custom_reward_fn(monitored_config("compute_score_batch", spec_file, stop))
+    infos = steps(tok, BatchRewardManager(tok, num_examine=0, compute_score=fn), 6, collapse_from=3)
+    for info in infos:  # every rollout carries every monitor key (verl gathers each key over the batch)
+        assert set(info) >= MONITOR_KEYS and all(len(info[k]) == 8 for k in MONITOR_KEYS)
+    assert list(infos[0]["monitor/duplicate_completions"]) == [0.0] * 8
+    # a signal that does not apply (no component runs code) reads NaN, in every step
+    assert all(math.isnan(v) for info in infos for v in info["monitor/sandbox_verdicts"])
+    assert infos[2]["monitor/duplicate_completions/fired"][0] == 0.0
+    assert infos[-1]["monitor/duplicate_completions/fired"][0] == 1.0
+    # the baseline had no duplicates: the logged level is the rise itself
+    assert infos[-1]["monitor/duplicate_completions/threshold"][0] == pytest.approx(0.25)
+    written = json.loads(stop.read_text())
+    assert written["monitor"] == "duplicate_completions" and written["step"] == 3
+
+
+def test_the_per_sample_manager_reads_a_step_s_rollouts_as_one_batch(spec_file: Path, tmp_path: Path) -> None:
+    tok = tokenizer()
+    stop = tmp_path / "stop.json"
+    fn = get_custom_reward_fn(monitored_config("compute_score", spec_file, stop, monitor_batch=8))
+    infos = steps(tok, NaiveRewardManager(tok, num_examine=0, compute_score=fn), 6, collapse_from=3)
+    for info in infos:
+        assert set(info) >= MONITOR_KEYS and all(len(info[k]) == 8 for k in MONITOR_KEYS)
+    # nothing is measured until the first eight rollouts were read; then each step's values are the last step's
+    assert all(math.isnan(v) for v in infos[0]["monitor/duplicate_completions"][:7])
+    assert infos[0]["monitor/duplicate_completions"][7] == 0.0
+    assert infos[-1]["monitor/duplicate_completions/fired"][-1] == 1.0
+    assert json.loads(stop.read_text())["monitor"] == "duplicate_completions"

@@ -15,6 +15,7 @@ from typing import Any
 
 from evalsi.errors import DataError
 from evalsi.runs import compare_runs, comparison_to_dict
+from evalsi.runs._curve import failed_rules
 from evalsi.server._errors import ServiceError
 from evalsi.server._metrics import Metrics
 from evalsi.server._quotas import StorageQuotas
@@ -24,7 +25,7 @@ from evalsi.server.rewards._service import RewardService, require
 from evalsi.server.runs._check import check_results
 from evalsi.server.runs._requests import check_request_id
 from evalsi.server.runs._store import RunStore, check_labels, page_size
-from evalsi.stats import RegressionRule, regressed
+from evalsi.stats import RegressionRule
 
 RECORDS_PAGE = (500, 5000)
 """Default and largest number of records in one ``GetRun`` page."""
@@ -157,7 +158,7 @@ class RunService:
                     f"`regression`: the runs share no metric {rule.metric!r} (they share: {', '.join(by_metric)})",
                     path="regression",
                 )
-        failed = [r for r in rules if regressed(by_metric[r.metric].comparison, r)]
+        failed = failed_rules({m: c.comparison for m, c in by_metric.items()}, rules)
         gated = {r.metric for r in rules}
         rows = []
         for item in compared:
