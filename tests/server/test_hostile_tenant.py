@@ -429,13 +429,16 @@ def test_healthz_answers_503_while_draining(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
     config = write_config(tmp_path, {"database": {"url": url}})
     token = make_token(url, "p", ["evaluations.run"])
-    gate = tmp_path / "release"
-    spec = {"components": [{"ref": "test-server-gate", "params": {"gate": str(gate)}}]}
+    gate, entered = tmp_path / "release", tmp_path / "entered"
+    spec = {"components": [{"ref": "test-server-gate", "params": {"gate": str(gate), "entered": str(entered)}}]}
     server = ServerProcess(config)
     try:
         with ThreadPoolExecutor(1) as pool:
             held = pool.submit(post_http, server, token, spec, [{"completion": "held"}], 120)
-            time.sleep(1.0)  # the call is in flight, waiting on the gate
+            deadline = time.monotonic() + 60
+            while not entered.exists():  # the call is in flight, waiting on the gate
+                assert time.monotonic() < deadline, "the call never reached the evaluator"
+                time.sleep(0.05)
             server.process.send_signal(15)
             deadline = time.monotonic() + 30
             while (health := httpx.get(server.http + "/healthz", timeout=5)).status_code != 503:

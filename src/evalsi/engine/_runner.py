@@ -175,6 +175,39 @@ class Pools:
     observe: Callable[[ComponentJob, list[Score], float], None] | None = None
 
 
+@dataclass
+class LookedUp:
+    """A batch after every component's cache look-up (the first phase of :func:`score_components`).
+
+    The look-ups are cheap and never wait on an evaluator, so a caller may run them where it cannot afford to
+    wait (the server's event loop) and hand the rest to :func:`finish_components` on a thread only when needed.
+    """
+
+    jobs: Sequence[ComponentJob]
+    pending: list[PendingComponent]
+    seconds: list[float]
+    """Seconds each component's look-up took (zeros when not timed)."""
+
+    @property
+    def done(self) -> bool:
+        """Every component of every record was found in the cache: finishing calls no evaluator."""
+        return all(p.done for p in self.pending)
+
+
+def look_up_components(
+    jobs: Sequence[ComponentJob], records: Sequence[Record], cache: ScoreCache | None, *, timed: bool = False
+) -> LookedUp:
+    """Every component's cache look-up over ``records``, timed per component when ``timed``."""
+    if not timed:
+        return LookedUp(jobs, [look_up(job, records, cache) for job in jobs], [0.0] * len(jobs))
+    pending, seconds = [], []
+    for job in jobs:
+        started = time.perf_counter()
+        pending.append(look_up(job, records, cache))
+        seconds.append(time.perf_counter() - started)
+    return LookedUp(jobs, pending, seconds)
+
+
 def score_components(
     jobs: Sequence[ComponentJob],
     records: Sequence[Record],
@@ -197,23 +230,40 @@ def score_components(
 
     """
     pools = pools or Pools()
-    pending, looked = _look_up_all(jobs, records, cache, pools)
+    looked = look_up_components(jobs, records, cache, timed=pools.observe is not None)
+    return finish_components(looked, cache, pools, cancelled)
+
+
+def finish_components(
+    looked: LookedUp,
+    cache: ScoreCache | None,
+    pools: Pools | None = None,
+    cancelled: threading.Event | None = None,
+) -> list[list[Score]]:
+    """The second phase of :func:`score_components`: the evaluator calls the look-ups left, over ``pools``.
+
+    Raises:
+        ScoringCancelled: ``cancelled`` was set before every component had run.
+
+    """
+    pools = pools or Pools()
+    jobs, pending, seconds = looked.jobs, looked.pending, looked.seconds
     busy = [i for i, p in enumerate(pending) if not p.done]
     pinned = [i for i in busy if pools.sandbox is not None and jobs[i].evaluator.runs_code]
     flexible = [i for i in busy if i not in pinned]
     futures: dict[int, Future[list[Score]]] = {}
     for i in pinned:
         futures[i] = pools.sandbox.submit(  # type: ignore[union-attr]
-            _complete, pending[i], cache, pools, cancelled, looked[i]
+            _complete, pending[i], cache, pools, cancelled, seconds[i]
         )
     if pools.components is not None:
         for i in flexible[1:]:
-            futures[i] = pools.components.submit(_complete, pending[i], cache, pools, cancelled, looked[i])
+            futures[i] = pools.components.submit(_complete, pending[i], cache, pools, cancelled, seconds[i])
     columns: list[list[Score] | None] = [None] * len(jobs)
     try:
         for i, p in enumerate(pending):
             if i not in futures:
-                columns[i] = _complete(p, cache, pools, cancelled, looked[i])
+                columns[i] = _complete(p, cache, pools, cancelled, seconds[i])
         for i, future in futures.items():
             columns[i] = future.result()
     except BaseException:
@@ -223,20 +273,6 @@ def score_components(
     if seconds is not None:
         seconds[:] = [p.seconds or [0.0] * len(records) for p in pending]
     return [c if c is not None else [] for c in columns]
-
-
-def _look_up_all(
-    jobs: Sequence[ComponentJob], records: Sequence[Record], cache: ScoreCache | None, pools: Pools
-) -> tuple[list[PendingComponent], list[float]]:
-    """Every component's cache look-up, and (when observed) the seconds each took."""
-    if pools.observe is None:
-        return [look_up(job, records, cache) for job in jobs], [0.0] * len(jobs)
-    pending, seconds = [], []
-    for job in jobs:
-        started = time.perf_counter()
-        pending.append(look_up(job, records, cache))
-        seconds.append(time.perf_counter() - started)
-    return pending, seconds
 
 
 def _complete(

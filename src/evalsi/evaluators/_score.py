@@ -51,6 +51,13 @@ class Score:
             return None
         return float(self.value)
 
+    def __reduce__(self) -> tuple[type[Score], tuple[Any, ...]]:
+        """Pickle as a constructor call: several times faster than a slotted dataclass's per-field state.
+
+        Scores cross process boundaries in bulk (a Ray reward pool's actors send each chunk's scores back).
+        """
+        return (Score, (self.value, self.status, self.reason, self.details))
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON form used in outputs: ``{value, status, reason}`` plus ``details`` when present."""
         out: dict[str, Any] = {"value": self.value, "status": self.status, "reason": self.reason}

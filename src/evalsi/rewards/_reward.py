@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from evalsi.engine import ComponentJob, Pools, ScoreCache, score_components
+from evalsi.engine import ComponentJob, LookedUp, Pools, ScoreCache, look_up_components, score_components
 from evalsi.errors import SpecError, UnknownEvaluatorError
 from evalsi.evaluators import Evaluator, Params, Score, get_evaluator, resolve_spec_paths
 from evalsi.records import Record, from_rollout
@@ -172,6 +172,13 @@ class Reward:
         """
         chosen = self.cache if isinstance(cache, OwnCache) else cache
         return score_components(self._jobs, records, chosen, pools or self._pools(), cancelled, seconds)
+
+    def look_up(self, records: Sequence[Record], *, cache: ScoreCache | None, timed: bool = False) -> LookedUp:
+        """The cache look-ups of :meth:`component_scores` alone: no evaluator is called.
+
+        Finish with :func:`evalsi.engine.finish_components`; ``timed`` measures each component's look-up (metrics).
+        """
+        return look_up_components(self._jobs, records, cache, timed=timed)
 
     def compose(self, columns: Sequence[Sequence[Score]]) -> list[RewardResult]:
         """Totals and breakdowns from scores indexed ``[component][record]``, by this spec's rules.
