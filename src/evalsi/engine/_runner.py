@@ -231,7 +231,10 @@ def score_components(
     """
     pools = pools or Pools()
     looked = look_up_components(jobs, records, cache, timed=pools.observe is not None)
-    return finish_components(looked, cache, pools, cancelled)
+    columns = finish_components(looked, cache, pools, cancelled)
+    if seconds is not None:
+        seconds[:] = [p.seconds or [0.0] * len(records) for p in looked.pending]
+    return columns
 
 
 def finish_components(
@@ -270,8 +273,6 @@ def finish_components(
         for future in futures.values():
             future.cancel()  # a component not started yet is dropped with the batch
         raise
-    if seconds is not None:
-        seconds[:] = [p.seconds or [0.0] * len(records) for p in pending]
     return [c if c is not None else [] for c in columns]
 
 
