@@ -44,7 +44,7 @@ from evalsi.evaluators import available_names, close_all  # noqa: E402
 from evalsi.rewards import from_mapping  # noqa: E402
 from evalsi.rewards.wire import results_json  # noqa: E402
 from evalsi.server._db import migrate, open_engine  # noqa: E402
-from evalsi.server._tokens import TokenStore  # noqa: E402
+from evalsi.server._token_store import TokenStore  # noqa: E402
 
 
 def math_spec() -> dict[str, Any]:

@@ -20,8 +20,6 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sqlalchemy.exc import SQLAlchemyError
-
 from evalsi.engine import ComponentJob, LookedUp, Pools, ScoreCache, ScoringCancelled, finish_components
 from evalsi.errors import RewardBatchError
 from evalsi.evaluators import Score
@@ -33,12 +31,14 @@ from evalsi.server._errors import ServiceError, from_exception, redact
 from evalsi.server._fair import FairPool, share_of
 from evalsi.server._limits import Admission, SharedGate
 from evalsi.server._metrics import Metrics
-from evalsi.server._tokens import RUN, RUNS_CODE, Principal, TokenStore
+from evalsi.server._token_store import TokenStore, TokenStoreUnavailable
+from evalsi.server._tokens import RUNS_CODE, Principal
 from evalsi.server._trust import check_depth, check_rollouts_depth, server_spec
 from evalsi.server.rewards._caps import Caps, capped
 from evalsi.server.rewards._probes import FirstUseProbes
 from evalsi.server.rewards._records import records_of
-from evalsi.server.rewards._shared_cache import ProjectCache, SharedScores, TieredCache
+from evalsi.server.rewards._score_store import SharedScores
+from evalsi.server.rewards._shared_cache import ProjectCache, TieredCache
 from evalsi.server.rewards._spec_cache import BoundSpecs
 
 log = logging.getLogger("evalsi.server")
@@ -122,7 +122,7 @@ class RewardService:
         if not known:
             try:  # a database round trip: off the event loop
                 principal = await asyncio.to_thread(self.tokens.verify, secret)
-            except SQLAlchemyError as exc:
+            except TokenStoreUnavailable as exc:
                 log.error("token look-up failed: %s", exc)
                 raise ServiceError("unavailable", "the token database is unavailable; retry later") from None
         if principal is None:
@@ -142,9 +142,6 @@ class RewardService:
             ServiceError: Refused (permissions, limits, bad spec or rollout) or failed (``onError: raise``).
 
         """
-        if self.draining:
-            raise ServiceError("unavailable", "the server is shutting down; retry (another replica will answer)")
-        require(principal, RUN)
         limit = self.config.spec.rewards.max_rollouts
         if len(rollouts) > limit:
             raise ServiceError(

@@ -26,7 +26,7 @@ from evalsi.evaluators import STATUSES, Score, Status
 from evalsi.runs import LoadedRun, RecordResult, SampleResult, run_from_document
 from evalsi.runs._document import RESULTS_VERSION
 from evalsi.server._errors import ServiceError
-from evalsi.server._quotas import Kind, StorageQuotas
+from evalsi.server._quota_store import Kind, StorageQuotas
 from evalsi.server._trust import INT64
 from evalsi.server.runs._requests import request_fingerprint, reused
 from evalsi.server.runs._tables import run_labels, run_records, runs

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from evalsi.runs import header_of, validation_message
 from evalsi.runs._document import RESULTS_VERSION
-from evalsi.server.runs._listing import RunListing, RunRow
+from evalsi.server.runs._listing_store import RunListing, RunRow
 from evalsi.view import Records, headline
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
