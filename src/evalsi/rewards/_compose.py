@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from evalsi.errors import DataError, RewardBatchError
@@ -45,6 +45,10 @@ class RewardResult:
     total: float | None
     status: RewardStatus
     components: dict[str, Score]
+    latency_ms: float | None = field(default=None, compare=False)
+    """Milliseconds this rollout's components took, summed (a cached score costs 0; a component that scores a
+    batch at once gives each rollout an equal share of its call). None where it was not measured (a server). A
+    measurement, not part of the result's value: two results differing only here are equal."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form: ``{total, status, components: {name: {value, status, reason}}}``."""

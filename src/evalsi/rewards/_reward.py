@@ -7,7 +7,7 @@ import enum
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +153,8 @@ class Reward:
     ) -> list[RewardResult]:
         """Score already normalised records (the arguments are those of :meth:`component_scores`).
 
+        Each result carries its rollout's scoring time (``latency_ms``): what its components took, summed.
+
         Args:
             records: Normalised records (:meth:`records`).
             cache: Where component scores are looked up and stored; this reward's own cache unless given.
@@ -160,7 +162,13 @@ class Reward:
             cancelled: Once set, components not started yet are dropped.
 
         """
-        return self.compose(self.component_scores(records, cache=cache, pools=pools, cancelled=cancelled))
+        seconds: list[list[float]] = []
+        columns = self.component_scores(records, cache=cache, pools=pools, cancelled=cancelled, seconds=seconds)
+        results = self.compose(columns)
+        return [
+            replace(result, latency_ms=1000.0 * sum(column[i] for column in seconds))
+            for i, result in enumerate(results)
+        ]
 
     def component_scores(
         self,
@@ -169,6 +177,7 @@ class Reward:
         cache: ScoreCache | OwnCache | None = OWN_CACHE,
         pools: Pools | None = None,
         cancelled: threading.Event | None = None,
+        seconds: list[list[float]] | None = None,
     ) -> list[list[Score]]:
         """Raw scores indexed ``[component][record]``, before composition: the one scoring path of every entry point.
 
@@ -180,10 +189,11 @@ class Reward:
                 threads, when it has more than one component.
             cancelled: Once set, components not started yet are dropped
                 (:class:`evalsi.engine.ScoringCancelled`).
+            seconds: When given, receives the seconds each component spent on each record, indexed as the scores.
 
         """
         chosen = self.cache if isinstance(cache, OwnCache) else cache
-        return score_components(self._jobs, records, chosen, pools or self._pools(), cancelled)
+        return score_components(self._jobs, records, chosen, pools or self._pools(), cancelled, seconds)
 
     def look_up(self, records: Sequence[Record], *, cache: ScoreCache | None, timed: bool = False) -> LookedUp:
         """The cache look-ups of :meth:`component_scores` alone: no evaluator is called.

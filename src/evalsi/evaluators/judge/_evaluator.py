@@ -70,8 +70,49 @@ def request_body(config: JudgeConfig, record: Record) -> dict[str, Any]:
     return body
 
 
+class JudgeClients:
+    """One shared :class:`JudgeClient` per judge endpoint, the least recently used closed past ``max_clients``.
+
+    Every judge evaluator (``llm-judge``, ``pairwise-judge``) holds one, so an endpoint's concurrency bound,
+    retries and keep-alive connections are the same whichever kind of judge asks.
+    """
+
+    max_clients = 64
+    """Endpoints kept open at once; the least recently used one is closed (once idle) past this."""
+
+    def __init__(self) -> None:
+        self._clients: OrderedDict[ChatEndpoint, JudgeClient] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _client(self, config: JudgeConfig) -> JudgeClient:
+        endpoint = ChatEndpoint(
+            base_url=config.base_url,
+            api_key_env=config.api_key_env,
+            timeout=config.timeout,
+            retries=config.retries,
+            backoff=config.backoff,
+            max_concurrency=config.max_concurrency,
+        )
+        with self._lock:
+            client = self._clients.get(endpoint)
+            if client is None:
+                client = self._clients[endpoint] = JudgeClient(endpoint)
+            self._clients.move_to_end(endpoint)
+            retired = self._clients.popitem(last=False)[1] if len(self._clients) > self.max_clients else None
+        if retired is not None:
+            retired.retire()
+        return client
+
+    def close(self) -> None:
+        """Close every client and its threads; a later call opens new ones."""
+        with self._lock:
+            clients, self._clients = list(self._clients.values()), OrderedDict()
+        for client in clients:
+            client.close()
+
+
 @register
-class LLMJudge(Evaluator[LLMJudgeParams]):
+class LLMJudge(JudgeClients, Evaluator[LLMJudgeParams]):
     """The judge's verdict as a score; an unreadable verdict is an error with the reply in the details."""
 
     name = "llm-judge"
@@ -80,13 +121,6 @@ class LLMJudge(Evaluator[LLMJudgeParams]):
     reads = ("prompt", "completion", "reference", "metadata")
     pack = "judge"
     server_resource = ServerResource("judges", "judge", nested=True)
-
-    max_clients = 64
-    """Endpoints kept open at once; the least recently used one is closed (once idle) past this."""
-
-    def __init__(self) -> None:
-        self._clients: OrderedDict[ChatEndpoint, JudgeClient] = OrderedDict()
-        self._lock = threading.Lock()
 
     def cache_fields(self, params: LLMJudgeParams) -> tuple[str, ...]:
         """Only the fields the template shows the judge (the default template: prompt, completion, reference).
@@ -118,27 +152,8 @@ class LLMJudge(Evaluator[LLMJudgeParams]):
                 continue
             out.append(client.submit(body))
         if ctx.cancelled is not None:
-            _drop_when_cancelled([item for item in out if not isinstance(item, Score)], ctx.cancelled)
+            drop_when_cancelled([item for item in out if not isinstance(item, Score)], ctx.cancelled)
         return [item if isinstance(item, Score) else _answered(item, config) for item in out]
-
-    def _client(self, config: JudgeConfig) -> JudgeClient:
-        endpoint = ChatEndpoint(
-            base_url=config.base_url,
-            api_key_env=config.api_key_env,
-            timeout=config.timeout,
-            retries=config.retries,
-            backoff=config.backoff,
-            max_concurrency=config.max_concurrency,
-        )
-        with self._lock:
-            client = self._clients.get(endpoint)
-            if client is None:
-                client = self._clients[endpoint] = JudgeClient(endpoint)
-            self._clients.move_to_end(endpoint)
-            retired = self._clients.popitem(last=False)[1] if len(self._clients) > self.max_clients else None
-        if retired is not None:
-            retired.retire()
-        return client
 
     def calls(self, params: LLMJudgeParams) -> int:
         """HTTP requests made to the judge endpoint of ``params`` so far (retries included).
@@ -149,15 +164,8 @@ class LLMJudge(Evaluator[LLMJudgeParams]):
         """
         return self._client(params.judge).calls
 
-    def close(self) -> None:
-        """Close every client and its threads; a later call opens new ones."""
-        with self._lock:
-            clients, self._clients = list(self._clients.values()), OrderedDict()
-        for client in clients:
-            client.close()
 
-
-def _drop_when_cancelled(futures: list[Future[str]], cancelled: threading.Event) -> None:
+def drop_when_cancelled(futures: list[Future[str]], cancelled: threading.Event) -> None:
     """Wait for the requests; if the caller goes away first, stop them (those not yet sent never go)."""
     while not all(f.done() for f in futures):
         if cancelled.wait(0.05):
