@@ -47,7 +47,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from evalsi.server._durations import parse_duration
+from evalsi.server._durations import Duration
 from evalsi.server.evaluation._config import DatasetsConfig, EvaluatorsConfig, JobsConfig, TargetConfig
 from evalsi.server.rewards._config import RewardsConfig, check_judges, check_reward_models
 from evalsi.server.runs._config import RunsConfig
@@ -176,14 +176,9 @@ class ServerSpec(_Model):
     server a target is always named: a job never gives a URL or a credential."""
     imports: list[str] = Field(default_factory=list)
     """Modules imported at start, so evaluators they register can be used as ``ref`` (besides entry points)."""
-    drain_timeout: float = 60.0
+    drain_timeout: Duration = 60.0
     """Seconds SIGTERM waits for in-flight calls before exiting anyway: the process exits within this bound
     (status 1 when work had to be abandoned, 0 when everything drained)."""
-
-    @field_validator("drain_timeout", mode="before")
-    @classmethod
-    def _drain(cls, value: Any) -> float:
-        return parse_duration(value)
 
     @field_validator("judges")
     @classmethod

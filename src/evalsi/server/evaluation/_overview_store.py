@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from sqlalchemy import Engine, exists, select
+from sqlalchemy import ColumnElement, Engine, Select, exists, select
 
 from evalsi.server.evaluation._row_store import all_rows, first_row
 from evalsi.server.evaluation._states import COMPLETED
@@ -43,13 +43,8 @@ class EvaluationOverview:
 
     def evaluators(self, project: str) -> list[dict[str, Any]]:
         """The project's evaluators, newest first, without their build logs."""
-        query = (
-            select(*_EVALUATOR)
-            .where(evaluators.c.project == project)
-            .order_by(evaluators.c.created_at.desc(), evaluators.c.evaluator_id)
-            .limit(LISTED)
-        )
-        return all_rows(self.engine, query)
+        query = select(*_EVALUATOR).where(evaluators.c.project == project)
+        return all_rows(self.engine, _newest_first(query, evaluators.c.created_at, evaluators.c.evaluator_id))
 
     def evaluator(self, project: str, evaluator_id: str) -> dict[str, Any] | None:
         """One evaluator of the project with its build log, or None (also for another project's)."""
@@ -60,18 +55,13 @@ class EvaluationOverview:
 
     def datasets(self, project: str) -> list[dict[str, Any]]:
         """The project's datasets, newest first, without their rows."""
-        query = (
-            select(*_DATASET)
-            .where(datasets.c.project == project)
-            .order_by(datasets.c.created_at.desc(), datasets.c.dataset_id)
-            .limit(LISTED)
-        )
-        return all_rows(self.engine, query)
+        query = select(*_DATASET).where(datasets.c.project == project)
+        return all_rows(self.engine, _newest_first(query, datasets.c.created_at, datasets.c.dataset_id))
 
     def jobs(self, project: str) -> list[dict[str, Any]]:
         """The project's evaluation jobs, newest first, each with its progress (see :meth:`job`)."""
-        query = self._jobs_query(project).order_by(evaluation_jobs.c.created_at.desc(), evaluation_jobs.c.job_id)
-        return [self._with_progress(row) for row in all_rows(self.engine, query.limit(LISTED))]
+        query = _newest_first(self._jobs_query(project), evaluation_jobs.c.created_at, evaluation_jobs.c.job_id)
+        return [self._with_progress(row) for row in all_rows(self.engine, query)]
 
     def job(self, project: str, job_id: str) -> dict[str, Any] | None:
         """One job of the project, or None (also for another project's).
@@ -143,3 +133,8 @@ def _json_object(text: Any) -> dict[str, Any]:
     except orjson.JSONDecodeError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def _newest_first(query: Select[Any], created: ColumnElement[Any], key: ColumnElement[Any]) -> Select[Any]:
+    """``query`` ordered newest first (ties by id, so the order is stable) and cut at :data:`LISTED` rows."""
+    return query.order_by(created.desc(), key).limit(LISTED)

@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Engine, delete, func, select, update
+from sqlalchemy import ColumnElement, Engine, delete, func, select, update
 
 from evalsi.server.evaluation._owner_store import fail_orphaned, refresh_heartbeat
 from evalsi.server.evaluation._page_store import page
@@ -103,26 +103,23 @@ class JobStore:
     def set_progress(self, project: str, job_id: str, rows_done: int) -> None:
         """Store how many rows an unfinished job has scored or errored, for the pages of every replica."""
         with self.engine.begin() as connection:
-            connection.execute(
-                update(evaluation_jobs)
-                .where(
-                    evaluation_jobs.c.project == project,
-                    evaluation_jobs.c.job_id == job_id,
-                    evaluation_jobs.c.state.in_(ACTIVE_STATES),
-                )
-                .values(rows_done=rows_done)
-            )
+            connection.execute(update(evaluation_jobs).where(*_unfinished(project, job_id)).values(rows_done=rows_done))
 
     def set_state(self, project: str, job_id: str, state: str, **values: Any) -> bool:
         """Move an unfinished job to ``state`` with ``values``; whether it was still unfinished."""
         with self.engine.begin() as connection:
             done = connection.execute(
                 update(evaluation_jobs)
-                .where(
-                    evaluation_jobs.c.project == project,
-                    evaluation_jobs.c.job_id == job_id,
-                    evaluation_jobs.c.state.in_(ACTIVE_STATES),
-                )
+                .where(*_unfinished(project, job_id))
                 .values(state=state, updated_at=time.time(), **values)
             )
         return bool(done.rowcount)
+
+
+def _unfinished(project: str, job_id: str) -> tuple[ColumnElement[bool], ...]:
+    """The conditions selecting a job of the project while it is queued or running."""
+    return (
+        evaluation_jobs.c.project == project,
+        evaluation_jobs.c.job_id == job_id,
+        evaluation_jobs.c.state.in_(ACTIVE_STATES),
+    )
