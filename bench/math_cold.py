@@ -36,6 +36,21 @@ ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "testdata" / "math_equiv" / "corpus.jsonl"
 
 
+def compile_evalsi() -> None:
+    """Write evalsi's bytecode, as installing it does, so a fresh process measures start-up, not compilation.
+
+    ``pip install`` compiles a package's modules; a source checkout run with ``PYTHONDONTWRITEBYTECODE`` (as CI and
+    many containers set it) never caches them, and every fresh process would recompile the whole of evalsi while
+    its dependencies, installed, load their bytecode.
+    """
+    import compileall
+    import importlib.util
+
+    spec = importlib.util.find_spec("evalsi")
+    if spec is not None and spec.origin is not None:
+        compileall.compile_dir(Path(spec.origin).parent, quiet=2)
+
+
 def load(path: Path, limit: int) -> list[dict[str, Any]]:
     """The corpus rows; with ``limit``, that many spread evenly over the file (every class represented)."""
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
@@ -158,6 +173,7 @@ def main() -> int:
         return 0
     if args.quick:
         args.limit, args.runs = 60, 1
+    compile_evalsi()
     rows = load(args.corpus, args.limit)
     print(f"hard mix: {len(rows)} labelled pairs from {args.corpus.relative_to(ROOT)}; {args.runs} fresh runs a side")
     times: dict[str, list[float]] = {"math-verify": [], "math-equiv": []}

@@ -64,6 +64,10 @@ class Record:
 
         Names: ``completion``, ``prompt``, ``reference``, ``completion_tokens``, ``id``, ``metadata``, or
         ``metadata.<key>`` (None when the key is absent).
+
+        Args:
+            name: A field name (``prompt``, ``completion``, ``reference``, ``metadata.KEY``...).
+
         """
         if name.startswith("metadata."):
             return self.metadata.get(name[len("metadata.") :])
@@ -90,12 +94,22 @@ class Record:
 
 
 def canonical_json(value: Any) -> bytes:
-    """Serialise a value deterministically (sorted keys; unknown types by ``str``) for hashing."""
+    """Serialise a value deterministically (sorted keys; unknown types by ``str``) for hashing.
+
+    Args:
+        value: Any JSON-like value.
+
+    """
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)
 
 
 def content_text(content: Content | None) -> str:
-    """The text of a completion: the string itself, or the last assistant message's text content."""
+    """The text of a completion: the string itself, or the last assistant message's text content.
+
+    Args:
+        content: A string or a list of chat messages.
+
+    """
     if content is None:
         return ""
     if isinstance(content, str):
@@ -208,6 +222,9 @@ def _token_count(rollout: Mapping[str, Any], index: int | None) -> int | None:
 
 def reference_options(reference: Any) -> list[str]:
     """The answers a reference accepts, as text: a list (or tuple) accepts any of its items; None accepts nothing.
+
+    Args:
+        reference: A record's reference.
 
     Example:
         >>> reference_options(["4", 4.0, None]), reference_options("x"), reference_options(None)

@@ -24,7 +24,8 @@ from evalsi.server._config import config_from_mapping
 from evalsi.server._db import migrate, open_engine
 from evalsi.server._errors import ServiceError
 from evalsi.server._metrics import Metrics
-from evalsi.server._tokens import RUN, Principal, TokenStore
+from evalsi.server._token_store import TokenStore
+from evalsi.server._tokens import RUN, Principal
 from evalsi.server.rewards._records import records_of
 from evalsi.server.rewards._service import INLINE_ROLLOUTS, RewardService
 from tests.server.harness import ServerProcess, make_token, post_http, write_config

@@ -169,6 +169,14 @@ SECRET_GRABS = [
     ),
     ({"ref": "llm-judge", "judge": {"model": "gpt-4o"}}, "spec.components[0].judge"),  # the default key, inline
     (
+        {"ref": "pairwise-judge", "judge": {"model": "m", "base_url": LISTENER + "/v1"}},
+        "spec.components[0].judge.base_url",
+    ),
+    (
+        {"ref": "pairwise-judge", "params": {"judge": {"model": "m", "api_key_env": "EVALSI_TENANT_SECRET"}}},
+        "spec.components[0].params.judge.api_key_env",
+    ),
+    (
         {"ref": "reward-model", "params": {"url": LISTENER + "/get_reward", "api_key_env": "EVALSI_TENANT_SECRET"}},
         "spec.components[0].params.url",
     ),
@@ -200,12 +208,14 @@ def test_a_request_never_sets_where_credentials_go(hostile: Hostile) -> None:
         "components": [
             {"ref": "llm-judge", "name": "judged", "judge": "strict"},
             {"ref": "reward-model", "name": "rm", "params": {"model": "rm", "normalise": "affine", "scale": 2.0}},
+            {"ref": "pairwise-judge", "name": "paired", "judge": "strict"},  # a group of one: nothing to compare
         ]
     }
     answer = post_http(hostile.server, hostile.run, named, rollouts)
     assert answer.status_code == 200, answer.text
     components = answer.json()["results"][0]["components"]
     assert components["judged"]["value"] == pytest.approx(0.7) and components["rm"]["value"] == 0.5
+    assert components["paired"]["status"] == "skipped", components["paired"]
     with hostile.upstream.lock:
         judged = [auth for path, auth, _ in hostile.upstream.seen if path == "/v1/chat/completions"]
     assert judged == [f"Bearer {JUDGE_KEY}"]

@@ -6,14 +6,12 @@ from the environment: only the variables listed in ``ENVIRONMENT`` change behavi
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import typer
 
 from evalsi import __version__
-from evalsi.cli import checkpoints, datasets, evaluators, jobs, rewards, sandbox, server
-from evalsi.cli.compare import compare_command
-from evalsi.cli.local_test import local_test_command
-from evalsi.cli.run import run_command
-from evalsi.cli.view import view_command
+from evalsi.cli._lazy import LazyGroup
 
 ENVIRONMENT = (
     "Environment (no other variable changes behaviour):\n\n"
@@ -23,6 +21,9 @@ ENVIRONMENT = (
     "EVALSI_TOKEN: the bearer token sent to an evalsi server;\n\n"
     "EVALSI_RAY_POOL, EVALSI_RAY_WORKERS: the name and actors of the reward pool of the OpenRLHF reward file on Ray "
     "(evalsi/ray/openrlhf.py);\n\n"
+    "EVALSI_MONITOR, EVALSI_MONITOR_BATCH, EVALSI_MONITOR_STOP_ON, EVALSI_MONITOR_STOP_FILE: the OpenRLHF reward "
+    "file logs the training monitors over batches of this many rollouts, and writes the stop file when a named "
+    "signal fires;\n\n"
     "the variable a target's apiKeyEnv or a judge's api_key_env names: that API key;\n\n"
     "EVALSI_PASSED_THRESHOLD, EVALSI_NUM_RUNS, EVALSI_MAX_ROWS, EVALSI_COMPLETION_PARAMS: override an evaluation "
     "test's threshold, runs, rows and completion params (CI);\n\n"
@@ -42,8 +43,28 @@ ENVIRONMENT = (
 )
 """The documented environment variables (shown by ``evalsi --help``)."""
 
+
+class _Commands(LazyGroup):
+    """The commands, each imported when invoked: ``evalsi run`` does not load the server or the trainers."""
+
+    commands_by_name: ClassVar[dict[str, tuple[str, str]]] = {
+        "run": ("evalsi.cli.run", "run_command"),
+        "compare": ("evalsi.cli.compare", "compare_command"),
+        "view": ("evalsi.cli.view", "view_command"),
+        "local-test": ("evalsi.cli.local_test", "local_test_command"),
+        "rewards": ("evalsi.cli.rewards", "app"),
+        "evaluators": ("evalsi.cli.evaluators", "app"),
+        "datasets": ("evalsi.cli.datasets", "app"),
+        "jobs": ("evalsi.cli.jobs", "app"),
+        "sandbox": ("evalsi.cli.sandbox", "app"),
+        "server": ("evalsi.cli.server", "app"),
+        "checkpoints": ("evalsi.cli.checkpoints", "app"),
+    }
+
+
 app = typer.Typer(
     name="evalsi",
+    cls=_Commands,
     help="evalsi: evaluators as RL rewards, sandboxed code tests and checkpoint evaluation.\n\n"
     "Exit codes: 0 ok, 1 failed work, 2 bad usage or input, 3 a gate or regression failed.\n\n" + ENVIRONMENT,
     no_args_is_help=True,
@@ -51,17 +72,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-app.add_typer(rewards.app, name="rewards")
-app.add_typer(evaluators.app, name="evaluators")
-app.add_typer(datasets.app, name="datasets")
-app.add_typer(jobs.app, name="jobs")
-app.add_typer(sandbox.app, name="sandbox")
-app.add_typer(server.app, name="server")
-app.add_typer(checkpoints.app, name="checkpoints")
-app.command("run")(run_command)
-app.command("compare")(compare_command)
-app.command("view")(view_command)
-app.command("local-test")(local_test_command)
 
 
 def _version(value: bool) -> None:

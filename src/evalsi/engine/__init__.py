@@ -4,6 +4,7 @@ Every entry point (the library, trainer adapters, ``rewards serve``, the server,
 :func:`score_components`, usually by way of :meth:`evalsi.rewards.Reward.component_scores`.
 """
 
+from evalsi._util.public import publish
 from evalsi.engine._cache import CacheStats, ScoreCache
 from evalsi.engine._keys import record_key
 from evalsi.engine._runner import (
@@ -28,3 +29,5 @@ __all__ = [
     "record_key",
     "score_components",
 ]
+
+publish(__name__)

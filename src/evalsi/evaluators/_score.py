@@ -29,19 +29,38 @@ class Score:
 
     @classmethod
     def ok(cls, value: float | bool, reason: str | None = None, details: Mapping[str, Any] | None = None) -> Score:
-        """A decided score. A non-finite number is turned into an error: it cannot be a reward."""
+        """A decided score. A non-finite number is turned into an error: it cannot be a reward.
+
+        Args:
+            value: The score: a number, or a bool for pass/fail.
+            reason: Why, in a few words.
+            details: Further data for breakdowns and debugging.
+
+        """
         if not isinstance(value, bool) and not math.isfinite(value):
             return cls.error(f"evaluator returned a non-finite value ({value})", details)
         return cls(value, "ok", reason, details)
 
     @classmethod
     def skipped(cls, reason: str, details: Mapping[str, Any] | None = None) -> Score:
-        """The evaluator does not apply to this record; it adds nothing to a reward."""
+        """The evaluator does not apply to this record; it adds nothing to a reward.
+
+        Args:
+            reason: Why the evaluator does not apply.
+            details: Further data for debugging.
+
+        """
         return cls(None, "skipped", reason, details)
 
     @classmethod
     def error(cls, reason: str, details: Mapping[str, Any] | None = None) -> Score:
-        """The evaluator could not decide; the spec's ``onError`` says what that means for the reward."""
+        """The evaluator could not decide; the spec's ``onError`` says what that means for the reward.
+
+        Args:
+            reason: What went wrong.
+            details: Further data for debugging.
+
+        """
         return cls(None, "error", reason, details)
 
     @property

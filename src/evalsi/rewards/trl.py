@@ -16,8 +16,10 @@ with the spec's weights, for ``GRPOConfig(multi_objective_aggregation="normalize
 reads what it adds to the total (see :func:`evalsi.rewards._batch.vector_values`: gates and error policies apply).
 
 Each batch's scoring time is logged through TRL's ``log_metric`` as ``reward/latency_ms`` (the wall time every
-rollout of the batch waited) and ``reward/latency_ms_per_rollout`` (that time over the batch size), beside
-``kl`` and ``entropy``, so a step whose reward is the bottleneck shows it.
+rollout of the batch waited), ``reward/latency_ms_per_rollout`` (that time over the batch size) and
+``reward/latency_ms/p50``, ``/p90``, ``/p99`` (the percentiles of each rollout's own scoring time: what its
+components took; in-process scoring only), beside ``kl`` and ``entropy``, so a step whose reward is the
+bottleneck shows it, and whether a few slow rollouts make it so.
 
 With ``monitor=Monitor(...)`` the total's function also feeds each scored batch to the training monitors
 (:mod:`evalsi.monitors`) and logs ``monitor/<signal>``, ``monitor/<signal>/fired``,
@@ -34,7 +36,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from evalsi.monitors import Monitor, metrics
@@ -49,6 +51,7 @@ from evalsi.rewards._batch import (
     vector_values,
 )
 from evalsi.rewards._compose import RewardResult
+from evalsi.rewards._latency import latency_percentiles
 from evalsi.rewards._monitoring import observation
 from evalsi.rewards._scorer import Scorer, SpecSource, open_scorer, resource_of, server_of
 
@@ -63,6 +66,7 @@ class _Entry:
     future: Future[list[RewardResult]]
     reads: int = 0
     latency_ms: float = 0.0
+    percentiles: dict[str, float] = field(default_factory=dict)
 
 
 class BatchMemo:
@@ -90,7 +94,7 @@ class BatchMemo:
             self._compute(batch, entry)
         results = self._read(entry, entry.future.result())
         if owner:
-            _log_latency(log_metric, entry.latency_ms, len(results))
+            _log_latency(log_metric, entry, len(results))
         return results
 
     async def results_async(
@@ -102,7 +106,7 @@ class BatchMemo:
             await asyncio.to_thread(self._compute, batch, entry)
         results = self._read(entry, await asyncio.wrap_future(entry.future))
         if owner:
-            _log_latency(log_metric, entry.latency_ms, len(results))
+            _log_latency(log_metric, entry, len(results))
         return results
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -133,6 +137,7 @@ class BatchMemo:
         try:
             results = self.scorer.score(rows(batch))
             entry.latency_ms = (time.perf_counter() - started) * 1000.0
+            entry.percentiles = latency_percentiles(results)
             future.set_result(results)
         except BaseException as exc:
             with self._lock:  # a failed batch is not remembered: calling again retries it
@@ -142,13 +147,18 @@ class BatchMemo:
             future.set_exception(exc)
 
 
-def _log_latency(log_metric: Callable[[str, float], None] | None, latency_ms: float, count: int) -> None:
-    """Report a batch's scoring time through TRL's ``log_metric`` (absent in TRL before 1.0: nothing logged)."""
+def _log_latency(log_metric: Callable[[str, float], None] | None, entry: _Entry, count: int) -> None:
+    """Report a batch's scoring time and its rollouts' percentiles through TRL's ``log_metric``.
+
+    TRL before 1.0 has no ``log_metric``: nothing is logged then.
+    """
     if log_metric is None or not callable(log_metric):
         return
-    log_metric(LATENCY_KEY, latency_ms)
+    log_metric(LATENCY_KEY, entry.latency_ms)
     if count:
-        log_metric(LATENCY_KEY + "_per_rollout", latency_ms / count)
+        log_metric(LATENCY_KEY + "_per_rollout", entry.latency_ms / count)
+    for key, value in entry.percentiles.items():
+        log_metric(key, value)
 
 
 def _memo_for(resource: dict[str, Any], server: str | None, readers: int) -> BatchMemo:

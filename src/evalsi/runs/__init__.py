@@ -20,6 +20,7 @@ Example:
 
 """
 
+from evalsi._util.public import publish
 from evalsi.runs._bind import BoundRun, bind_run, load_run, run_from_mapping
 from evalsi.runs._builtin import BUILTINS, load_builtin
 from evalsi.runs._compare import (
@@ -138,3 +139,5 @@ __all__ = [
     "summarize",
     "validation_message",
 ]
+
+publish(__name__)

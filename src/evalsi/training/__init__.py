@@ -16,6 +16,7 @@ Example:
 
 """
 
+from evalsi._util.public import publish
 from evalsi.runs._curve import step_files
 from evalsi.training._checkpoints import (
     Checkpoint,
@@ -125,3 +126,5 @@ __all__ = [
     "step_files",
     "stop_process",
 ]
+
+publish(__name__)
