@@ -168,7 +168,7 @@ def test_every_example_is_run_by_a_test() -> None:
     """Each runnable example (a spec, script or config) is named by a test here or in an integration session."""
     tests = Path(__file__).parent
     text = Path(__file__).read_text() + "".join(
-        p.read_text() for p in (tests / "integrations").glob("*/test_example*.py")
+        p.read_text() for p in (tests / "integrations").glob("*/test_*.py")
     )
     helpers = {"toy_model.py"}  # the stand-in model math-run.yaml calls
     runnable = [p.name for p in EXAMPLES.iterdir() if p.suffix in {".py", ".sh", ".yaml"} and p.name not in helpers]
