@@ -16,14 +16,23 @@ from typing import Any
 import pytest
 
 PACKAGES = [
+    "evalsi",
     "evalsi.engine",
     "evalsi.errors",
     "evalsi.evaluators",
     "evalsi.evaluators.judge",
     "evalsi.evaluators.rl.math_equiv",
+    "evalsi.monitors",
+    "evalsi.ray",
+    "evalsi.ray.openrlhf",
+    "evalsi.ray.verl",
     "evalsi.records",
     "evalsi.rewards",
+    "evalsi.rewards.openrlhf",
     "evalsi.rewards.probes",
+    "evalsi.rewards.serve",
+    "evalsi.rewards.trl",
+    "evalsi.rewards.verl",
     "evalsi.sandbox",
     "evalsi.specs",
     "evalsi.stats",
