@@ -37,6 +37,8 @@ PACKAGES = [
     "evalsi.specs",
     "evalsi.stats",
     "evalsi.testing",
+    "evalsi.training.callback",
+    "evalsi.view",
 ]
 
 
