@@ -34,6 +34,7 @@ PACKAGES = [
     "evalsi.rewards.trl",
     "evalsi.rewards.verl",
     "evalsi.sandbox",
+    "evalsi.server",
     "evalsi.specs",
     "evalsi.stats",
     "evalsi.testing",
