@@ -33,6 +33,7 @@ PACKAGES = [
     "evalsi.rewards.serve",
     "evalsi.rewards.trl",
     "evalsi.rewards.verl",
+    "evalsi.runs",
     "evalsi.sandbox",
     "evalsi.server",
     "evalsi.specs",
