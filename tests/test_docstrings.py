@@ -39,6 +39,7 @@ PACKAGES = [
     "evalsi.specs",
     "evalsi.stats",
     "evalsi.testing",
+    "evalsi.training",
     "evalsi.training.callback",
     "evalsi.view",
 ]

@@ -127,7 +127,12 @@ class Watcher:
         """What this watcher did so far (kept when ``run`` is interrupted)."""
 
     def run(self, until: Callable[[], bool] | None = None) -> WatchReport:
-        """Watch until interrupted (Ctrl-C), until ``until()`` is true, or with ``once`` until nothing is left."""
+        """Watch until interrupted (Ctrl-C), until ``until()`` is true, or with ``once`` until nothing is left.
+
+        Args:
+            until: Checked between checkpoints; the watch stops once it returns True.
+
+        """
         report = self.report
         last_waiting: list[tuple[Checkpoint, str]] | None = None
         while until is None or not until():
