@@ -42,6 +42,8 @@ PACKAGES = [
     "evalsi.training",
     "evalsi.training.callback",
     "evalsi.view",
+    "evalsi_harness",
+    "evalsi_harness.gym",
 ]
 
 
