@@ -87,6 +87,8 @@ class Watcher:
         once: Evaluate what is there (waiting for checkpoints that are settling) and return; the highest step
             there is the final one.
         display: Where progress goes.
+        clock: The wall clock settling is timed by (tests pass a fake one).
+        sleep: How the watcher waits between looks (tests pass a fake one).
         stop_on: Monitors (``monitor:<name>``) that also write the stop file: when a checkpoint's
             ``trainer_state.json`` logged one as fired (``monitor/<name>/fired``), before that checkpoint is
             evaluated.
