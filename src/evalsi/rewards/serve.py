@@ -60,7 +60,7 @@ class Batcher:
 
     Args:
         reward: The loaded spec to score with.
-        max_batch: The most records merged into one engine call.
+        max_batch: The most records merged into one engine call (a larger request is scored alone).
 
     """
 
@@ -138,7 +138,7 @@ def create_app(reward: Reward, *, max_batch: int = 4096, on_ready: Callable[[], 
 
     Args:
         reward: The loaded spec to score with.
-        max_batch: The most records merged into one engine call.
+        max_batch: The most records merged into one engine call (a larger request is scored alone).
         on_ready: Called once the app can take requests.
 
     Raises:
@@ -258,7 +258,7 @@ def run(
         reward: The loaded spec to score with.
         host: The address to bind.
         port: The port; 0 for a free one.
-        max_batch: The most records merged into one engine call.
+        max_batch: The most records merged into one engine call (a larger request is scored alone).
         log_level: uvicorn's log level.
 
     Raises:

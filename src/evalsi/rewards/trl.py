@@ -78,7 +78,7 @@ class BatchMemo:
     forgotten (results kept alive longer only cost the garbage collector); at most ``size`` batches are kept.
 
     Args:
-        scorer: What scores a batch: a loaded spec or a Reward Service client.
+        scorer: What scores a batch: a loaded spec, a Reward Service client or a Ray pool.
         readers: How many functions read each batch.
         size: The most batches remembered at once.
 
@@ -191,7 +191,7 @@ class RewardFunction:
         memo: The memo shared by the spec's functions.
         name: The function's ``__name__``, which TRL logs its values under.
         component: The component it reads; None for the total.
-        monitor: The training monitor fed each batch, if any (one function of a spec has it).
+        monitor: The training monitor fed each batch, if any (the total's function has it).
         max_completion_length: TRL's completion length limit, for the monitor's truncation rate.
         vector: Read the component as it counts in the total (gated: 0.0) rather than as it scored.
 

@@ -160,7 +160,7 @@ def generated_otherwise(results: Mapping[str, Any], run: BoundRun, model: Mappin
     Args:
         results: A results document (an earlier run's).
         run: The bound run about to resume it.
-        model: What the target serves (a checkpoint's description), if known.
+        model: What generates the completions beyond the spec (a checkpoint's fingerprint and serving), if any.
 
     """
     found = (results.get("fingerprints") or {}).get("parts")
