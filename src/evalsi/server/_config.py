@@ -211,7 +211,16 @@ class ServerConfig(BaseModel):
         return (self.base_dir / self.spec.evaluators.storage_dir).resolve()
 
     def storage_quota(self, project: str, name: str) -> tuple[int | None, str]:
-        """A project's storage quota ``name`` (see :class:`StorageQuota`) and the config field that sets it."""
+        """A project's storage quota ``name`` (see :class:`StorageQuota`) and the config field that sets it.
+
+        Args:
+            project: The project.
+            name: The quota's field in :class:`StorageQuota`.
+
+        Returns:
+            The limit (None: unlimited) and the config field it comes from, for error messages.
+
+        """
         own = self.spec.quotas.get(project)
         value = getattr(own, name) if own is not None else None
         if value is not None:
@@ -230,6 +239,9 @@ def resolve_database_url(url: str, base_dir: Path) -> str:
 def load_config(path: str | Path | None) -> ServerConfig:
     """The ServerConfig in ``path``, or the defaults when ``path`` is None.
 
+    Args:
+        path: A YAML file holding a ``ServerConfig`` resource; None for the defaults.
+
     Raises:
         SpecError: The file or a field is invalid; the message names the file, line and field path.
 
@@ -245,7 +257,16 @@ def load_config(path: str | Path | None) -> ServerConfig:
 
 
 def config_from_mapping(spec: dict[str, Any], base_dir: Path | None = None) -> ServerConfig:
-    """A ServerConfig from a ``spec`` mapping (tests, embedding), validated like a file."""
+    """A ServerConfig from a ``spec`` mapping (tests, embedding), validated like a file.
+
+    Args:
+        spec: The ``spec`` part of a ServerConfig resource.
+        base_dir: What relative paths in it are resolved against; None for the current directory.
+
+    Raises:
+        SpecError: A field is invalid (the message names its path).
+
+    """
     raw = {"apiVersion": API_VERSION, "kind": "ServerConfig", "metadata": {"name": "inline"}, "spec": spec}
     resource = parse_resources([document_from_mapping(raw)])[0]
     try:
