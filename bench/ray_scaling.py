@@ -2,23 +2,27 @@
 
     python bench/ray_scaling.py [--quick] [--address ADDRESS] [--batches 6] [--batch 256] [--actors 1,2,4]
 
-Needs the ``ray`` extra (``pip install 'evalsi[ray]'``; the ``ray`` nox session has it). Without ``--address``
-it starts a local Ray instance with as many CPUs as the machine has. The workload is the example math reward
+Needs the ``ray`` extra (``pip install 'evalsi[ray]'``; the ``ray`` nox session has it). Without ``--address`` it
+starts a local Ray instance with as many CPUs as the machine has (token authentication with a token of its own, so
+a token file another Ray instance left in ``~/.ray`` does not lock it out). The workload is the example math reward
 (format-check, math-equiv, overlong-penalty) over GRPO-style batches of ``--batch`` rollouts: ``--workload
-grpo-math`` (the default) is the realistic mix of ``bench/math_equiv.py`` (word problems, fractions, LaTeX
-expressions, sets; 8 samples per prompt repeating a few answers), each batch from its own seed; ``trivial`` is
-one-line answers that math-equiv decides by a string comparison, so the pool's hops are most of its cost. It
-prints:
+grpo-math`` (the default) is the realistic mix of ``bench/math_equiv.py`` (word problems, fractions, LaTeX expressions,
+sets; 8 samples per prompt repeating a few answers), each batch from its own seed; ``trivial`` is one-line answers
+that math-equiv decides by a string comparison, so the pool's hops are most of its cost. It prints:
 
 1. rollouts/s of in-process scoring (``Reward.score``, one process with its math worker pool), measured before
    and after the pools, the faster counting;
 2. rollouts/s of a ``RewardPool`` with 1, 2 and 4 actors (``pool.score`` of the same batches), and each one's
-   ratio to in-process;
+   ratio to in-process. Each configuration runs on a clean pool: the previous pool's ``shutdown()`` has
+   returned only once its actors, their math workers and sandboxes are gone (the bench checks that no
+   ``ScorerActor`` process is left before it starts the next), and ``pool.warm`` has started every actor's
+   workers before the clock starts (an actor's math-equiv template imports sympy on first use: seconds);
 3. the per-rollout overhead of the pool over in-process at that batch size: (pool with 1 actor − in-process) /
    in-process, the cost of the hops (caller → coordinator → actor and back, the pickling of records and
    scores, the shared-cache round trip). The target is under 10% at 256-rollout batches.
 
-Ratios, not absolute numbers, are the result: they are measured in the same run on the same machine.
+Ratios, not absolute numbers, are the result: they are measured in the same run on the same machine. The
+machine's load average is printed before and after, so a figure taken on a busy machine says so.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ import argparse
 import importlib.util
 import os
 import random
+import secrets
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -77,6 +83,42 @@ def timed(score: Any, batches: list[list[dict[str, Any]]]) -> float:
     return sum(len(b) for b in batches[1:]) / (time.perf_counter() - started)
 
 
+def fresh_reward(warm_up: list[dict[str, Any]]) -> evalsi.rewards.Reward:
+    """The spec bound anew, with no memoised verdicts and its math workers started: what a new actor holds.
+
+    The example's math problems repeat across batches, so a reward that scored earlier batches would answer
+    from its cache and memo and flatter in-process scoring against a pool's fresh actors.
+    """
+    reward = evalsi.rewards.load(SPEC)
+    for component in reward.components:
+        component.evaluator.close()  # math-equiv forgets its verdicts (its workers start again on first use)
+    reward.component_scores(reward.records(warm_up), cache=None)
+    return reward
+
+
+def breakdown(pool: RewardPool, batches: list[list[dict[str, Any]]]) -> tuple[float, float]:
+    """Rollouts/s of ``pool.score`` over the batches (the first a warm-up), and the share of it its actors scored."""
+    pool.score(batches[0])
+    before = sum(actor.get("seconds", 0.0) for actor in pool.stats()["actors"])
+    started = time.perf_counter()
+    for batch in batches[1:]:
+        pool.score(batch)
+    elapsed = time.perf_counter() - started
+    scoring = sum(actor.get("seconds", 0.0) for actor in pool.stats()["actors"]) - before
+    return sum(len(b) for b in batches[1:]) / elapsed, scoring / elapsed
+
+
+def scorer_processes() -> list[str]:
+    """Processes of scorer actors on this machine (``ray::ScorerActor``), as ``ps`` lists them."""
+    out = subprocess.run(["ps", "-eo", "pid,stat,args"], capture_output=True, text=True, check=False).stdout
+    return [line.strip() for line in out.splitlines() if "ray::ScorerActor" in line and " Z" not in line]
+
+
+def load() -> str:
+    """The machine's load average (1, 5, 15 minutes)."""
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a short run (3 batches of 64, 1 and 2 actors)")
@@ -89,6 +131,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.batches, args.batch, args.actors = 3, 64, "1,2"
+    if not args.address:  # read when Ray is imported
+        os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
+        os.environ.pop("RAY_AUTH_TOKEN_PATH", None)
     import ray
 
     if args.address:
@@ -108,26 +153,42 @@ def main() -> None:
     def batches() -> list[list[dict[str, Any]]]:
         return [make(args.batch, rng) for _ in range(args.batches)]
 
-    local = evalsi.rewards.load(SPEC)
+    load_before = load()
+    warm_up = make(args.batch, rng)
     # measured before and after the pools, the faster counting: right after ray.init, Ray's own processes are
     # still starting on the same cores, which would flatter the pool
-    first = timed(local.score, batches())
+    first = timed(fresh_reward(warm_up).score, batches())
     rates: dict[int, float] = {}
+    busy: dict[int, float] = {}
     for count in (int(c) for c in args.actors.split(",")):
-        with RewardPool(SPEC, num_workers=count, num_cpus=0.5, name=f"bench-{count}") as pool:
-            rates[count] = timed(pool.score, batches())
-    in_process = max(first, timed(local.score, batches()))
+        left = scorer_processes()
+        if left:
+            raise SystemExit(f"scorer actors of the previous pool are still running: {left}")
+        pool = RewardPool(SPEC, num_workers=count, num_cpus=0.5, name=f"bench-{count}")
+        try:
+            pool.warm(warm_up)  # every actor's workers started before the clock does
+            rates[count], busy[count] = breakdown(pool, batches())
+        finally:
+            stopped = pool.shutdown()
+        if not all(actor["dead"] for actor in stopped):
+            raise SystemExit(f"the {count}-actor pool's actors were not all gone after shutdown: {stopped}")
+    in_process = max(first, timed(fresh_reward(warm_up).score, batches()))
+    print(f"load average before: {load_before}; after: {load()}")
     print(f"in-process                 {in_process:9.1f} rollouts/s  (before the pools {first:.1f})")
     for count, rate in rates.items():
         print(
             f"pool, {count} actor{'s' if count > 1 else ' '}           {rate:9.1f} rollouts/s  "
-            f"{rate / in_process:5.2f}x in-process"
+            f"{rate / in_process:5.2f}x in-process  (actors scoring {busy[count]:.0%} of the time)"
         )
     if 1 in rates:
-        overhead = in_process / rates[1] - 1
+        ratio = in_process / rates[1]
         print(
             f"per-rollout overhead of the pool (1 actor) over in-process at {args.batch}-rollout batches: "
-            f"{overhead:+.1%}"
+            f"{ratio - 1:+.1%} (time per rollout ratio {ratio:.3f}; target < 1.10 at 256)"
+        )
+        print(
+            f"  of a 1-actor call's time, {busy[1]:.0%} is the actor scoring, {1 - busy[1]:.0%} the hops (caller -> "
+            "coordinator -> actor and back, pickling, the cache actor's round trip)"
         )
     print(f"(cpus: {os.cpu_count()}; ratios are of this run on this machine)")
     ray.shutdown()

@@ -59,6 +59,7 @@ BUILT_IN: dict[str, tuple[dict[str, Any], str]] = {
 NOT_PROBED = {
     "reward-model": "needs a served reward model: `evalsi rewards probe` runs `judge-injection` against yours",
     "llm-judge": "needs a judge endpoint: `evalsi rewards probe` runs `judge-injection` against yours",
+    "pairwise-judge": "needs a judge endpoint: `evalsi rewards probe` runs `judge-injection` against yours",
     "task-checker": "scores an agent's task environment, not a completion: see agent tasks",
     "evaluation-test": "the test double of `evalsi.testing`, not a reward",
 }

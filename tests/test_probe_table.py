@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import importlib.util
+from importlib.metadata import distribution
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-from evalsi.evaluators import available_names
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "reference" / "probe-table.md"
@@ -24,7 +23,10 @@ def _script() -> Any:
 
 def test_the_page_names_every_built_in_evaluator_and_example_spec() -> None:
     page = PAGE.read_text()
-    missing = [name for name in available_names() if f"`{name}`" not in page]
+    # evalsi's own entry points, not the registry: other tests in this process register evaluators of their own
+    built_in = [point.name for point in distribution("evalsi").entry_points if point.group == "evalsi.evaluators"]
+    assert "math-equiv" in built_in
+    missing = [name for name in built_in if f"`{name}`" not in page]
     assert not missing, f"docs/reference/probe-table.md lacks {missing}: run scripts/probe_table.py --output {PAGE}"
     assert "not covered by this table" not in page
     for spec in ("math-reward.yaml", "code-reward.yaml"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from evalsi.errors import DataError
-from evalsi.records import from_rollout
+from evalsi.records import Record, from_rollout
 
 
 def test_prompt_completion_and_reference_order() -> None:
@@ -90,3 +90,22 @@ def test_bad_rollouts_name_their_index(rollout: dict[str, object], message: str)
 def test_a_rollout_must_be_a_mapping() -> None:
     with pytest.raises(DataError, match="rollout 0: a rollout must be a mapping"):
         from_rollout(["completion"], index=0)  # type: ignore[arg-type]
+
+
+def test_records_and_scores_survive_pickling_whole() -> None:
+    import pickle
+
+    from evalsi.evaluators import Score
+
+    record = Record(
+        completion=[{"role": "assistant", "content": "4"}],
+        prompt="2+2?",
+        reference={"answer": 4},
+        completion_tokens=3,
+        id="r-1",
+        metadata={"group_id": 7, "tags": ("a", "b")},
+    )
+    scores = [Score.ok(True, "fine", {"extracted": "4"}), Score.skipped("no reference"), Score.error("down")]
+    assert pickle.loads(pickle.dumps(record)) == record
+    assert pickle.loads(pickle.dumps(scores)) == scores
+    assert pickle.loads(pickle.dumps(record)).metadata["tags"] == ("a", "b")  # types kept, not turned into JSON

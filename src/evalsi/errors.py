@@ -32,6 +32,7 @@ so callers can catch either::
     ├── RewardPoolError(RuntimeError)           evalsi.ray        the Ray reward pool could not score a rollout
     ├── RewardPoolStartError(RuntimeError)      evalsi.ray        the Ray reward pool did not start
     ├── ChunkFailed(RuntimeError)               evalsi.ray._coordinator  a chunk could not be scored
+    ├── GroupTooLarge(ValueError)               evalsi.ray._coordinator  whole groups larger than the pool's queue
     ├── ServiceError                            evalsi.server._errors    a refused or failed call, with its status
     ├── ImageError(ValueError)                  evalsi_harness    an agent task's image cannot be used
     ├── TaskEnvError(RuntimeError)              evalsi_harness    a task environment cannot go on
@@ -54,6 +55,15 @@ class SpecError(EvalsiError, ValueError):
     """A spec is invalid; the message names the file, line and field path and what would be valid."""
 
     def __init__(self, message: str, *, file: str | None = None, line: int | None = None, path: str = "") -> None:
+        """Locate ``message`` in the spec that caused it.
+
+        Args:
+            message: What is wrong and what would be valid.
+            file: The spec's file, when it came from one.
+            line: The line of the offending field.
+            path: The field's path (``spec.components[1].weight``).
+
+        """
         self.file = file
         self.line = line
         self.path = path
@@ -67,6 +77,15 @@ class DataError(EvalsiError, ValueError):
     def __init__(
         self, message: str, *, file: str | None = None, line: int | None = None, index: int | None = None
     ) -> None:
+        """Locate ``message`` in the data that caused it.
+
+        Args:
+            message: What is wrong and what would be valid.
+            file: The data file, when it came from one.
+            line: The line of the offending row.
+            index: The rollout's position in its batch, when there is no file.
+
+        """
         self.file = file
         self.line = line
         self.index = index
@@ -79,6 +98,14 @@ class UnknownEvaluatorError(EvalsiError, KeyError):
     """No evaluator is registered under the requested name."""
 
     def __init__(self, name: str, suggestions: list[str], *, hint: str = "") -> None:
+        """Name the evaluator asked for and the closest registered names.
+
+        Args:
+            name: The name asked for.
+            suggestions: Registered names close to ``name``.
+            hint: A message that replaces the suggestions (e.g. the name is server-side only).
+
+        """
         self.name = name
         self.suggestions = suggestions
         if hint:
@@ -96,6 +123,14 @@ class RewardBatchError(EvalsiError, RuntimeError):
     """A component errored with ``onError: raise``, so the whole batch failed and no reward is returned."""
 
     def __init__(self, index: int, component: str, cause: str) -> None:
+        """Name the rollout and component whose error failed the batch.
+
+        Args:
+            index: The rollout's position in the batch.
+            component: The component's name.
+            cause: The component's error reason.
+
+        """
         self.index = index
         self.component = component
         self.cause = cause

@@ -64,6 +64,10 @@ class Record:
 
         Names: ``completion``, ``prompt``, ``reference``, ``completion_tokens``, ``id``, ``metadata``, or
         ``metadata.<key>`` (None when the key is absent).
+
+        Args:
+            name: A field name (``prompt``, ``completion``, ``reference``, ``metadata.KEY``...).
+
         """
         if name.startswith("metadata."):
             return self.metadata.get(name[len("metadata.") :])
@@ -81,14 +85,31 @@ class Record:
         """The key that pairs this record across runs: its ``id`` when given, else its content hash."""
         return self.id if self.id is not None else self.content_hash()
 
+    def __reduce__(self) -> tuple[type[Record], tuple[Any, ...]]:
+        """Pickle as a constructor call: several times faster than a slotted dataclass's per-field state.
+
+        Records cross process boundaries in bulk (a Ray reward pool sends each batch to an actor).
+        """
+        return (Record, (self.completion, self.prompt, self.reference, self.completion_tokens, self.id, self.metadata))
+
 
 def canonical_json(value: Any) -> bytes:
-    """Serialise a value deterministically (sorted keys; unknown types by ``str``) for hashing."""
+    """Serialise a value deterministically (sorted keys; unknown types by ``str``) for hashing.
+
+    Args:
+        value: Any JSON-like value.
+
+    """
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)
 
 
 def content_text(content: Content | None) -> str:
-    """The text of a completion: the string itself, or the last assistant message's text content."""
+    """The text of a completion: the string itself, or the last assistant message's text content.
+
+    Args:
+        content: A string or a list of chat messages.
+
+    """
     if content is None:
         return ""
     if isinstance(content, str):
@@ -201,6 +222,9 @@ def _token_count(rollout: Mapping[str, Any], index: int | None) -> int | None:
 
 def reference_options(reference: Any) -> list[str]:
     """The answers a reference accepts, as text: a list (or tuple) accepts any of its items; None accepts nothing.
+
+    Args:
+        reference: A record's reference.
 
     Example:
         >>> reference_options(["4", 4.0, None]), reference_options("x"), reference_options(None)

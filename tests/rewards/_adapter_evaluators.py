@@ -80,3 +80,31 @@ class Gate(Evaluator[NoParams]):
         cls.entered.clear()
         cls.release.clear()
         cls.batches.clear()
+
+
+@evalsi.evaluators.register
+class Sleepy(Evaluator[NoParams]):
+    """Passes; a completion ``sleep:S`` first sleeps ``S`` seconds (scored one rollout at a time)."""
+
+    name = "test-adapters-sleepy"
+    summary = "Sleeps as long as the completion says, then passes (test evaluator)."
+    reads = ("completion",)
+
+    def score(self, record: Record, params: NoParams, ctx: ScoreContext) -> Score:
+        text = record.completion_text
+        if text.startswith("sleep:"):
+            threading.Event().wait(float(text.removeprefix("sleep:")))
+        return Score.ok(True)
+
+
+@evalsi.evaluators.register
+class SleepyBatch(Evaluator[NoParams]):
+    """Passes every rollout after one sleep of 0.3 s for the whole batch (scored a batch at a time)."""
+
+    name = "test-adapters-sleepy-batch"
+    summary = "Sleeps 0.3 s per batch, then passes every rollout (test evaluator)."
+    reads = ("completion",)
+
+    def score_batch(self, records: Sequence[Record], params: NoParams, ctx: ScoreContext) -> list[Score]:
+        threading.Event().wait(0.3)
+        return [Score.ok(True) for _ in records]

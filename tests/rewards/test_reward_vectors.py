@@ -81,6 +81,7 @@ def test_verl_dicts_carry_the_vector_and_weights(spec_file: Path) -> None:
 def test_verl_reports_the_latency_of_each_call(spec_file: Path) -> None:
     single = evalsi.rewards.verl.compute_score("d", "42", "42", {"tests": ["42"]}, spec=str(spec_file))
     assert single["reward/latency_ms"] > 0.0
+    assert 0.0 < single["reward/latency_ms/p50"] <= single["reward/latency_ms/p99"]
     batch = evalsi.rewards.verl.compute_score_batch(["d"] * 2, ["1", "2"], ["1", "1"], None, spec=str(spec_file))
     # every rollout of a batch waited for the whole batch
     assert batch[0]["reward/latency_ms"] == batch[1]["reward/latency_ms"] > 0.0
@@ -98,6 +99,7 @@ def test_openrlhf_extra_logs_carry_the_vector_weights_and_latency(
     assert logs["reward/tests"] == [0.0, 0.0, 0.0]
     assert logs["reward_weight/answer"] == [2.0] * 3 and logs["reward_weight/tests"] == [0.25] * 3
     assert len(logs["reward/latency_ms"]) == 3 and all(v > 0.0 for v in logs["reward/latency_ms"])
+    assert all(len(logs[f"reward/latency_ms/p{q}"]) == 3 for q in (50, 90, 99))
 
 
 def trl_kwargs(logged: list[tuple[str, float]]) -> dict[str, Any]:
@@ -136,9 +138,16 @@ def test_trl_logs_the_latency_once_per_batch(spec_file: Path) -> None:
     for f in funcs:
         f(**kwargs)
     names = [name for name, _ in logged]
-    assert names == ["reward/latency_ms", "reward/latency_ms_per_rollout"]
-    total, per_rollout = (value for _, value in logged)
+    assert names == [
+        "reward/latency_ms",
+        "reward/latency_ms_per_rollout",
+        "reward/latency_ms/p50",
+        "reward/latency_ms/p90",
+        "reward/latency_ms/p99",
+    ]
+    total, per_rollout, p50, p90, p99 = (value for _, value in logged)
     assert total > 0.0 and per_rollout == pytest.approx(total / 3)
+    assert 0.0 < p50 <= p90 <= p99 <= total  # each rollout's own time is part of the batch's
 
 
 def test_trl_async_functions_log_the_latency_too(spec_file: Path) -> None:
@@ -153,4 +162,10 @@ def test_trl_async_functions_log_the_latency_too(spec_file: Path) -> None:
 
     values = asyncio.run(run())
     assert values[0] == [1.0, 1.0, 0.0]
-    assert [name for name, _ in logged] == ["reward/latency_ms", "reward/latency_ms_per_rollout"]
+    assert [name for name, _ in logged] == [
+        "reward/latency_ms",
+        "reward/latency_ms_per_rollout",
+        "reward/latency_ms/p50",
+        "reward/latency_ms/p90",
+        "reward/latency_ms/p99",
+    ]

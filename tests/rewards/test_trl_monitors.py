@@ -104,7 +104,13 @@ def test_without_a_monitor_nothing_is_logged(tmp_path: Path) -> None:
     logged: list[tuple[str, float]] = []
     _call(funcs, VARIED, 1, logged)
     assert [name for name, _ in logged if name.startswith("monitor/")] == []
-    assert {name for name, _ in logged} <= {"reward/latency_ms", "reward/latency_ms_per_rollout"}
+    assert {name for name, _ in logged} <= {
+        "reward/latency_ms",
+        "reward/latency_ms_per_rollout",
+        "reward/latency_ms/p50",
+        "reward/latency_ms/p90",
+        "reward/latency_ms/p99",
+    }
 
 
 @pytest.mark.sandbox

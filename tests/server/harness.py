@@ -18,7 +18,7 @@ import yaml
 
 from evalsi.server._db import migrate, open_engine
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2_grpc as pb_grpc
-from evalsi.server._tokens import TokenStore
+from evalsi.server._token_store import TokenStore
 from tests.server.messages import message_to_json, request_message
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,8 +27,13 @@ CONNECT_PATH = "/evalsi.v1alpha1.RewardService/ScoreRewards"
 
 
 def write_config(directory: Path, spec: dict[str, Any], name: str = "server.yaml") -> Path:
-    """A ServerConfig file with loopback listeners on free ports and the test evaluators imported."""
-    body = {"listen": {"host": "127.0.0.1", "port": 0, "grpc_port": 0}, "imports": ["tests.server.plugins"], **spec}
+    """A ServerConfig file with loopback listeners on free ports and the test evaluators imported.
+
+    A ``listen`` section in ``spec`` adds to the loopback defaults, so a test that sets one option still binds free
+    ports (not the default 8080, which parallel workers would fight over).
+    """
+    listen = {"host": "127.0.0.1", "port": 0, "grpc_port": 0, **spec.get("listen", {})}
+    body = {"imports": ["tests.server.plugins"], **spec, "listen": listen}
     path = directory / name
     document = {"apiVersion": "evals.si/v1alpha1", "kind": "ServerConfig", "metadata": {"name": "test"}, "spec": body}
     path.write_text(yaml.safe_dump(document, sort_keys=False))

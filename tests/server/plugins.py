@@ -41,6 +41,8 @@ class GateParams(ev.Params):
     gate: str
     """Scoring blocks until this file exists."""
     timeout: float = 60.0
+    entered: str | None = None
+    """Created when scoring starts, so a test can wait for the call to be in flight."""
 
 
 @ev.register
@@ -53,6 +55,8 @@ class GateEvaluator(ev.Evaluator[GateParams]):
     pack = "test"
 
     def score_batch(self, records: Sequence[Record], params: GateParams, ctx: ev.ScoreContext) -> list[ev.Score]:
+        if params.entered is not None:
+            Path(params.entered).touch()
         deadline = time.monotonic() + params.timeout
         while not Path(params.gate).exists():
             if time.monotonic() > deadline:

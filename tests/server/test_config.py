@@ -13,7 +13,7 @@ from evalsi.errors import SpecError
 from evalsi.server import load_config
 from evalsi.server._db import open_engine
 from evalsi.server._durations import parse_duration
-from evalsi.server._tokens import TokenStore
+from evalsi.server._token_store import TokenStore
 from evalsi.server.rewards._config import ONE_WEEK
 
 

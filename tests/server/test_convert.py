@@ -13,7 +13,7 @@ from evalsi.rewards.wire import results_json
 from evalsi.server._convert import plain_numbers, request_parts, results_message
 from evalsi.server._errors import ServiceError
 from evalsi.server._trust import with_named_judges
-from evalsi.server.transport._http import parse_score_body
+from evalsi.server.transport._rewards import parse_score_body
 from tests.server.messages import message_to_json, request_message
 
 

@@ -169,6 +169,14 @@ SECRET_GRABS = [
     ),
     ({"ref": "llm-judge", "judge": {"model": "gpt-4o"}}, "spec.components[0].judge"),  # the default key, inline
     (
+        {"ref": "pairwise-judge", "judge": {"model": "m", "base_url": LISTENER + "/v1"}},
+        "spec.components[0].judge.base_url",
+    ),
+    (
+        {"ref": "pairwise-judge", "params": {"judge": {"model": "m", "api_key_env": "EVALSI_TENANT_SECRET"}}},
+        "spec.components[0].params.judge.api_key_env",
+    ),
+    (
         {"ref": "reward-model", "params": {"url": LISTENER + "/get_reward", "api_key_env": "EVALSI_TENANT_SECRET"}},
         "spec.components[0].params.url",
     ),
@@ -200,12 +208,14 @@ def test_a_request_never_sets_where_credentials_go(hostile: Hostile) -> None:
         "components": [
             {"ref": "llm-judge", "name": "judged", "judge": "strict"},
             {"ref": "reward-model", "name": "rm", "params": {"model": "rm", "normalise": "affine", "scale": 2.0}},
+            {"ref": "pairwise-judge", "name": "paired", "judge": "strict"},  # a group of one: nothing to compare
         ]
     }
     answer = post_http(hostile.server, hostile.run, named, rollouts)
     assert answer.status_code == 200, answer.text
     components = answer.json()["results"][0]["components"]
     assert components["judged"]["value"] == pytest.approx(0.7) and components["rm"]["value"] == 0.5
+    assert components["paired"]["status"] == "skipped", components["paired"]
     with hostile.upstream.lock:
         judged = [auth for path, auth, _ in hostile.upstream.seen if path == "/v1/chat/completions"]
     assert judged == [f"Bearer {JUDGE_KEY}"]
@@ -419,13 +429,16 @@ def test_healthz_answers_503_while_draining(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
     config = write_config(tmp_path, {"database": {"url": url}})
     token = make_token(url, "p", ["evaluations.run"])
-    gate = tmp_path / "release"
-    spec = {"components": [{"ref": "test-server-gate", "params": {"gate": str(gate)}}]}
+    gate, entered = tmp_path / "release", tmp_path / "entered"
+    spec = {"components": [{"ref": "test-server-gate", "params": {"gate": str(gate), "entered": str(entered)}}]}
     server = ServerProcess(config)
     try:
         with ThreadPoolExecutor(1) as pool:
             held = pool.submit(post_http, server, token, spec, [{"completion": "held"}], 120)
-            time.sleep(1.0)  # the call is in flight, waiting on the gate
+            deadline = time.monotonic() + 60
+            while not entered.exists():  # the call is in flight, waiting on the gate
+                assert time.monotonic() < deadline, "the call never reached the evaluator"
+                time.sleep(0.05)
             server.process.send_signal(15)
             deadline = time.monotonic() + 30
             while (health := httpx.get(server.http + "/healthz", timeout=5)).status_code != 503:

@@ -21,7 +21,8 @@ from sqlalchemy import select
 
 from evalsi.server._db import open_engine
 from evalsi.server._tables import api_tokens
-from evalsi.server._tokens import TokenStore, digest
+from evalsi.server._token_store import TokenStore
+from evalsi.server._tokens import digest
 from evalsi.server.runs._store import RunStore
 from tests.server.harness import ServerProcess, make_token, write_config
 from tests.server.runs_data import results_document

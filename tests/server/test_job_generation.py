@@ -46,9 +46,19 @@ SECRET_BODY = "injected"  # what the loopback server's injected failures answer:
 class Env:
     """The running server, the scripted upstream, and the module's token."""
 
-    def __init__(self, server: ServerProcess, upstream: OpenAIServer, token: str, ops: str, others: list[str]) -> None:
+    def __init__(
+        self,
+        server: ServerProcess,
+        upstream: OpenAIServer,
+        broken: OpenAIServer,
+        token: str,
+        ops: str,
+        others: list[str],
+    ) -> None:
         self.server = server
         self.upstream = upstream
+        self.broken = broken
+        """A replica of the ``replicas`` target that answers every request with 500."""
         self.token = token
         self.ops = ops
         self.others = others
@@ -60,7 +70,8 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     directory = tmp_path_factory.mktemp("generation")
     database = f"sqlite:///{directory / 'server.db'}"
     storage = Path(tempfile.mkdtemp(prefix="evalsi-generation-test-"))  # under /tmp: sandbox users must reach it
-    with OpenAIServer(answers=ANSWERS, default="I do not know") as upstream:
+    with OpenAIServer(answers=ANSWERS, default="I do not know") as upstream, OpenAIServer() as broken:
+        broken.inject(status=500, times=1_000_000)
         target = {"base_url": upstream.base_url, "model": "test-model", "max_tokens": 64, "max_concurrency": 4,
                   "timeout": 60, "retries": 1, "retry_backoff": 0}  # fmt: skip
         spec = {
@@ -72,6 +83,10 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
                 "keyed": {**target, "api_key_env": "EVALSI_TEST_TARGET_KEY"},
                 "unkeyed": {**target, "api_key_env": "EVALSI_TEST_TARGET_KEY_UNSET"},
                 "narrow": {**target, "max_concurrency": 2},  # each project: project_share 0.5 of it, 1 request
+                "replicas": {
+                    **{k: v for k, v in target.items() if k != "base_url"},
+                    "base_urls": [broken.base_url, upstream.base_url],
+                },
             },
         }
         config = write_config(directory, spec)
@@ -85,7 +100,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
             assert uploaded.status_code == 200, uploaded.text
             assert post(server, token, "datasets", {"datasetId": "questions", "jsonl": jsonl(QUESTIONS)}).is_success
             assert wait_built(server, token, "capitals")["state"] == "ACTIVE"
-            yield Env(server, upstream, token, ops, others)
+            yield Env(server, upstream, broken, token, ops, others)
     os.environ.pop("EVALSI_TEST_TARGET_KEY", None)
     shutil.rmtree(storage, ignore_errors=True)
 
@@ -139,6 +154,26 @@ def test_a_job_with_a_target_generates_the_missing_replies_and_scores_them(env: 
     assert "generation" not in rows[2]  # its reply was the dataset's
 
 
+def test_a_target_of_two_replicas_one_failing_generates_every_row_on_the_other(env: Env) -> None:
+    since, tried = len(env.upstream.requests), env.broken.request_count()
+    created = create(env, "replicas-1", "questions", "replicas-out-1", target="replicas")
+    assert created.status_code == 200, created.text
+    job = wait_state(env.server, env.token, "replicas-1", TERMINAL)
+    assert job["state"] == "COMPLETED", job
+    stats = job["outputStats"]
+    assert (stats["rows"], stats["scored"], stats["errored"]) == (4, 4, 0)
+    assert (int(stats["generated"]), int(stats.get("generationFailed", 0))) == (3, 0)
+    assert env.broken.request_count() > tried  # the failing replica was asked, and its requests went elsewhere
+    sent = bodies(env, {"Capital of France?", "Capital of Japan?", "Capital of Peru?"}, since)
+    assert sorted(b["messages"][-1]["content"] for b in sent) == ["Capital of France?", "Capital of Japan?",
+                                                                   "Capital of Peru?"]  # fmt: skip
+    rows = output_rows(env, "replicas-out-1")
+    assert [r["messages"][-1]["content"] for r in rows] == ["It is Paris.", "Kyoto", "Rome, of course",
+                                                            "Lima is the capital"]  # fmt: skip
+    assert [r["evaluation_result"]["score"] for r in rows] == [1.0, 0.0, 1.0, 1.0]
+    assert rows[0]["generation"]["target"] == "replicas"
+
+
 def test_a_job_without_a_target_still_scores_rows_as_given(env: Env) -> None:
     since = len(env.upstream.requests)
     assert create(env, "plain-1", "questions", "plain-out-1").status_code == 200
@@ -162,6 +197,7 @@ def test_an_unknown_target_is_refused_naming_it_and_the_valid_ones(env: Env) -> 
     ("params", "status", "named"),
     [
         ({"base_url": "http://169.254.169.254/v1"}, 403, "completionParams.base_url"),
+        ({"baseUrls": ["http://127.0.0.1:1/v1", "http://169.254.169.254/v1"]}, 403, "completionParams.baseUrls"),
         ({"api_key": "sk-x"}, 403, "completionParams.api_key"),
         ({"extra_body": {"guided_json": {}}}, 403, "completionParams.extra_body"),
         ({"headers": {"X-Admin": "1"}}, 403, "completionParams.headers"),

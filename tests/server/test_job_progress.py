@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import Engine, insert
 
 from evalsi.server._db import open_database
-from evalsi.server.evaluation._overview import EvaluationOverview
+from evalsi.server.evaluation._overview_store import EvaluationOverview
 from evalsi.server.evaluation._tables import datasets, evaluation_jobs
 from evalsi.server.evaluation.jobs._store import JobStore
 

@@ -31,10 +31,22 @@ def test_a_target_is_read_with_its_ceilings_and_becomes_a_run_engine_target() ->
     assert spec.headers == {}
 
 
+def test_a_target_of_replicas_becomes_a_run_engine_target_spreading_over_them() -> None:
+    replicas = ["http://127.0.0.1:8001/v1", "http://127.0.0.1:8002/v1"]
+    config = config_from_mapping({"targets": {"dp": {"baseUrls": replicas, "model": "m"}}})
+    spec = config.spec.targets["dp"].target_spec()
+    assert (spec.base_url, spec.base_urls, spec.endpoints()) == (None, replicas, replicas)
+
+
 @pytest.mark.parametrize(
     ("entry", "named"),
     [
-        ({"model": "m"}, "targets.m.baseUrl"),  # a missing field is named in camelCase
+        ({"model": "m"}, "targets.m: Value error, give baseUrl (one server) or baseUrls (its replicas)"),
+        ({**TARGET, "base_urls": ["http://127.0.0.1:8001/v1"]}, "baseUrls (its replicas), not both"),
+        ({"model": "m", "base_urls": ["http://127.0.0.1:8001/v1", "file:///etc"]}, "base_urls[1] must be an http"),
+        ({"model": "m", "base_urls": ["http://127.0.0.1:8001/v1"] * 2}, "base_urls lists a replica twice"),
+        ({"model": "m", "base_urls": []}, "targets.m.base_urls"),
+        ({"model": "m", "base_url": "gopher://x"}, "targets.m.base_url"),
         ({**TARGET, "max_tokens": 0}, "targets.m.max_tokens"),
         ({**TARGET, "headers": {"X": "1"}}, "targets.m.headers"),
     ],
@@ -58,6 +70,8 @@ def test_completion_params_keep_sampling_fields_and_clamp_max_tokens() -> None:
     ("params", "status", "named"),
     [
         ({"baseUrl": "http://x"}, "permission_denied", "completionParams.baseUrl"),
+        ({"baseUrls": ["http://127.0.0.1:8000/v1", "http://x"]}, "permission_denied", "completionParams.baseUrls"),
+        ({"base_urls": ["http://x"]}, "permission_denied", "completionParams.base_urls"),
         ({"extraBody": {}}, "permission_denied", "completionParams.extraBody"),
         ({"top_k": 5}, "invalid_argument", "completionParams.top_k"),
         ({"seed": "7"}, "invalid_argument", "completionParams.seed"),

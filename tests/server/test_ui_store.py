@@ -12,10 +12,11 @@ from sqlalchemy import Engine, func, select
 from evalsi.server._db import open_database
 from evalsi.server._errors import ServiceError
 from evalsi.server._tables import api_tokens
-from evalsi.server._tokens import TokenStore, digest
+from evalsi.server._token_store import TokenStore
+from evalsi.server._tokens import digest
 from evalsi.server.runs._store import RunStore
 from evalsi.server.runs._tables import run_labels, run_records
-from evalsi.server.ui._sessions import MAX_PER_TOKEN, Sessions
+from evalsi.server.ui._session_store import MAX_PER_TOKEN, Sessions
 from evalsi.server.ui._tables import ui_sessions
 from tests.server.postgres import fresh_database, running_postgres
 from tests.server.runs_data import results_document

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import json
 from pathlib import Path
 from typing import Any
@@ -10,6 +12,7 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
+from evalsi.cli.checkpoints import EvaluatorOptions, eval_command, watch_command
 from evalsi.cli.main import app
 from tests.training.conftest import RunningVLLM, answers, lora_arguments, write_adapter, write_model, write_spec
 
@@ -173,3 +176,15 @@ def test_watch_once_exits_3_when_a_checkpoint_fails_its_spec_gate(tmp_path: Path
         )
     assert result.exit_code == 3, result.output
     assert "checkpoint-1: gate failed" in result.output
+
+
+def test_eval_and_watch_build_their_evaluator_from_one_set_of_options(tmp_path: Path) -> None:
+    names = [f.name for f in dataclasses.fields(EvaluatorOptions)]
+    for command in (eval_command, watch_command):
+        assert set(names) <= set(inspect.signature(command).parameters), command.__name__
+    # The same bad option fails the same way in both commands (one place builds the serving and the evaluator).
+    spec = write_spec(tmp_path / "specs")
+    shared = ["-f", str(spec), "--training-run", "r", "--log-dir", str(tmp_path / "logs"), "--regression", "nope"]
+    for args in (["eval", "base", "--step", "base"], ["watch", str(tmp_path), "--once"]):
+        result = invoke(*args, *shared, "--serve", "endpoint", "--base-url", "http://127.0.0.1:9/v1", "-q")
+        assert result.exit_code == 2 and "'nope' is not a metric of the run specs" in result.output, result.output

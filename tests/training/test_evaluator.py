@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -104,3 +106,37 @@ def test_a_scorer_factory_scores_every_steps_generations(tmp_path: Path) -> None
     values = [s["scores"]["exact-match"]["value"] for r in data["records"] for s in r["samples"]]
     assert values == [len(c) == 2 for c in completions]
     assert sum(values) == 10
+
+
+def test_a_step_file_is_written_once_with_its_checkpoint_section_and_not_read_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = write_spec(tmp_path / "specs")
+    step_path = tmp_path / "logs" / "grpo-1" / "forgetting" / "step-100.json"
+    events: list[tuple[str, Any]] = []
+    replace, read_bytes = os.replace, Path.read_bytes
+
+    def watched_replace(src: Any, dst: Any) -> None:  # every atomic write ends in a rename over the file
+        if Path(dst) == step_path:
+            written = orjson.loads(read_bytes(Path(src)))
+            events.append(("write", (written["status"], "checkpoint" in written)))
+        replace(src, dst)
+
+    def watched_read(self: Path) -> bytes:
+        if self == step_path:
+            events.append(("read", None))
+        return read_bytes(self)
+
+    with OpenAIServer(answers=answers(wrong=3), default="?") as server:
+        evaluator = CheckpointEvaluator(
+            [spec], "grpo-1", Endpoint(server.base_url, "served"), regression=["exact-match"], log_dir=tmp_path / "logs"
+        )
+        assert evaluator.evaluate("org/base", None).status == "ok"
+        monkeypatch.setattr(os, "replace", watched_replace)
+        monkeypatch.setattr(Path, "read_bytes", watched_read)
+        result = evaluator.evaluate(write_model(tmp_path / "out" / "checkpoint-100"), 100)
+    assert events == [("write", ("complete", True))]  # written whole once, with its section; used from memory
+    assert result.specs[0].comparisons["exact-match"].difference.mean == pytest.approx(0.0)
+    assert result.specs[0].means["exact-match"].mean == pytest.approx(27 / 30)
+    section = orjson.loads(step_path.read_bytes())["checkpoint"]
+    assert section["step"] == 100 and section["trainingRun"] == "grpo-1" and section["evaluatedAt"]

@@ -63,7 +63,7 @@ def write_run(
     checkpoint: dict[str, Any] | None = None,
     summary: bool = True,
 ) -> Path:
-    """Write a results file the way ``evalsi run`` does (and a checkpoint evaluation's section after it)."""
+    """Write a results file the way ``evalsi run`` does (with a checkpoint evaluation's section when given)."""
     metrics = [MetricInfo("acc", 1.0)]
     pk = PassKSpec.model_validate({"atK": {"metrics": ["acc"], "k": list(pass_k)}})
     gate_specs = [GateSpec.model_validate(g) for g in gates]
@@ -81,6 +81,8 @@ def write_run(
         "metrics": [{"name": "acc", "threshold": 1.0}],
         "onError": "zero",
     }
+    if checkpoint is not None:  # as checkpoint evaluation writes it: the section with the results, in one write
+        header["checkpoint"] = checkpoint
     writer = ResultsWriter(path, header)
     extra: dict[str, Any] = {}
     if summary:
@@ -89,10 +91,6 @@ def write_run(
             "summary": summarize(records, metrics, pk, gate_specs, "zero").to_dict(),
         }
     writer.write(records, status=status, extra=extra)
-    if checkpoint is not None:  # as checkpoint evaluation adds it: the whole file rewritten, the section last
-        data = orjson.loads(path.read_bytes())
-        data["checkpoint"] = checkpoint
-        path.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
     return path
 
 

@@ -41,7 +41,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import orjson
 
@@ -345,6 +345,30 @@ def _proxies_configured() -> bool:
     return bool(urllib.request.getproxies_environment())
 
 
+def start_loop_thread(name: str) -> tuple[asyncio.AbstractEventLoop, threading.Thread]:
+    """A new event loop running forever on a daemon thread, returned once it runs.
+
+    Args:
+        name: The thread's name.
+
+    Returns:
+        The loop and its thread.
+
+    """
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        loop.call_soon(ready.set)
+        loop.run_forever()
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    ready.wait()
+    return loop, thread
+
+
 class BackgroundLoop:
     """One daemon thread running an event loop, where sync callers' requests run (started on first use).
 
@@ -362,17 +386,8 @@ class BackgroundLoop:
         """The running loop (started now if needed)."""
         with self._lock:
             if self._loop is None or self._pid != os.getpid() or self._loop.is_closed():
-                loop = asyncio.new_event_loop()
-                ready = threading.Event()
-
-                def run() -> None:
-                    asyncio.set_event_loop(loop)
-                    loop.call_soon(ready.set)
-                    loop.run_forever()
-
-                threading.Thread(target=run, name=self._name, daemon=True).start()
-                ready.wait()
-                self._loop, self._pid = loop, os.getpid()
+                self._loop, _ = start_loop_thread(self._name)
+                self._pid = os.getpid()
             return self._loop
 
     def submit(self, coroutine: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
@@ -390,3 +405,47 @@ _BACKGROUND = BackgroundLoop("evalsi-http")
 def background_loop() -> BackgroundLoop:
     """The process's loop for sync callers' HTTP requests."""
     return _BACKGROUND
+
+
+class EndpointSettings(Protocol):
+    """What an evaluator's endpoint config says about reaching it (a judge's, a reward model's)."""
+
+    @property
+    def url(self) -> str:
+        """The URL requests go to."""
+        ...
+
+    @property
+    def timeout(self) -> float:
+        """Seconds each wait of an attempt may take."""
+        ...
+
+    @property
+    def retries(self) -> int:
+        """Attempts after the first."""
+        ...
+
+    @property
+    def backoff(self) -> float:
+        """Seconds before the first retry (doubling after)."""
+        ...
+
+    @property
+    def max_concurrency(self) -> int:
+        """Requests in flight at once."""
+        ...
+
+
+def endpoint_client(endpoint: EndpointSettings) -> HttpClient:
+    """An :class:`HttpClient` for one endpoint config: its retries, timeout and connection bound.
+
+    Args:
+        endpoint: The endpoint's config.
+
+    """
+    return HttpClient(
+        endpoint.url,
+        policy=RetryPolicy(endpoint.retries, endpoint.backoff),
+        timeout=endpoint.timeout,
+        max_connections=endpoint.max_concurrency,
+    )

@@ -7,11 +7,14 @@ exits 1.
 
 from __future__ import annotations
 
+import inspect
 import os
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import httpx
 import orjson
+import typer
 
 from evalsi.cli._console import EXIT_BAD_INPUT, EXIT_FAILED, fail, stdout
 
@@ -54,3 +57,48 @@ def _refused(status: int, data: Any, text: str) -> NoReturn:
 def show(data: dict[str, Any]) -> None:
     """Print an answer as indented JSON on stdout."""
     stdout.print_json(orjson.dumps(data).decode())
+
+
+@dataclass(frozen=True)
+class IdCommands:
+    """Commands of one resource group that take the resource's id, send one request and show the answer as JSON.
+
+    The get, cancel and delete commands of the evaluator, dataset and job groups differ only in these values.
+    """
+
+    app: typer.Typer
+    """The command group."""
+    path: str
+    """The resource's path, with ``{id}`` where the id goes."""
+    id_name: str
+    """The id argument's name, as usage and errors show it (``job_id``)."""
+    id_help: str
+    """The id argument's help."""
+
+    def add(self, name: str, method: str, doc: str, suffix: str = "") -> None:
+        """Add the command ``name ID``.
+
+        Args:
+            name: The command's name (``get``, ``delete``...).
+            method: The HTTP method.
+            doc: The command's help; its first line is the summary in the group's command list.
+            suffix: What follows the resource's path (``/cancel``).
+
+        """
+
+        def command(**values: Any) -> None:
+            show(call(values["server"], method, self.path.format(id=values[self.id_name]) + suffix))
+
+        keyword = inspect.Parameter.KEYWORD_ONLY
+        server = typer.Option(None, "--server", help=SERVER_HELP)
+        command.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [
+                inspect.Parameter(
+                    self.id_name, keyword, default=typer.Argument(..., help=self.id_help), annotation=str
+                ),
+                inspect.Parameter("server", keyword, default=server, annotation=str | None),
+            ],
+            return_annotation=None,
+        )
+        command.__doc__ = doc
+        self.app.command(name)(command)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import signal
 from collections.abc import Iterator
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -350,42 +351,71 @@ def _terminate_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _evaluator(
-    files: list[Path],
-    training_run: str,
-    serving: ServingStrategy,
-    regression: list[str] | None,
-    log_dir: Path,
-    overrides: list[str] | None,
-    display: Display,
-    server: str | None = None,
-    restart: bool = False,
-    log_to: list[str] | None = None,
-    ray: str | None = None,
-    ray_workers: int = 2,
-    ctx: typer.Context | None = None,
-) -> CheckpointEvaluator:
-    try:
-        # --ray: one reward pool scores every step's runs, stopped when the command ends
-        scorer = PoolScorers(ray, ray_workers) if ray is not None else None
-        if scorer is not None and ctx is not None:
-            ctx.call_on_close(scorer.close)
-        return CheckpointEvaluator(
-            files,
-            training_run,
-            serving,
-            regression=regression or [],
-            log_dir=log_dir,
-            overrides=overrides or [],
-            progress=display.enabled,
-            on_stage=display.stage,
-            server=server,
-            restart=restart,
-            log_to=log_to or [],
-            scorer=scorer,
+@dataclass(frozen=True)
+class EvaluatorOptions:
+    """What ``eval`` and ``watch`` share: the specs, the training run, how a checkpoint is served, where results go."""
+
+    files: list[Path]
+    training_run: str
+    serve: str
+    base_url: str | None
+    model: str | None
+    log_dir: Path
+    regression: list[str] | None
+    overrides: list[str] | None
+    vllm_bin: str
+    vllm_args: list[str] | None
+    device: str
+    base_model: str | None
+    server: str | None
+    restart: bool
+    tokenizer: str | None
+    log_to: list[str] | None
+    ray: str | None
+    ray_workers: int
+
+    @classmethod
+    def of(cls, ctx: typer.Context) -> EvaluatorOptions:
+        """The options as the command line gave them (each field is a parameter of ``eval`` and ``watch``)."""
+        return cls(**{f.name: ctx.params[f.name] for f in fields(cls)})
+
+    def serving(self) -> ServingStrategy:
+        """The serving strategy ``--serve`` names, with its options."""
+        return make_serving(
+            self.serve,
+            self.base_url,
+            self.model,
+            self.vllm_bin,
+            self.vllm_args,
+            self.device,
+            self.base_model,
+            self.log_dir,
+            self.tokenizer,
         )
-    except (SpecError, DataError, ImportError) as exc:
-        fail(str(exc))
+
+    def evaluator(self, display: Display, ctx: typer.Context | None = None) -> CheckpointEvaluator:
+        """The checkpoint evaluator; with ``--ray``, its reward pool stops when the command ends (``ctx``)."""
+        serving = self.serving()
+        try:
+            scorer = PoolScorers(self.ray, self.ray_workers) if self.ray is not None else None
+            if scorer is not None and ctx is not None:
+                ctx.call_on_close(scorer.close)
+            return CheckpointEvaluator(
+                self.files,
+                self.training_run,
+                serving,
+                regression=self.regression or [],
+                log_dir=self.log_dir,
+                overrides=self.overrides or [],
+                progress=display.enabled,
+                on_stage=display.stage,
+                server=self.server,
+                restart=self.restart,
+                log_to=self.log_to or [],
+                scorer=scorer,
+            )
+        except (SpecError, DataError, ImportError) as exc:
+            fail(str(exc))
 
 
 @app.command("eval")
@@ -432,23 +462,8 @@ def eval_command(
     Exit codes: 0 ok; 1 it could not be served or evaluated; 2 bad usage or input; 3 it regressed or failed a gate.
     """
     number = parse_step_option(step)
-    serving = make_serving(serve, base_url, model, vllm_bin, vllm_args, device, base_model, log_dir, tokenizer)
     display = Display(not quiet)
-    evaluator = _evaluator(
-        files,
-        training_run,
-        serving,
-        regression,
-        log_dir,
-        overrides,
-        display,
-        server,
-        restart,
-        log_to,
-        ray,
-        ray_workers,
-        ctx,
-    )
+    evaluator = EvaluatorOptions.of(ctx).evaluator(display, ctx)
     label = "base" if number is None else f"step {number}"
     if not evaluator.due(number, final=final):
         cadence = ", ".join(f"{name} every {every}" for name, every in evaluator.cadence().items())
@@ -544,23 +559,8 @@ def watch_command(
         fail(f"--stop-on: {exc}")
     if monitors and stop_file is None:
         fail("--stop-on needs --stop-file: the file the training loop watches (evalsi_callback(None, stop_file=...))")
-    serving = make_serving(serve, base_url, model, vllm_bin, vllm_args, device, base_model, log_dir, tokenizer)
     display = Display(not quiet)
-    evaluator = _evaluator(
-        files,
-        training_run,
-        serving,
-        regression,
-        log_dir,
-        overrides,
-        display,
-        server,
-        restart,
-        log_to,
-        ray,
-        ray_workers,
-        ctx,
-    )
+    evaluator = EvaluatorOptions.of(ctx).evaluator(display, ctx)
     try:
         base_done = evaluator.has_results(None)
     except EvalsiError as exc:  # the server is unreachable or refused the token

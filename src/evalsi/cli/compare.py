@@ -16,7 +16,8 @@ from evalsi.cli._console import EXIT_GATE, fail, stderr, stdout
 from evalsi.cli._tables import interval_note, number_table
 from evalsi.errors import DataError
 from evalsi.runs import LoadedRun, MetricComparison, compare_runs, comparison_to_dict, load_results, record_overlap
-from evalsi.stats import RegressionRule, describe_method, regressed
+from evalsi.runs._curve import failed_rules
+from evalsi.stats import RegressionRule, describe_method
 
 SHARED_WARNING = 0.9
 """Below this fraction of shared records, compare warns: the runs may not be over the same data."""
@@ -72,7 +73,7 @@ def compare_command(
     for rule in rules:
         if rule.metric not in by_metric:
             fail(f"--regression: the runs share no metric {rule.metric!r} (they share: {', '.join(by_metric)})")
-    failed = {r.metric: r for r in rules if regressed(by_metric[r.metric].comparison, r)}
+    failed = {r.metric: r for r in failed_rules({m: c.comparison for m, c in by_metric.items()}, rules)}
     warnings = comparison_warnings(run_a, run_b)
     if as_json:
         rows = [comparison_to_dict(c) for c in compared]

@@ -10,7 +10,7 @@ from rich.markup import escape
 
 from evalsi.cli import _listing
 from evalsi.cli._console import fail, stderr
-from evalsi.cli._remote import SERVER_HELP, call, show
+from evalsi.cli._remote import SERVER_HELP, IdCommands, call, show
 
 app = typer.Typer(help="Create, show, list and delete datasets on an evalsi server.", no_args_is_help=True)
 
@@ -66,10 +66,6 @@ def _row(item: dict[str, Any]) -> list[str]:
     ]
 
 
-@app.command("delete")
-def delete_command(
-    name: str = typer.Argument(..., help="The dataset's id."),
-    server: str | None = typer.Option(None, "--server", help=SERVER_HELP),
-) -> None:
-    """Delete a dataset."""
-    show(call(server, "DELETE", f"/v1alpha1/datasets/{name}"))
+by_id = IdCommands(app, "/v1alpha1/datasets/{id}", id_name="name", id_help="The dataset's id.")
+
+by_id.add("delete", "DELETE", "Delete a dataset.")

@@ -24,7 +24,7 @@ from evalsi.cli import _listing
 from evalsi.cli._archive import PackError, pack
 from evalsi.cli._console import EXIT_FAILED, fail, stderr, stdout
 from evalsi.cli._entries import choose_entry
-from evalsi.cli._remote import SERVER_HELP, call, show
+from evalsi.cli._remote import SERVER_HELP, IdCommands, call, show
 from evalsi.errors import UnknownEvaluatorError
 from evalsi.evaluators import Evaluator, all_evaluators, evaluator_class, is_operator_only
 
@@ -192,13 +192,9 @@ def default_id(function: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower()[:63].rstrip("-") or "evaluator"
 
 
-@app.command("get")
-def get_command(
-    evaluator_id: str = typer.Argument(..., help="The evaluator's id."),
-    server: str | None = typer.Option(None, "--server", help=SERVER_HELP),
-) -> None:
-    """Show an uploaded evaluator: its state (BUILDING, ACTIVE, BUILD_FAILED), entry and mode."""
-    show(call(server, "GET", f"/v1alpha1/evaluators/{evaluator_id}"))
+by_id = IdCommands(app, "/v1alpha1/evaluators/{id}", id_name="evaluator_id", id_help="The evaluator's id.")
+
+by_id.add("get", "GET", "Show an uploaded evaluator: its state (BUILDING, ACTIVE, BUILD_FAILED), entry and mode.")
 
 
 @app.command("log")
@@ -211,10 +207,6 @@ def log_command(
     stdout.print(escape(str(answer.get("log", ""))), highlight=False, soft_wrap=True)
 
 
-@app.command("delete")
-def delete_command(
-    evaluator_id: str = typer.Argument(..., help="The evaluator's id."),
-    server: str | None = typer.Option(None, "--server", help=SERVER_HELP),
-) -> None:
-    """Delete an uploaded evaluator and its files (refused while a queued or running job uses it)."""
-    show(call(server, "DELETE", f"/v1alpha1/evaluators/{evaluator_id}"))
+by_id.add(
+    "delete", "DELETE", "Delete an uploaded evaluator and its files (refused while a queued or running job uses it)."
+)

@@ -14,7 +14,7 @@ from rich.markup import escape
 
 from evalsi.cli import _listing
 from evalsi.cli._console import EXIT_FAILED, fail
-from evalsi.cli._remote import SERVER_HELP, call, show
+from evalsi.cli._remote import SERVER_HELP, IdCommands, call, show
 
 app = typer.Typer(
     help="Create, list, follow, cancel and delete evaluation jobs on an evalsi server.", no_args_is_help=True
@@ -72,13 +72,9 @@ def completion_params(items: list[str]) -> dict[str, Any]:
     return out
 
 
-@app.command("get")
-def get_command(
-    job_id: str = typer.Argument(..., help="The job's id."),
-    server: str | None = typer.Option(None, "--server", help=SERVER_HELP),
-) -> None:
-    """Show a job: its state and, once completed, its metrics and output stats."""
-    show(call(server, "GET", f"/v1alpha1/evaluationJobs/{job_id}"))
+by_id = IdCommands(app, "/v1alpha1/evaluationJobs/{id}", id_name="job_id", id_help="The job's id.")
+
+by_id.add("get", "GET", "Show a job: its state and, once completed, its metrics and output stats.")
 
 
 @app.command("wait")
@@ -102,13 +98,7 @@ def wait_command(
         fail(f"job {job_id} ended {job['state']}: {job.get('message', '')}", EXIT_FAILED)
 
 
-@app.command("cancel")
-def cancel_command(
-    job_id: str = typer.Argument(..., help="The job's id."),
-    server: str | None = typer.Option(None, "--server", help=SERVER_HELP),
-) -> None:
-    """Cancel a queued or running job (its sandbox processes are killed)."""
-    show(call(server, "POST", f"/v1alpha1/evaluationJobs/{job_id}/cancel"))
+by_id.add("cancel", "POST", "Cancel a queued or running job (its sandbox processes are killed).", suffix="/cancel")
 
 
 @app.command("list")
@@ -145,10 +135,4 @@ def _row(job: dict[str, Any]) -> list[str]:
     ]
 
 
-@app.command("delete")
-def delete_command(
-    job_id: str = typer.Argument(..., help="The job's id."),
-    server: str | None = typer.Option(None, "--server", help=SERVER_HELP),
-) -> None:
-    """Delete a COMPLETED, FAILED or CANCELLED job (its output dataset stays)."""
-    show(call(server, "DELETE", f"/v1alpha1/evaluationJobs/{job_id}"))
+by_id.add("delete", "DELETE", "Delete a COMPLETED, FAILED or CANCELLED job (its output dataset stays).")

@@ -48,6 +48,13 @@ class ScoreCache:
     """LRU map from a content key (32-byte sha256 digest) to a decided or skipped Score."""
 
     def __init__(self, max_entries: int = 1_048_576, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        """Create an empty cache, bounded both ways: the least recently used score goes first.
+
+        Args:
+            max_entries: The most scores kept.
+            max_bytes: The most bytes (estimated) the kept scores may take.
+
+        """
         self.max_entries = max_entries
         self.max_bytes = max_bytes
         self.bytes = 0
@@ -61,7 +68,12 @@ class ScoreCache:
         return len(self._data)
 
     def get_many(self, keys: list[bytes]) -> list[Score | None]:
-        """Look keys up in one locked pass (a hit moves to the recent end)."""
+        """Look keys up in one locked pass (a hit moves to the recent end).
+
+        Args:
+            keys: Content keys (:func:`record_key`).
+
+        """
         out: list[Score | None] = []
         with self._lock:
             data = self._data
@@ -78,7 +90,12 @@ class ScoreCache:
         return out
 
     def put_many(self, items: list[tuple[bytes, Score]]) -> None:
-        """Store scores; errors are skipped, because an outage must not be remembered as a verdict."""
+        """Store scores; errors are skipped, because an outage must not be remembered as a verdict.
+
+        Args:
+            items: ``(key, score)`` pairs.
+
+        """
         if self.max_entries <= 0:
             return
         sized = [(key, score, score_size(score)) for key, score in items if score.status != "error"]

@@ -16,6 +16,13 @@ def params_fingerprint(evaluator_name: str, params: Any) -> bytes:
 
 
 def record_key(prefix: bytes, record: Record, fields: Sequence[str]) -> bytes:
-    """sha256 over the component prefix and the values of the fields the evaluator reads."""
+    """sha256 over the component prefix and the values of the fields the evaluator reads.
+
+    Args:
+        prefix: What identifies the component: evaluator, version and params.
+        record: The record scored.
+        fields: The record fields the evaluator reads.
+
+    """
     values = [record.get(name) for name in fields]
     return hashlib.sha256(prefix + canonical_json(values)).digest()

@@ -48,6 +48,8 @@ class PendingComponent:
     scores: list[Score | None]
     todo: dict[bytes, list[int]]
     """Content key -> positions of the records with that key that missed the cache."""
+    seconds: list[float] = field(default_factory=list)
+    """Once completed: the seconds this component spent on each record (0.0 for a cached score)."""
 
     @property
     def done(self) -> bool:
@@ -82,13 +84,15 @@ def complete(
     ``cancelled`` reaches the evaluator in its :class:`~evalsi.evaluators.ScoreContext`.
     """
     out = pending.scores
+    seconds = pending.seconds = [0.0] * len(out)
     if pending.todo:
         unique = [pending.records[positions[0]] for positions in pending.todo.values()]
-        fresh = _call_evaluator(pending.job, unique, cancelled)
+        fresh, took = _call_evaluator(pending.job, unique, cancelled)
         new_entries: list[tuple[bytes, Score]] = []
-        for (key, positions), score in zip(pending.todo.items(), fresh, strict=True):
+        for (key, positions), score, spent in zip(pending.todo.items(), fresh, took, strict=True):
             for position in positions:
                 out[position] = score
+                seconds[position] = spent
             new_entries.append((key, score))
         if cache is not None and pending.job.evaluator.scope != "group":
             cache.put_many(new_entries)
@@ -105,17 +109,50 @@ def score_component(job: ComponentJob, records: Sequence[Record], cache: ScoreCa
     return complete(look_up(job, records, cache), cache)
 
 
-def _call_evaluator(job: ComponentJob, records: list[Record], cancelled: threading.Event | None) -> list[Score]:
-    try:
-        scores = job.evaluator.score_batch(records, job.params, ScoreContext(component=job.name, cancelled=cancelled))
-    except Exception as exc:  # the evaluator failed as a whole: every record it held errors, with the cause
-        return [Score.error(f"{job.evaluator.name} failed: {type(exc).__name__}: {exc}")] * len(records)
+def _call_evaluator(
+    job: ComponentJob, records: list[Record], cancelled: threading.Event | None
+) -> tuple[list[Score], list[float]]:
+    """The evaluator's scores of ``records`` and the seconds each took.
+
+    An evaluator that scores one record at a time (it keeps the base ``score_batch``) is timed record by record;
+    one that scores the batch at once (served models, sandboxes, groups) gives each record an equal share of the
+    call's time.
+    """
+    evaluator, ctx = job.evaluator, ScoreContext(component=job.name, cancelled=cancelled)
+    if getattr(evaluator.score_batch, "__func__", None) is Evaluator.score_batch:  # the base, however reached
+        scores, seconds = _score_each(evaluator, records, job.params, ctx)
+    else:
+        started = time.perf_counter()
+        try:
+            scores = evaluator.score_batch(records, job.params, ctx)
+        except Exception as exc:  # the evaluator failed as a whole: every record it held errors, with the cause
+            scores = [Score.error(f"{evaluator.name} failed: {type(exc).__name__}: {exc}")] * len(records)
+        share = (time.perf_counter() - started) / max(len(records), 1)
+        seconds = [share] * len(records)
     if len(scores) != len(records):
-        reason = f"{job.evaluator.name} returned {len(scores)} scores for {len(records)} records"
-        return [Score.error(reason)] * len(records)
-    return [
-        s if isinstance(s, Score) else Score.error(f"{job.evaluator.name} returned {s!r}, not a Score") for s in scores
+        reason = f"{evaluator.name} returned {len(scores)} scores for {len(records)} records"
+        return [Score.error(reason)] * len(records), seconds
+    checked = [
+        s if isinstance(s, Score) else Score.error(f"{evaluator.name} returned {s!r}, not a Score") for s in scores
     ]
+    return checked, seconds
+
+
+def _score_each(
+    evaluator: Evaluator[Any], records: list[Record], params: Params, ctx: ScoreContext
+) -> tuple[list[Score], list[float]]:
+    """The base ``score_batch`` (one record's exception is that record's error), timing each record."""
+    scores: list[Score] = []
+    seconds: list[float] = []
+    clock = time.perf_counter
+    for record in records:
+        started = clock()
+        try:
+            scores.append(evaluator.score(record, params, ctx))
+        except Exception as exc:  # a failed sample is data
+            scores.append(Score.error(f"{type(exc).__name__}: {exc}"))
+        seconds.append(clock() - started)
+    return scores, seconds
 
 
 class ScoringCancelled(EvalsiError):
@@ -138,41 +175,120 @@ class Pools:
     observe: Callable[[ComponentJob, list[Score], float], None] | None = None
 
 
+@dataclass
+class LookedUp:
+    """A batch after every component's cache look-up (the first phase of :func:`score_components`).
+
+    The look-ups are cheap and never wait on an evaluator, so a caller may run them where it cannot afford to
+    wait (the server's event loop) and hand the rest to :func:`finish_components` on a thread only when needed.
+    """
+
+    jobs: Sequence[ComponentJob]
+    pending: list[PendingComponent]
+    seconds: list[float]
+    """Seconds each component's look-up took (zeros when not timed)."""
+
+    @property
+    def done(self) -> bool:
+        """Every component of every record was found in the cache: finishing calls no evaluator."""
+        return all(p.done for p in self.pending)
+
+
+def look_up_components(
+    jobs: Sequence[ComponentJob], records: Sequence[Record], cache: ScoreCache | None, *, timed: bool = False
+) -> LookedUp:
+    """Every component's cache look-up over ``records``, timed per component when ``timed``.
+
+    Args:
+        jobs: The components, each bound to its evaluator and params.
+        records: The records to score.
+        cache: Where scores are looked up; None finds none.
+        timed: Whether to time each component's look-up.
+
+    """
+    if not timed:
+        return LookedUp(jobs, [look_up(job, records, cache) for job in jobs], [0.0] * len(jobs))
+    pending, seconds = [], []
+    for job in jobs:
+        started = time.perf_counter()
+        pending.append(look_up(job, records, cache))
+        seconds.append(time.perf_counter() - started)
+    return LookedUp(jobs, pending, seconds)
+
+
 def score_components(
     jobs: Sequence[ComponentJob],
     records: Sequence[Record],
     cache: ScoreCache | None,
     pools: Pools | None = None,
     cancelled: threading.Event | None = None,
+    seconds: list[list[float]] | None = None,
 ) -> list[list[Score]]:
     """Scores of every component (outer list, in spec order) for every record (inner list, in input order).
+
+    When ``seconds`` is given it receives, in the same shape, the seconds each component spent on each record
+    (0.0 for a cached score; a batch-scoring evaluator's records share its call's time equally).
 
     Cache look-ups run on the calling thread; a fully cached batch never pays for a thread hand-off. Components
     that still need evaluator calls are spread over ``pools`` (see :class:`Pools`), so a slow sandbox component
     does not wait behind a math component. Once ``cancelled`` is set, components not yet started are dropped.
+
+    Args:
+        jobs: The components, each bound to its evaluator and params.
+        records: The records to score.
+        cache: Where scores are looked up and kept; None scores everything anew.
+        pools: Where components run; None runs them on the calling thread.
+        cancelled: Set when the caller has gone: components not yet started are dropped.
+        seconds: Filled with each component's seconds per record when given.
 
     Raises:
         ScoringCancelled: ``cancelled`` was set before every component had run.
 
     """
     pools = pools or Pools()
-    pending, looked = _look_up_all(jobs, records, cache, pools)
+    looked = look_up_components(jobs, records, cache, timed=pools.observe is not None)
+    columns = finish_components(looked, cache, pools, cancelled)
+    if seconds is not None:
+        seconds[:] = [p.seconds or [0.0] * len(records) for p in looked.pending]
+    return columns
+
+
+def finish_components(
+    looked: LookedUp,
+    cache: ScoreCache | None,
+    pools: Pools | None = None,
+    cancelled: threading.Event | None = None,
+) -> list[list[Score]]:
+    """The second phase of :func:`score_components`: the evaluator calls the look-ups left, over ``pools``.
+
+    Args:
+        looked: What :func:`look_up_components` found.
+        cache: Where the new scores are kept; None keeps none.
+        pools: Where components run; None runs them on the calling thread.
+        cancelled: Set when the caller has gone: components not yet started are dropped.
+
+    Raises:
+        ScoringCancelled: ``cancelled`` was set before every component had run.
+
+    """
+    pools = pools or Pools()
+    jobs, pending, seconds = looked.jobs, looked.pending, looked.seconds
     busy = [i for i, p in enumerate(pending) if not p.done]
     pinned = [i for i in busy if pools.sandbox is not None and jobs[i].evaluator.runs_code]
     flexible = [i for i in busy if i not in pinned]
     futures: dict[int, Future[list[Score]]] = {}
     for i in pinned:
         futures[i] = pools.sandbox.submit(  # type: ignore[union-attr]
-            _complete, pending[i], cache, pools, cancelled, looked[i]
+            _complete, pending[i], cache, pools, cancelled, seconds[i]
         )
     if pools.components is not None:
         for i in flexible[1:]:
-            futures[i] = pools.components.submit(_complete, pending[i], cache, pools, cancelled, looked[i])
+            futures[i] = pools.components.submit(_complete, pending[i], cache, pools, cancelled, seconds[i])
     columns: list[list[Score] | None] = [None] * len(jobs)
     try:
         for i, p in enumerate(pending):
             if i not in futures:
-                columns[i] = _complete(p, cache, pools, cancelled, looked[i])
+                columns[i] = _complete(p, cache, pools, cancelled, seconds[i])
         for i, future in futures.items():
             columns[i] = future.result()
     except BaseException:
@@ -180,20 +296,6 @@ def score_components(
             future.cancel()  # a component not started yet is dropped with the batch
         raise
     return [c if c is not None else [] for c in columns]
-
-
-def _look_up_all(
-    jobs: Sequence[ComponentJob], records: Sequence[Record], cache: ScoreCache | None, pools: Pools
-) -> tuple[list[PendingComponent], list[float]]:
-    """Every component's cache look-up, and (when observed) the seconds each took."""
-    if pools.observe is None:
-        return [look_up(job, records, cache) for job in jobs], [0.0] * len(jobs)
-    pending, seconds = [], []
-    for job in jobs:
-        started = time.perf_counter()
-        pending.append(look_up(job, records, cache))
-        seconds.append(time.perf_counter() - started)
-    return pending, seconds
 
 
 def _complete(

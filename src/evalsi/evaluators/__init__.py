@@ -1,5 +1,6 @@
 """Evaluators: the `Evaluator` base class, `Score`, and the registry of built-in and installed packs."""
 
+from evalsi._util.public import publish
 from evalsi.evaluators._base import Evaluator, NoParams, Params, ScoreContext
 from evalsi.evaluators._group import GroupEvaluator, GroupParams
 from evalsi.evaluators._operator import (
@@ -51,3 +52,5 @@ __all__ = [
     "spec_path_params",
     "use_python_regex",
 ]
+
+publish(__name__)

@@ -74,7 +74,12 @@ class Evaluator(Generic[P]):
     """Runs code or reads files the spec names (not sandboxed): usable in-process only, refused by the server."""
 
     def parse_params(self, raw: dict[str, Any] | None) -> P:
-        """Validate raw params; raises pydantic's ``ValidationError`` naming each bad field."""
+        """Validate raw params; raises pydantic's ``ValidationError`` naming each bad field.
+
+        Args:
+            raw: The component's ``params`` as written (None for none).
+
+        """
         return self.params_model.model_validate(raw or {})  # type: ignore[return-value]
 
     def cache_fields(self, params: P) -> tuple[str, ...]:
@@ -82,15 +87,33 @@ class Evaluator(Generic[P]):
 
         The default is :attr:`reads`. Override it when params decide what is read (a judge template that shows
         only some fields, a score read from a named field), so records that differ elsewhere share a cached score.
+
+        Args:
+            params: The component's validated params.
+
         """
         return self.reads
 
     def score(self, record: Record, params: P, ctx: ScoreContext) -> Score:
-        """Score one record. Exceptions become ``error`` scores in ``score_batch``."""
+        """Score one record. Exceptions become ``error`` scores in ``score_batch``.
+
+        Args:
+            record: The record to score.
+            params: The component's validated params.
+            ctx: Per-call context (cancellation, deadlines, the pools to use).
+
+        """
         raise NotImplementedError(f"{type(self).__name__} implements neither score nor score_batch")
 
     def score_batch(self, records: Sequence[Record], params: P, ctx: ScoreContext) -> list[Score]:
-        """Score records in order; one record's exception is that record's error, not the batch's."""
+        """Score records in order; one record's exception is that record's error, not the batch's.
+
+        Args:
+            records: The records to score.
+            params: The component's validated params.
+            ctx: Per-call context (cancellation, deadlines, the pools to use).
+
+        """
         out: list[Score] = []
         for record in records:
             try:

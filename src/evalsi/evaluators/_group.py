@@ -40,13 +40,26 @@ class GroupEvaluator(Evaluator[G]):
     params_model: ClassVar[type[Params]] = GroupParams
 
     def score_group(self, records: Sequence[Record], params: G, ctx: ScoreContext) -> list[Score]:
-        """One score per record of one group, in order."""
+        """One score per record of one group, in order.
+
+        Args:
+            records: The rollouts of one group (same prompt).
+            params: The component's validated params.
+            ctx: Per-call context (cancellation, deadlines, the pools to use).
+
+        """
         raise NotImplementedError(f"{type(self).__name__} does not implement score_group")
 
     def score_batch(self, records: Sequence[Record], params: G, ctx: ScoreContext) -> list[Score]:
         """Split the batch into its groups and score each; a group that fails errors its own rollouts only.
 
         A rollout without the group field is skipped, with the reason naming what to set.
+
+        Args:
+            records: The records to score, groups in any order.
+            params: The component's validated params.
+            ctx: Per-call context (cancellation, deadlines, the pools to use).
+
         """
         out: list[Score | None] = [None] * len(records)
         for key, positions in group_positions(records, params.group_by).items():

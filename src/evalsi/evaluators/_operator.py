@@ -34,14 +34,26 @@ class ServerResource:
 
 
 def is_operator_only(model: type[BaseModel], name: str) -> bool:
-    """Whether ``model``'s field ``name`` is marked :data:`OPERATOR_ONLY`."""
+    """Whether ``model``'s field ``name`` is marked :data:`OPERATOR_ONLY`.
+
+    Args:
+        model: A params model.
+        name: One of its field names.
+
+    """
     field = model.model_fields.get(name)
     extra = field.json_schema_extra if field is not None else None
     return isinstance(extra, Mapping) and bool(extra.get("operator_only"))
 
 
 def operator_fields_set(model: type[BaseModel], raw: Mapping[str, Any]) -> list[tuple[str, ...]]:
-    """Paths (as written in ``raw``) of every operator-only field that ``raw`` sets, nested models included."""
+    """Paths (as written in ``raw``) of every operator-only field that ``raw`` sets, nested models included.
+
+    Args:
+        model: A params model.
+        raw: Params as a spec wrote them.
+
+    """
     found: list[tuple[str, ...]] = []
     for key, value in raw.items():
         name = _field_name(model, str(key))
@@ -57,7 +69,12 @@ def operator_fields_set(model: type[BaseModel], raw: Mapping[str, Any]) -> list[
 
 
 def has_operator_fields(model: type[BaseModel]) -> bool:
-    """Whether ``model`` or a model nested in it has an operator-only field (its defaults reach outside too)."""
+    """Whether ``model`` or a model nested in it has an operator-only field (its defaults reach outside too).
+
+    Args:
+        model: A params model.
+
+    """
     for name in model.model_fields:
         nested = _model_of(model, name)
         if is_operator_only(model, name) or (nested is not None and has_operator_fields(nested)):

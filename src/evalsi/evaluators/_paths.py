@@ -20,7 +20,12 @@ resolved against the folder of the spec file that sets it."""
 
 
 def spec_path_params(model: type[BaseModel]) -> list[str]:
-    """The names of ``model``'s params marked :data:`SPEC_PATH`, as a spec may spell them (name and alias)."""
+    """The names of ``model``'s params marked :data:`SPEC_PATH`, as a spec may spell them (name and alias).
+
+    Args:
+        model: A params model.
+
+    """
     names: list[str] = []
     for name, field in model.model_fields.items():
         extra = field.json_schema_extra
@@ -33,6 +38,12 @@ def resolve_spec_paths(model: type[BaseModel], raw: Mapping[str, Any], base_dir:
     """``raw`` params with each relative :data:`SPEC_PATH` param made absolute against ``base_dir``.
 
     ``base_dir`` None (a spec given as a Python mapping) leaves them relative to the working directory.
+
+    Args:
+        model: The evaluator's params model.
+        raw: Params as the spec wrote them.
+        base_dir: The spec file's folder; None leaves paths as written.
+
     """
     out = dict(raw)
     if base_dir is None:

@@ -85,6 +85,9 @@ def use_python_regex(enabled: bool = True) -> bool:
     its worst case: a pattern can take time exponential in the text. Only do this when you wrote the specs.
     Patterns are checked when a spec is loaded, so call it before loading. Returns the previous setting.
 
+    Args:
+        enabled: True for ``re``, False for RE2 again.
+
     Example:
         >>> from evalsi.evaluators import use_python_regex
         >>> previous = use_python_regex(True)

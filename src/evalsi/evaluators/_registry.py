@@ -69,6 +69,9 @@ def _validate(cls: type[Any]) -> None:
 def get_evaluator(name: str) -> Evaluator[Any]:
     """The shared instance of the evaluator registered as ``name``.
 
+    Args:
+        name: The registered name.
+
     Raises:
         UnknownEvaluatorError: No such evaluator; the error suggests the closest names.
 
@@ -84,7 +87,12 @@ def get_evaluator(name: str) -> Evaluator[Any]:
 
 
 def evaluator_class(name: str) -> type[Evaluator[Any]]:
-    """The class registered as ``name`` (no instance is made)."""
+    """The class registered as ``name`` (no instance is made).
+
+    Args:
+        name: The registered name.
+
+    """
     with _lock:
         return _find_class(name)
 

@@ -16,6 +16,7 @@ Example:
 
 """
 
+from evalsi._util.public import publish
 from evalsi.monitors._monitor import (
     SIGNALS,
     Monitor,
@@ -62,3 +63,5 @@ __all__ = [
     "write_monitor_stop_file",
     "zero_variance_fraction",
 ]
+
+publish(__name__)

@@ -10,6 +10,7 @@ Needs the ``ray`` extra (``pip install 'evalsi[ray]'``); nothing else in evalsi 
   every actor of a cluster.
 """
 
+from evalsi._util.public import publish
 from evalsi.ray._data import DatasetBatchError, DatasetReport, score_dataset
 from evalsi.ray._limiter import Limit, limit_upstreams
 from evalsi.ray._pool import RewardPool, RewardPoolError, RewardPoolStartError
@@ -26,3 +27,5 @@ __all__ = [
     "limit_upstreams",
     "score_dataset",
 ]
+
+publish(__name__)

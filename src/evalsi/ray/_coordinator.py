@@ -4,7 +4,13 @@ Every caller of a pool (a trainer's driver, each of verl's reward workers, a Ray
 named actor, so:
 
 - **Batching across callers.** Rollouts scored one at a time (``score_one``) gather for ``window_ms`` (or until
-  ``max_batch`` are queued) into one chunk; whole batches go out at once, split evenly over the actors.
+  ``max_batch`` are queued) into one chunk; whole batches go out at once, split evenly over the live actors:
+  what is queued when a chunk is first taken from it is cut into one equal share per live actor (at most
+  ``max_batch`` each), so a batch of 256 on two actors is two chunks of 128, not 128, 64, 32...
+- **Whole groups.** A spec with a group-level component (``group-diversity``) scores each rollout with the rest
+  of its group, as the call that sent it groups them (``metadata.group_id``, the prompt, or the component's
+  ``group_by``): a call's rollouts are cut into units that no group crosses, a chunk holds whole units of one
+  call only, and such rollouts are never merged with equal ones of other calls.
 - **Computed once cluster-wide.** A rollout whose component keys equal those of one already queued or being
   scored (GRPO's repeats, in one batch or across concurrent calls) waits for that computation instead of
   starting another; the pool's cache serves the ones scored before.
@@ -24,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import importlib
+import itertools
 import math
 import time
 from collections import OrderedDict, deque
@@ -34,6 +41,7 @@ from evalsi.engine import ComponentJob
 from evalsi.engine._keys import record_key
 from evalsi.errors import EvalsiError
 from evalsi.evaluators import Score
+from evalsi.evaluators._group import group_of
 from evalsi.ray._cache import CacheActor
 from evalsi.ray._metrics import PoolMetrics, quantiles
 from evalsi.ray._options import NAMESPACE, PoolOptions
@@ -66,6 +74,23 @@ class _Item:
     future: asyncio.Future[list[Score]]
     queued_at: float = field(default_factory=time.monotonic)
     attempts: int = 0
+    share: int = 0
+    """The chunk size of the wave this item was first dispatched in (0: not yet); a retried chunk keeps it."""
+    call: int | None = None
+    """The call that sent the item, for specs with a group-level component (a chunk holds one call's items)."""
+    unit: int | None = None
+    """The unit of whole groups the item belongs to (chunks never split one); None for record-level specs."""
+
+
+class GroupTooLarge(EvalsiError, ValueError):
+    """A unit of whole groups is larger than the pool's bounded queue, so it could never be admitted."""
+
+    def __init__(self, position: int, size: int, room: int) -> None:
+        self.position = position
+        super().__init__(
+            f"its group has {size} rollouts (with the groups it shares rollouts with), more than the pool's "
+            f"max_queued ({room}) lets wait at once; raise max_queued to at least {size}"
+        )
 
 
 class Coordinator:
@@ -104,6 +129,9 @@ class Coordinator:
         self.actors = [scorer.remote(options, index, self.cache_handle) for index in range(options.num_workers)]
         self.metrics = PoolMetrics(options.name)
         self._jobs: OrderedDict[str, list[ComponentJob]] = OrderedDict()
+        self._ids = itertools.count()
+        self._down: set[int] = set()
+        """Actors that died or were killed and have not answered since: left out of the even split."""
         self._pending: OrderedDict[str, deque[_Item]] = OrderedDict()
         self._queued = 0
         self._eager = 0
@@ -129,6 +157,7 @@ class Coordinator:
             return
         self._started = True
         self._room = asyncio.Semaphore(self.options.max_queued)
+        self._unit_lock = asyncio.Lock()  # one unit at a time gathers room for all its items
         self._work = asyncio.Event()
         self._idle: asyncio.Queue[int] = asyncio.Queue()
         for index in range(len(self.actors)):
@@ -139,7 +168,13 @@ class Coordinator:
     async def ready(self) -> list[dict[str, Any]]:
         """Wait until every scorer actor has started; where each runs."""
         self._start()
-        return list(await asyncio.gather(*(actor.where.remote() for actor in self.actors)))
+
+        async def hello(index: int) -> dict[str, Any]:
+            info: dict[str, Any] = await self.actors[index].where.remote()
+            self.actor_info[index] = {**self.actor_info.get(index, {}), **info}
+            return info
+
+        return list(await asyncio.gather(*(hello(index) for index in range(len(self.actors)))))
 
     async def score(self, spec_id: str, resource: dict[str, Any], records: list[Record], eager: bool = True) -> Outcome:
         """Raw component scores of ``records`` by record (the caller composes them).
@@ -153,21 +188,14 @@ class Coordinator:
             jobs = self._spec_jobs(spec_id, resource)
         except EvalsiError as exc:
             return ("spec_error", str(exc))
-        loop = asyncio.get_running_loop()
-        futures: list[asyncio.Future[list[Score]]] = []
-        new: list[_Item] = []
-        for record in records:
-            signature = _signature(jobs, record)
-            future = self._inflight.get(signature)
-            if future is None:
-                future = loop.create_future()
-                self._inflight[signature] = future
-                future.add_done_callback(self._forget(signature))
-                new.append(_Item(signature, record, spec_id, resource, eager, future))
-            else:
-                self.counters["deduplicated"] += 1
-                self.metrics.shared.inc()
-            futures.append(future)
+        group_bys = [getattr(job.params, "group_by", None) for job in jobs if job.evaluator.scope == "group"]
+        if group_bys:
+            try:
+                futures, new = self._unit_items(spec_id, resource, records, group_bys, eager)
+            except GroupTooLarge as exc:
+                return ("failed", exc.position, str(exc))
+        else:
+            futures, new = self._record_items(spec_id, resource, records, eager)
         # shielded: were this call cancelled while it waits for room, its rollouts are still admitted and
         # scored, so another call waiting on the same computation is never left waiting for good
         await asyncio.shield(self._admit(new))
@@ -206,9 +234,115 @@ class Coordinator:
             "cache": cache,
         }
 
+    async def warm(self, spec_id: str, resource: dict[str, Any], records: list[Record]) -> Outcome:
+        """Have every scorer actor score ``records`` outside the caches (see ``ScorerActor.warm``); where each runs."""
+        self._start()
+        try:
+            self._spec_jobs(spec_id, resource)
+        except EvalsiError as exc:
+            return ("spec_error", str(exc))
+        calls = (_awaitable(actor.warm.remote(spec_id, resource, records)) for actor in self.actors)
+        return ("ok", list(await asyncio.gather(*calls)))
+
+    async def stop(self, timeout: float) -> list[dict[str, Any]]:
+        """Stop every scorer actor, its math workers and sandboxes first; wait up to ``timeout`` s for them to die.
+
+        Each actor closes its evaluators' processes (so none outlives it), then is killed for good; a call to it
+        then fails, which is how its death is seen. Queued rollouts fail with the cause.
+
+        Returns:
+            Where each actor ran (node, host, pid) and the child processes it could not stop, and ``dead``:
+            whether it was seen dead in time.
+
+        """
+        deadline = time.monotonic() + timeout
+        if self._started:
+            self._dispatcher.cancel()
+        for queue in self._pending.values():
+            self._fail(list(queue), "the reward pool was shut down")
+        self._pending.clear()
+
+        async def close(index: int) -> dict[str, Any]:
+            actor = self.actors[index]
+            info: dict[str, Any] = {"index": index, **self.actor_info.get(index, {})}
+            if "pid" not in info or index in self._down:  # never started, or restarting: nothing to close
+                self.ray.kill(actor, no_restart=True)
+                info["dead"] = await self._dead(actor, deadline)
+                return info
+            try:
+                remaining = max(1.0, deadline - time.monotonic())
+                info.update(await asyncio.wait_for(_awaitable(actor.close.remote(remaining / 2)), timeout=remaining))
+            except Exception as exc:  # dead, restarting or hung: killed all the same
+                info["close_error"] = f"{type(exc).__name__}: {exc}"
+            self.ray.kill(actor, no_restart=True)
+            info["dead"] = await self._dead(actor, deadline)
+            return info
+
+        return list(await asyncio.gather(*(close(index) for index in range(len(self.actors)))))
+
+    async def _dead(self, actor: Any, deadline: float) -> bool:
+        """Whether ``actor`` (killed for good) is seen dead before ``deadline``: a call to it fails."""
+        while time.monotonic() < deadline:
+            try:
+                await asyncio.wait_for(_awaitable(actor.where.remote()), timeout=max(0.5, deadline - time.monotonic()))
+            except self.ray.exceptions.RayActorError:
+                return True
+            except TimeoutError:
+                return False
+            await asyncio.sleep(0.2)
+        return False
+
     async def where(self) -> list[dict[str, Any]]:
         """The node and process of every scorer actor (waits for restarting ones)."""
         return list(await asyncio.gather(*(self._where(index) for index in range(len(self.actors)))))
+
+    def _record_items(
+        self, spec_id: str, resource: dict[str, Any], records: list[Record], eager: bool
+    ) -> tuple[list[asyncio.Future[list[Score]]], list[_Item]]:
+        """Futures of every record, and the items to queue: one per distinct computation not already under way."""
+        jobs = self._jobs[spec_id]
+        loop = asyncio.get_running_loop()
+        futures: list[asyncio.Future[list[Score]]] = []
+        new: list[_Item] = []
+        for record in records:
+            signature = _signature(jobs, record)
+            future = self._inflight.get(signature)
+            if future is None:
+                future = loop.create_future()
+                self._inflight[signature] = future
+                future.add_done_callback(self._forget(signature))
+                new.append(_Item(signature, record, spec_id, resource, eager, future))
+            else:
+                self.counters["deduplicated"] += 1
+                self.metrics.shared.inc()
+            futures.append(future)
+        return futures, new
+
+    def _unit_items(
+        self, spec_id: str, resource: dict[str, Any], records: list[Record], group_bys: list[str | None], eager: bool
+    ) -> tuple[list[asyncio.Future[list[Score]]], list[_Item]]:
+        """One item per record, queued unit by unit (whole groups together); none shared with other calls.
+
+        A group-level score depends on the rest of the group as this call sent it, so equal rollouts of other
+        calls are not the same computation.
+
+        Raises:
+            GroupTooLarge: A unit could never be admitted whole (names its first rollout).
+
+        """
+        loop = asyncio.get_running_loop()
+        call = next(self._ids)
+        futures: list[asyncio.Future[list[Score]]] = [loop.create_future() for _ in records]
+        new: list[_Item] = []
+        for unit in group_units(records, group_bys):
+            if len(unit) > self.options.max_queued:
+                raise GroupTooLarge(unit[0], len(unit), self.options.max_queued)
+            unit_id = next(self._ids)
+            for position in unit:
+                item = _Item(b"", records[position], spec_id, resource, eager, futures[position], call=call)
+                item.unit = unit_id
+                new.append(item)
+        return futures, new
 
     def _forget(self, signature: bytes) -> Any:
         def forget(future: asyncio.Future[list[Score]]) -> None:
@@ -231,17 +365,28 @@ class Coordinator:
         return jobs
 
     async def _admit(self, items: list[_Item]) -> None:
-        """Queue each item once the bounded queue has room for it (back-pressure on the caller)."""
+        """Queue each item once the bounded queue has room for it (back-pressure on the caller).
+
+        The items of one unit of whole groups wait for room for all of them and are queued together, so they
+        sit next to each other in the queue and a chunk can take them whole.
+        """
         self._waiting += len(items)
         self.metrics.waiting.set(self._waiting)
-        for item in items:
-            await self._room.acquire()
-            self._waiting -= 1
+        for unit in _runs(items):
+            if len(unit) == 1:
+                await self._room.acquire()
+            else:
+                async with self._unit_lock:  # one unit at a time holds part of the room while it waits
+                    for _ in unit:
+                        await self._room.acquire()
+            self._waiting -= len(unit)
             self.metrics.waiting.set(self._waiting)
-            self._admitted += 1
+            self._admitted += len(unit)
             self.counters["max_admitted"] = max(self.counters["max_admitted"], self._admitted)
-            item.queued_at = time.monotonic()
-            self._enqueue(item)
+            now = time.monotonic()
+            for item in unit:
+                item.queued_at = now
+                self._enqueue(item)
 
     def _enqueue(self, item: _Item, front: bool = False) -> None:
         queue = self._pending.get(item.spec_id)
@@ -257,10 +402,28 @@ class Coordinator:
         self._work.set()
 
     def _take_chunk(self) -> list[_Item]:
-        """Up to ``max_batch`` items of the spec whose turn it is (specs take turns), split evenly over actors."""
+        """The next chunk of the spec whose turn it is (specs take turns): one live actor's share of its wave.
+
+        Items queued and never dispatched form a wave when the first chunk is taken from them: each gets the
+        share ``ceil(wave / live actors)`` (at most ``max_batch``), and every chunk of the wave is that size
+        (the last one what is left), so a batch is split evenly instead of each chunk halving what remains.
+        A chunk never splits a unit of whole groups, nor mixes two calls' units.
+        """
         spec_id, queue = next(iter(self._pending.items()))
-        size = min(self.options.max_batch, max(1, math.ceil(len(queue) / len(self.actors))))
-        chunk = [queue.popleft() for _ in range(min(size, len(queue)))]
+        if not queue[0].share:
+            fresh = [item for item in queue if not item.share]
+            live = max(1, len(self.actors) - len(self._down))
+            share = min(self.options.max_batch, max(1, math.ceil(len(fresh) / live)))
+            for item in fresh:
+                item.share = share
+        size = queue[0].share
+        chunk = [queue.popleft()]
+        while queue:
+            following = queue[0]
+            same_unit = following.unit is not None and following.unit == chunk[-1].unit
+            if not same_unit and (len(chunk) >= size or following.call != chunk[0].call):
+                break
+            chunk.append(queue.popleft())
         del self._pending[spec_id]
         if queue:
             self._pending[spec_id] = queue  # to the back: the next chunk goes to another spec, if any waits
@@ -302,9 +465,11 @@ class Coordinator:
             ref = actor.score.remote(first.spec_id, first.resource, [item.record for item in chunk])
             rows, info = await asyncio.wait_for(_awaitable(ref), timeout=self.options.chunk_timeout)
         except TimeoutError:
+            self._down.add(index)
             cause = f"actor {index} took longer than chunk_timeout ({self.options.chunk_timeout:g} s) and was restarted"
             self.ray.kill(actor, no_restart=False)
         except self.ray.exceptions.RayActorError as exc:
+            self._down.add(index)
             cause = f"actor {index} died ({type(exc).__name__})"
         except self.ray.exceptions.RayTaskError as exc:
             self._fail(chunk, f"actor {index} failed: {_cause(exc)}")
@@ -332,6 +497,7 @@ class Coordinator:
         """
         info = await self._where(index)
         self.actor_info[index] = {**self.actor_info.get(index, {}), **info}
+        self._down.discard(index)
         self._idle.put_nowait(index)
 
     async def _where(self, index: int) -> dict[str, Any]:
@@ -373,6 +539,46 @@ class Coordinator:
     def _release(self) -> None:
         self._admitted -= 1
         self._room.release()
+
+
+def group_units(records: list[Record], group_bys: list[str | None]) -> list[list[int]]:
+    """Positions of the records cut into units no group crosses, in order of first appearance.
+
+    Two records are in one unit when some group-level component (grouping by its ``group_by``) puts them in
+    one group; a record no component can group (no group field) is a unit of its own, as it is scored alone.
+    """
+    parent = list(range(len(records)))
+
+    def root(position: int) -> int:
+        while parent[position] != position:
+            parent[position] = parent[parent[position]]
+            position = parent[position]
+        return position
+
+    for group_by in dict.fromkeys(group_bys):
+        first: dict[bytes, int] = {}
+        for position, record in enumerate(records):
+            key = group_of(record, group_by)
+            if key is None:
+                continue
+            other = first.setdefault(key, position)
+            if other != position:
+                parent[root(position)] = root(other)
+    units: dict[int, list[int]] = {}
+    for position in range(len(records)):
+        units.setdefault(root(position), []).append(position)
+    return list(units.values())
+
+
+def _runs(items: list[_Item]) -> list[list[_Item]]:
+    """The items cut into runs of one unit each (an item of no unit is a run of its own)."""
+    runs: list[list[_Item]] = []
+    for item in items:
+        if runs and item.unit is not None and runs[-1][-1].unit == item.unit:
+            runs[-1].append(item)
+        else:
+            runs.append([item])
+    return runs
 
 
 def _signature(jobs: list[ComponentJob], record: Record) -> bytes:

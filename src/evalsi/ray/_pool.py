@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import logging
+import socket
+import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -19,12 +23,22 @@ from evalsi.rewards._compose import ComponentRule
 
 START_TIMEOUT = 600.0
 """Seconds to wait for a new pool's actors to start (a busy cluster schedules them slowly)."""
+STOP_TIMEOUT = 120.0
+"""Seconds :meth:`RewardPool.shutdown` waits for the pool's actors and their processes to be gone."""
+
+log = logging.getLogger("evalsi.ray")
 
 SpecSource = str | Path | Reward | Mapping[str, Any]
 
 
 class RewardPoolError(EvalsiError, RuntimeError):
-    """The pool could not score a rollout (its actors kept dying, or one raised); the batch failed whole."""
+    """The pool could not score a rollout (its actors kept dying, or one raised); the batch failed whole.
+
+    Args:
+        index: The rollout's index in the batch.
+        cause: Why the pool could not score it.
+
+    """
 
     def __init__(self, index: int, cause: str) -> None:
         self.index = index
@@ -44,6 +58,9 @@ class RewardPool:
     a component's ``RewardBatchError`` under ``onError: raise`` name the rollout's index; the batch completes or
     fails whole) — with the batch spread over the cluster and one verdict cache shared by every actor.
 
+    A batch is split evenly over the live actors. With a group-level component (``group-diversity``) each group
+    of a call stays whole on one actor, so its rollouts are scored with the same group as in process.
+
     Args:
         spec: A RewardSpec file, a mapping, or a loaded ``Reward``.
         num_workers: Scorer actors.
@@ -52,7 +69,8 @@ class RewardPool:
         name: The pool's name; another process (a verl reward worker) attaches to it with
             :meth:`attach` or ``RewardPool(spec, name=...)``. A fresh name when not given.
         address: The Ray cluster to join when this process is not connected yet (``auto``, ``ray://...``).
-        max_batch: Most rollouts in one chunk sent to an actor.
+        max_batch: Most rollouts in one chunk sent to an actor (a group of a group-level spec is never split, so
+            a chunk holding one can be larger).
         window_ms: How long rollouts scored one at a time (``score_one``) wait to be batched together.
         max_queued: Most distinct rollouts queued or being scored; further calls wait (back-pressure).
         max_retries: Further attempts of a chunk whose actor died or hung.
@@ -146,6 +164,11 @@ class RewardPool:
     def attach(cls, name: str, spec: SpecSource, *, address: str | None = None) -> RewardPool:
         """The running pool called ``name`` (started elsewhere), scoring ``spec``.
 
+        Args:
+            name: The pool's name on the cluster.
+            spec: The RewardSpec to score: a file, a mapping or a loaded :class:`~evalsi.rewards.Reward`.
+            address: The Ray cluster to connect to; None for the one ``ray.init`` finds.
+
         Raises:
             ValueError: No pool of that name runs on the cluster.
 
@@ -165,7 +188,12 @@ class RewardPool:
         return pool
 
     def with_spec(self, spec: SpecSource) -> RewardPool:
-        """Another RewardSpec scored by this pool's actors (they keep every spec they are sent bound)."""
+        """Another RewardSpec scored by this pool's actors (they keep every spec they are sent bound).
+
+        Args:
+            spec: The RewardSpec: a file, a mapping or a loaded :class:`~evalsi.rewards.Reward`.
+
+        """
         pool = RewardPool.__new__(RewardPool)
         pool.reward = _bind(spec)
         pool.options = self.options
@@ -204,11 +232,22 @@ class RewardPool:
         return dict(self._resource)
 
     def records(self, rollouts: Iterable[Mapping[str, Any]]) -> list[Record]:
-        """Normalise rollouts with the spec's ``referenceField`` (errors name the rollout's index)."""
+        """Normalise rollouts with the spec's ``referenceField`` (errors name the rollout's index).
+
+        Args:
+            rollouts: Rollout mappings (``completion``, ``prompt``, the reference field, any others).
+
+        Raises:
+            DataError: A rollout is malformed (names its index).
+
+        """
         return self.reward.records(rollouts)
 
     def score(self, rollouts: Iterable[Mapping[str, Any]]) -> list[RewardResult]:
         """Score a batch across the pool; results in input order, the batch completes or fails whole.
+
+        Args:
+            rollouts: Rollout mappings (``completion``, ``prompt``, the reference field, any others).
 
         Raises:
             DataError: A rollout is malformed (names its index).
@@ -223,6 +262,11 @@ class RewardPool:
 
         ``eager=False`` lets them wait up to ``window_ms`` to share a chunk with other callers' rollouts (a
         trainer that scores one sample per call from many threads).
+
+        Args:
+            records: The records, from :meth:`records`.
+            eager: Send them at once (True) or let them wait for others to batch with.
+
         """
         if not records:
             return []
@@ -235,6 +279,9 @@ class RewardPool:
 
         What ``evalsi run --ray`` scores a run's generations with: the run composes and journals them itself.
 
+        Args:
+            records: The records, from :meth:`records`.
+
         Raises:
             RewardPoolError: The pool could not score a record (names it).
 
@@ -245,11 +292,22 @@ class RewardPool:
         return self._columns(self._ray.get(ref))
 
     async def score_async(self, rollouts: Iterable[Mapping[str, Any]]) -> list[RewardResult]:
-        """:meth:`score` for an event loop: awaits the pool without holding a thread."""
+        """:meth:`score` for an event loop: awaits the pool without holding a thread.
+
+        Args:
+            rollouts: Rollout mappings, as for :meth:`score`.
+
+        """
         return await self.score_records_async(self.records(rollouts))
 
     async def score_records_async(self, records: Sequence[Record], *, eager: bool = True) -> list[RewardResult]:
-        """:meth:`score_records` for an event loop."""
+        """:meth:`score_records` for an event loop.
+
+        Args:
+            records: The records, from :meth:`records`.
+            eager: Send them at once (True) or let them wait for others to batch with.
+
+        """
         if not records:
             return []
         ref = self.coordinator.score.remote(self._spec_id, self._resource, list(records), eager)
@@ -261,6 +319,9 @@ class RewardPool:
         Rollouts wait up to ``window_ms`` (or until ``max_batch`` are queued) to go out together, so reward
         overlaps generation without a call per rollout.
 
+        Args:
+            rollout: One rollout mapping.
+
         Raises:
             DataError: The rollout is malformed.
             RewardBatchError: A component errored under ``onError: raise`` (index 0: this rollout).
@@ -268,6 +329,30 @@ class RewardPool:
 
         """
         return (await self.score_records_async(self.records([rollout]), eager=False))[0]
+
+    def warm(self, rollouts: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """Score ``rollouts`` on every actor, outside the caches, and wait: each actor's workers are then started.
+
+        A new actor starts its evaluators' processes on first use (math-equiv's worker template imports its
+        symbolic backends, a code component starts its sandboxes): seconds on a busy node, that would land in
+        the first batches. Call it with a few representative rollouts before a latency-sensitive first step
+        or a measurement. Nothing is cached: later calls score these rollouts again.
+
+        Args:
+            rollouts: A few representative rollout mappings.
+
+        Returns:
+            Where each actor runs (node, host, pid and child processes).
+
+        Raises:
+            DataError: A rollout is malformed (names its index).
+
+        """
+        records = self.records(rollouts)
+        outcome = self._ray.get(self.coordinator.warm.remote(self._spec_id, self._resource, records))
+        if outcome[0] == "spec_error":
+            raise SpecError(outcome[1])
+        return list(outcome[1])
 
     def stats(self) -> dict[str, Any]:
         """The pool's counters: calls, rollouts, chunks, retries, queue depth, in-flight, p50/p99 latency.
@@ -283,17 +368,54 @@ class RewardPool:
     def close(self) -> None:
         """Release this client (the pool keeps running for other clients; :meth:`shutdown` stops it)."""
 
-    def shutdown(self) -> None:
-        """Stop the pool: its coordinator, scorer actors and cache actor."""
-        cache = None
+    def shutdown(self, timeout: float = STOP_TIMEOUT) -> list[dict[str, Any]]:
+        """Stop the pool and wait, up to ``timeout`` seconds, until its processes are gone.
+
+        Each scorer actor first stops its math workers and sandboxes, then is killed for good; then the
+        coordinator and the cache actor. The call returns once Ray reports every actor dead and the actors'
+        processes on this host have exited, so a pool started next gets the CPUs this one held.
+
+        Args:
+            timeout: Seconds to wait for the actors and their processes to be gone.
+
+        Returns:
+            Each scorer actor's node, host and process id, and ``dead``: whether it was seen gone in time
+            (a shortfall is also logged as a warning).
+
+        """
+        deadline = time.monotonic() + timeout
+        actors: list[dict[str, Any]] = []
+        try:
+            actors = list(self._ray.get(self.coordinator.stop.remote(timeout * 0.8), timeout=timeout * 0.9))
+        except Exception as exc:  # the coordinator is gone already, or did not answer: killed all the same
+            log.debug("reward pool %r: stopping its actors: %s", self.options.name, exc)
+        handles = [self.coordinator]
         if self.options.cache == "ray":
-            try:
-                cache = self._ray.get_actor(self.options.cache_name, namespace=NAMESPACE)
-            except ValueError:
-                cache = None
-        self._ray.kill(self.coordinator, no_restart=True)
-        if cache is not None:
-            self._ray.kill(cache, no_restart=True)
+            with contextlib.suppress(ValueError):  # never started, or gone already
+                handles.append(self._ray.get_actor(self.options.cache_name, namespace=NAMESPACE))
+        for handle in handles:
+            self._ray.kill(handle, no_restart=True)
+        for handle in handles:
+            _wait_dead(self._ray, handle, deadline)
+        host = socket.gethostname()
+        local = [pid for a in actors if a.get("host") == host for pid in (a.get("pid"), *a.get("children", ()))]
+        while any(_alive(pid) for pid in local if pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for info in actors:
+            here = info.get("host") == host
+            info["dead"] = bool(info.get("dead")) and not (
+                here and any(map(_alive, (info.get("pid"), *info.get("children", ()))))
+            )
+        stuck = [info for info in actors if not info["dead"]]
+        if stuck:
+            log.warning(
+                "reward pool %r: %d actor(s) or their processes were still running %g s after shutdown: %s",
+                self.options.name,
+                len(stuck),
+                timeout,
+                stuck,
+            )
+        return actors
 
     def _compose(self, outcome: tuple[Any, ...]) -> list[RewardResult]:
         return self.reward.compose(self._columns(outcome))
@@ -318,25 +440,42 @@ class RewardPool:
         return f"RewardPool({self.reward.name!r}, pool={self.options.name!r})"
 
 
+def _wait_dead(ray: Any, handle: Any, deadline: float) -> None:
+    """Wait until a killed actor is reported dead (a call to it fails), or ``deadline`` passes."""
+    while time.monotonic() < deadline:
+        try:
+            ray.get(
+                handle.__ray_ready__.options(max_task_retries=0).remote(), timeout=max(0.5, deadline - time.monotonic())
+            )
+        except ray.exceptions.RayActorError:
+            return
+        except ray.exceptions.GetTimeoutError:
+            return
+        time.sleep(0.2)
+
+
+def _alive(pid: int | None) -> bool:
+    """Whether process ``pid`` of this host is running (an exited one not yet reaped counts as gone; Linux)."""
+    if not pid:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+    except OSError:
+        return True
+
+
 def _bind(spec: SpecSource) -> Reward:
-    """The spec bound in this process, refused when a component needs whole groups (the pool splits batches).
+    """The spec bound in this process.
 
     Raises:
-        SpecError: The spec is invalid, or a component is group-level.
+        SpecError: The spec is invalid.
 
     """
     if isinstance(spec, Reward):
-        reward = spec
-    elif isinstance(spec, Mapping):
-        reward = from_mapping(spec)
-    else:
-        reward = load(spec)
-    for component in reward.components:
-        if component.evaluator.scope == "group":
-            raise SpecError(
-                f"component {component.name!r} ({component.evaluator.name}) scores each rollout with the rest of "
-                "its group, and a reward pool spreads a batch's rollouts over its actors; score this spec in "
-                "process (evalsi.rewards.verl / evalsi.rewards.openrlhf) instead",
-                file=reward.source,
-            )
-    return reward
+        return spec
+    if isinstance(spec, Mapping):
+        return from_mapping(spec)
+    return load(spec)

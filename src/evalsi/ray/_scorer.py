@@ -8,8 +8,10 @@ at each component's rung.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
+import socket
 import threading
 import time
 from collections import OrderedDict
@@ -55,10 +57,54 @@ class ScorerActor:
         self._node = ray.get_runtime_context().get_node_id()
         self.chunks = 0
         self.rollouts = 0
+        self.seconds = 0.0
+        """Time spent scoring chunks here (what the pool's hops add to is the rest of a call's time)."""
 
     def where(self) -> dict[str, Any]:
-        """The node and process this actor runs in (placement checks, fault tests)."""
-        return {"index": self.index, "node_id": self._node, "pid": os.getpid()}
+        """The node, host and process this actor runs in, and its child processes (math workers, sandboxes)."""
+        return {
+            "index": self.index,
+            "node_id": self._node,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "children": child_pids(),
+        }
+
+    def warm(self, spec_id: str, resource: dict[str, Any], records: Sequence[Record]) -> dict[str, Any]:
+        """Score ``records`` outside every cache, so the spec is bound and its workers have started here.
+
+        Math-equiv's worker template imports its symbolic backends and a code component starts its sandboxes on
+        first use: seconds, that would otherwise land in whichever batch first reaches this actor.
+        """
+        reward, _ = self._reward(spec_id, resource)
+        reward.component_scores(records, cache=None, pools=Pools(components=self._threads))
+        return self.where()
+
+    def close(self, timeout: float = 30.0) -> dict[str, Any]:
+        """Stop what this actor started: every bound spec's evaluator processes (math workers, sandboxes), threads.
+
+        Called by the pool's shutdown before the actor is killed, so its process tree is gone with it (a killed
+        actor's grandchildren would otherwise linger, busy, on the node). Waits up to ``timeout`` seconds for the
+        child processes to exit.
+
+        Returns:
+            :meth:`where`, with ``children`` the child processes still alive at the end.
+
+        """
+        with self._lock:
+            bound = list(self._rewards.values())
+            self._rewards.clear()
+        evaluators = {id(c.evaluator): c.evaluator for reward, _ in bound for c in reward.components}
+        for evaluator in evaluators.values():
+            with contextlib.suppress(Exception):  # one evaluator failing to close must not keep the others up
+                evaluator.close()
+        for reward, _ in bound:
+            reward.close()
+        self._threads.shutdown(wait=False, cancel_futures=True)
+        deadline = time.monotonic() + timeout
+        while child_pids() and time.monotonic() < deadline:  # an exited child not yet reaped counts as gone
+            time.sleep(0.05)
+        return self.where()
 
     def score(self, spec_id: str, resource: dict[str, Any], records: Sequence[Record]) -> tuple[Rows, dict[str, Any]]:
         """Raw component scores of ``records`` under the spec, by record; and this actor's counters.
@@ -82,9 +128,19 @@ class ScorerActor:
         self.chunks += 1
         self.rollouts += len(records)
         counts = cache_counts(self.cache)
-        self.metrics.observe_chunk(len(records), time.perf_counter() - started, counts)
+        elapsed = time.perf_counter() - started
+        self.seconds += elapsed
+        self.metrics.observe_chunk(len(records), elapsed, counts)
         rows = [list(row) for row in zip(*columns, strict=True)] if columns else [[] for _ in records]
-        info = {"index": self.index, "node_id": self._node, "pid": os.getpid(), "chunks": self.chunks, **counts}
+        info = {
+            "index": self.index,
+            "node_id": self._node,
+            "pid": os.getpid(),
+            "chunks": self.chunks,
+            "rollouts": self.rollouts,
+            "seconds": self.seconds,
+            **counts,
+        }
         return rows, info
 
     def _reward(self, spec_id: str, resource: dict[str, Any]) -> tuple[Reward, list[ComponentJob]]:
@@ -99,3 +155,27 @@ class ScorerActor:
                 _, (old, _jobs) = self._rewards.popitem(last=False)
                 old.close()
             return bound
+
+
+def child_pids() -> list[int]:
+    """The live child processes of the calling process (Linux ``/proc``; none elsewhere)."""
+    out: list[int] = []
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return out
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/children") as handle:
+                out.extend(int(pid) for pid in handle.read().split())
+        except OSError:
+            continue
+    return sorted(pid for pid in set(out) if not _zombie(pid))
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True

@@ -8,6 +8,7 @@ Example:
 
 """
 
+from evalsi._util.public import publish
 from evalsi.rewards._compose import ComponentRule, RewardResult, RewardStatus, compose_batch, compose_one
 from evalsi.rewards._remote import RemoteReward
 from evalsi.rewards._rescore import (
@@ -50,3 +51,5 @@ __all__ = [
     "stored_from_scores",
     "write_jsonl",
 ]
+
+publish(__name__)

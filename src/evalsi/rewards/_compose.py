@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from evalsi.errors import DataError, RewardBatchError
@@ -45,6 +45,10 @@ class RewardResult:
     total: float | None
     status: RewardStatus
     components: dict[str, Score]
+    latency_ms: float | None = field(default=None, compare=False)
+    """Milliseconds this rollout's components took, summed (a cached score costs 0; a component that scores a
+    batch at once gives each rollout an equal share of its call). None where it was not measured (a server). A
+    measurement, not part of the result's value: two results differing only here are equal."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form: ``{total, status, components: {name: {value, status, reason}}}``."""
@@ -76,7 +80,15 @@ def check_raise(rules: Sequence[ComponentRule], scores: Sequence[Sequence[Score]
 def compose_one(
     rules: Sequence[ComponentRule], scores: Sequence[Score], floor: float, clip: tuple[float, float] | None
 ) -> RewardResult:
-    """Rules 3-6 for one rollout whose scores (in rule order) hold no ``raise`` error."""
+    """Rules 3-6 for one rollout whose scores (in rule order) hold no ``raise`` error.
+
+    Args:
+        rules: Each component's weight, gate and error rule.
+        scores: The rollout's scores, in rule order.
+        floor: The total when a gate fails.
+        clip: ``[low, high]`` bounds of the total; None for none.
+
+    """
     breakdown = {rule.name: score for rule, score in zip(rules, scores, strict=True)}
     gated = False
     total = 0.0
@@ -105,6 +117,12 @@ def compose_batch(
     clip: tuple[float, float] | None = None,
 ) -> list[RewardResult]:
     """Compose every rollout of a batch; ``scores`` is indexed ``[component][rollout]``.
+
+    Args:
+        rules: Each component's weight, gate and error rule.
+        scores: Scores indexed ``[component][rollout]``.
+        floor: The total of a rollout whose gate failed.
+        clip: ``[low, high]`` bounds of the total; None for none.
 
     Raises:
         RewardBatchError: A component errored under ``onError: raise`` (the whole batch fails).

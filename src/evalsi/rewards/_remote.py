@@ -70,6 +70,17 @@ class RemoteReward:
         timeout: float = 600.0,
         retries: int = 3,
     ) -> None:
+        """Bind a spec to the server that scores it (see :meth:`from_file`).
+
+        Args:
+            server: The server's base URL.
+            resource: The RewardSpec resource, sent as written.
+            body: The parsed spec, for composing locally what the server returns.
+            token: The bearer token; None sends none.
+            timeout: Seconds one request may take.
+            retries: Attempts after a failed connection or a retryable status.
+
+        """
         self.server = server.rstrip("/")
         self.url = self.server + SCORE_PATH
         self.resource = dict(resource)
@@ -96,7 +107,15 @@ class RemoteReward:
 
     @classmethod
     def from_file(cls, path: str | Path, server: str, name: str | None = None, **options: Any) -> RemoteReward:
-        """Read and validate the RewardSpec in a YAML file; it is sent as written."""
+        """Read and validate the RewardSpec in a YAML file; it is sent as written.
+
+        Args:
+            path: The YAML file.
+            server: The server's base URL.
+            name: Which RewardSpec when the file holds several.
+            **options: ``token``, ``timeout`` and ``retries``, as for the constructor.
+
+        """
         resource = select_resource(load_resources(path), "RewardSpec", name, str(path))
         remote = cls(server, resource.document.data, _validate(resource), **options)
         remote.source = str(path)
@@ -104,7 +123,14 @@ class RemoteReward:
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], server: str, **options: Any) -> RemoteReward:
-        """From a mapping: a whole resource, or just its ``spec`` (named ``reward``, as ``from_mapping`` does)."""
+        """From a mapping: a whole resource, or just its ``spec`` (named ``reward``, as ``from_mapping`` does).
+
+        Args:
+            data: A RewardSpec resource or its ``spec``.
+            server: The server's base URL.
+            **options: ``token``, ``timeout`` and ``retries``, as for the constructor.
+
+        """
         raw = dict(data)
         if "apiVersion" not in raw:
             raw = {"apiVersion": API_VERSION, "kind": "RewardSpec", "metadata": {"name": "reward"}, "spec": raw}
@@ -113,7 +139,15 @@ class RemoteReward:
 
     @classmethod
     def from_spec(cls, name: str, body: RewardSpecBody, server: str, **options: Any) -> RemoteReward:
-        """From an already parsed spec (e.g. a loaded ``Reward``'s ``spec``)."""
+        """From an already parsed spec (e.g. a loaded ``Reward``'s ``spec``).
+
+        Args:
+            name: The spec's name.
+            body: The parsed spec.
+            server: The server's base URL.
+            **options: ``token``, ``timeout`` and ``retries``, as for the constructor.
+
+        """
         resource = {
             "apiVersion": API_VERSION,
             "kind": "RewardSpec",
@@ -124,6 +158,9 @@ class RemoteReward:
 
     def score(self, rollouts: Iterable[Mapping[str, Any]]) -> list[RewardResult]:
         """Score a batch in one request; the batch completes or fails whole, as with local scoring.
+
+        Args:
+            rollouts: Rollout mappings (``prompt``, ``completion``, a reference...).
 
         Raises:
             RewardBatchError: A component errored under ``onError: raise`` on the server.

@@ -116,7 +116,12 @@ class ComponentDiff:
         return sum(1 for c in self.changes if c.direction == "status")
 
     def to_json(self, examples: int) -> dict[str, Any]:
-        """JSON form with the first ``examples`` changes of each direction."""
+        """JSON form with the first ``examples`` changes of each direction.
+
+        Args:
+            examples: How many changed rollouts to list per direction.
+
+        """
         picked = [c for d in ("down", "up", "status") for c in [x for x in self.changes if x.direction == d][:examples]]
         return {
             "name": self.name,
@@ -166,7 +171,12 @@ class RescoreReport:
         return self.changed_rollouts / self.rollouts if self.rollouts else 0.0
 
     def to_json(self, examples: int = 3) -> dict[str, Any]:
-        """JSON form (``evalsi rewards rescore --json``)."""
+        """JSON form (``evalsi rewards rescore --json``).
+
+        Args:
+            examples: How many changed rollouts to list per component and direction.
+
+        """
         return {
             "spec": self.spec,
             "rollouts": self.rollouts,
@@ -181,7 +191,13 @@ class RescoreReport:
 
 
 def score_keys(reward: Reward, records: Sequence[Record]) -> list[dict[str, str]]:
-    """Each record's content key per component (hex): the engine's cache key, kept beside stored scores."""
+    """Each record's content key per component (hex): the engine's cache key, kept beside stored scores.
+
+    Args:
+        reward: The reward whose components make the keys.
+        records: The records.
+
+    """
     keys: list[dict[str, str]] = [{} for _ in records]
     for component in reward.components:
         job = component.job
@@ -192,6 +208,11 @@ def score_keys(reward: Reward, records: Sequence[Record]) -> list[dict[str, str]
 
 def rescore(reward: Reward, stored: Sequence[StoredRollout], *, pools: Pools | None = None) -> RescoreReport:
     """Score ``stored`` rollouts with ``reward``, reusing old scores whose content key is unchanged, and diff.
+
+    Args:
+        reward: The reward to score with.
+        stored: The rollouts and their old scores and keys.
+        pools: Where components run; by default the reward's component threads.
 
     Raises:
         DataError: A rollout is malformed (names its index).
@@ -327,6 +348,10 @@ def _clean(value: float) -> float | None:
 def read_scores(rows: Sequence[Mapping[str, Any]], source: RowSource) -> list[dict[str, Any]]:
     """Validate the lines of a scores file (``evalsi rewards score`` output), naming the file and line of a bad one.
 
+    Args:
+        rows: The file's lines, parsed.
+        source: Where they came from, for error messages.
+
     Raises:
         DataError: A line lacks ``components`` or has a malformed score.
 
@@ -375,6 +400,12 @@ def stored_from_scores(
 
     The lines carry the rollouts (``--keep-rollouts``), or ``rollouts`` gives them in the same order (the file's
     ``index`` must match each position, and its ``id`` the rollout's).
+
+    Args:
+        lines: The scores file's lines.
+        source: Where they came from.
+        rollouts: The rollouts, when the scores file does not hold them.
+        rollouts_source: Where ``rollouts`` came from.
 
     Raises:
         DataError: A line has no rollout and none is given, or the two files disagree (naming file and line).

@@ -7,13 +7,13 @@ import enum
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from evalsi.engine import ComponentJob, Pools, ScoreCache, score_components
+from evalsi.engine import ComponentJob, LookedUp, Pools, ScoreCache, look_up_components, score_components
 from evalsi.errors import SpecError, UnknownEvaluatorError
 from evalsi.evaluators import Evaluator, Params, Score, get_evaluator, resolve_spec_paths
 from evalsi.records import Record, from_rollout
@@ -71,6 +71,13 @@ class Reward:
     """
 
     def __init__(self, spec: RewardSpec, components: Sequence[BoundComponent]) -> None:
+        """Hold a spec and its components bound to evaluators (made by :func:`bind`).
+
+        Args:
+            spec: The parsed RewardSpec.
+            components: Its components, in spec order.
+
+        """
         self.spec = spec
         self.components = list(components)
         self.name = spec.name
@@ -96,12 +103,20 @@ class Reward:
         return any(c.evaluator.runs_code for c in self.components)
 
     def records(self, rollouts: Iterable[Mapping[str, Any]]) -> list[Record]:
-        """Normalise rollouts with this spec's ``referenceField``."""
+        """Normalise rollouts with this spec's ``referenceField``.
+
+        Args:
+            rollouts: Rollout mappings.
+
+        """
         field = self.spec.spec.reference_field
         return [from_rollout(r, reference_field=field, index=i) for i, r in enumerate(rollouts)]
 
     def score(self, rollouts: Iterable[Mapping[str, Any]]) -> list[RewardResult]:
         """Score a batch of rollouts; the batch completes or fails whole.
+
+        Args:
+            rollouts: Rollout mappings (``prompt``, ``completion``, a reference...).
 
         Raises:
             DataError: A rollout is malformed (names its index).
@@ -136,8 +151,24 @@ class Reward:
         pools: Pools | None = None,
         cancelled: threading.Event | None = None,
     ) -> list[RewardResult]:
-        """Score already normalised records (the arguments are those of :meth:`component_scores`)."""
-        return self.compose(self.component_scores(records, cache=cache, pools=pools, cancelled=cancelled))
+        """Score already normalised records (the arguments are those of :meth:`component_scores`).
+
+        Each result carries its rollout's scoring time (``latency_ms``): what its components took, summed.
+
+        Args:
+            records: Normalised records (:meth:`records`).
+            cache: Where component scores are looked up and stored; this reward's own cache unless given.
+            pools: Where components run; by default this reward's component threads.
+            cancelled: Once set, components not started yet are dropped.
+
+        """
+        seconds: list[list[float]] = []
+        columns = self.component_scores(records, cache=cache, pools=pools, cancelled=cancelled, seconds=seconds)
+        results = self.compose(columns)
+        return [
+            replace(result, latency_ms=1000.0 * sum(column[i] for column in seconds))
+            for i, result in enumerate(results)
+        ]
 
     def component_scores(
         self,
@@ -146,6 +177,7 @@ class Reward:
         cache: ScoreCache | OwnCache | None = OWN_CACHE,
         pools: Pools | None = None,
         cancelled: threading.Event | None = None,
+        seconds: list[list[float]] | None = None,
     ) -> list[list[Score]]:
         """Raw scores indexed ``[component][record]``, before composition: the one scoring path of every entry point.
 
@@ -157,13 +189,30 @@ class Reward:
                 threads, when it has more than one component.
             cancelled: Once set, components not started yet are dropped
                 (:class:`evalsi.engine.ScoringCancelled`).
+            seconds: When given, receives the seconds each component spent on each record, indexed as the scores.
 
         """
         chosen = self.cache if isinstance(cache, OwnCache) else cache
-        return score_components(self._jobs, records, chosen, pools or self._pools(), cancelled)
+        return score_components(self._jobs, records, chosen, pools or self._pools(), cancelled, seconds)
+
+    def look_up(self, records: Sequence[Record], *, cache: ScoreCache | None, timed: bool = False) -> LookedUp:
+        """The cache look-ups of :meth:`component_scores` alone: no evaluator is called.
+
+        Finish with :func:`evalsi.engine.finish_components`; ``timed`` measures each component's look-up (metrics).
+
+        Args:
+            records: The batch, normalised.
+            cache: Where scores are looked up; None finds none.
+            timed: Whether to time each component's look-up.
+
+        """
+        return look_up_components(self._jobs, records, cache, timed=timed)
 
     def compose(self, columns: Sequence[Sequence[Score]]) -> list[RewardResult]:
         """Totals and breakdowns from scores indexed ``[component][record]``, by this spec's rules.
+
+        Args:
+            columns: Scores indexed ``[component][record]``.
 
         Raises:
             RewardBatchError: A component errored under ``onError: raise`` (names the rollout and component).
@@ -179,7 +228,12 @@ class Reward:
         return totals(self.score(rows(trl_batch(prompts, completions, kwargs))))
 
     async def score_async(self, rollouts: Iterable[Mapping[str, Any]]) -> list[RewardResult]:
-        """``score`` on a worker thread, so an event loop keeps serving while a batch is scored."""
+        """``score`` on a worker thread, so an event loop keeps serving while a batch is scored.
+
+        Args:
+            rollouts: Rollout mappings.
+
+        """
         batch = list(rollouts)
         return await asyncio.to_thread(self.score, batch)
 
@@ -208,6 +262,10 @@ class Reward:
 def load(path: str | Path, name: str | None = None) -> Reward:
     """Load the RewardSpec in a YAML file (``name`` picks one when the file holds several) and bind it.
 
+    Args:
+        path: The YAML file.
+        name: Which RewardSpec when the file holds several.
+
     Raises:
         SpecError: The file, a field, a ``ref`` or a param is invalid; the message names file, line and field.
 
@@ -217,7 +275,13 @@ def load(path: str | Path, name: str | None = None) -> Reward:
 
 
 def from_mapping(data: Mapping[str, Any], source: str | None = None) -> Reward:
-    """Bind a RewardSpec given as a mapping: a whole resource (``apiVersion``, ``kind``...) or just its ``spec``."""
+    """Bind a RewardSpec given as a mapping: a whole resource (``apiVersion``, ``kind``...) or just its ``spec``.
+
+    Args:
+        data: A RewardSpec resource or its ``spec``.
+        source: A name for the mapping in error messages.
+
+    """
     raw = dict(data)
     if "apiVersion" not in raw:
         raw = {"apiVersion": API_VERSION, "kind": "RewardSpec", "metadata": {"name": "reward"}, "spec": raw}
@@ -229,6 +293,11 @@ def bind(resource: Resource, base_dir: Path | None = None) -> Reward:
     """Validate a RewardSpec resource and resolve its components to evaluators with validated params.
 
     ``base_dir`` is the spec file's folder: params naming a file are relative to it (None: to the working directory).
+
+    Args:
+        resource: A RewardSpec resource.
+        base_dir: The folder relative paths in params resolve against; None leaves them as written.
+
     """
     try:
         body = RewardSpecBody.model_validate(resource.spec)
@@ -260,6 +329,14 @@ def bind_component(
     """Resolve one component's evaluator and validate its params; errors point at ``where`` in the resource.
 
     Params naming a file (marked ``SPEC_PATH``) are made absolute against ``base_dir``, the spec file's folder.
+
+    Args:
+        resource: The RewardSpec resource, for error locations.
+        component: The component to bind.
+        body: The spec body, for spec-wide defaults.
+        where: The component's path in the resource.
+        base_dir: The folder relative paths in params resolve against.
+
     """
     name, slash, argument = component.ref.partition("/")
     try:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 import orjson
 
 from evalsi._util.atomic import atomic_writer
+from evalsi._util.jsonl import json_lines
 from evalsi._util.parquet import read_parquet
 from evalsi.errors import DataError
 
@@ -34,14 +35,25 @@ class RowSource:
     """How a row without a line is named: ``item [i]`` of a JSON array, or the 1-based ``row n`` of a table."""
 
     def error(self, index: int, message: str) -> DataError:
-        """A DataError naming row ``index`` (0-based position) by file and line."""
+        """A DataError naming row ``index`` (0-based position) by file and line.
+
+        Args:
+            index: The row's 0-based position.
+            message: What is wrong with it.
+
+        """
         if self.lines is not None and index < len(self.lines):
             return DataError(message, file=self.file, line=self.lines[index])
         where = f"item [{index}]" if self.unit == "item" else f"row {index + 1}"
         return DataError(f"{where}: {message}", file=self.file)
 
     def locate(self, exc: DataError) -> DataError:
-        """``exc`` (raised for a rollout index, without a file) named by this file and line instead."""
+        """``exc`` (raised for a rollout index, without a file) named by this file and line instead.
+
+        Args:
+            exc: An error naming a rollout index.
+
+        """
         if exc.index is None or exc.file is not None:
             return exc
         return self.error(exc.index, exc.detail)
@@ -59,6 +71,9 @@ def read_rollouts(path: str | Path) -> list[dict[str, Any]]:
 
 def read_rollout_file(path: str | Path) -> tuple[list[dict[str, Any]], RowSource]:
     """Every rollout in a file (``-`` reads standard input), and where each came from.
+
+    Args:
+        path: A JSONL, JSON or Parquet file, or ``-``.
 
     Raises:
         DataError: The file is missing, unreadable, or a line/item is not a JSON object (names file and line).
@@ -89,13 +104,7 @@ def _read_text_rows(raw: bytes, file: str, json_array: bool) -> tuple[list[dict[
 def _read_jsonl(raw: bytes, file: str) -> tuple[list[dict[str, Any]], RowSource]:
     rows: list[dict[str, Any]] = []
     lines: list[int] = []
-    for number, line in enumerate(raw.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            value = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise DataError(f"not valid JSON: {exc}", file=file, line=number) from None
+    for number, value in json_lines(raw, file):
         if not isinstance(value, dict):
             raise DataError(
                 f"each line must be a JSON object (a rollout), got {type(value).__name__}", file=file, line=number
@@ -119,7 +128,13 @@ def _read_json_array(raw: bytes, file: str) -> list[dict[str, Any]]:
 
 
 def write_jsonl(path: str | Path, rows: Iterable[Any]) -> None:
-    """Write JSON lines atomically: the file appears only when every row is written."""
+    """Write JSON lines atomically: the file appears only when every row is written.
+
+    Args:
+        path: The file to write.
+        rows: JSON-serialisable rows, one a line.
+
+    """
     with atomic_writer(path) as handle:
         for row in rows:
             handle.write(orjson.dumps(row, option=orjson.OPT_SERIALIZE_NUMPY))

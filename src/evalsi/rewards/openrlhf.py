@@ -13,8 +13,10 @@ errored component reads 0.0 there, since OpenRLHF averages them plainly), with `
 rollouts in a row, is warned about once per process. ``extra_logs`` also holds the reward vector for
 per-component (GDPO-style) normalisation: ``reward/<component>``, the component's value as composition counts it
 (a gated rollout reads 0.0 in every component, an error under ``onError: zero`` 0.0, a skipped component 0.0),
-``reward_weight/<component>``, its weight, and ``reward/latency_ms``, how long scoring the call took (OpenRLHF
-logs them as ``train/reward/<component>`` ...). ``evalsi rewards serve`` answers the same over HTTP. A spec with
+``reward_weight/<component>``, its weight, ``reward/latency_ms``, how long scoring the call took, and
+``reward/latency_ms/p50``, ``/p90``, ``/p99``, the percentiles of each rollout's own scoring time over the call
+(over the process's last 1,024 rollouts when a call holds one; in-process scoring only) (OpenRLHF logs them as
+``train/reward/<component>`` ...). ``evalsi rewards serve`` answers the same over HTTP. A spec with
 ``onError: none`` is refused: OpenRLHF cannot skip a rollout's reward.
 
 Training monitors (:mod:`evalsi.monitors`): with ``EVALSI_MONITOR=1``, ``extra_logs`` also holds
@@ -39,6 +41,7 @@ from evalsi.errors import DataError, SpecError
 from evalsi.records import Record
 from evalsi.rewards._batch import LATENCY_KEY, completion_after_prompt, vector_columns
 from evalsi.rewards._compose import ComponentRule, RewardResult
+from evalsi.rewards._latency import latency_percentiles
 from evalsi.rewards._monitoring import adapter_monitor, stop_on_list
 from evalsi.rewards._reward import Reward
 from evalsi.rewards._scorer import checked_scorer
@@ -103,6 +106,7 @@ def reward_func(
         tensor=torch.tensor if torch is not None else None,
         rules=scorer.rules,
         latency_ms=latency_ms,
+        percentiles=latency_percentiles(results),
         monitors=monitors,
     )
 
@@ -110,7 +114,17 @@ def reward_func(
 def rollouts(
     queries: Sequence[str], prompts: Sequence[str] | None, labels: Sequence[Any] | None
 ) -> list[dict[str, Any]]:
-    """OpenRLHF samples as rollout mappings (for the Reward Service): the :func:`records`, as mappings."""
+    """OpenRLHF samples as rollout mappings (for the Reward Service): the :func:`records`, as mappings.
+
+    Args:
+        queries: Decoded prompt + response, one per sample.
+        prompts: The prompts, aligned with ``queries``; None when OpenRLHF sends none.
+        labels: The references, aligned; None when the dataset has none.
+
+    Raises:
+        DataError: As for :func:`records`.
+
+    """
     out: list[dict[str, Any]] = []
     for record in records(queries, prompts, labels):
         item: dict[str, Any] = {"completion": record.completion}
@@ -126,6 +140,11 @@ def records(queries: Sequence[str], prompts: Sequence[str] | None, labels: Seque
     """OpenRLHF samples as records: the completion is the query after its prompt, the label the reference.
 
     The label is the reference whatever the spec's ``referenceField``: OpenRLHF has no other field for it.
+
+    Args:
+        queries: Decoded prompt + response, one per sample.
+        prompts: The prompts, aligned with ``queries``; None when OpenRLHF sends none.
+        labels: The references, aligned; None when the dataset has none.
 
     Raises:
         DataError: The lists differ in length, or a query or prompt is not text (names the sample's index).
@@ -157,6 +176,7 @@ def reward_response(
     *,
     rules: Sequence[ComponentRule] = (),
     latency_ms: float | None = None,
+    percentiles: Mapping[str, float] | None = None,
     monitors: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """The OpenRLHF answer for ``results``.
@@ -167,6 +187,8 @@ def reward_response(
         tensor: Wraps each list when given (e.g. ``torch.tensor``).
         rules: The spec's composition rules: when given, the reward vector and weights join ``extra_logs``.
         latency_ms: How long scoring took: when given, ``reward/latency_ms`` joins ``extra_logs``.
+        percentiles: ``reward/latency_ms/p50``, ``/p90``, ``/p99`` of the rollouts' own scoring times (see
+            :func:`evalsi.rewards._latency.latency_percentiles`): each joins ``extra_logs`` when given.
         monitors: The training monitors' metrics, joined to ``extra_logs`` (one value per sample, all the same).
 
     Returns:
@@ -183,7 +205,7 @@ def reward_response(
     logs.update(vector_columns(rules, results))
     if latency_ms is not None:
         logs[LATENCY_KEY] = [latency_ms] * len(results)
-    for key, value in (monitors or {}).items():
+    for key, value in {**(percentiles or {}), **(monitors or {})}.items():
         logs[key] = [value] * len(results)
     if tensor is None:
         return {"rewards": rewards, "scores": list(rewards), "extra_logs": logs}

@@ -16,8 +16,10 @@ with the spec's weights, for ``GRPOConfig(multi_objective_aggregation="normalize
 reads what it adds to the total (see :func:`evalsi.rewards._batch.vector_values`: gates and error policies apply).
 
 Each batch's scoring time is logged through TRL's ``log_metric`` as ``reward/latency_ms`` (the wall time every
-rollout of the batch waited) and ``reward/latency_ms_per_rollout`` (that time over the batch size), beside
-``kl`` and ``entropy``, so a step whose reward is the bottleneck shows it.
+rollout of the batch waited), ``reward/latency_ms_per_rollout`` (that time over the batch size) and
+``reward/latency_ms/p50``, ``/p90``, ``/p99`` (the percentiles of each rollout's own scoring time: what its
+components took; in-process scoring only), beside ``kl`` and ``entropy``, so a step whose reward is the
+bottleneck shows it, and whether a few slow rollouts make it so.
 
 With ``monitor=Monitor(...)`` the total's function also feeds each scored batch to the training monitors
 (:mod:`evalsi.monitors`) and logs ``monitor/<signal>``, ``monitor/<signal>/fired``,
@@ -34,7 +36,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from evalsi.monitors import Monitor, metrics
@@ -49,6 +51,7 @@ from evalsi.rewards._batch import (
     vector_values,
 )
 from evalsi.rewards._compose import RewardResult
+from evalsi.rewards._latency import latency_percentiles
 from evalsi.rewards._monitoring import observation
 from evalsi.rewards._scorer import Scorer, SpecSource, open_scorer, resource_of, server_of
 
@@ -63,6 +66,7 @@ class _Entry:
     future: Future[list[RewardResult]]
     reads: int = 0
     latency_ms: float = 0.0
+    percentiles: dict[str, float] = field(default_factory=dict)
 
 
 class BatchMemo:
@@ -72,6 +76,12 @@ class BatchMemo:
     values of their columns, so a component function called after, before or alongside the total reuses the
     total's computation instead of scoring again. Once all ``readers`` functions have read a batch it is
     forgotten (results kept alive longer only cost the garbage collector); at most ``size`` batches are kept.
+
+    Args:
+        scorer: What scores a batch: a loaded spec, a Reward Service client or a Ray pool.
+        readers: How many functions read each batch.
+        size: The most batches remembered at once.
+
     """
 
     def __init__(self, scorer: Scorer, readers: int = 1, size: int = 4) -> None:
@@ -84,25 +94,36 @@ class BatchMemo:
         """The batch's results, scoring it here if no other call has (or is doing it).
 
         The call that scores the batch reports its latency to ``log_metric`` (TRL's), when given.
+
+        Args:
+            batch: TRL's columns: ``prompts``, ``completions`` and the dataset's other columns.
+            log_metric: TRL's metric logger, if any.
+
         """
         entry, owner = self._claim(batch)
         if owner:
             self._compute(batch, entry)
         results = self._read(entry, entry.future.result())
         if owner:
-            _log_latency(log_metric, entry.latency_ms, len(results))
+            _log_latency(log_metric, entry, len(results))
         return results
 
     async def results_async(
         self, batch: Batch, log_metric: Callable[[str, float], None] | None = None
     ) -> list[RewardResult]:
-        """As :meth:`results`, scoring on a worker thread so TRL's event loop runs the other functions."""
+        """As :meth:`results`, scoring on a worker thread so TRL's event loop runs the other functions.
+
+        Args:
+            batch: TRL's columns, as for :meth:`results`.
+            log_metric: TRL's metric logger, if any.
+
+        """
         entry, owner = self._claim(batch)
         if owner:
             await asyncio.to_thread(self._compute, batch, entry)
         results = self._read(entry, await asyncio.wrap_future(entry.future))
         if owner:
-            _log_latency(log_metric, entry.latency_ms, len(results))
+            _log_latency(log_metric, entry, len(results))
         return results
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -133,6 +154,7 @@ class BatchMemo:
         try:
             results = self.scorer.score(rows(batch))
             entry.latency_ms = (time.perf_counter() - started) * 1000.0
+            entry.percentiles = latency_percentiles(results)
             future.set_result(results)
         except BaseException as exc:
             with self._lock:  # a failed batch is not remembered: calling again retries it
@@ -142,13 +164,18 @@ class BatchMemo:
             future.set_exception(exc)
 
 
-def _log_latency(log_metric: Callable[[str, float], None] | None, latency_ms: float, count: int) -> None:
-    """Report a batch's scoring time through TRL's ``log_metric`` (absent in TRL before 1.0: nothing logged)."""
+def _log_latency(log_metric: Callable[[str, float], None] | None, entry: _Entry, count: int) -> None:
+    """Report a batch's scoring time and its rollouts' percentiles through TRL's ``log_metric``.
+
+    TRL before 1.0 has no ``log_metric``: nothing is logged then.
+    """
     if log_metric is None or not callable(log_metric):
         return
-    log_metric(LATENCY_KEY, latency_ms)
+    log_metric(LATENCY_KEY, entry.latency_ms)
     if count:
-        log_metric(LATENCY_KEY + "_per_rollout", latency_ms / count)
+        log_metric(LATENCY_KEY + "_per_rollout", entry.latency_ms / count)
+    for key, value in entry.percentiles.items():
+        log_metric(key, value)
 
 
 def _memo_for(resource: dict[str, Any], server: str | None, readers: int) -> BatchMemo:
@@ -159,6 +186,15 @@ class RewardFunction:
     """One TRL reward function of a spec: the total (``component`` None) or one component's values.
 
     A callable instance rather than a closure, so it pickles (as its spec); TRL names it by ``__name__``.
+
+    Args:
+        memo: The memo shared by the spec's functions.
+        name: The function's ``__name__``, which TRL logs its values under.
+        component: The component it reads; None for the total.
+        monitor: The training monitor fed each batch, if any (the total's function has it).
+        max_completion_length: TRL's completion length limit, for the monitor's truncation rate.
+        vector: Read the component as it counts in the total (gated: 0.0) rather than as it scored.
+
     """
 
     def __init__(
@@ -191,14 +227,28 @@ class RewardFunction:
     async def call_async(
         self, prompts: Sequence[Any] | None = None, completions: Sequence[Any] | None = None, **kwargs: Any
     ) -> list[float | None]:
-        """As ``__call__``, scoring on a worker thread."""
+        """As ``__call__``, scoring on a worker thread.
+
+        Args:
+            prompts: The batch's prompts.
+            completions: The batch's completions.
+            **kwargs: The dataset's other columns and TRL's ``trainer_state`` and ``log_metric``.
+
+        """
         batch = trl_batch(prompts, completions, kwargs)
         results = await self.memo.results_async(batch, kwargs.get("log_metric"))
         self.watch(batch, results, kwargs)
         return self.project(results)
 
     def watch(self, batch: Batch, results: Sequence[RewardResult], kwargs: dict[str, Any]) -> None:
-        """Feed the batch to the monitor (when this function has one) and log its signals through ``log_metric``."""
+        """Feed the batch to the monitor (when this function has one) and log its signals through ``log_metric``.
+
+        Args:
+            batch: TRL's columns.
+            results: The batch's results.
+            kwargs: TRL's keyword arguments (``trainer_state`` gives the step, ``log_metric`` the logger).
+
+        """
         if self.monitor is None:
             return
         state = kwargs.get("trainer_state")
@@ -213,7 +263,12 @@ class RewardFunction:
                 log_metric(name, value)
 
     def project(self, results: Sequence[RewardResult]) -> list[float | None]:
-        """The values of this function, from the batch's results."""
+        """The values of this function, from the batch's results.
+
+        Args:
+            results: The batch's results, in batch order.
+
+        """
         if self.component is None:
             return totals(results)
         if self.vector:

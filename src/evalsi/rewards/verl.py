@@ -22,7 +22,9 @@ component's value as composition counts it (a gated rollout reads 0.0 in every c
 so ``sum(reward_weight/c * reward/c)`` is the total before the floor and ``clip``. verl stores every key in
 ``reward_extra_info`` (``batch.non_tensor_batch``), where an advantage estimator can normalise each
 ``reward/<component>`` within its group (``uid``) and weight them. ``reward/latency_ms`` is how long the call
-that scored the rollout took (the whole batch's scoring with ``compute_score_batch``).
+that scored the rollout took (the whole batch's scoring with ``compute_score_batch``); ``reward/latency_ms/p50``,
+``/p90`` and ``/p99`` are the percentiles of each rollout's own scoring time (what its components took) over the
+batch, or over the last 1,024 rollouts the process scored with ``compute_score`` (in-process scoring only).
 
 Training monitors (:mod:`evalsi.monitors`): with ``reward_kwargs.monitor: true`` every dict also holds
 ``monitor/<signal>``, ``monitor/<signal>/fired`` and ``monitor/<signal>/threshold`` for each signal read from the
@@ -43,6 +45,7 @@ from typing import Any
 from evalsi.errors import SpecError
 from evalsi.rewards._batch import LATENCY_KEY, plain, vector_columns
 from evalsi.rewards._compose import ComponentRule, RewardResult
+from evalsi.rewards._latency import latency_percentiles
 from evalsi.rewards._monitoring import AdapterMonitor, adapter_monitor, stop_on_list
 from evalsi.rewards._scorer import Scorer, shared_scorer
 from evalsi.rewards._skips import SKIPPED_SUFFIX, watch_skips
@@ -82,7 +85,7 @@ def compute_score(
     latency_ms = (time.perf_counter() - started) * 1000.0
     watch_skips(scorer.component_names, results, "verl")
     watched = _watch(scorer, reward_kwargs, [solution_str], [_group(ground_truth, extra_info)], results, per_call=False)
-    return _dicts(results, scorer.rules, latency_ms, watched)[0]
+    return _dicts(results, scorer.rules, latency_ms, latency_percentiles(results), watched)[0]
 
 
 def compute_score_batch(
@@ -94,7 +97,19 @@ def compute_score_batch(
 ) -> list[dict[str, float]]:
     """The batch reward function of verl (``reward_manager.name=batch``): the whole batch in one scoring call.
 
-    Arguments are the per-sample ones as aligned lists; returns one dict per sample, as :func:`compute_score`.
+    Returns one dict per sample, as :func:`compute_score`.
+
+    Args:
+        data_sources: Each sample's data source.
+        solution_strs: Each decoded response.
+        ground_truths: Each reference.
+        extra_infos: Each sample's other fields; None when verl passes none.
+        **reward_kwargs: As for :func:`compute_score`.
+
+    Raises:
+        SpecError: No spec was given, it is invalid, or it can leave a rollout without a total.
+        RewardBatchError: A component errored under ``onError: raise``.
+
     """
     scorer = _scorer(reward_kwargs)
     count = len(solution_strs)
@@ -109,7 +124,7 @@ def compute_score_batch(
     watch_skips(scorer.component_names, results, "verl")
     groups = [_group(truth, info) for truth, info in zip(ground_truths, infos, strict=True)]
     watched = _watch(scorer, reward_kwargs, solution_strs, groups, results, per_call=True)
-    return _dicts(results, scorer.rules, latency_ms, watched)
+    return _dicts(results, scorer.rules, latency_ms, latency_percentiles(results), watched)
 
 
 DEFAULT_MONITOR_BATCH = 1024
@@ -158,6 +173,13 @@ def rollout(
 
     ``extra_info``'s fields come first; the completion, reference and data source win over same-named ones.
     numpy values (parquet columns) become plain lists.
+
+    Args:
+        data_source: The sample's data source.
+        solution_str: The decoded response: the completion.
+        ground_truth: The reference; None for none.
+        extra_info: More fields of the sample, if any.
+
     """
     out: dict[str, Any] = plain(extra_info) if extra_info and isinstance(extra_info, Mapping) else {}
     out["completion"] = solution_str
@@ -181,12 +203,13 @@ def _dicts(
     results: Sequence[RewardResult],
     rules: Sequence[ComponentRule] = (),
     latency_ms: float | None = None,
+    percentiles: Mapping[str, float] | None = None,
     monitors: Mapping[str, float] | None = None,
 ) -> list[dict[str, float]]:
     """One verl dict per result.
 
-    With ``rules``, the reward vector and weights too; the latency when given, and the monitors' metrics (the same
-    in every dict).
+    With ``rules``, the reward vector and weights too; the call's latency and its rollouts' latency percentiles
+    when given, and the monitors' metrics (the same in every dict).
     """
     vector = vector_columns(rules, results)
     out: list[dict[str, float]] = []
@@ -201,6 +224,8 @@ def _dicts(
             item[key] = values[index]
         if latency_ms is not None:
             item[LATENCY_KEY] = latency_ms
+        if percentiles:
+            item.update(percentiles)
         if monitors:
             item.update(monitors)
         out.append(item)

@@ -1,6 +1,7 @@
 """Evaluation runs: generate completions from a target over a dataset, score them, keep per-record results.
 
-The results file holds every record's samples, for statistics, gates and paired comparisons.
+The results file (:class:`RunResult`, read back with :func:`load_run_result`) holds every record's samples, for
+statistics, gates and paired comparisons.
 
 Example:
     >>> import json, pathlib, tempfile
@@ -19,6 +20,7 @@ Example:
 
 """
 
+from evalsi._util.public import publish
 from evalsi.runs._bind import BoundRun, bind_run, load_run, run_from_mapping
 from evalsi.runs._builtin import BUILTINS, load_builtin
 from evalsi.runs._compare import (
@@ -32,7 +34,16 @@ from evalsi.runs._compare import (
     run_from_document,
 )
 from evalsi.runs._datasets import Item, load_items, rows_to_items
-from evalsi.runs._document import RECORD, RunDocument, RunHeader, Summary, check_document, header_of, validation_message
+from evalsi.runs._document import (
+    RECORD,
+    RunDocument,
+    RunHeader,
+    RunResult,
+    Summary,
+    check_document,
+    header_of,
+    validation_message,
+)
 from evalsi.runs._driver import (
     ComponentScorer,
     Runner,
@@ -53,6 +64,7 @@ from evalsi.runs._loggers import (
 )
 from evalsi.runs._overrides import apply_overrides
 from evalsi.runs._remote import RunNotFoundError, RunsClient, RunServiceError
+from evalsi.runs._result_file import load_run_result
 from evalsi.runs._results import (
     RecordResult,
     ResultsWriter,
@@ -90,6 +102,7 @@ __all__ = [
     "RunHeader",
     "RunNotFoundError",
     "RunOutcome",
+    "RunResult",
     "RunServiceError",
     "RunSummary",
     "RunVerdict",
@@ -112,6 +125,7 @@ __all__ = [
     "load_results",
     "load_run",
     "load_run_items",
+    "load_run_result",
     "log_outcome",
     "log_step",
     "make_loggers",
@@ -125,3 +139,5 @@ __all__ = [
     "summarize",
     "validation_message",
 ]
+
+publish(__name__)

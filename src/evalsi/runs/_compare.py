@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from evalsi.errors import DataError
-from evalsi.runs._results import RecordResult, read_results
+from evalsi.runs._document import RunResult
+from evalsi.runs._result_file import load_run_result
+from evalsi.runs._results import RecordResult
 from evalsi.runs._summary import MetricInfo, per_record_pass_k, record_values
 from evalsi.specs import OnError
 from evalsi.stats import Estimate, Flip, McNemar, PairedComparison, paired_comparison
@@ -40,15 +42,40 @@ class LoadedRun:
 def load_results(path: str | Path) -> LoadedRun:
     """Read a results file for comparison.
 
+    Args:
+        path: The results file.
+
     Raises:
         DataError: The file is not a readable results file.
 
     """
-    return run_from_document(read_results(path), str(path))
+    return run_from_result(load_run_result(path), str(path))
+
+
+def run_from_result(result: RunResult, source: str) -> LoadedRun:
+    """A run's results (as :func:`evalsi.runs.load_run_result` reads them) ready for comparison.
+
+    Raises:
+        DataError: A record is malformed.
+
+    """
+    try:
+        records = [RecordResult.from_json(r) for r in result.records]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise DataError(f"malformed results file: {exc}", file=source) from None
+    metrics = [MetricInfo(m.name, float(m.threshold)) for m in result.metrics]
+    summary_metrics = result.summary.metrics if result.summary is not None else {}
+    pass_k = [name for name in summary_metrics if name.startswith(("pass@", "pass^"))]
+    on_error: OnError = result.on_error if result.on_error in ("none", "raise") else "zero"
+    return LoadedRun(source, result.name, metrics, pass_k, on_error, records, result.status)
 
 
 def run_from_document(data: Mapping[str, Any], source: str) -> LoadedRun:
     """A results document (as a results file holds it) ready for comparison; ``source`` names it in errors.
+
+    Args:
+        data: The results document.
+        source: What names it in errors.
 
     Raises:
         DataError: A metric or record is malformed.
@@ -89,7 +116,13 @@ class Overlap:
 
 
 def record_overlap(a: LoadedRun, b: LoadedRun) -> Overlap:
-    """The records A and B share, by pairing key."""
+    """The records A and B share, by pairing key.
+
+    Args:
+        a: Run A.
+        b: Run B.
+
+    """
     keys_a, keys_b = {r.key for r in a.records}, {r.key for r in b.records}
     return Overlap(len(keys_a & keys_b), len(keys_a - keys_b), len(keys_b - keys_a))
 
@@ -112,6 +145,11 @@ def per_record(run: LoadedRun, metric: str) -> dict[str, list[float]]:
 def compare_runs(a: LoadedRun, b: LoadedRun, metrics: list[str] | None = None) -> list[MetricComparison]:
     """Paired comparisons of B against A for ``metrics`` (default: every metric both runs report).
 
+    Args:
+        a: Run A, the base.
+        b: Run B, the candidate.
+        metrics: The metrics to compare; None for every metric both report.
+
     Raises:
         DataError: A requested metric is missing from one run, or the runs share no metric.
 
@@ -129,7 +167,12 @@ def compare_runs(a: LoadedRun, b: LoadedRun, metrics: list[str] | None = None) -
 
 
 def comparison_to_dict(item: MetricComparison) -> dict[str, Any]:
-    """JSON form of one metric's comparison."""
+    """JSON form of one metric's comparison.
+
+    Args:
+        item: The comparison.
+
+    """
     c = item.comparison
     test: Mapping[str, Any] | None = None
     if c.mcnemar is not None:

@@ -1,8 +1,8 @@
-"""The results document as one pydantic model: what the server accepts in ``CreateRun`` and what the viewer reads.
+"""The results document as one pydantic model: what a run writes, the server accepts in ``CreateRun``, readers read.
 
 A results document (``kind: RunResults``, ``version: 1``) is what ``evalsi run`` writes and the Run Service stores.
-:class:`RunHeader` is everything but the records (what a run list shows); :class:`RunDocument` adds them. The
-server validates a document against :class:`RunDocument` before storing it, and the viewer reads every header
+:class:`RunHeader` is everything but the records (what a run list shows); :class:`RunResult` adds them. The
+server validates a document against :class:`RunResult` before storing it, and the viewer reads every header
 through :class:`RunHeader`, so a run the server accepted is a run the viewer can show, and a file the viewer
 cannot read is listed with the reason instead of breaking the page.
 
@@ -24,8 +24,10 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Annotated, Any, Literal, Required
 
+import orjson
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -42,6 +44,7 @@ from pydantic import (
 )
 from typing_extensions import TypedDict
 
+from evalsi._util.atomic import atomic_writer
 from evalsi.errors import DataError
 
 RESULTS_KIND = "RunResults"
@@ -180,10 +183,15 @@ RECORD: TypeAdapter[RecordEntry] = TypeAdapter(RecordEntry)
 """Validates one record of a results document."""
 
 
+RESULTS_VERSION = 1
+"""The results file's schema version (its ``version`` key); older files are migrated on read."""
+
+
 class RunHeader(_Open):
     """A results document without its records: what a run list shows and a run page heads with."""
 
-    version: Literal[1]
+    schema_version: Literal[1] = Field(alias="version")
+    """The layout's version (``version`` in the JSON): files of older versions are migrated when read."""
     kind: Literal["RunResults"]
     name: StrictStr = Field(min_length=1)
     status: StrictStr = "complete"
@@ -196,7 +204,7 @@ class RunHeader(_Open):
     summary: Summary | None = None
     checkpoint: CheckpointSection | None = None
 
-    @field_validator("version", mode="before")
+    @field_validator("schema_version", mode="before")
     @classmethod
     def _version(cls, value: Any) -> Any:
         if isinstance(value, bool):
@@ -204,16 +212,58 @@ class RunHeader(_Open):
         return 1 if value == 1 else value  # a protobuf Struct sends 1.0
 
 
-class RunDocument(RunHeader):
-    """A whole results document: the header and every record (:func:`check_document` validates one)."""
+class RunResult(RunHeader):
+    """A run's results: the header and every record, as a results file holds them.
 
+    What ``evalsi run`` (and a checkpoint's evaluation) builds in memory and writes once, and what every reader
+    gets from :func:`evalsi.runs.load_run_result`. Records stay in their JSON form (a run holds 100,000 records or
+    more: :data:`RECORD` checks each one; :class:`evalsi.runs.RecordResult` reads one for statistics).
+    """
+
+    model: dict[str, Any] | None = None
+    """What the target served, when the caller knew it (a checkpoint's files fingerprint and how it was served)."""
+    failed: dict[str, StrictStr] | None = None
+    """Pairing key -> why the record's generation failed (retried on the next run)."""
+    aborted: StrictStr | None = None
+    """Why the run stopped early (``onError: raise``), if it did."""
     records: list[RecordEntry] = Field(default_factory=list)
+
+    def header_json(self) -> dict[str, Any]:
+        """The JSON form of everything but the records: the fields the results file holds, and those it kept."""
+        fields = self.model_dump(by_alias=True, exclude_unset=True, exclude={"schema_version", "kind", "records"})
+        return {"version": self.schema_version, "kind": self.kind, **fields}
+
+    def to_json(self) -> dict[str, Any]:
+        """The results file's JSON form: the header, then the records (last, so a header reads on its own)."""
+        return {**self.header_json(), "records": self.records}
+
+    def dumps(self) -> bytes:
+        """The results file's bytes: indented JSON, records last."""
+        return orjson.dumps(self.to_json(), option=orjson.OPT_INDENT_2, default=str)
+
+    def write(self, path: str | Path) -> None:
+        """Write the results file atomically (a reader sees the old file or the whole new one).
+
+        Args:
+            path: Where to write it.
+
+        """
+        with atomic_writer(path) as handle:
+            handle.write(self.dumps())
+
+
+RunDocument = RunResult
+"""The former name of :class:`RunResult` (what the server accepts in ``CreateRun``)."""
 
 
 def check_document(document: Any, prefix: str = "") -> RunHeader:
-    """Validate a whole results document as :class:`RunDocument` does, a record at a time; its header.
+    """Validate a whole results document as :class:`RunResult` does, a record at a time; its header.
 
     Each record is checked and let go in turn, so a large document is never copied whole.
+
+    Args:
+        document: The parsed JSON document (untrusted).
+        prefix: What the error paths start with, such as ``results``.
 
     Raises:
         DataError: A field has the wrong shape; the message names it (`results.records[3].key`: is missing).
@@ -280,7 +330,13 @@ def error_path(loc: tuple[int | str, ...], prefix: str = "") -> str:
 
 
 def validation_message(exc: ValidationError, prefix: str = "") -> str:
-    """The first problem of a validation error as one line, e.g. `results.summary.gates[0]`: must be an object."""
+    """The first problem of a validation error as one line, e.g. `results.summary.gates[0]`: must be an object.
+
+    Args:
+        exc: pydantic's error.
+        prefix: What the field path starts with, such as ``results``.
+
+    """
     error = exc.errors(include_url=False)[0]
     where = error_path(tuple(error["loc"]), prefix) or prefix or "the document"
     kind = error["type"]
@@ -295,6 +351,9 @@ def validation_message(exc: ValidationError, prefix: str = "") -> str:
 
 def header_of(document: Mapping[str, Any]) -> RunHeader:
     """A results document's header, validated (its records, if any, are not read).
+
+    Args:
+        document: A results document, with or without its records.
 
     Raises:
         pydantic.ValidationError: A header field has the wrong shape (:func:`validation_message` says which).

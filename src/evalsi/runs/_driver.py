@@ -34,6 +34,7 @@ from evalsi.records import Record, canonical_json
 from evalsi.runs._bind import BoundRun
 from evalsi.runs._builtin import load_builtin
 from evalsi.runs._datasets import Item, load_items
+from evalsi.runs._document import RunResult
 from evalsi.runs._progress import RunProgress
 from evalsi.runs._results import (
     RecordResult,
@@ -59,7 +60,12 @@ class ComponentScorer(Protocol):
     """What scores a run's generations: ``Reward.component_scores``'s shape (``evalsi.ray.RewardPool`` has it)."""
 
     def component_scores(self, records: Sequence[Record]) -> list[list[Score]]:
-        """Raw scores indexed ``[component][record]``, in the run's component order."""
+        """Raw scores indexed ``[component][record]``, in the run's component order.
+
+        Args:
+            records: The generations to score, as records.
+
+        """
         ...
 
 
@@ -81,6 +87,8 @@ class RunOutcome:
     resumed: int = 0
     generated: int = 0
     timings: dict[str, Any] = field(default_factory=dict)
+    result: RunResult | None = None
+    """The results as written to ``path`` (read them from here rather than from the file)."""
 
     @property
     def verdict(self) -> RunVerdict:
@@ -91,7 +99,15 @@ class RunOutcome:
 
 
 def load_run_items(run: BoundRun) -> list[Item]:
-    """The records the run evaluates: its dataset, cut to ``numSamples`` when set."""
+    """The records the run evaluates: its dataset, cut to ``numSamples`` when set.
+
+    Args:
+        run: The bound run.
+
+    Raises:
+        DataError: The dataset cannot be read or mapped.
+
+    """
     dataset = run.body.dataset
     items = load_builtin(dataset, run.base_dir) if dataset.builtin else load_items(dataset, run.base_dir)
     return items if run.body.num_samples < 0 else items[: run.body.num_samples]
@@ -140,6 +156,12 @@ def generated_otherwise(results: Mapping[str, Any], run: BoundRun, model: Mappin
 
     The target is not compared (a served checkpoint's address is known only once it is served; the run itself
     checks it when it resumes). A file that does not describe its parts differs in nothing this can tell.
+
+    Args:
+        results: A results document (an earlier run's).
+        run: The bound run about to resume it.
+        model: What generates the completions beyond the spec (a checkpoint's fingerprint and serving), if any.
+
     """
     found = (results.get("fingerprints") or {}).get("parts")
     if not isinstance(found, Mapping):
@@ -164,6 +186,8 @@ class Runner:
         checkpoint_seconds: How often the results file is rewritten while the run works.
         scorer: Scores the generations in place of the run's own reward, with its components in the same order
             (``evalsi run --ray``: a reward pool spreading them over a Ray cluster's CPU workers).
+        checkpoint: The ``checkpoint`` section of the results (which training run, step and files were evaluated),
+            written with them; its ``evaluatedAt`` is set when the run finishes.
 
     """
 
@@ -179,8 +203,10 @@ class Runner:
         replace_stale: bool = False,
         checkpoint_seconds: float = 30.0,
         scorer: ComponentScorer | None = None,
+        checkpoint: Mapping[str, Any] | None = None,
     ) -> None:
         self.run_spec = run
+        self._checkpoint = dict(checkpoint) if checkpoint is not None else None
         self._scorer: ComponentScorer = scorer if scorer is not None else run.reward
         self._fn = fn
         self._target = target
@@ -253,6 +279,7 @@ class Runner:
             "fingerprints": prints,
             "metrics": [m.__dict__ for m in run.metrics],
             "onError": run.body.on_error,
+            **({"checkpoint": self._checkpoint} if self._checkpoint is not None else {}),
         }
         writer = ResultsWriter(run.output, header)
         if self._restart:
@@ -288,11 +315,15 @@ class Runner:
         records = sorted(self._done.values(), key=lambda r: r.index)
         summary = summarize(records, self.run_spec.metrics, body.pass_k, body.gates, body.on_error)
         complete = not self._failed and self._aborted is None and len(records) == total
-        writer.write(
-            records,
-            status="complete" if complete else "partial",
-            extra={"timings": timings, "summary": summary.to_dict(), "failed": self._failed, "aborted": self._aborted},
-        )
+        extra: dict[str, Any] = {
+            "timings": timings,
+            "summary": summary.to_dict(),
+            "failed": self._failed,
+            "aborted": self._aborted,
+        }
+        if self._checkpoint is not None:
+            extra["checkpoint"] = {**self._checkpoint, "evaluatedAt": timings["finished"]}
+        result = writer.write(records, status="complete" if complete else "partial", extra=extra)
         writer.close(remove_journal=True)
         return RunOutcome(
             writer.path,
@@ -303,6 +334,7 @@ class Runner:
             resumed=self._resumed,
             generated=self._generated,
             timings=timings,
+            result=result,
         )
 
     async def _pipeline(

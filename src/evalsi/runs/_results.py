@@ -1,11 +1,13 @@
 """Results files: one JSON document per run, written atomically, plus a journal that makes runs resumable.
 
 While a run works, every finished record is appended to ``<results>.journal`` (one JSON line, flushed), and
-the results file is rewritten atomically from time to time and at the end. A run that is killed loses at most
+the results file is rewritten atomically from time to time (a partial file, for whoever reads it meanwhile) and
+written once more, whole, at the end. A run that is killed loses at most
 the record being written; the next run with the same spec reads the results file and the journal, and only
 does what is missing. The journal is removed once the final results file is in place.
 
-Layout of the results file (``version`` 1)::
+Layout of the results file (``version`` 1, :class:`~evalsi.runs.RunResult`; older files are migrated on read by
+:func:`~evalsi.runs.load_run_result`)::
 
     {"version": 1, "kind": "RunResults", "name", "status": "complete" | "partial",
      "spec": {...}, "target": {...}, "model": {...} (when known),
@@ -29,16 +31,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import orjson
+from pydantic import ValidationError
 
-from evalsi._util.atomic import atomic_writer
 from evalsi.errors import DataError
 from evalsi.evaluators import Score
 from evalsi.records import Content, canonical_json
-
-RESULTS_VERSION = 1
+from evalsi.runs._document import RESULTS_KIND, RESULTS_VERSION, RecordEntry, RunResult, validation_message
+from evalsi.runs._result_file import load_run_result
 
 
 class ResumeError(DataError):
@@ -76,7 +78,12 @@ class SampleResult:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> SampleResult:
-        """Read the JSON form back."""
+        """Read the JSON form back.
+
+        Args:
+            data: The JSON form (:meth:`to_json`).
+
+        """
         scores = {
             m: Score(s.get("value"), s.get("status", "ok"), s.get("reason"))
             for m, s in (data.get("scores") or {}).items()
@@ -121,7 +128,12 @@ class RecordResult:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RecordResult:
-        """Read the JSON form back."""
+        """Read the JSON form back.
+
+        Args:
+            data: The JSON form (:meth:`to_json`).
+
+        """
         return cls(
             str(data["key"]),
             int(data.get("index", 0)),
@@ -134,7 +146,12 @@ class RecordResult:
 
 
 def fingerprint(value: Any) -> str:
-    """A short stable hash of a JSON-able value (which settings produced a result)."""
+    """A short stable hash of a JSON-able value (which settings produced a result).
+
+    Args:
+        value: The value, such as a run's sampling settings.
+
+    """
     return hashlib.sha256(canonical_json(value)).hexdigest()[:16]
 
 
@@ -154,30 +171,27 @@ class Resumed:
 
 
 def journal_path(path: Path) -> Path:
-    """The journal beside a results file."""
+    """The journal beside a results file.
+
+    Args:
+        path: The results file.
+
+    """
     return path.with_name(path.name + ".journal")
 
 
 def read_results(path: str | Path) -> dict[str, Any]:
-    """A results file as a mapping.
+    """A results file as a mapping (:func:`evalsi.runs.load_run_result`'s result in its JSON form).
+
+    Args:
+        path: The results file.
 
     Raises:
-        DataError: The file is missing, not JSON, or not a results file of a known version.
+        DataError: The file is missing, not JSON, not a results file of a known version, or a field has the wrong
+            shape.
 
     """
-    file = str(path)
-    try:
-        data = orjson.loads(Path(path).read_bytes())
-    except FileNotFoundError:
-        raise DataError("no such results file", file=file) from None
-    except (OSError, orjson.JSONDecodeError) as exc:
-        raise DataError(f"not a readable results file: {exc}", file=file) from None
-    if not isinstance(data, dict) or data.get("kind") != "RunResults":
-        raise DataError("not an evalsi results file (no kind: RunResults)", file=file)
-    if data.get("version") != RESULTS_VERSION:
-        raise DataError(f"results version {data.get('version')!r} is not supported (expected 1)", file=file)
-    result: dict[str, Any] = data
-    return result
+    return load_run_result(path).to_json()
 
 
 def load_resumable(path: Path, fingerprints: Mapping[str, Any], *, replace_stale: bool = False) -> Resumed:
@@ -271,6 +285,11 @@ class ResultsWriter:
     The journal's first line describes the run for whoever watches it before its results file exists (the viewer
     lists a run in progress from it): ``{"fingerprints", "run": <the header>, "total": <records>, "resumed":
     <records finished earlier and not in the journal>, "started"}``; every further line is a finished record.
+
+    Args:
+        path: The results file to write; the journal goes beside it.
+        header: The run's header fields (name, spec, target, fingerprints...).
+
     """
 
     def __init__(self, path: Path, header: Mapping[str, Any]) -> None:
@@ -298,7 +317,12 @@ class ResultsWriter:
                 stale.unlink()
 
     def append(self, records: Iterable[RecordResult]) -> None:
-        """Journal finished records (flushed to the OS, so a killed run keeps them)."""
+        """Journal finished records (flushed to the OS, so a killed run keeps them).
+
+        Args:
+            records: The records just finished.
+
+        """
         if self._handle is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fresh = not self.journal.exists() or self.journal.stat().st_size == 0
@@ -311,22 +335,50 @@ class ResultsWriter:
         self._handle.write(payload)
         self._handle.flush()
 
-    def write(self, records: Iterable[RecordResult], *, status: str, extra: Mapping[str, Any]) -> None:
-        """Write the whole results file atomically (records in dataset order)."""
+    def result(self, records: Iterable[RecordResult], *, status: str, extra: Mapping[str, Any]) -> RunResult:
+        """The run's results as the file will hold them: the header, ``status``, ``extra`` sections, the records.
+
+        Args:
+            records: Every finished record.
+            status: The run's status (``complete``, ``partial``...).
+            extra: Sections to add (``summary``, ``details``...).
+
+        Raises:
+            DataError: A section has the wrong shape (a bug in what built it: the file would not read back).
+
+        """
         ordered = sorted(records, key=lambda r: r.index)
-        document = {
-            "version": RESULTS_VERSION,
-            "kind": "RunResults",
-            **self.header,
-            "status": status,
-            **extra,
-            "records": [r.to_json() for r in ordered],
-        }
-        with atomic_writer(self.path) as handle:
-            handle.write(orjson.dumps(document, option=orjson.OPT_INDENT_2, default=str))
+        fields = {"version": RESULTS_VERSION, "kind": RESULTS_KIND, **self.header, "status": status, **extra}
+        try:
+            result = RunResult.model_validate(fields)
+        except ValidationError as exc:
+            raise DataError(validation_message(exc), file=str(self.path)) from None
+        result.records = [cast("RecordEntry", r.to_json()) for r in ordered]
+        return result
+
+    def write(self, records: Iterable[RecordResult], *, status: str, extra: Mapping[str, Any]) -> RunResult:
+        """Write the whole results file atomically (records in dataset order); the results written.
+
+        Args:
+            records: Every finished record.
+            status: The run's status.
+            extra: Sections to add, as for :meth:`result`.
+
+        Raises:
+            DataError: A section has the wrong shape.
+
+        """
+        result = self.result(records, status=status, extra=extra)
+        result.write(self.path)
+        return result
 
     def close(self, *, remove_journal: bool) -> None:
-        """Close the journal; remove it once the final results file holds everything."""
+        """Close the journal; remove it once the final results file holds everything.
+
+        Args:
+            remove_journal: Remove the journal (the results file is final).
+
+        """
         if self._handle is not None:
             with contextlib.suppress(OSError):
                 os.fsync(self._handle.fileno())

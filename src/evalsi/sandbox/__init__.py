@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+from evalsi._util.public import publish
 from evalsi.errors import SandboxError, SandboxUnavailableError
 from evalsi.sandbox._cgroups import controllers
 from evalsi.sandbox._gvisor import has_total_memory
@@ -84,6 +85,9 @@ def best_available() -> Isolation | None:
 def require(min_isolation: Isolation) -> Isolation:
     """The rung to run at for a floor of ``min_isolation``: the floor itself when it works, else a higher one.
 
+    Args:
+        min_isolation: The least isolation acceptable.
+
     Raises:
         SandboxUnavailableError: No rung at or above the floor works; the message names what is missing for
             each and how to install it. Code never silently runs at a lower rung.
@@ -111,6 +115,13 @@ def run(
 ) -> RunResult:
     """Run one program in a fresh sandbox of ``rung``, with ``files`` in its work dir, and return how it ended.
 
+    Args:
+        argv: The program and its arguments.
+        stdin: Its standard input.
+        files: Files written into the work dir first (name to text).
+        limits: Its limits; None for the defaults.
+        rung: The isolation rung.
+
     Raises:
         SandboxUnavailableError: The rung does not work here.
 
@@ -122,3 +133,6 @@ def run(
         return outcome.run
     finally:
         sandbox.close()
+
+
+publish(__name__)

@@ -19,11 +19,28 @@ MAX_FRAME = 64 << 20
 
 
 def send_frame(sock: socket.socket, obj: Any) -> None:
+    """Send ``obj`` as one frame: its JSON's 4-byte big-endian length, then the JSON.
+
+    Args:
+        sock: The socket.
+        obj: A JSON-serialisable value.
+
+    """
     data = json.dumps(obj).encode()
     sock.sendall(struct.pack(">I", len(data)) + data)
 
 
 def recv_exact(sock: socket.socket, n: int) -> bytes:
+    """Exactly ``n`` bytes from ``sock``, read in chunks of at most 1 MiB.
+
+    Args:
+        sock: The socket.
+        n: How many bytes.
+
+    Raises:
+        EOFError: The peer closed the socket first.
+
+    """
     chunks = []
     while n:
         chunk = sock.recv(min(n, 1 << 20))
@@ -35,6 +52,17 @@ def recv_exact(sock: socket.socket, n: int) -> bytes:
 
 
 def recv_frame(sock: socket.socket, limit: int = MAX_FRAME) -> Any:
+    """One frame's JSON value (see :func:`send_frame`).
+
+    Args:
+        sock: The socket.
+        limit: The largest frame accepted, in bytes.
+
+    Raises:
+        ValueError: The frame is larger than ``limit``.
+        EOFError: The peer closed the socket first.
+
+    """
     (n,) = struct.unpack(">I", recv_exact(sock, 4))
     if n > limit:
         raise ValueError(f"frame of {n} bytes exceeds {limit}")
@@ -45,6 +73,17 @@ def recv_frame(sock: socket.socket, limit: int = MAX_FRAME) -> Any:
 
 
 def enc(v: Any, depth: int = 0) -> Any:
+    """``v`` as JSON, plain data only: a tuple, dict, set, bytes, complex or non-finite float is a tagged object.
+
+    Args:
+        v: The value.
+        depth: How deep ``v`` is nested (past 200, it is refused).
+
+    Raises:
+        TypeError: ``v`` holds a value that is not plain data (a subclass included).
+        ValueError: ``v`` is nested too deeply.
+
+    """
     if depth > 200:
         raise ValueError("value nested too deeply")
     t = type(v)
@@ -68,6 +107,15 @@ def enc(v: Any, depth: int = 0) -> Any:
 
 
 def dec(v: Any) -> Any:
+    """The value :func:`enc` encoded.
+
+    Args:
+        v: The encoded value.
+
+    Raises:
+        ValueError: A tagged object is malformed or its tag unknown.
+
+    """
     if isinstance(v, list):
         return [dec(x) for x in v]
     if not isinstance(v, dict):
@@ -107,6 +155,13 @@ def callables(g: dict[str, Any]) -> dict[str, Any]:
 
 
 def serve_calls(g: dict[str, Any], sock: socket.socket) -> None:
+    """The program's call loop: announce its functions, then answer each call on ``sock`` until it closes.
+
+    Args:
+        g: The program's globals.
+        sock: The socket to the tester.
+
+    """
     g = callables(g)
     send_frame(sock, {"names": dict.fromkeys(g, "fn")})
     while True:
@@ -186,6 +241,13 @@ def tester_main(host: int, peer: int, limit: int) -> None:
 
 
 def run_tests(payload: dict[str, Any], ns: dict[str, Any]) -> dict[str, Any]:
+    """The tester's verdict for one test payload: a ``call`` case's value, or whether the test code passed.
+
+    Args:
+        payload: The test: ``call`` (a function and its arguments), or test code run against the program.
+        ns: The namespace the test code runs in.
+
+    """
     kind = payload["kind"]
     if kind == "call":
         fn = ns.get(payload["fn"])
@@ -203,4 +265,10 @@ def run_tests(payload: dict[str, Any], ns: dict[str, Any]) -> dict[str, Any]:
 
 
 def payload_args(args: Any) -> list[Any]:
+    """A call's positional arguments: a list as given, any other value as the one argument.
+
+    Args:
+        args: The test's ``args``.
+
+    """
     return list(args) if isinstance(args, list) else [args]

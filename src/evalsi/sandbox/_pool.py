@@ -26,6 +26,14 @@ class SandboxPool:
     """``size`` sandboxes of one rung (default: one per CPU), started lazily."""
 
     def __init__(self, rung: Isolation, size: int | None = None, recycle_after: int = 1000) -> None:
+        """Make a pool of sandboxes at one rung, started as they are needed.
+
+        Args:
+            rung: The isolation rung.
+            size: How many sandboxes; None for the number of CPUs.
+            recycle_after: Programs after which a sandbox is restarted.
+
+        """
         self.rung = RUNGS[rung]
         self.size = max(1, size or os.cpu_count() or 1)
         self.recycle_after = recycle_after
@@ -47,6 +55,14 @@ class SandboxPool:
         """Run one program's cases on an idle sandbox (blocks until one is free).
 
         ``fresh`` is the slow baseline: a new sandbox and interpreter for every case.
+
+        Args:
+            source: The program's source; None when ``files`` hold it.
+            cases: The test cases, run in order.
+            limits: Limits per case.
+            files: Further files written into the work dir.
+            fresh: Run on a sandbox that has never run anything.
+
         """
         sandbox = self._idle.get()
         try:
@@ -69,7 +85,13 @@ class SandboxPool:
             self._idle.put(sandbox)
 
     def map(self, fn: Callable[[T], list[CaseOutcome]], items: Sequence[T]) -> list[list[CaseOutcome]]:
-        """``fn(item)`` for every item, spread over the pool's threads, in order."""
+        """``fn(item)`` for every item, spread over the pool's threads, in order.
+
+        Args:
+            fn: What to do with one item (typically a :meth:`run`).
+            items: The items.
+
+        """
         if len(items) <= 1:
             return [fn(item) for item in items]
         return list(self._executor.map(fn, items))
@@ -89,7 +111,13 @@ _lock = threading.Lock()
 
 
 def shared_pool(rung: Isolation, size: int | None = None) -> SandboxPool:
-    """The process-wide pool for a rung (closed at exit)."""
+    """The process-wide pool for a rung (closed at exit).
+
+    Args:
+        rung: The isolation rung.
+        size: The pool's size when this call creates it; None for the number of CPUs.
+
+    """
     key = (rung, size or 0)
     with _lock:
         pool = _pools.get(key)

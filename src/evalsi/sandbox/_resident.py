@@ -57,6 +57,14 @@ class Resident:
     """
 
     def __init__(self, rung: Rung, argv: list[str], limits: Limits) -> None:
+        """Describe a resident program; nothing runs until :meth:`start`.
+
+        Args:
+            rung: The isolation rung to run it under.
+            argv: The program and its arguments.
+            limits: Its time, memory and process limits.
+
+        """
         self.argv = list(argv)
         self.limits = limits
         self._sandbox = Sandbox(rung)
@@ -70,7 +78,12 @@ class Resident:
         return self._running and not self._killed.is_set() and self._sandbox.alive
 
     def start(self, cap: int) -> Answer:
-        """Start the sandbox and the program; its first frame (a hello of at most ``cap`` bytes) is the answer."""
+        """Start the sandbox and the program; its first frame (a hello of at most ``cap`` bytes) is the answer.
+
+        Args:
+            cap: The most bytes the hello may take.
+
+        """
         if self._killed.is_set():
             return Answer("exited", detail="the worker was stopped")
         try:
@@ -87,7 +100,14 @@ class Resident:
         return answer
 
     def call(self, payload: bytes, cap: int, wall: float | None = None) -> Answer:
-        """Give the program ``payload`` and return its one answer, of at most ``cap`` bytes within ``wall`` s."""
+        """Give the program ``payload`` and return its one answer, of at most ``cap`` bytes within ``wall`` s.
+
+        Args:
+            payload: The request, one frame.
+            cap: The most bytes the answer may take.
+            wall: Seconds to wait for it; None for the limits' wall time.
+
+        """
         if not self.alive:
             return Answer("exited", detail="the worker is not running")
         seconds = self.limits.wall_time if wall is None else wall

@@ -78,6 +78,12 @@ class Rung(ABC):
         """The command that starts the fork server under this rung for pool slot ``slot``.
 
         ``memory_bytes`` is the sandbox's memory budget, for a rung whose runtime takes it at start (gVisor).
+
+        Args:
+            server_source: The fork server's Python source.
+            slot: The pool slot; as root, it picks the unprivileged uid the sandbox runs as.
+            memory_bytes: The sandbox's memory budget, for a rung whose runtime takes it at start.
+
         """
 
     def memory_overhead(self) -> int:

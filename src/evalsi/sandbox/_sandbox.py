@@ -87,6 +87,13 @@ class Sandbox:
     """A fork server under one rung, reused across programs (each program gets a wiped work dir)."""
 
     def __init__(self, rung: Rung, slot: int | None = None) -> None:
+        """Prepare a sandbox; nothing runs until :meth:`start`.
+
+        Args:
+            rung: The isolation rung.
+            slot: The pool slot it fills; None for a sandbox of its own.
+
+        """
         self.rung = rung
         self.slot = acquire_slot() if slot is None else slot
         if slot is None:
@@ -110,6 +117,10 @@ class Sandbox:
 
         The sandbox gets its own cgroup where the host allows one (see :mod:`._cgroups`), and everything it
         starts is in it; ``limits`` (the first program's) give a rung that takes its memory at start its budget.
+
+        Args:
+            limits: The limits the server applies; None for the defaults.
+
         """
         self.close()
         memory = None if limits is None else limits.memory_bytes + self.rung.memory_overhead()
@@ -164,6 +175,15 @@ class Sandbox:
 
         The work dir is wiped after the program (``wipe``), kept for the next one (``keep``), or wiped before
         it and kept after (``reset``).
+
+        Args:
+            source: The program's source; None when ``files`` hold it.
+            cases: The test cases, run in order.
+            limits: Limits per case.
+            files: Further files written into the work dir.
+            workdir: ``wipe`` empties the work dir after the run, ``keep`` leaves it for the next program,
+                ``reset`` empties it first and keeps it after.
+
         """
         out: list[CaseOutcome] = []
         for chunk in _chunks(cases):

@@ -69,6 +69,12 @@ def recv_request(ctl: socket.socket) -> tuple[Any, list[int]]:
 
 
 def close_fds_except(keep: set[int]) -> None:
+    """Close every file descriptor from 3 up, except those in ``keep``.
+
+    Args:
+        keep: The descriptors to leave open.
+
+    """
     low = 3
     for fd in sorted(keep):
         if fd >= low:
@@ -129,6 +135,12 @@ def run_program(code: Any, name: str) -> dict[str, Any]:
 
 
 def exit_with(status: int) -> None:
+    """Flush stdout and stderr (ignoring any error) and end the process at once with ``status``.
+
+    Args:
+        status: The exit status.
+
+    """
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -160,6 +172,13 @@ def program_main(code: Any, mode: str, peer: int) -> None:
 
 
 def memfd(name: str, data: bytes = b"") -> int:
+    """A new memory file holding ``data``.
+
+    Args:
+        name: The memory file's name (for ``/proc``).
+        data: Its first contents.
+
+    """
     fd = os.memfd_create(name, 0)
     if data:
         os.write(fd, data)
@@ -168,6 +187,13 @@ def memfd(name: str, data: bytes = b"") -> int:
 
 
 def read_capped(fd: int, cap: int) -> tuple[str, bool]:
+    """The text of memory file ``fd`` (from its start, at most ``cap`` bytes) and whether it was longer.
+
+    Args:
+        fd: The file descriptor.
+        cap: The most bytes read.
+
+    """
     os.lseek(fd, 0, os.SEEK_SET)
     data = os.read(fd, cap + 1)
     return data[:cap].decode("utf-8", "replace"), len(data) > cap
@@ -195,6 +221,13 @@ def wait_deadline(pids: list[int], deadline: float) -> bool:
 
 
 def poll_deadline(pids: list[int], deadline: float) -> bool:
+    """Wait, without reaping, until every process in ``pids`` has exited; False when ``deadline`` comes first.
+
+    Args:
+        pids: The processes.
+        deadline: The ``time.monotonic()`` to give up at.
+
+    """
     pause = 0.0002
     left = list(pids)
     while left:
@@ -257,6 +290,7 @@ def wait_killed(pids: list[int]) -> None:
 
 
 def reap() -> None:
+    """Reap every child that has exited, without waiting for any other."""
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
@@ -350,6 +384,14 @@ def fork_call(
 
 
 def program_or_exec(code: Any, case: dict[str, Any], peer: int) -> None:
+    """In a case's forked process: exec the case's command, or run the program.
+
+    Args:
+        code: The compiled program (None for an ``exec`` case).
+        case: The case.
+        peer: The socket to the tester (``call`` cases).
+
+    """
     if case["kind"] == "exec":
         os.execve(case["argv"][0], case["argv"], {"PATH": "/usr/bin:/bin", "HOME": WORKDIR})
     program_main(code, case["kind"], peer)
@@ -365,6 +407,12 @@ def exit_status(pid: int) -> int | None:
 
 
 def wipe(path: str) -> None:
+    """Empty the directory ``path`` (its own permissions restored first), leaving the directory itself.
+
+    Args:
+        path: The directory.
+
+    """
     try:
         os.chmod(path, 0o700)  # a program may have taken its own permissions away
     except PermissionError:
@@ -378,6 +426,13 @@ def wipe(path: str) -> None:
 
 
 def handle_program(req: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+    """Run one program's cases in order and answer with their results; stops after a case that was not clean.
+
+    Args:
+        req: The ``program`` request.
+        fds: The sockets passed with it, one per ``call`` case.
+
+    """
     results: list[dict[str, Any]] = []
     try:
         code = compile(req.get("source", ""), "main.py", "exec") if req.get("source") is not None else None
@@ -572,6 +627,7 @@ def harden() -> None:
 
 
 def main() -> None:
+    """Serve the control socket: one ``program`` request after another, until the host closes it."""
     global WORKDIR, KILL_ALL
     WORKDIR = sys.argv[1] if len(sys.argv) > 1 else WORKDIR
     KILL_ALL = (sys.argv[2] if len(sys.argv) > 2 else "all") == "all"

@@ -14,7 +14,12 @@ its output, was killed by another signal, or the sandbox itself failed."""
 
 
 def isolation_level(name: str) -> int:
-    """Position of a rung in :data:`ISOLATION_ORDER` (higher isolates more)."""
+    """Position of a rung in :data:`ISOLATION_ORDER` (higher isolates more).
+
+    Args:
+        name: A rung name.
+
+    """
     return ISOLATION_ORDER.index(name)
 
 
@@ -45,6 +50,10 @@ class Limits:
 
         ``shared_memory``: a cgroup bounds the sandbox as a whole, so each process may use the whole budget;
         without one, each process's address space is the budget divided across the processes allowed.
+
+        Args:
+            shared_memory: Whether the run needs ``/dev/shm``.
+
         """
         memory = self.memory_bytes if shared_memory else self.memory_bytes // max(1, self.max_processes)
         return {

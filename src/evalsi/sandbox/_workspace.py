@@ -102,6 +102,12 @@ def resident(rung: Isolation, argv: Sequence[str], limits: Limits, *, mounts: Se
     ``mounts`` are seen as a workspace sees them (read-only unless marked writable);
     :meth:`~evalsi.sandbox.Resident.start` starts it.
 
+    Args:
+        rung: The isolation rung.
+        argv: The program and its arguments.
+        limits: Its limits.
+        mounts: Host directories seen inside (read-only unless marked writable).
+
     Raises:
         SandboxUnavailableError: The rung does not work here.
 
@@ -139,6 +145,15 @@ class Workspace:
         image: str | None = None,
         scratch: Sequence[Scratch] = (),
     ):
+        """Set up the workspace's sandbox at ``rung`` with these mounts.
+
+        Args:
+            rung: The isolation rung.
+            mounts: Host directories seen inside (read-only unless marked writable).
+            image: A root filesystem image; None for the host's.
+            scratch: Size-capped writable directories in memory.
+
+        """
         self.isolation = rung
         self.mounts = tuple(mounts)
         self._sandbox = Sandbox(_workspace_rung(rung, self.mounts, image, scratch))
@@ -153,7 +168,12 @@ class Workspace:
         return sandbox_uid(self._sandbox.slot)
 
     def path(self, mount: Mount) -> str:
-        """Where a mount is seen inside the workspace."""
+        """Where a mount is seen inside the workspace.
+
+        Args:
+            mount: One of the workspace's mounts.
+
+        """
         return mount.source if self.isolation == "process" else mount.target
 
     def exec(
@@ -163,6 +183,13 @@ class Workspace:
 
         ``reset`` empties the work dir first. A sandbox that failed is restarted with an empty work dir, and the
         result is marked ``infrastructure``.
+
+        Args:
+            argv: The command and its arguments.
+            stdin: Its standard input.
+            limits: Its limits; None for the defaults.
+            reset: Empty the work dir first.
+
         """
         case = Case("exec", stdin=stdin, argv=tuple(argv))
         try:

@@ -10,7 +10,8 @@ Start it with ``evalsi server --config server.yaml``; create tokens with ``evals
 from evalsi.server._config import ServerConfig, config_from_mapping, load_config
 from evalsi.server._db import open_database
 from evalsi.server._run import build, serve, serve_async
-from evalsi.server._tokens import PERMISSIONS, Principal, TokenStore
+from evalsi.server._token_store import TokenStore
+from evalsi.server._tokens import PERMISSIONS, Principal
 from evalsi.server.rewards._service import RewardService
 
 __all__ = [

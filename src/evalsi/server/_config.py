@@ -32,12 +32,16 @@ Example::
       metrics: {port: 9090}                    # /metrics without a token, on its own port
 
 Field names are snake_case; camelCase spellings (``maxRollouts``) are accepted too, as in RewardSpecs.
+
+The spec is a composition of sections, each owned by the package it configures and validated by its own model:
+``listen`` and ``metrics`` (``transport/_config.py``), ``rewards`` with its named ``judges`` and ``reward_models``
+(``rewards/_config.py``), ``runs`` (``runs/_config.py``), ``evaluators``, ``datasets``, ``jobs`` and ``targets``
+(``evaluation/_config.py``), ``ui`` (``ui/_config.py``); ``database``, ``quotas`` and ``sandbox`` are the whole
+server's and live here. An invalid field is reported with the file, the line and the field's path.
 """
 
 from __future__ import annotations
 
-import ipaddress
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -45,57 +49,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from evalsi.server._durations import parse_duration
 from evalsi.server.evaluation._config import DatasetsConfig, EvaluatorsConfig, JobsConfig, TargetConfig
-from evalsi.server.rewards._config import RewardsConfig
+from evalsi.server.rewards._config import RewardsConfig, check_judges, check_reward_models
 from evalsi.server.runs._config import RunsConfig
+from evalsi.server.transport._config import ListenConfig as ListenConfig
+from evalsi.server.transport._config import MetricsConfig
 from evalsi.server.ui._config import UiConfig
 from evalsi.specs import API_VERSION, document_from_mapping, load_resources, parse_resources, select_resource
 from evalsi.specs import SpecModel as _Model
-
-
-class ListenConfig(_Model):
-    """Where the server listens."""
-
-    host: str = "127.0.0.1"
-    """Address of both listeners (HTTP/Connect and gRPC)."""
-    port: int = Field(default=8080, ge=0, le=65535)
-    """HTTP port: JSON API, Connect, ``/healthz``, and ``/metrics`` for tokens with ``metrics.read`` (0 picks a
-    free port)."""
-    grpc_port: int | None = Field(default=50051, ge=0, le=65535)
-    """gRPC port (0 picks a free port; null disables gRPC)."""
-    max_connections: int = Field(default=1024, ge=1)
-    """Most connections each listener (HTTP, gRPC) holds open at once; a further connection is closed as soon as
-    it is accepted, so sockets no one sends on can never exhaust the server's file descriptors."""
-    header_timeout: float = Field(default=10.0, gt=0)
-    """Seconds a connection has to send a request's complete headers (counted from its connect, or from the end of
-    its previous answer) and a gRPC client to complete its handshake; a slower one is closed: seconds, or ``10s``."""
-    idle_timeout: float = Field(default=5.0, gt=0)
-    """Seconds an HTTP connection may stay open between requests (keep-alive) without sending a byte."""
-    grpc_idle_timeout: float = Field(default=300.0, gt=0)
-    """Seconds a gRPC connection may stay open with no call in flight; then the server closes it (clients
-    reconnect on their next call)."""
-    max_grpc_calls: int = Field(default=1024, ge=1)
-    """Most gRPC calls in flight at once (waiting ones included); a further call is refused
-    ``resource_exhausted`` at once."""
-
-    trusted_proxies: list[str] = Field(default_factory=list)
-    """Addresses or networks (``10.0.0.5``, ``10.0.0.0/8``) of TLS-terminating proxies in front of the HTTP port:
-    their ``X-Forwarded-Proto`` and ``X-Forwarded-For`` are believed (the viewer's session cookie is then Secure
-    behind an https proxy). Empty (the default): those headers are ignored, whoever sends them."""
-
-    @field_validator("header_timeout", "idle_timeout", "grpc_idle_timeout", mode="before")
-    @classmethod
-    def _duration(cls, value: Any) -> float:
-        return parse_duration(value)
-
-    @field_validator("trusted_proxies")
-    @classmethod
-    def _networks(cls, value: list[str]) -> list[str]:
-        for entry in value:
-            try:
-                ipaddress.ip_network(entry, strict=False)
-            except ValueError:
-                raise ValueError(f"{entry!r} is not an IP address or network (e.g. 10.0.0.5, 10.0.0.0/8)") from None
-        return value
 
 
 class DatabaseConfig(_Model):
@@ -186,16 +146,6 @@ class SandboxConfig(_Model):
         return value
 
 
-class MetricsConfig(_Model):
-    """Where Prometheus scrapes ``/metrics``."""
-
-    port: int | None = Field(default=None, ge=0, le=65535)
-    """A separate port serving ``/metrics`` without a token (keep it off the tenants' network); null: only the main
-    port serves it, to tokens with the ``metrics.read`` permission."""
-    host: str | None = None
-    """Address of the metrics listener (default: ``listen.host``)."""
-
-
 class ServerSpec(_Model):
     """The ``spec`` of a ServerConfig."""
 
@@ -238,30 +188,12 @@ class ServerSpec(_Model):
     @field_validator("judges")
     @classmethod
     def _valid_judges(cls, value: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        from evalsi.evaluators.judge import JudgeConfig
-
-        return _check_entries(value, JudgeConfig)
+        return check_judges(value)
 
     @field_validator("reward_models")
     @classmethod
     def _valid_reward_models(cls, value: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        from evalsi.evaluators.rl.reward_model import RewardModelParams
-
-        return _check_entries(value, RewardModelParams)
-
-
-def _check_entries(entries: dict[str, dict[str, Any]], model: type[BaseModel]) -> dict[str, dict[str, Any]]:
-    """Validate each named entry now, so a typo is reported when the server starts, not on a tenant's call."""
-    for name, entry in entries.items():
-        if not isinstance(entry, Mapping):
-            raise ValueError(f"{name}: must be a mapping of {model.__name__} fields")
-        try:
-            model.model_validate(entry)
-        except ValidationError as exc:
-            error = exc.errors(include_url=False)[0]
-            where = ".".join(str(part) for part in error["loc"])
-            raise ValueError(f"{name}{'.' + where if where else ''}: {error['msg']}") from None
-    return entries
+        return check_reward_models(value)
 
 
 class ServerConfig(BaseModel):
@@ -284,7 +216,16 @@ class ServerConfig(BaseModel):
         return (self.base_dir / self.spec.evaluators.storage_dir).resolve()
 
     def storage_quota(self, project: str, name: str) -> tuple[int | None, str]:
-        """A project's storage quota ``name`` (see :class:`StorageQuota`) and the config field that sets it."""
+        """A project's storage quota ``name`` (see :class:`StorageQuota`) and the config field that sets it.
+
+        Args:
+            project: The project.
+            name: The quota's field in :class:`StorageQuota`.
+
+        Returns:
+            The limit (None: unlimited) and the config field it comes from, for error messages.
+
+        """
         own = self.spec.quotas.get(project)
         value = getattr(own, name) if own is not None else None
         if value is not None:
@@ -303,6 +244,9 @@ def resolve_database_url(url: str, base_dir: Path) -> str:
 def load_config(path: str | Path | None) -> ServerConfig:
     """The ServerConfig in ``path``, or the defaults when ``path`` is None.
 
+    Args:
+        path: A YAML file holding a ``ServerConfig`` resource; None for the defaults.
+
     Raises:
         SpecError: The file or a field is invalid; the message names the file, line and field path.
 
@@ -318,7 +262,16 @@ def load_config(path: str | Path | None) -> ServerConfig:
 
 
 def config_from_mapping(spec: dict[str, Any], base_dir: Path | None = None) -> ServerConfig:
-    """A ServerConfig from a ``spec`` mapping (tests, embedding), validated like a file."""
+    """A ServerConfig from a ``spec`` mapping (tests, embedding), validated like a file.
+
+    Args:
+        spec: The ``spec`` part of a ServerConfig resource.
+        base_dir: What relative paths in it are resolved against; None for the current directory.
+
+    Raises:
+        SpecError: A field is invalid (the message names its path).
+
+    """
     raw = {"apiVersion": API_VERSION, "kind": "ServerConfig", "metadata": {"name": "inline"}, "spec": spec}
     resource = parse_resources([document_from_mapping(raw)])[0]
     try:

@@ -21,39 +21,39 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import uvicorn
-from sqlalchemy import Engine
 
 from evalsi.evaluators import close_all
 from evalsi.server._config import ServerConfig
 from evalsi.server._db import migrate, open_engine
 from evalsi.server._metrics import Metrics
-from evalsi.server._tokens import TokenStore
+from evalsi.server._token_store import TokenStore
 from evalsi.server.evaluation._datasets import Datasets
 from evalsi.server.evaluation._metrics import EvaluationMetrics
-from evalsi.server.evaluation._overview import EvaluationOverview
+from evalsi.server.evaluation._overview_store import EvaluationOverview
 from evalsi.server.evaluation._work_owners import Heartbeat, new_instance
 from evalsi.server.evaluation.evaluators._service import Evaluators
 from evalsi.server.evaluation.jobs._service import Jobs
+from evalsi.server.rewards._score_store import SharedScores
 from evalsi.server.rewards._service import RewardService
-from evalsi.server.rewards._shared_cache import SharedScores
-from evalsi.server.runs._listing import RunListing
-from evalsi.server.runs._service import RunService
+from evalsi.server.runs._listing_store import RunListing
 from evalsi.server.transport._connections import limited_protocol
-from evalsi.server.transport._evaluation import EvaluationApi
+from evalsi.server.transport._evaluation import EvaluationServices
 from evalsi.server.transport._grpc import make_grpc_server
 from evalsi.server.transport._http import ServerState, build_app, build_metrics_app
-from evalsi.server.transport._runs_grpc import run_handlers
 from evalsi.server.ui._app import ServerUi
 from evalsi.server.ui._catalog import ProjectCatalog, job_run_id
 from evalsi.server.ui._jobs import CompletedJobs
 from evalsi.server.ui._pages import create_pages
 from evalsi.server.ui._runs import StoredRuns
-from evalsi.server.ui._sessions import Sessions
+from evalsi.server.ui._session_store import Sessions
 from evalsi.view import RunCache
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
 
 log = logging.getLogger("evalsi.server")
 ReadyHook = Callable[[dict[str, Any]], None]
@@ -69,7 +69,7 @@ class Parts:
     metrics: Metrics
     service: RewardService
     state: ServerState
-    evaluation: EvaluationApi
+    evaluation: EvaluationServices
     heartbeat: Heartbeat
 
 
@@ -95,6 +95,9 @@ def return_large_blocks() -> None:
 def build(config: ServerConfig) -> Parts:
     """Import configured evaluator modules, open and migrate the database, and make the service.
 
+    Args:
+        config: The server configuration.
+
     Raises:
         ModuleNotFoundError: A module in ``imports`` cannot be imported.
 
@@ -114,7 +117,7 @@ def build(config: ServerConfig) -> Parts:
     return Parts(engine, tokens, shared, metrics, service, state, evaluation, heartbeat)
 
 
-def _ui(config: ServerConfig, engine: Engine, service: RewardService, evaluation: EvaluationApi) -> ServerUi:
+def _ui(config: ServerConfig, engine: Engine, service: RewardService, evaluation: EvaluationServices) -> ServerUi:
     """The results viewer: sessions in the database, each project's runs and jobs read from it, one run cache."""
     overview = EvaluationOverview(engine)
     runs, jobs = StoredRuns(RunListing(engine)), CompletedJobs(overview, evaluation.datasets)
@@ -128,7 +131,7 @@ def _ui(config: ServerConfig, engine: Engine, service: RewardService, evaluation
     )
 
 
-def _evaluation(config: ServerConfig, engine: Engine, service: RewardService) -> tuple[EvaluationApi, Heartbeat]:
+def _evaluation(config: ServerConfig, engine: Engine, service: RewardService) -> tuple[EvaluationServices, Heartbeat]:
     """Uploaded evaluators, datasets and jobs, owned by a new instance id; work whose server stopped is failed."""
     # Imported here, not at the top: importing it registers the `evaluator` component, for a built server only.
     from evalsi.server.evaluation.evaluators._reward import EvaluatorRefs
@@ -142,7 +145,7 @@ def _evaluation(config: ServerConfig, engine: Engine, service: RewardService) ->
     heartbeat.sweep()  # work of replicas still beating is left alone
     evaluators.metrics = jobs.metrics = EvaluationMetrics(service.metrics.registry)
     service.resolver = EvaluatorRefs(evaluators)
-    return EvaluationApi(evaluators, datasets, jobs, service.authenticate, lambda: service.draining), heartbeat
+    return EvaluationServices(evaluators, datasets, jobs), heartbeat
 
 
 class _Uvicorn(uvicorn.Server):
@@ -164,6 +167,11 @@ async def serve_async(config: ServerConfig, ready: ReadyHook = default_ready) ->
 
     Returns True when everything drained, False when work was still running at the deadline (its threads
     cannot be stopped from outside: :func:`serve` then ends the process).
+
+    Args:
+        config: The server configuration.
+        ready: Called once with the listening addresses (``http``, ``grpc`` and, when enabled, ``metrics``).
+
     """
     return_large_blocks()
     parts = build(config)
@@ -190,8 +198,8 @@ async def serve_async(config: ServerConfig, ready: ReadyHook = default_ready) ->
     grpc_server = None
     grpc_port = None
     if listen.grpc_port is not None:
-        grpc_server = make_grpc_server(parts.service, parts.state.body_bytes, parts.evaluation.grpc_handlers())
-        grpc_server.add_generic_rpc_handlers((run_handlers(RunService(parts.service)),))
+        api = parts.state.api
+        grpc_server = make_grpc_server(parts.service, parts.state.body_bytes, api.grpc_handlers(), api.observers())
         grpc_port = grpc_server.add_insecure_port(f"{listen.host}:{listen.grpc_port}")
         await grpc_server.start()
     loop = asyncio.get_running_loop()
@@ -346,6 +354,11 @@ def serve(config: ServerConfig, ready: ReadyHook = default_ready) -> None:
 
     When work is still running at the drain deadline, the process ends at once with status 1: its threads
     (an evaluator waiting on a hung upstream) cannot be stopped, and waiting for them would break the bound.
+
+    Args:
+        config: The server configuration.
+        ready: Called once with the listening addresses (``http``, ``grpc`` and, when enabled, ``metrics``).
+
     """
     loop = asyncio.new_event_loop()
     try:

@@ -1,5 +1,7 @@
 """API tokens: created by ``evalsi server token create``, stored as sha256 digests, bound to a project.
 
+This module is what a token means (its permissions, its principal); :mod:`._token_store` keeps them in the database.
+
 A token is ``evalsi_`` followed by 32 random bytes (base64url). Its secret is shown once; the database holds only
 its sha256, which is enough for a high-entropy secret (no password-style stretching is needed).
 """
@@ -7,14 +9,7 @@ its sha256, which is enough for a high-entropy secret (no password-style stretch
 from __future__ import annotations
 
 import hashlib
-import secrets
-import threading
-import time
 from dataclasses import dataclass
-
-from sqlalchemy import Engine, insert, select, update
-
-from evalsi.server._tables import api_tokens
 
 RUN = "evaluations.run"
 RUNS_CODE = "resource.runs_code"
@@ -36,7 +31,12 @@ class Principal:
     token_name: str = ""
 
     def allows(self, permission: str) -> bool:
-        """Whether the token carries ``permission``."""
+        """Whether the token carries ``permission``.
+
+        Args:
+            permission: One of :data:`PERMISSIONS`, such as ``evaluations.run``.
+
+        """
         return permission in self.permissions
 
 
@@ -68,90 +68,3 @@ def check_permissions(permissions: list[str]) -> list[str]:
     if unknown:
         raise ValueError(f"unknown permission {unknown[0]!r} (valid: {', '.join(PERMISSIONS)})")
     return list(dict.fromkeys(permissions))
-
-
-class TokenStore:
-    """Tokens in the database, with a short in-memory memo so a call costs no query once its token is known."""
-
-    def __init__(self, engine: Engine, memo_seconds: float = 5.0) -> None:
-        self.engine = engine
-        self.memo_seconds = memo_seconds
-        self._memo: dict[str, tuple[Principal | None, float]] = {}
-        self._lock = threading.Lock()
-
-    def create(self, project: str, permissions: list[str], name: str = "") -> str:
-        """Store a new token and return its secret (the only time it is visible).
-
-        Raises:
-            ValueError: The project is empty or a permission is unknown.
-
-        """
-        if not project:
-            raise ValueError("a token needs a project")
-        perms = check_permissions(permissions)
-        secret = PREFIX + secrets.token_urlsafe(32)
-        with self.engine.begin() as connection:
-            connection.execute(
-                insert(api_tokens).values(
-                    name=name or project,
-                    project=project,
-                    permissions=" ".join(perms),
-                    token_hash=digest(secret),
-                    created_at=time.time(),
-                )
-            )
-        return secret
-
-    def memoized(self, secret: str) -> tuple[bool, Principal | None]:
-        """``(True, principal or None)`` when the token was looked up within the memo period, else ``(False, None)``."""
-        with self._lock:
-            memo = self._memo.get(digest(secret))
-        if memo is not None and memo[1] > time.monotonic():
-            return True, memo[0]
-        return False, None
-
-    def verify(self, secret: str) -> Principal | None:
-        """The principal of a valid, unrevoked token; None otherwise."""
-        key = digest(secret)
-        now = time.monotonic()
-        with self._lock:
-            memo = self._memo.get(key)
-        if memo is not None and memo[1] > now:
-            return memo[0]
-        principal = self._lookup(key)
-        with self._lock:
-            if len(self._memo) > 10_000:
-                self._memo.clear()
-            self._memo[key] = (principal, now + self.memo_seconds)
-        return principal
-
-    def _lookup(self, key: str) -> Principal | None:
-        query = select(api_tokens.c.project, api_tokens.c.permissions, api_tokens.c.name).where(
-            api_tokens.c.token_hash == key, api_tokens.c.revoked_at.is_(None)
-        )
-        with self.engine.connect() as connection:
-            row = connection.execute(query).first()
-        if row is None:
-            return None
-        return Principal(project=row.project, permissions=frozenset(row.permissions.split()), token_name=row.name)
-
-    def list(self) -> list[TokenInfo]:
-        """Every stored token, oldest first."""
-        with self.engine.connect() as connection:
-            rows = connection.execute(select(api_tokens).order_by(api_tokens.c.id)).all()
-        return [
-            TokenInfo(r.id, r.name, r.project, tuple(r.permissions.split()), r.created_at, r.revoked_at is not None)
-            for r in rows
-        ]
-
-    def revoke(self, token_id: int) -> bool:
-        """Revoke a token by id; False when there is no such active token. Memos expire within seconds."""
-        with self.engine.begin() as connection:
-            result = connection.execute(
-                update(api_tokens)
-                .where(api_tokens.c.id == token_id, api_tokens.c.revoked_at.is_(None))
-                .values(revoked_at=time.time())
-            )
-        with self._lock:
-            self._memo.clear()
-        return bool(result.rowcount)

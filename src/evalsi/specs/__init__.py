@@ -1,5 +1,6 @@
 """Spec resources (``apiVersion: evals.si/v1alpha1``): loading with file/line/field errors, and their models."""
 
+from evalsi._util.public import publish
 from evalsi.specs._model import SpecModel
 from evalsi.specs._resource import (
     API_VERSION,
@@ -96,3 +97,5 @@ __all__ = [
     "select_resource",
     "task_spec_from_mapping",
 ]
+
+publish(__name__)

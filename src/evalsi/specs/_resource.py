@@ -30,11 +30,23 @@ class Resource:
     labels: dict[str, str]
 
     def error(self, message: str, path: PathKey) -> SpecError:
-        """A SpecError pointing at ``path`` (relative to the document root) in this resource's file."""
+        """A SpecError pointing at ``path`` (relative to the document root) in this resource's file.
+
+        Args:
+            message: What is wrong and what would be valid.
+            path: The field's path from the document root.
+
+        """
         return SpecError(message, file=self.document.file, line=self.document.line_of(path), path=format_path(path))
 
     def validation_error(self, exc: ValidationError, root: PathKey = ("spec",)) -> SpecError:
-        """Turn pydantic's first error into a SpecError with file, line and field path; list the others."""
+        """Turn pydantic's first error into a SpecError with file, line and field path; list the others.
+
+        Args:
+            exc: pydantic's error.
+            root: Where the validated model sits in the document.
+
+        """
         errors = exc.errors(include_url=False)
         first = errors[0]
         path = (*root, *first["loc"])
@@ -56,7 +68,12 @@ _MISPLACED = {"sandbox": _SANDBOX_HINT, "minIsolation": _SANDBOX_HINT, "min_isol
 
 
 def describe_pydantic_error(error: Any) -> str:
-    """A pydantic error as a sentence, with the offending input when it is short."""
+    """A pydantic error as a sentence, with the offending input when it is short.
+
+    Args:
+        error: One entry of ``ValidationError.errors()``.
+
+    """
     message = str(error["msg"])
     if error["type"] == "extra_forbidden":
         return "unknown field" + _MISPLACED.get(str(error["loc"][-1]) if len(error["loc"]) == 1 else "", "")
@@ -69,6 +86,9 @@ def describe_pydantic_error(error: Any) -> str:
 
 def parse_resources(documents: list[Document]) -> list[Resource]:
     """Check each document's envelope and return it as a Resource.
+
+    Args:
+        documents: The parsed YAML documents.
 
     Raises:
         SpecError: A document is not a mapping, has the wrong ``apiVersion``, an unknown ``kind`` or no ``spec``.
@@ -116,13 +136,27 @@ def parse_resources(documents: list[Document]) -> list[Resource]:
 
 
 def load_resources(source: str | Path, *, text: str | None = None) -> list[Resource]:
-    """Every resource in a YAML file (or in ``text``, with ``source`` naming it for messages)."""
+    """Every resource in a YAML file (or in ``text``, with ``source`` naming it for messages).
+
+    Args:
+        source: The YAML file, or a name for ``text``.
+        text: The YAML text; None reads ``source``.
+
+    """
     documents = load_yaml_documents(text, str(source)) if text is not None else read_yaml_file(source)
     return parse_resources(documents)
 
 
 def select_resource(resources: list[Resource], kind: str, name: str | None, file: str | None) -> Resource:
-    """The one resource of ``kind`` (named ``name`` when several are present)."""
+    """The one resource of ``kind`` (named ``name`` when several are present).
+
+    Args:
+        resources: The resources of one file.
+        kind: The kind wanted (``RewardSpec``...).
+        name: Its name; None when the file holds just one of ``kind``.
+        file: The file, for error messages.
+
+    """
     matching = [r for r in resources if r.kind == kind]
     if name is not None:
         named = [r for r in matching if r.name == name]
@@ -141,5 +175,11 @@ def select_resource(resources: list[Resource], kind: str, name: str | None, file
 
 
 def document_from_mapping(data: dict[str, Any], source: str | None = None) -> Document:
-    """A Document for a spec given as a Python mapping (no line numbers, field paths still reported)."""
+    """A Document for a spec given as a Python mapping (no line numbers, field paths still reported).
+
+    Args:
+        data: The spec as a mapping.
+        source: A name for it in error messages.
+
+    """
     return Document(data=data, file=source, lines={}, start_line=0)

@@ -32,6 +32,9 @@ def check_image(value: str) -> str:
     The path is a root filesystem directory, an OCI image layout or a ``docker save`` archive; an image in a
     registry (``python:3.12``) is refused, saying how to save it to disk.
 
+    Args:
+        value: The ``image`` as written.
+
     Raises:
         ValueError: The value is none of these.
 
@@ -54,6 +57,9 @@ def check_image(value: str) -> str:
 def check_platform(value: str | None) -> str | None:
     """Check a task's ``platform``: ``os/arch[/variant]`` (``linux/amd64``, ``linux/arm/v7``), or None.
 
+    Args:
+        value: The ``platform`` as written.
+
     Raises:
         ValueError: The value is not of that form.
 
@@ -64,7 +70,12 @@ def check_platform(value: str | None) -> str | None:
 
 
 def check_relative_path(value: str) -> str:
-    """A path inside the work dir: relative, with no ``..`` (files are written there, never elsewhere)."""
+    """A path inside the work dir: relative, with no ``..`` (files are written there, never elsewhere).
+
+    Args:
+        value: The path as written.
+
+    """
     path = PurePosixPath(value)
     if not value or path.is_absolute() or ".." in path.parts:
         raise ValueError(f"{value!r} must be a relative path inside the work dir, without '..'")
@@ -208,13 +219,26 @@ def task_from_resource(resource: Resource) -> TaskSpec:
 
 
 def load_task_spec(source: str | Path, name: str | None = None, *, text: str | None = None) -> TaskSpec:
-    """The Task in a YAML file (the one named ``name`` when the file holds several)."""
+    """The Task in a YAML file (the one named ``name`` when the file holds several).
+
+    Args:
+        source: The YAML file, or a name for ``text``.
+        name: Which Task when the file holds several.
+        text: The YAML text; None reads ``source``.
+
+    """
     resource = select_resource(load_resources(source, text=text), "Task", name, str(source))
     return task_from_resource(resource)
 
 
 def task_spec_from_mapping(data: Mapping[str, Any], source: str | None = None) -> TaskSpec:
-    """A Task given as a mapping: a whole resource, or just its ``spec`` (named ``task``)."""
+    """A Task given as a mapping: a whole resource, or just its ``spec`` (named ``task``).
+
+    Args:
+        data: A Task resource or its ``spec``.
+        source: A name for it in error messages.
+
+    """
     raw = dict(data)
     if "apiVersion" not in raw:
         raw = {"apiVersion": API_VERSION, "kind": "Task", "metadata": {"name": "task"}, "spec": raw}

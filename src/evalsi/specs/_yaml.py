@@ -23,7 +23,12 @@ class Document:
     start_line: int = 1
 
     def line_of(self, path: PathKey) -> int | None:
-        """The line of the deepest known prefix of ``path`` (a bad field inside a value points at the value)."""
+        """The line of the deepest known prefix of ``path`` (a bad field inside a value points at the value).
+
+        Args:
+            path: A field path from the document root.
+
+        """
         for end in range(len(path), -1, -1):
             line = self.lines.get(tuple(path[:end]))
             if line is not None:
@@ -32,7 +37,12 @@ class Document:
 
 
 def format_path(path: PathKey) -> str:
-    """``("spec", "components", 1, "weight")`` -> ``spec.components[1].weight``."""
+    """``("spec", "components", 1, "weight")`` -> ``spec.components[1].weight``.
+
+    Args:
+        path: Keys and indices from the document root.
+
+    """
     out = ""
     for part in path:
         if isinstance(part, int):

@@ -14,6 +14,7 @@ Example:
 
 """
 
+from evalsi._util.public import publish
 from evalsi.stats._compare import (
     Direction,
     Flip,
@@ -87,3 +88,5 @@ __all__ = [
     "t_quantile_975",
     "wilson",
 ]
+
+publish(__name__)

@@ -77,19 +77,34 @@ class PairedComparison:
 
 
 def paired_interval(differences: Sequence[float], plain: Estimate) -> Interval:
-    """The 95% interval of the mean of per-record differences: the paired bootstrap (normal past its limit)."""
+    """The 95% interval of the mean of per-record differences: the paired bootstrap (normal past its limit).
+
+    Args:
+        differences: Per-record differences.
+        plain: Their plain estimate, the fallback past the bootstrap's limit.
+
+    """
     if len(differences) > BOOTSTRAP_MAX_RECORDS:
         return normal_within(plain.mean, plain.se, min(differences), max(differences), "paired-normal")
     return bootstrap(differences, method="paired-bootstrap")
 
 
 def record_means(values: Mapping[str, Sequence[float]]) -> dict[str, float]:
-    """Each record's mean over its samples; records without any value are left out."""
+    """Each record's mean over its samples; records without any value are left out.
+
+    Args:
+        values: Each record's sample values, by record id.
+
+    """
     return {key: mean(v) for key, v in values.items() if len(v) > 0}
 
 
 def mcnemar_exact(a_only: int, b_only: int) -> float:
     """Two-sided exact McNemar p-value: ``min(1, 2·P(X ≤ min(a_only, b_only)))``, X ~ Bin(a_only+b_only, ½).
+
+    Args:
+        a_only: Records only run A got right.
+        b_only: Records only run B got right.
 
     Example:
         >>> mcnemar_exact(0, 5)

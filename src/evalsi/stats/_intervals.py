@@ -94,6 +94,9 @@ def t_quantile_975(df: int) -> float:
 
     A table up to 30, then the Cornish-Fisher expansion around the normal quantile (error below 1e-5 there).
 
+    Args:
+        df: Degrees of freedom.
+
     Raises:
         ValueError: ``df`` is below 1.
 
@@ -113,6 +116,9 @@ def t_quantile_975(df: int) -> float:
 
 def describe_method(method: str) -> str:
     """A method's name in words (the name itself when it is not one of :data:`METHODS`).
+
+    Args:
+        method: An interval method's name.
 
     Example:
         >>> describe_method("wilson")
@@ -139,6 +145,11 @@ def wilson(successes: int, n: int, z: float = Z975) -> Interval:
 
     ``(p + z²/2n ± z·sqrt(p(1−p)/n + z²/4n²)) / (1 + z²/n)``: within [0, 1], never empty, and it always holds the
     observed proportion.
+
+    Args:
+        successes: How many succeeded.
+        n: How many were tried.
+        z: The normal quantile (1.96 for 95%).
 
     Raises:
         ValueError: ``n`` is below 1 or ``successes`` outside ``[0, n]``.

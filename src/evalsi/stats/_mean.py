@@ -46,6 +46,10 @@ class Estimate:
 
         The interval is read from ``ci`` (``{"low", "high", "method"}``), else from ``ci_low`` and ``ci_high``
         (files written before intervals named their method); a missing number is ``nan``.
+
+        Args:
+            value: The JSON form.
+
         """
 
         def number(source: Mapping[str, Any], key: str) -> float:
@@ -94,12 +98,22 @@ EMPTY = Estimate(math.nan, math.nan, math.nan, math.nan, 0, 0)
 
 
 def mean(values: Sequence[float]) -> float:
-    """The arithmetic mean (``nan`` for no values), summed with ``math.fsum`` so order does not matter."""
+    """The arithmetic mean (``nan`` for no values), summed with ``math.fsum`` so order does not matter.
+
+    Args:
+        values: The values.
+
+    """
     return math.fsum(values) / len(values) if values else math.nan
 
 
 def standard_error(values: Sequence[float]) -> float:
-    """The standard error of the mean of independent values: sample standard deviation over ``sqrt(n)``."""
+    """The standard error of the mean of independent values: sample standard deviation over ``sqrt(n)``.
+
+    Args:
+        values: Independent values.
+
+    """
     n = len(values)
     if n < 2:
         return math.nan
@@ -110,6 +124,9 @@ def standard_error(values: Sequence[float]) -> float:
 
 def estimate(values: Sequence[float]) -> Estimate:
     """Mean, standard error and 95% interval of independent values (one per record).
+
+    Args:
+        values: One value per record.
 
     Example:
         >>> est = estimate([1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0])
@@ -127,6 +144,11 @@ def clustered_estimate(clusters: Sequence[Sequence[float]], *, interval: bool = 
     clusters (a record whose samples all errored or were skipped) are ignored. The interval is Wilson's for 0/1
     values one per record, else the bootstrap over records (see the module doc); ``interval=False`` leaves it
     out (``nan``), for a caller that works out its own.
+
+    Args:
+        clusters: Each record's values.
+        interval: Whether to work out the interval; False leaves it ``nan``.
+
     """
     groups = [list(g) for g in clusters if len(g) > 0]
     values = [x for g in groups for x in g]
@@ -158,5 +180,10 @@ def _interval(groups: list[list[float]], m: float, se: float) -> Interval:
 
 
 def is_proportion(groups: Sequence[Sequence[float]]) -> bool:
-    """Whether every record holds exactly one value and each is 0 or 1 (a proportion: Wilson's interval)."""
+    """Whether every record holds exactly one value and each is 0 or 1 (a proportion: Wilson's interval).
+
+    Args:
+        groups: Each record's values.
+
+    """
     return all(len(g) == 1 and (g[0] == 0.0 or g[0] == 1.0) for g in groups)

@@ -25,6 +25,11 @@ def _check(n: int, c: int, k: int) -> None:
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k for one record: ``1 − C(n−c, k)/C(n, k) = 1 − Π_{i=n−c+1}^{n} (1 − k/i)``.
 
+    Args:
+        n: Samples drawn.
+        c: Samples correct.
+        k: The k of pass@k.
+
     Raises:
         ValueError: ``c`` is outside ``[0, n]`` or ``k`` outside ``[1, n]``.
 
@@ -47,6 +52,11 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 def pass_pow_k(n: int, c: int, k: int) -> float:
     """pass^k for one record: ``C(c, k)/C(n, k) = Π_{i=0}^{k−1} (c−i)/(n−i)``, all ``k`` samples correct.
 
+    Args:
+        n: Samples drawn.
+        c: Samples correct.
+        k: The k of pass^k.
+
     Raises:
         ValueError: ``c`` is outside ``[0, n]`` or ``k`` outside ``[1, n]``.
 
@@ -65,16 +75,35 @@ def pass_pow_k(n: int, c: int, k: int) -> float:
 
 
 def pass_at_k_estimate(counts: Sequence[tuple[int, int]], k: int) -> Estimate:
-    """Mean pass@k over records, each given as ``(n, c)``, skipping records with under ``k`` samples."""
+    """Mean pass@k over records, each given as ``(n, c)``, skipping records with under ``k`` samples.
+
+    Args:
+        counts: ``(n, c)`` per record.
+        k: The k of pass@k.
+
+    """
     return estimate([pass_at_k(n, c, k) for n, c in counts if n >= k])
 
 
 def pass_pow_k_estimate(counts: Sequence[tuple[int, int]], k: int) -> Estimate:
-    """Mean pass^k over records, each given as ``(n, c)``, skipping records with under ``k`` samples."""
+    """Mean pass^k over records, each given as ``(n, c)``, skipping records with under ``k`` samples.
+
+    Args:
+        counts: ``(n, c)`` per record.
+        k: The k of pass^k.
+
+    """
     return estimate([pass_pow_k(n, c, k) for n, c in counts if n >= k])
 
 
 def exact_pass_at_k(n: int, c: int, k: int) -> float:
-    """pass@k with exact binomials (for tests and small ``n``): ``1 − C(n−c, k)/C(n, k)``."""
+    """pass@k with exact binomials (for tests and small ``n``): ``1 − C(n−c, k)/C(n, k)``.
+
+    Args:
+        n: Samples drawn.
+        c: Samples correct.
+        k: The k of pass@k.
+
+    """
     _check(n, c, k)
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)

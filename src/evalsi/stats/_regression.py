@@ -25,6 +25,9 @@ class RegressionRule:
     def parse(cls, text: str) -> RegressionRule:
         """Read ``METRIC`` or ``METRIC:MAX_DROP`` (the last colon splits: metric names may hold colons).
 
+        Args:
+            text: The rule as written on the command line.
+
         Raises:
             ValueError: The text is empty, or MAX_DROP is not a number >= 0.
 
@@ -57,6 +60,10 @@ class RegressionRule:
 def is_regression(difference: Estimate, max_drop: float = 0.0) -> bool:
     """Whether a paired difference (step − base) is a regression: CI wholly below 0 and drop > ``max_drop``.
 
+    Args:
+        difference: The paired difference, step − base.
+        max_drop: The largest drop tolerated.
+
     Example:
         >>> from evalsi.stats import estimate
         >>> is_regression(estimate([-0.1, -0.12, -0.08, -0.11]), max_drop=0.05)
@@ -71,5 +78,11 @@ def is_regression(difference: Estimate, max_drop: float = 0.0) -> bool:
 
 
 def regressed(comparison: PairedComparison, rule: RegressionRule) -> bool:
-    """Whether run B of a paired comparison (B = step, A = base) regressed under ``rule``."""
+    """Whether run B of a paired comparison (B = step, A = base) regressed under ``rule``.
+
+    Args:
+        comparison: The paired comparison of base (A) and step (B).
+        rule: The metric and the drop it tolerates.
+
+    """
     return is_regression(comparison.difference, rule.max_drop)

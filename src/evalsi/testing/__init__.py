@@ -11,6 +11,7 @@ A test written for Eval Protocol runs with only its import changed: ``SingleTurn
 row's score (see :mod:`evalsi.testing._models`).
 """
 
+from evalsi._util.public import publish
 from evalsi.testing._config import EvaluationSetupError, Threshold
 from evalsi.testing._decorator import (
     EvaluationFailed,
@@ -51,3 +52,5 @@ __all__ = [
     "results_db",
     "stored_results",
 ]
+
+publish(__name__)

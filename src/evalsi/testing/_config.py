@@ -44,6 +44,10 @@ class Threshold:
     def parse(cls, value: float | Mapping[str, Any] | Threshold | None, where: str) -> Threshold | None:
         """A threshold from a number, a ``{success, standard_error}`` mapping, or None.
 
+        Args:
+            value: The threshold as the decorator was given it.
+            where: The test's name, for error messages.
+
         Raises:
             EvaluationSetupError: Not a number in [0, 1] or such a mapping (``where`` names the setting).
 
@@ -68,7 +72,13 @@ class Threshold:
         raise EvaluationSetupError(f"{where}: a threshold is a number or {{success, standard_error}}")
 
     def passes(self, score: float, standard_error: float) -> bool:
-        """Whether an aggregate score (with its standard error) passes."""
+        """Whether an aggregate score (with its standard error) passes.
+
+        Args:
+            score: The aggregate score.
+            standard_error: Its standard error.
+
+        """
         if score < self.success:
             return False
         return self.standard_error is None or standard_error <= self.standard_error  # nan compares false

@@ -113,7 +113,12 @@ class EvaluationTest:
         return evaluation_cases(self.test_id, self.mode, env_completion_params(self.completion_params))
 
     def inputs(self, max_rows: int | None) -> list[EvaluationRow]:
-        """The input rows, cut to ``max_rows``; a repeated row gets its own id (``id#2``)."""
+        """The input rows, cut to ``max_rows``; a repeated row gets its own id (``id#2``).
+
+        Args:
+            max_rows: The most rows; None for all.
+
+        """
         rows = rows_from_dataset(self.input_dataset, self.base_dir) if self.input_dataset else []
         rows += rows_from_messages(self.input_messages)
         rows += [
@@ -134,6 +139,10 @@ class EvaluationTest:
         """Roll out, score, aggregate and store one case, with the environment's overrides applied (no pass check).
 
         ``case`` is one of :meth:`cases`; it may be left out when there is only one.
+
+        Args:
+            case: One parameter combination; None for the only one.
+            store: Whether to store the results.
 
         Raises:
             EvaluationSetupError: The declaration or an override is invalid, or the function misbehaves.
@@ -170,6 +179,9 @@ class EvaluationTest:
 
     def check(self, case: EvaluationCase | None = None) -> EvaluationOutcome:
         """:meth:`run`, then fail when the pass rule is not met.
+
+        Args:
+            case: One parameter combination; None for the only one.
 
         Raises:
             EvaluationFailed: The aggregate score (or its standard error) misses the threshold.
@@ -396,6 +408,10 @@ evaluation_test = _EvaluationTestDecorator()
 
 def find_evaluation_test(reference: str, base_dir: Path | None = None) -> EvaluationTest:
     """The evaluation test named ``module::function`` or ``path/to/test_file.py::function``.
+
+    Args:
+        reference: ``module::function`` or ``path/to/test_file.py::function``.
+        base_dir: The folder a relative path resolves against; None for the working directory.
 
     Raises:
         EvaluationSetupError: The module or file cannot be imported, or holds no such evaluation test.

@@ -7,8 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from evalsi._util.jsonl import json_lines
 from evalsi.errors import DataError
 from evalsi.records import canonical_json
 from evalsi.testing._row import EvaluationRow, Message
@@ -30,13 +29,7 @@ def rows_from_dataset(paths: Sequence[str | Path], base_dir: Path | None = None)
             text = path.read_bytes()
         except FileNotFoundError:
             raise DataError("no such file", file=str(path)) from None
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                data = orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                raise DataError(f"not valid JSON: {exc}", file=str(path), line=number) from None
+        for number, data in json_lines(text, str(path)):
             if not isinstance(data, dict):
                 raise DataError("a row must be a JSON object", file=str(path), line=number)
             rows.append(row_from_mapping(data, f"{path}:{number}", f"{path.name}:{number}"))

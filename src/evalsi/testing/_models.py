@@ -59,7 +59,12 @@ class Message(dict[str, Any]):
         return Message(self)
 
     def model_dump(self, *, exclude_none: bool = False) -> dict[str, Any]:
-        """The message as a plain ``dict`` (without ``None`` fields when ``exclude_none``)."""
+        """The message as a plain ``dict`` (without ``None`` fields when ``exclude_none``).
+
+        Args:
+            exclude_none: Leave out fields that are None.
+
+        """
         return {k: v for k, v in self.items() if not (exclude_none and v is None)}
 
 

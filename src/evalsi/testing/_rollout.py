@@ -33,7 +33,13 @@ class RolloutProcessor(Protocol):
     """Turns rows into rows whose messages end with the model's reply."""
 
     async def process(self, rows: Sequence[EvaluationRow], max_concurrency: int) -> list[EvaluationRow]:
-        """Roll every row out (concurrently, at most ``max_concurrency`` at once)."""
+        """Roll every row out (concurrently, at most ``max_concurrency`` at once).
+
+        Args:
+            rows: The dataset rows to roll out.
+            max_concurrency: The most rollouts in flight at once.
+
+        """
         ...
 
 
@@ -41,7 +47,13 @@ class NoOp:
     """Rows are scored as they are: their messages already hold the reply."""
 
     async def process(self, rows: Sequence[EvaluationRow], max_concurrency: int) -> list[EvaluationRow]:
-        """The rows, unchanged."""
+        """The rows, unchanged.
+
+        Args:
+            rows: The dataset rows to roll out.
+            max_concurrency: The most rollouts in flight at once.
+
+        """
         return list(rows)
 
 
@@ -55,7 +67,13 @@ class SingleTurn:
     """
 
     async def process(self, rows: Sequence[EvaluationRow], max_concurrency: int) -> list[EvaluationRow]:
-        """Ask the endpoint for each row's reply and append it to the row's messages."""
+        """Ask the endpoint for each row's reply and append it to the row's messages.
+
+        Args:
+            rows: The dataset rows to roll out.
+            max_concurrency: The most rollouts in flight at once.
+
+        """
         targets: dict[str, OpenAITarget] = {}
         try:
             slots = asyncio.Semaphore(max_concurrency)
@@ -117,12 +135,26 @@ class Remote:
     """
 
     def __init__(self, base_url: str, *, poll_interval: float = 0.5, timeout: float = 300.0) -> None:
+        """Point at a rollout service.
+
+        Args:
+            base_url: The service's base URL.
+            poll_interval: Seconds between status polls.
+            timeout: Seconds one rollout may take.
+
+        """
         self.base_url = base_url.rstrip("/")
         self.poll_interval = poll_interval
         self.timeout = timeout
 
     async def process(self, rows: Sequence[EvaluationRow], max_concurrency: int) -> list[EvaluationRow]:
-        """Start each row's rollout on the service and wait for its conversation."""
+        """Start each row's rollout on the service and wait for its conversation.
+
+        Args:
+            rows: The dataset rows to roll out.
+            max_concurrency: The most rollouts in flight at once.
+
+        """
         slots = asyncio.Semaphore(max_concurrency)
         async with httpx.AsyncClient(timeout=30.0) as client:
 

@@ -46,6 +46,27 @@ class EvaluationRow:
         params_label: str = "",
         evaluation_result: EvaluateResult | None = None,
     ) -> None:
+        """Make a row; a dataset row usually becomes one through the test's input loading.
+
+        Args:
+            messages: The conversation so far.
+            ground_truth: The reference answer.
+            row_id: The row's id in its dataset.
+            completion_params: The model and sampling settings of the rollout.
+            run: Which of ``num_runs`` repetitions this is.
+            metadata: The dataset row's other columns.
+            score: The score, when already known.
+            reason: Why that score.
+            metrics: Further named numbers.
+            rollout_error: Why the rollout produced no reply.
+            latency: Seconds the rollout took.
+            tokens: Tokens the rollout used, when known.
+            source: Where the row came from (file and line).
+            dataset_id: The dataset's id, when it has one.
+            params_label: A short label of ``completion_params``.
+            evaluation_result: The result as Eval Protocol spells it; replaces ``score``, ``reason`` and ``metrics``.
+
+        """
         self.messages = messages
         self.ground_truth = ground_truth
         self.row_id = row_id
@@ -173,7 +194,14 @@ class EvaluationRow:
         return f"{model}[{rest}]" if rest else model
 
     def copy_for(self, completion_params: Mapping[str, Any], run: int, params_label: str = "") -> EvaluationRow:
-        """A fresh copy of this input for one rollout (messages copied, no score yet)."""
+        """A fresh copy of this input for one rollout (messages copied, no score yet).
+
+        Args:
+            completion_params: The rollout's model and sampling settings.
+            run: Which repetition it is.
+            params_label: A short label of ``completion_params``.
+
+        """
         return EvaluationRow(
             messages=[Message(m) for m in self.messages],
             ground_truth=self.ground_truth,

@@ -94,6 +94,11 @@ def stored_results(test: str | None = None, path: Path | None = None) -> list[di
     """Stored results documents, oldest first (of one test, or one case, when ``test`` is given).
 
     ``module::test`` gives every case of the test (``module::test[case]``); a case's id gives that case alone.
+
+    Args:
+        test: ``module::test`` for every case of a test, or one case's id; None for every test.
+        path: The results database; None for :func:`results_db`.
+
     """
     db = path or results_db()
     if not db.exists():

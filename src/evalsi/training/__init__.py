@@ -16,6 +16,8 @@ Example:
 
 """
 
+from evalsi._util.public import publish
+from evalsi.runs._curve import step_files
 from evalsi.training._checkpoints import (
     Checkpoint,
     ModelKind,
@@ -36,7 +38,6 @@ from evalsi.training._evaluator import (
 from evalsi.training._lightning import lightning_checkpoint_callback
 from evalsi.training._plot import PlotError, cell_text, plot_curve
 from evalsi.training._pytorch import PyTorchCheckpointHook
-from evalsi.training._results import step_files
 from evalsi.training._runner import (
     CheckpointEvaluationError,
     CheckpointRunner,
@@ -125,3 +126,5 @@ __all__ = [
     "step_files",
     "stop_process",
 ]
+
+publish(__name__)

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from evalsi.errors import DataError
-from evalsi.runs import RunsClient
+from evalsi.runs import RunResult, RunsClient
+from evalsi.runs._curve import Curve, CurvePoint, summary_estimates
 from evalsi.stats import PairedComparison, RegressionRule
-from evalsi.training._curve import Curve, CurvePoint, summary_estimates
 
 TRAINING_RUN = "training-run"
 TRAINING_STEP = "training-step"
@@ -64,9 +64,11 @@ class ServerRuns:
         run = self.latest(spec, step)
         return run is not None and run.get("status") == "complete"
 
-    def store(self, path: Path, spec: str, step: int | None) -> dict[str, Any]:
-        """Store a step's results file as a run with the step's labels."""
-        return self.client.upload(path, self.labels(spec, step))
+    def store(self, results: Path | RunResult, spec: str, step: int | None) -> dict[str, Any]:
+        """Store a step's results (its file, or the results just written to it) as a run with the step's labels."""
+        if isinstance(results, RunResult):
+            return self.client.create_run(results.to_json(), self.labels(spec, step))
+        return self.client.upload(results, self.labels(spec, step))
 
     def outcome(
         self, spec: str, step: int | None, rules: Sequence[RegressionRule], metrics: Sequence[str] = ()
@@ -95,6 +97,13 @@ def build_server_curve(
     client: RunsClient, training_run: str, spec: str, metrics: Sequence[str], rules: Sequence[RegressionRule] = ()
 ) -> Curve:
     """A spec's learning curve from the server's runs, compared with the base through ``CompareRuns``.
+
+    Args:
+        client: The server's Run Service.
+        training_run: The training run's name.
+        spec: The run spec's name.
+        metrics: The metrics to show and compare with the base.
+        rules: Regression rules to check each step against.
 
     Raises:
         DataError: The server holds no run of this spec and training run.

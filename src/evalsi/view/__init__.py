@@ -9,8 +9,11 @@ The server can mount the same app: ``Mount("/ui", app=create_app(paths))``, or o
 
 """
 
+from evalsi._util.public import publish
 from evalsi.view._app import create_app
 from evalsi.view._catalog import Catalog, Source, source_id
 from evalsi.view._runs import Records, RunCache, RunData, headline, make_run
 
 __all__ = ["Catalog", "Records", "RunCache", "RunData", "Source", "create_app", "headline", "make_run", "source_id"]
+
+publish(__name__)

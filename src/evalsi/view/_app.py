@@ -34,7 +34,7 @@ from evalsi.runs import RECORD, compare_runs, comparison_to_dict, validation_mes
 from evalsi.stats import describe_method
 from evalsi.view import _charts
 from evalsi.view._catalog import Catalog, Kind, Source
-from evalsi.view._curves import BASE, load_curve
+from evalsi.view._curves import BASE, load_curve, step_label, training_run_of, versus_base
 from evalsi.view._monitors import monitor_views, monitors_json
 from evalsi.view._rewards import TOTAL, RewardCache
 from evalsi.view._runs import RunCache, RunData, describe_target, prompt_text
@@ -359,19 +359,20 @@ class Viewer:
 
         paths = self.catalog.curve_paths(source)
         curve = load_curve(source.path, read, max_drop, paths, lambda path: self.run(path).loaded())
+        training_run = training_run_of(curve, source.path)
         run_ids = {s.path: s.id for s in self.catalog.scan() if s.kind == "run"}
         return {
-            "name": curve.name,
-            "trainingRun": curve.training_run,
+            "name": f"{training_run} / {source.path.name}",
+            "trainingRun": training_run,
             "spec": curve.spec,
             "metrics": curve.metrics,
             "points": [
                 {
-                    "step": p.step,
-                    "status": p.status,
-                    "run": run_ids.get(p.path) or run_ids.get(p.path.resolve()),
+                    "step": step_label(p),
+                    "status": p.run_status,
+                    "run": run_ids.get(Path(p.path)) or run_ids.get(Path(p.path).resolve()),
                     "estimates": p.estimates,
-                    "versusBase": p.versus_base,
+                    "versusBase": versus_base(p),
                     "location": p.location,
                 }
                 for p in curve.points

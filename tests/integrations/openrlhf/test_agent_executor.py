@@ -97,7 +97,9 @@ def test_file_form(spec_file: Path) -> None:
     assert as_float(good["reward"]) == pytest.approx(1.0)
     assert as_float(good["scores"]) == pytest.approx(1.0)
     logs = {k: as_float(v) for k, v in good["extra_logs"].items()}
-    assert logs.pop("reward/latency_ms") > 0.0
+    call = logs.pop("reward/latency_ms")
+    percentiles = [logs.pop(f"reward/latency_ms/p{q}") for q in (50, 90, 99)]
+    assert call > 0.0 and 0.0 < percentiles[0] <= percentiles[1] <= percentiles[2] <= call
     assert logs == {
         "exact": 1.0,
         "format": 1.0,

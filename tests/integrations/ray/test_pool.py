@@ -309,7 +309,106 @@ def test_the_servers_database_is_the_shared_cache_of_pools_and_server(cluster: C
     assert len(probe.scored(log)) == len(batch)
 
 
-def test_a_group_level_component_is_refused_before_any_actor_starts() -> None:
-    spec = {"components": [{"ref": "exact-match"}, {"ref": "group-diversity", "name": "diversity"}]}
-    with pytest.raises(SpecError, match=r"'diversity' .* spreads a batch's rollouts over its actors"):
-        RewardPool(spec, num_workers=1)
+def test_a_batch_is_split_evenly_over_the_actors(spread: RewardPool, tmp_path: Path) -> None:
+    log = tmp_path / "scored.log"
+    pool = spread.with_spec(probe_spec(log))
+    before = pool.stats()["chunks"]
+    batch = [{"completion": f"even-{i}"} for i in range(64)]
+    assert [r.total for r in pool.score(batch)] == [len(b["completion"]) / 10 for b in batch]
+    assert pool.stats()["chunks"] - before == 2  # one chunk per actor, not 32, 16, 8, 4, 2, 1, 1
+    by_actor: dict[int, int] = {}
+    for pid, _ in probe.scored(log):
+        by_actor[pid] = by_actor.get(pid, 0) + 1
+    assert sorted(by_actor.values()) == [32, 32]
+
+
+def _group_batch(tag: str) -> list[dict[str, Any]]:
+    """Groups of 3, 5 and 7 rollouts with repeated completions, interleaved, some grouped by metadata.group_id."""
+    rollouts: list[dict[str, Any]] = []
+    for g, size in enumerate([3, 5, 7] * 4):
+        for i in range(size):
+            rollout: dict[str, Any] = {
+                "prompt": f"{tag} prompt {g}",
+                "completion": f"answer {i % 3}" if g % 2 else f"Answer  {i % 2}",
+                "reference": "answer 0",
+            }
+            if g % 4 == 3:  # its group is its group_id, shared with the next prompt's rollouts
+                rollout["metadata"] = {"group_id": f"{tag}-shared-{g // 4}"}
+            rollouts.append(rollout)
+    return [rollouts[(i * 7) % len(rollouts)] for i in range(len(rollouts))]  # 7 and 60 are coprime
+
+
+GROUP_SPEC = {
+    "components": [
+        {"ref": "exact-match", "name": "exact", "weight": 1.0},
+        {"ref": "group-diversity", "name": "diversity", "weight": 0.5},
+        {"ref": "group-diversity", "name": "by-prompt", "weight": 0.25, "params": {"group_by": "prompt"}},
+    ]
+}
+
+
+def test_a_group_level_spec_scores_each_group_whole_as_in_process(spread: RewardPool) -> None:
+    local = evalsi.rewards.from_mapping(GROUP_SPEC)
+    pool = spread.with_spec(GROUP_SPEC)
+    first, second = _group_batch("a"), _group_batch("b")
+    assert len(first) == 60
+    assert dicts(pool.score(first)) == dicts(local.score(first))
+    before = pool.stats()["chunks"]
+
+    async def both() -> list[Any]:
+        return list(await asyncio.gather(pool.score_async(first), pool.score_async(first + second)))
+
+    # two concurrent calls sending the same prompts: each call's groups are its own, as in process
+    together = asyncio.run(both())
+    assert dicts(together[0]) == dicts(local.score(first))
+    assert dicts(together[1]) == dicts(local.score(first + second))
+    assert pool.stats()["chunks"] - before >= 3  # spread over chunks, none splitting a group
+
+
+def test_shutdown_returns_once_the_actors_and_their_workers_are_gone(cluster: Cluster) -> None:
+    pool = RewardPool(
+        EXAMPLES / "math-reward.yaml", num_workers=2, num_cpus=0.25, resources={"evalsi_head": 1}, name="stopping"
+    )
+    rollouts, _ = read_rollout_file(EXAMPLES / "math-rollouts.jsonl")
+    symbolic = [{"completion": "so \\boxed{\\frac{6}{4}}", "answer": "1.5"}]  # decided by the math workers
+    where = pool.warm([*rollouts, *symbolic])
+    actors = [info["pid"] for info in where]
+    workers = [pid for info in where for pid in info["children"]]
+    assert len(actors) == 2
+    assert workers  # each actor's math-equiv worker template (its workers are its children)
+    tree = _descendants(actors)
+    assert set(workers) <= tree
+    stopped = pool.shutdown(timeout=120)
+    assert sorted(info["pid"] for info in stopped) == sorted(actors)
+    assert all(info["dead"] for info in stopped)
+    # gone when shutdown returns, not some time later: a pool started next has the CPUs to itself
+    assert [pid for pid in tree if _running(pid)] == []
+    with pytest.raises(ValueError):
+        ray.get_actor("evalsi-pool-stopping", namespace="evalsi")
+
+
+def _descendants(pids: list[int]) -> set[int]:
+    """The processes ``pids`` and every process under them."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError):
+                continue
+            parents.setdefault(ppid, []).append(int(entry.name))
+    out: set[int] = set()
+    todo = list(pids)
+    while todo:
+        pid = todo.pop()
+        if pid not in out:
+            out.add(pid)
+            todo.extend(parents.get(pid, []))
+    return out
+
+
+def _running(pid: int) -> bool:
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False

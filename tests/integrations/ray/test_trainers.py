@@ -76,10 +76,11 @@ def test_verl_reward_loop_workers_share_one_pool(cluster: Cluster, tmp_path: Pat
         for i, text in enumerate(RESPONSES)
     ]
     assert [o["reward_score"] for o in outputs] == [e["score"] for e in expected]
-    # the same dicts, the reward vector and weights included; only the latency is the pool's own
+    # the same dicts, the reward vector and weights included; only the latency is the pool's own (the per-rollout
+    # percentiles are measured in-process only)
     latency = "reward/latency_ms"
-    assert [{k: v for k, v in o["reward_extra_info"].items() if k != latency} for o in outputs] == [
-        {k: v for k, v in e.items() if k != latency} for e in expected
+    assert [{k: v for k, v in o["reward_extra_info"].items() if not k.startswith(latency)} for o in outputs] == [
+        {k: v for k, v in e.items() if not k.startswith(latency)} for e in expected
     ]
     assert all(o["reward_extra_info"][latency] > 0.0 for o in outputs)
     pool = RewardPool.attach("verl-test", spec)

@@ -95,6 +95,9 @@ def test_grpo_trainer_logs_total_and_components(tmp_path: Path, asynchronous: bo
         # each batch's scoring time, through TRL's log_metric
         assert entry["reward/latency_ms"] > 0.0
         assert 0.0 < entry["reward/latency_ms_per_rollout"] <= entry["reward/latency_ms"]
+        # and the percentiles of each rollout's own scoring time, none above the batch's
+        p50, p90, p99 = (entry[f"reward/latency_ms/p{q}"] for q in (50, 90, 99))
+        assert 0.0 <= p50 <= p90 <= p99 <= entry["reward/latency_ms"]
     # one evaluator call per generation batch (two steps), though TRL called 4 reward functions on each; the
     # engine de-duplicates equal token counts within a batch, so a call holds at most 4 records
     assert len(CountingTokens.batches) == 2

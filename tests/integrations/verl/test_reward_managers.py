@@ -103,6 +103,10 @@ def check(out: dict[str, Any], data: DataProto) -> None:
     assert list(info["reward/listed"]) == [1.0, 0.0, 1.0]
     assert list(info["reward_weight/exact"]) == [0.75] * 3 and list(info["reward_weight/listed"]) == [0.25] * 3
     assert len(info["reward/latency_ms"]) == 3 and all(v > 0.0 for v in info["reward/latency_ms"])
+    # each rollout's own scoring time, as percentiles: never above the call that held it
+    p50, p90, p99 = (list(info[f"reward/latency_ms/p{q}"]) for q in (50, 90, 99))
+    assert len(p50) == len(p90) == len(p99) == 3
+    assert all(0.0 < a <= b <= c for a, b, c in zip(p50, p90, p99, strict=True))
 
 
 def test_naive_reward_manager(spec_file: Path) -> None:

@@ -21,8 +21,8 @@ from typing import Any
 import orjson
 
 from evalsi._util.http import MalformedReply, json_headers, read_reply, transport_failure
-from evalsi._util.retry import RetryPolicy, attempts_phrase, retryable
-from evalsi._util.transport import HttpClient, TransportFailure, background_loop
+from evalsi._util.retry import attempts_phrase, retryable
+from evalsi._util.transport import TransportFailure, background_loop, endpoint_client
 
 MAX_REPLY_CHARS = 16_384
 """The most of a judge reply kept in a score's details (its end, where verdicts are): caches hold details."""
@@ -54,12 +54,7 @@ class JudgeClient:
 
     def __init__(self, endpoint: ChatEndpoint) -> None:
         self.endpoint = endpoint
-        self._http = HttpClient(
-            endpoint.url,
-            policy=RetryPolicy(endpoint.retries, endpoint.backoff),
-            timeout=endpoint.timeout,
-            max_connections=endpoint.max_concurrency,
-        )
+        self._http = endpoint_client(endpoint)
         self._loop = background_loop()
         self._slots = asyncio.Semaphore(endpoint.max_concurrency)
         self._lock = threading.Lock()

@@ -70,16 +70,12 @@ def request_body(config: JudgeConfig, record: Record) -> dict[str, Any]:
     return body
 
 
-@register
-class LLMJudge(Evaluator[LLMJudgeParams]):
-    """The judge's verdict as a score; an unreadable verdict is an error with the reply in the details."""
+class JudgeClients:
+    """One shared :class:`JudgeClient` per judge endpoint, the least recently used closed past ``max_clients``.
 
-    name = "llm-judge"
-    summary = "A generative judge (any OpenAI-compatible endpoint) scores the completion by a rubric."
-    params_model = LLMJudgeParams
-    reads = ("prompt", "completion", "reference", "metadata")
-    pack = "judge"
-    server_resource = ServerResource("judges", "judge", nested=True)
+    Every judge evaluator (``llm-judge``, ``pairwise-judge``) holds one, so an endpoint's concurrency bound,
+    retries and keep-alive connections are the same whichever kind of judge asks.
+    """
 
     max_clients = 64
     """Endpoints kept open at once; the least recently used one is closed (once idle) past this."""
@@ -87,27 +83,6 @@ class LLMJudge(Evaluator[LLMJudgeParams]):
     def __init__(self) -> None:
         self._clients: OrderedDict[ChatEndpoint, JudgeClient] = OrderedDict()
         self._lock = threading.Lock()
-
-    def cache_fields(self, params: LLMJudgeParams) -> tuple[str, ...]:
-        """Only the fields the template shows the judge (the default template: prompt, completion, reference)."""
-        template = params.judge.template
-        return ("prompt", "completion", "reference") if template is None else record_fields(template)
-
-    def score_batch(self, records: Sequence[Record], params: LLMJudgeParams, ctx: ScoreContext) -> list[Score]:
-        """Ask the judge about every record at once (bounded by ``max_concurrency``) and read the verdicts."""
-        config = params.judge
-        client = self._client(config)
-        out: list[Score | Future[str]] = []
-        for record in records:
-            try:
-                body = request_body(config, record)
-            except MissingField as exc:
-                out.append(Score.skipped(str(exc)) if exc.skip else Score.error(str(exc)))
-                continue
-            out.append(client.submit(body))
-        if ctx.cancelled is not None:
-            _drop_when_cancelled([item for item in out if not isinstance(item, Score)], ctx.cancelled)
-        return [item if isinstance(item, Score) else _answered(item, config) for item in out]
 
     def _client(self, config: JudgeConfig) -> JudgeClient:
         endpoint = ChatEndpoint(
@@ -128,10 +103,6 @@ class LLMJudge(Evaluator[LLMJudgeParams]):
             retired.retire()
         return client
 
-    def calls(self, params: LLMJudgeParams) -> int:
-        """HTTP requests made to the judge endpoint of ``params`` so far (retries included)."""
-        return self._client(params.judge).calls
-
     def close(self) -> None:
         """Close every client and its threads; a later call opens new ones."""
         with self._lock:
@@ -140,7 +111,61 @@ class LLMJudge(Evaluator[LLMJudgeParams]):
             client.close()
 
 
-def _drop_when_cancelled(futures: list[Future[str]], cancelled: threading.Event) -> None:
+@register
+class LLMJudge(JudgeClients, Evaluator[LLMJudgeParams]):
+    """The judge's verdict as a score; an unreadable verdict is an error with the reply in the details."""
+
+    name = "llm-judge"
+    summary = "A generative judge (any OpenAI-compatible endpoint) scores the completion by a rubric."
+    params_model = LLMJudgeParams
+    reads = ("prompt", "completion", "reference", "metadata")
+    pack = "judge"
+    server_resource = ServerResource("judges", "judge", nested=True)
+
+    def cache_fields(self, params: LLMJudgeParams) -> tuple[str, ...]:
+        """Only the fields the template shows the judge (the default template: prompt, completion, reference).
+
+        Args:
+            params: The component's validated params.
+
+        """
+        template = params.judge.template
+        return ("prompt", "completion", "reference") if template is None else record_fields(template)
+
+    def score_batch(self, records: Sequence[Record], params: LLMJudgeParams, ctx: ScoreContext) -> list[Score]:
+        """Ask the judge about every record at once (bounded by ``max_concurrency``) and read the verdicts.
+
+        Args:
+            records: The records to judge.
+            params: The component's validated params.
+            ctx: Per-call context (cancellation, deadlines, the pools to use).
+
+        """
+        config = params.judge
+        client = self._client(config)
+        out: list[Score | Future[str]] = []
+        for record in records:
+            try:
+                body = request_body(config, record)
+            except MissingField as exc:
+                out.append(Score.skipped(str(exc)) if exc.skip else Score.error(str(exc)))
+                continue
+            out.append(client.submit(body))
+        if ctx.cancelled is not None:
+            drop_when_cancelled([item for item in out if not isinstance(item, Score)], ctx.cancelled)
+        return [item if isinstance(item, Score) else _answered(item, config) for item in out]
+
+    def calls(self, params: LLMJudgeParams) -> int:
+        """HTTP requests made to the judge endpoint of ``params`` so far (retries included).
+
+        Args:
+            params: Params naming the endpoint.
+
+        """
+        return self._client(params.judge).calls
+
+
+def drop_when_cancelled(futures: list[Future[str]], cancelled: threading.Event) -> None:
     """Wait for the requests; if the caller goes away first, stop them (those not yet sent never go)."""
     while not all(f.done() for f in futures):
         if cancelled.wait(0.05):

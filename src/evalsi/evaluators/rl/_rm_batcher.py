@@ -24,8 +24,8 @@ from typing import Any
 import orjson
 
 from evalsi._util.http import MalformedReply, json_headers, read_reply, transport_failure
-from evalsi._util.retry import RetryPolicy, attempts_phrase, retryable
-from evalsi._util.transport import HttpClient, TransportFailure
+from evalsi._util.retry import attempts_phrase, retryable
+from evalsi._util.transport import TransportFailure, endpoint_client, start_loop_thread
 from evalsi.evaluators.rl._rm_protocol import Protocol, ReplyError, RMInput, parse_reply, request_body
 
 log = logging.getLogger(__name__)
@@ -70,12 +70,7 @@ class EndpointBatcher:
     def __init__(self, endpoint: Endpoint, loop: asyncio.AbstractEventLoop) -> None:
         self.endpoint = endpoint
         self.loop = loop
-        self.client = HttpClient(
-            endpoint.url,
-            policy=RetryPolicy(endpoint.retries, endpoint.backoff),
-            timeout=endpoint.timeout,
-            max_connections=endpoint.max_concurrency,
-        )
+        self.client = endpoint_client(endpoint)
         self._pending: list[_Entry] = []
         self._alone: list[_Entry] = []
         self._due = False
@@ -229,17 +224,7 @@ class BatcherHub:
     def _running_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is not None:
             return self._loop
-        loop = asyncio.new_event_loop()
-        ready = threading.Event()
-
-        def run() -> None:
-            asyncio.set_event_loop(loop)
-            loop.call_soon(ready.set)
-            loop.run_forever()
-
-        thread = threading.Thread(target=run, name="evalsi-reward-model", daemon=True)
-        thread.start()
-        ready.wait()
+        loop, thread = start_loop_thread("evalsi-reward-model")
         self._loop, self._thread = loop, thread
         return loop
 

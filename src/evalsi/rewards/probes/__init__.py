@@ -20,6 +20,7 @@ Example:
 
 """
 
+from evalsi._util.public import publish
 from evalsi.rewards.probes._reads import ComponentReads, Key, Kind, component_reads
 from evalsi.rewards.probes._registry import (
     Probe,
@@ -53,3 +54,5 @@ __all__ = [
     "register_probe",
     "registered_probes",
 ]
+
+publish(__name__)

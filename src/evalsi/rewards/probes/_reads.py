@@ -68,7 +68,12 @@ class ComponentReads:
 
 
 def component_reads(component: BoundComponent) -> ComponentReads:
-    """Classify one bound component by the record fields its score depends on and what its evaluator does."""
+    """Classify one bound component by the record fields its score depends on and what its evaluator does.
+
+    Args:
+        component: A bound component.
+
+    """
     evaluator = component.evaluator
     keys: set[Key] = set()
     for field in evaluator.cache_fields(component.params):

@@ -129,7 +129,12 @@ class Probe:
     """Built for the first row only (it does not depend on the row)."""
 
     def applies_to(self, component: ComponentReads) -> bool:
-        """Whether the component reads what this probe attacks."""
+        """Whether the component reads what this probe attacks.
+
+        Args:
+            component: What one component reads.
+
+        """
         return bool(self.keys & component.keys)
 
 
@@ -137,7 +142,12 @@ _PROBES: dict[str, Probe] = {}
 
 
 def register_probe(probe: Probe) -> Probe:
-    """Add a probe to the registry (a later one with the same name replaces it)."""
+    """Add a probe to the registry (a later one with the same name replaces it).
+
+    Args:
+        probe: The probe to add.
+
+    """
     _PROBES[probe.name] = probe
     return probe
 
@@ -168,7 +178,12 @@ def registered_probes() -> list[Probe]:
 
 
 def probes_for(components: Sequence[ComponentReads]) -> list[Probe]:
-    """The probes that apply to at least one of the components, in registration order."""
+    """The probes that apply to at least one of the components, in registration order.
+
+    Args:
+        components: What each component reads.
+
+    """
     return [p for p in registered_probes() if any(p.applies_to(c) for c in components)]
 
 

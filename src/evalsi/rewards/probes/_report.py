@@ -7,12 +7,22 @@ or an oracle that fails: a right answer of the data that no form earns full rewa
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from evalsi.rewards.probes._reads import Key, Kind
 
 PREVIEW_CHARS = 160
+
+
+def _fields_json(cell: Example | Cell | OracleCell, skip: str = "") -> dict[str, Any]:
+    """A flat report object's JSON form: its fields in order (but ``skip``), an ``example`` as its own JSON."""
+    out: dict[str, Any] = {}
+    for item in fields(cell):
+        if item.name != skip:
+            value = getattr(cell, item.name)
+            out[item.name] = value.to_json() if isinstance(value, Example) else value
+    return out
 
 
 @dataclass(frozen=True)
@@ -30,14 +40,7 @@ class Example:
 
     def to_json(self) -> dict[str, Any]:
         """JSON form."""
-        return {
-            "row": self.row,
-            "variant": self.variant,
-            "value": self.value,
-            "status": self.status,
-            "reason": self.reason,
-            "completion": self.completion,
-        }
+        return _fields_json(self)
 
 
 @dataclass
@@ -58,15 +61,7 @@ class Cell:
 
     def to_json(self) -> dict[str, Any]:
         """JSON form."""
-        return {
-            "applies": self.applies,
-            "cases": self.cases,
-            "earned": self.earned,
-            "errored": self.errored,
-            "skipped": self.skipped,
-            "best": self.best,
-            "example": self.example.to_json() if self.example else None,
-        }
+        return _fields_json(self, skip="probe")
 
 
 @dataclass
@@ -83,13 +78,7 @@ class OracleCell:
 
     def to_json(self) -> dict[str, Any]:
         """JSON form."""
-        return {
-            "rows": self.rows,
-            "failed": self.failed,
-            "errored": self.errored,
-            "worst": self.worst,
-            "example": self.example.to_json() if self.example else None,
-        }
+        return _fields_json(self)
 
 
 @dataclass

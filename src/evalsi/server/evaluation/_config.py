@@ -22,6 +22,7 @@ Example::
                 max_tokens: 2048, max_concurrency: 16, timeout: 2m, retries: 2, max_stop: 4, max_stop_chars: 64,
                 image_url_prefixes: [], max_requests_per_job: 10000,
                 budget: {window: 1d, max_requests: 100000, max_tokens: 50000000}}
+      qwen-dp: {base_urls: [http://10.0.0.5:8000/v1, http://10.0.0.6:8000/v1], model: qwen2.5-7b-instruct}
 """
 
 from __future__ import annotations
@@ -185,8 +186,13 @@ class TargetConfig(_Model):
     within these ceilings.
     """
 
-    base_url: str
+    base_url: str | None = None
     """The endpoint's base URL, such as ``http://127.0.0.1:8000/v1`` (vLLM, SGLang, OpenAI...)."""
+    base_urls: list[str] | None = Field(default=None, min_length=1)
+    """Several replicas of the model instead of ``base_url`` (vLLM data-parallel, one server per GPU): each
+    request goes to the replica with the fewest requests in flight, and one that fails (refuses the connection,
+    times out, answers 5xx) is set aside for a while and the request sent to another at once. Like ``base_url``,
+    only the operator names them: a job names the target, never a URL."""
     model: str
     """The ``model`` sent with each request."""
     api_key_env: str | None = None
@@ -223,6 +229,32 @@ class TargetConfig(_Model):
     def _duration(cls, value: Any) -> float:
         return _seconds(value)
 
+    @field_validator("base_url")
+    @classmethod
+    def _endpoint(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"must be an http:// or https:// URL, got {value!r}")
+        return value
+
+    @field_validator("base_urls")
+    @classmethod
+    def _replicas(cls, value: list[str] | None) -> list[str] | None:
+        for index, url in enumerate(value or ()):
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"base_urls[{index}] must be an http:// or https:// URL, got {url!r}")
+        if value is not None and len(set(value)) != len(value):
+            raise ValueError("base_urls lists a replica twice")
+        return value
+
+    @model_validator(mode="after")
+    def _one_endpoint(self) -> TargetConfig:
+        if (self.base_url is None) == (self.base_urls is None):
+            raise ValueError(
+                "give baseUrl (one server) or baseUrls (its replicas)"
+                + (", not both" if self.base_url is not None else "")
+            )
+        return self
+
     @field_validator("image_url_prefixes")
     @classmethod
     def _media_prefixes(cls, value: list[str]) -> list[str]:
@@ -238,6 +270,7 @@ class TargetConfig(_Model):
         """The run engine's target for this endpoint (chat completions)."""
         return TargetSpec(
             base_url=self.base_url,
+            base_urls=self.base_urls,
             model=self.model,
             api="chat",
             api_key_env=self.api_key_env,

@@ -12,8 +12,8 @@ from sqlalchemy import Engine, delete, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from evalsi.server._config import ServerConfig
-from evalsi.server._quotas import Kind, StorageQuotas
-from evalsi.server.evaluation._pages import page
+from evalsi.server._quota_store import Kind, StorageQuotas
+from evalsi.server.evaluation._page_store import page
 from evalsi.server.evaluation._tables import datasets
 
 QUOTA = Kind("datasets", datasets, datasets.c.size_bytes, "max_datasets", "max_dataset_bytes", "delete datasets first")

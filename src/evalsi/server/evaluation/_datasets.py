@@ -9,19 +9,20 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from sqlalchemy import Engine
 
 from evalsi.server._config import ServerConfig
 from evalsi.server._errors import ServiceError
-from evalsi.server._tokens import RUN, Principal
+from evalsi.server._tokens import Principal
 from evalsi.server._trust import check_depth
 from evalsi.server.evaluation._dataset_store import DatasetStore, DatasetTaken
 from evalsi.server.evaluation._ids import check_id, resource_id
 from evalsi.server.evaluation._pages import Page
-from evalsi.server.rewards._service import require
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
 
 
 def _bad(line: int, message: str) -> ServiceError:
@@ -127,7 +128,6 @@ class Datasets:
             ServiceError: Too large, a bad row (named by line), or the id is taken.
 
         """
-        require(principal, RUN)
         dataset_id = check_id(dataset_id, "datasetId")
         size, limit = len(jsonl.encode()), self.settings.max_bytes
         if size > limit:
@@ -182,7 +182,6 @@ class Datasets:
             ServiceError: ``not_found`` when the caller's project has no such dataset.
 
         """
-        require(principal, RUN)
         dataset_id = resource_id(dataset_id, "datasets", "datasetId")
         return _dataset(self.row(principal.project, dataset_id), with_rows=rows)
 
@@ -196,7 +195,6 @@ class Datasets:
             ServiceError: ``not_found`` when the caller's project has no such dataset.
 
         """
-        require(principal, RUN)
         dataset_id = resource_id(dataset_id, "datasets", "datasetId")
         if not self._store.remove(principal.project, dataset_id):
             raise _missing(principal.project, dataset_id, "datasetId")
@@ -209,7 +207,6 @@ class Datasets:
             ServiceError: ``invalid_argument`` for a bad page size or token.
 
         """
-        require(principal, RUN)
         rows, token = self._store.page(principal.project, page_size, page_token)
         return Page([_dataset({**r, "content": b""}, with_rows=False) for r in rows], token)
 

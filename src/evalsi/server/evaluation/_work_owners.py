@@ -16,8 +16,6 @@ import uuid
 from collections.abc import Sequence
 from typing import Protocol
 
-from sqlalchemy import ColumnElement, Table, func, or_
-
 from evalsi.server.evaluation._config import JobsConfig
 
 log = logging.getLogger("evalsi.server")
@@ -26,12 +24,6 @@ log = logging.getLogger("evalsi.server")
 def new_instance() -> str:
     """A fresh instance id for this server process."""
     return str(uuid.uuid4())
-
-
-def orphaned(table: Table, instance: str, cutoff: float) -> ColumnElement[bool]:
-    """Rows of ``table`` owned by another instance (or none) whose last heartbeat is older than ``cutoff``."""
-    silent = func.coalesce(table.c.heartbeat_at, table.c.updated_at) < cutoff
-    return silent & or_(table.c.owner.is_(None), table.c.owner != instance)
 
 
 class Owned(Protocol):

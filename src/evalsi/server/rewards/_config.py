@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from evalsi.evaluators.judge import JudgeConfig
+from evalsi.evaluators.rl.reward_model import RewardModelParams
 from evalsi.server._durations import parse_duration
 from evalsi.specs import SpecModel as _Model
 
@@ -88,3 +91,37 @@ class RewardsConfig(_Model):
     @classmethod
     def _duration(cls, value: Any) -> float:
         return parse_duration(value)
+
+
+def check_judges(entries: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The ``judges`` section: each named judge's JudgeConfig fields, validated when the server starts.
+
+    Raises:
+        ValueError: Naming the judge and its field, e.g. ``strict.model: Field required``.
+
+    """
+    return _check_entries(entries, JudgeConfig)
+
+
+def check_reward_models(entries: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The ``reward_models`` section: each named reward model's params, validated when the server starts.
+
+    Raises:
+        ValueError: Naming the reward model and its field.
+
+    """
+    return _check_entries(entries, RewardModelParams)
+
+
+def _check_entries(entries: dict[str, dict[str, Any]], model: type[BaseModel]) -> dict[str, dict[str, Any]]:
+    """Validate each named entry now, so a typo is reported when the server starts, not on a tenant's call."""
+    for name, entry in entries.items():
+        if not isinstance(entry, Mapping):
+            raise ValueError(f"{name}: must be a mapping of {model.__name__} fields")
+        try:
+            model.model_validate(entry)
+        except ValidationError as exc:
+            error = exc.errors(include_url=False)[0]
+            where = ".".join(str(part) for part in error["loc"])
+            raise ValueError(f"{name}{'.' + where if where else ''}: {error['msg']}") from None
+    return entries

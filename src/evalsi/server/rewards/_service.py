@@ -14,16 +14,16 @@ import asyncio
 import contextlib
 import logging
 import threading
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sqlalchemy.exc import SQLAlchemyError
-
-from evalsi.engine import ComponentJob, Pools, ScoreCache, ScoringCancelled
+from evalsi.engine import ComponentJob, LookedUp, Pools, ScoreCache, ScoringCancelled, finish_components
 from evalsi.errors import RewardBatchError
 from evalsi.evaluators import Score
-from evalsi.records import canonical_json
+from evalsi.records import Record, canonical_json
 from evalsi.rewards import Reward, RewardResult, from_mapping
 from evalsi.server._body_bytes import BodyBytes
 from evalsi.server._config import ServerConfig
@@ -31,14 +31,21 @@ from evalsi.server._errors import ServiceError, from_exception, redact
 from evalsi.server._fair import FairPool, share_of
 from evalsi.server._limits import Admission, SharedGate
 from evalsi.server._metrics import Metrics
-from evalsi.server._tokens import RUN, RUNS_CODE, Principal, TokenStore
+from evalsi.server._token_store import TokenStore, TokenStoreUnavailable
+from evalsi.server._tokens import RUNS_CODE, Principal
 from evalsi.server._trust import check_depth, check_rollouts_depth, server_spec
 from evalsi.server.rewards._caps import Caps, capped
 from evalsi.server.rewards._probes import FirstUseProbes
-from evalsi.server.rewards._shared_cache import ProjectCache, SharedScores, TieredCache
+from evalsi.server.rewards._records import records_of
+from evalsi.server.rewards._score_store import SharedScores
+from evalsi.server.rewards._shared_cache import ProjectCache, TieredCache
 from evalsi.server.rewards._spec_cache import BoundSpecs
 
 log = logging.getLogger("evalsi.server")
+
+INLINE_ROLLOUTS = 1024
+"""Largest batch whose records and cache look-ups run on the event loop (a few milliseconds at most); a fully
+cached one is answered there, with no thread hand-off. Larger batches are scored wholly on the cpu pool."""
 
 
 class SpecResolver(Protocol):
@@ -54,7 +61,15 @@ class SpecResolver(Protocol):
 
 
 class RewardService:
-    """The shared service layer behind every protocol."""
+    """The shared service layer behind every protocol.
+
+    Args:
+        config: The operator's server configuration: pools, limits, caches.
+        tokens: Where callers' tokens are checked.
+        shared: The score cache shared through the database; None for the in-memory cache only.
+        metrics: Where calls, cache lookups and latencies are counted.
+
+    """
 
     def __init__(self, config: ServerConfig, tokens: TokenStore, shared: SharedScores | None, metrics: Metrics):
         rewards = config.spec.rewards
@@ -97,6 +112,9 @@ class RewardService:
     async def authenticate(self, authorization: str | None) -> Principal:
         """The principal of an ``Authorization: Bearer <token>`` value (a known token costs no query).
 
+        Args:
+            authorization: The ``Authorization`` header's value, None when absent.
+
         Raises:
             ServiceError: ``unauthenticated`` when the header is missing, malformed or names no valid token;
                 ``unavailable`` when the token database cannot be read.
@@ -115,7 +133,7 @@ class RewardService:
         if not known:
             try:  # a database round trip: off the event loop
                 principal = await asyncio.to_thread(self.tokens.verify, secret)
-            except SQLAlchemyError as exc:
+            except TokenStoreUnavailable as exc:
                 log.error("token look-up failed: %s", exc)
                 raise ServiceError("unavailable", "the token database is unavailable; retry later") from None
         if principal is None:
@@ -131,13 +149,18 @@ class RewardService:
         queued call itself, or its components not yet running. A component already running finishes on its
         thread, and the call keeps its capacity until then, so back-pressure counts the work really running.
 
+        Args:
+            principal: The caller, from :meth:`authenticate`.
+            spec: The RewardSpec mapping sent by the caller (untrusted).
+            rollouts: The rollout mappings to score (untrusted).
+
+        Returns:
+            One result per rollout, in order.
+
         Raises:
             ServiceError: Refused (permissions, limits, bad spec or rollout) or failed (``onError: raise``).
 
         """
-        if self.draining:
-            raise ServiceError("unavailable", "the server is shutting down; retry (another replica will answer)")
-        require(principal, RUN)
         limit = self.config.spec.rewards.max_rollouts
         if len(rollouts) > limit:
             raise ServiceError(
@@ -159,8 +182,19 @@ class RewardService:
         await self.probes.check(reward, rollouts, principal.project)
         project = principal.project
         release = await self.admission.enter(project, len(rollouts))
+        try:
+            inline = self._score_inline(reward, rollouts, project)
+        except BaseException as exc:
+            release()
+            raise _service_error(exc, rollouts) from None
+        if isinstance(inline, list):  # answered from the cache without leaving the event loop
+            release()
+            return inline
         cancelled = threading.Event()
-        work = self.cpu.submit(project, self._score_sync, reward, rollouts, project, cancelled)
+        if inline is None:
+            work = self.cpu.submit(project, self._score_sync, reward, rollouts, project, cancelled)
+        else:
+            work = self.cpu.submit(project, self._finish_sync, reward, inline, project, cancelled)
         try:
             return await asyncio.wrap_future(work)
         except asyncio.CancelledError:
@@ -168,13 +202,8 @@ class RewardService:
             work.cancel()  # dropped if still queued for the project's share of the cpu pool
             self.metrics.cancelled.inc()
             raise
-        except ServiceError:
-            raise
         except Exception as exc:
-            if isinstance(exc, RecursionError | TypeError):
-                # rollouts are checked only here, where depth broke something: a walk per call costs every call
-                check_rollouts_depth(rollouts)
-            raise from_exception(exc) from None
+            raise _service_error(exc, rollouts) from None
         finally:
             _release_when_done(work, release)
 
@@ -232,16 +261,47 @@ class RewardService:
             cache = self._project_caches[project] = ProjectCache(self.cache, project)
         return cache
 
+    def _score_inline(
+        self, reward: Reward, rollouts: Sequence[Mapping[str, Any]], project: str
+    ) -> list[RewardResult] | Looked | None:
+        """What the event loop does of a call before (or instead of) a thread: records and cache look-ups.
+
+        Only for a batch of at most ``INLINE_ROLLOUTS`` rollouts, and only when the score cache is in memory
+        alone (the shared tier's look-ups are database queries, never run on the loop). Returns the results
+        when every score was cached (no thread hop at all), the looked-up batch when evaluators must still run
+        (the thread finishes it), or None when this call is scored wholly on a thread.
+        """
+        if len(rollouts) > INLINE_ROLLOUTS or self.cache.shared is not None:
+            return None
+        records = records_of(rollouts, reward.spec.spec.reference_field)
+        cache = self._cache_for(project) if reward.spec.spec.cache.enabled else None
+        looked = Looked(records, cache, reward.look_up(records, cache=cache, timed=True))
+        if not looked.scores.done:
+            return looked
+        return self._finish_sync(reward, looked, project, None)
+
     def _score_sync(
         self, reward: Reward, rollouts: Sequence[Mapping[str, Any]], project: str, cancelled: threading.Event
     ) -> list[RewardResult]:
-        records = reward.records(rollouts)
+        records = records_of(rollouts, reward.spec.spec.reference_field)
         cache: ScoreCache | None = self._cache_for(project) if reward.spec.spec.cache.enabled else None
+        looked = Looked(records, cache, reward.look_up(records, cache=cache, timed=True))
+        return self._finish_sync(reward, looked, project, cancelled)
+
+    def _finish_sync(
+        self, reward: Reward, looked: Looked, project: str, cancelled: threading.Event | None
+    ) -> list[RewardResult]:
+        """Run what the look-ups left, compose, count the rollouts (once per call) and redact for the tenant."""
+        records = looked.records
         # Code components go to the sandbox pool, other components after the first to the component pool, the
         # first runs on this thread, each within the project's share of its pool (see evalsi.engine.Pools).
-        pools = Pools(self.components.for_project(project), self.sandboxes.for_project(project), self._observe)
+        if looked.scores.done:
+            pools = Pools(observe=self._observe)
+        else:
+            pools = Pools(self.components.for_project(project), self.sandboxes.for_project(project), self._observe)
         try:
-            results = reward.score_records(records, cache=cache, pools=pools, cancelled=cancelled)
+            columns = finish_components(looked.scores, looked.cache, pools, cancelled)
+            results = reward.compose(columns)
         except ScoringCancelled:
             raise
         except RewardBatchError as exc:
@@ -250,11 +310,11 @@ class RewardService:
         except Exception:
             self.metrics.rollouts.labels(project, "failed").inc(len(records))
             raise
-        for status in ("ok", "gated", "no_total"):
-            count = sum(1 for r in results if r.status == status)
-            if count:
-                self.metrics.rollouts.labels(project, status).inc(count)
-        return [_redacted(result) for result in results]
+        for status, count in Counter(result.status for result in results).items():
+            self.metrics.rollouts.labels(project, status).inc(count)
+        if any(score.status == "error" for column in columns for score in column):
+            return [_redacted(result) for result in results]
+        return results
 
     def _observe(self, job: ComponentJob, scores: list[Score], seconds: float) -> None:
         self.metrics.component_seconds.labels(job.evaluator.name).observe(seconds)
@@ -269,6 +329,28 @@ class RewardService:
         self.components.shutdown()
         self.sandboxes.shutdown()
         self.bound.clear()
+
+
+@dataclass(frozen=True, slots=True)
+class Looked:
+    """A call's records after their cache look-ups, with the cache they were looked up in."""
+
+    records: list[Record]
+    cache: ScoreCache | None
+    scores: LookedUp
+
+
+def _service_error(exc: BaseException, rollouts: Sequence[Mapping[str, Any]]) -> BaseException:
+    """The error a failed call answers (cancellation and other non-``Exception`` exceptions pass unchanged)."""
+    if not isinstance(exc, Exception) or isinstance(exc, ServiceError):
+        return exc
+    if isinstance(exc, RecursionError | TypeError):
+        # rollouts are checked only here, where depth broke something: a walk per call costs every call
+        try:
+            check_rollouts_depth(rollouts)
+        except ServiceError as error:
+            return error
+    return from_exception(exc)
 
 
 def _redacted(result: RewardResult) -> RewardResult:

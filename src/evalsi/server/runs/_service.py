@@ -3,7 +3,8 @@
 Requests and answers are the proto messages in their JSON form (``camelCase`` keys), so HTTP JSON serves them
 as they are and gRPC and Connect convert their messages to and from them. Comparison is the library's own
 (:func:`evalsi.runs.compare_runs` and the regression gates of :mod:`evalsi.stats`), run on the stored records.
-Database work runs off the event loop. Every call needs ``evaluations.run``; a project sees only its own runs.
+Database work runs off the event loop. Every call needs ``evaluations.run`` (checked by the transport's method table
+before the call); a project sees only its own runs.
 """
 
 from __future__ import annotations
@@ -15,16 +16,17 @@ from typing import Any
 
 from evalsi.errors import DataError
 from evalsi.runs import compare_runs, comparison_to_dict
+from evalsi.runs._curve import failed_rules
 from evalsi.server._errors import ServiceError
 from evalsi.server._metrics import Metrics
-from evalsi.server._quotas import StorageQuotas
-from evalsi.server._tokens import RUN, Principal
+from evalsi.server._quota_store import StorageQuotas
+from evalsi.server._tokens import Principal
 from evalsi.server._trust import check_depth
-from evalsi.server.rewards._service import RewardService, require
+from evalsi.server.rewards._service import RewardService
 from evalsi.server.runs._check import check_results
 from evalsi.server.runs._requests import check_request_id
 from evalsi.server.runs._store import RunStore, check_labels, page_size
-from evalsi.stats import RegressionRule, regressed
+from evalsi.stats import RegressionRule
 
 RECORDS_PAGE = (500, 5000)
 """Default and largest number of records in one ``GetRun`` page."""
@@ -48,17 +50,11 @@ class RunService:
         """The caller, from an ``Authorization: Bearer <token>`` value (as the Reward Service checks it)."""
         return await self.rewards.authenticate(authorization)
 
-    def _admit(self, principal: Principal) -> None:
-        if self.rewards.draining:
-            raise ServiceError("unavailable", "the server is shutting down; retry (another replica will answer)")
-        require(principal, RUN)
-
     async def create(self, principal: Principal, body: Mapping[str, Any]) -> dict[str, Any]:
         """``CreateRun``: store ``body["results"]`` with ``body["labels"]``; the stored ``Run``.
 
         With ``body["requestId"]``, a repeat of the same request returns the run the first one stored.
         """
-        self._admit(principal)
         document = body.get("results")
         labels = check_labels(body.get("labels"))
         request_id = check_request_id(body.get("requestId"))
@@ -73,7 +69,6 @@ class RunService:
         self, principal: Principal, run_id: str, include_records: bool = False, size: Any = None, token: str = ""
     ) -> dict[str, Any]:
         """``GetRun``: the run, and with ``include_records`` one page of its records."""
-        self._admit(principal)
         count = page_size(size, *RECORDS_PAGE)
         stored = await asyncio.to_thread(self.store.get, principal.project, run_id)
         answer: dict[str, Any] = {"run": stored.to_json()}
@@ -88,7 +83,6 @@ class RunService:
         self, principal: Principal, labels: Mapping[str, str], size: Any = None, token: str = ""
     ) -> dict[str, Any]:
         """``ListRuns``: the project's runs with every label in ``labels``, newest first, one page."""
-        self._admit(principal)
         wanted = check_labels(labels)
         count = page_size(size, *RUNS_PAGE)
         found, next_token = await asyncio.to_thread(self.store.find, principal.project, wanted, count, token)
@@ -99,13 +93,11 @@ class RunService:
 
     async def delete(self, principal: Principal, run_id: str) -> dict[str, Any]:
         """``DeleteRun``: delete a run of the token's project (``evaluations.run``, as ``CreateRun`` needs)."""
-        self._admit(principal)
         await asyncio.to_thread(self.store.delete, principal.project, run_id)
         return {"id": run_id}
 
     async def compare(self, principal: Principal, body: Mapping[str, Any]) -> dict[str, Any]:
         """``CompareRuns``: the candidate against the base, per metric, with the regression gates' verdict."""
-        self._admit(principal)
         base_id, candidate_id = _text(body, "baseRunId"), _text(body, "candidateRunId")
         metrics = _texts(body, "metrics")
         rules = []
@@ -157,7 +149,7 @@ class RunService:
                     f"`regression`: the runs share no metric {rule.metric!r} (they share: {', '.join(by_metric)})",
                     path="regression",
                 )
-        failed = [r for r in rules if regressed(by_metric[r.metric].comparison, r)]
+        failed = failed_rules({m: c.comparison for m, c in by_metric.items()}, rules)
         gated = {r.metric for r in rules}
         rows = []
         for item in compared:

@@ -24,13 +24,13 @@ from sqlalchemy.exc import IntegrityError
 
 from evalsi.evaluators import STATUSES, Score, Status
 from evalsi.runs import LoadedRun, RecordResult, SampleResult, run_from_document
+from evalsi.runs._document import RESULTS_VERSION
 from evalsi.server._errors import ServiceError
-from evalsi.server._quotas import Kind, StorageQuotas
+from evalsi.server._quota_store import Kind, StorageQuotas
 from evalsi.server._trust import INT64
 from evalsi.server.runs._requests import request_fingerprint, reused
 from evalsi.server.runs._tables import run_labels, run_records, runs
 
-RESULTS_VERSION = 1
 QUOTA = Kind("runs", runs, runs.c.size_bytes, "max_runs", "max_run_bytes", "ask the server's operator for more")
 """A project's stored runs under the storage quotas."""
 HEADER_COLUMNS = ("spec", "target", "summary")

@@ -1,4 +1,4 @@
-"""The gRPC side: a ``grpc.aio`` server on the same event loop as HTTP, calling the same services.
+"""The gRPC side: a ``grpc.aio`` server on the same event loop as HTTP, serving the same method tables.
 
 Every call of every service (rewards, runs, evaluators, datasets, jobs) passes :class:`Admit` before its message
 is received: the token is checked from the metadata, then the call takes the largest message's room in the
@@ -13,9 +13,8 @@ answered ``deadline_exceeded`` undecoded. ``listen.max_grpc_calls`` bounds the c
 from __future__ import annotations
 
 import asyncio
-import time
 import traceback
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,11 +22,8 @@ import grpc
 from google.protobuf.message import DecodeError, Message
 
 from evalsi.server._body_bytes import BodyBytes
-from evalsi.server._convert import request_parts, results_message
 from evalsi.server._errors import ServiceError, from_exception
 from evalsi.server._limits import Held
-from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
-from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2_grpc as pb_grpc
 from evalsi.server._status import status_of
 from evalsi.server.rewards._service import RewardService
 
@@ -35,8 +31,8 @@ _HEADROOM = 64 << 10
 """Bytes a message may carry beyond ``rewards.max_request_bytes``: its framing, so equal limits mean equal bodies."""
 _OFFLOAD_BYTES = 4 << 20
 """Messages larger than this are decoded off the event loop."""
-SERVICE_NAME = "evalsi.v1alpha1.RewardService"
-RUN_SERVICE_NAME = "evalsi.v1alpha1.RunService"
+Observer = Callable[[str, str, str, "float | None"], None]
+"""Counts one call of a service: its method, protocol, code and seconds (None: refused before it started)."""
 
 
 @dataclass(frozen=True)
@@ -62,43 +58,6 @@ def decoder(message_type: type[Message]) -> Callable[[bytes], Any]:
     return decode
 
 
-decode_request = decoder(pb.ScoreRewardsRequest)
-"""The Reward Service's ``ScoreRewardsRequest`` deserializer."""
-
-
-class GrpcRewardService(pb_grpc.RewardServiceServicer):
-    """``RewardService.ScoreRewards`` over gRPC; the token travels as ``authorization: Bearer ...`` metadata."""
-
-    def __init__(self, service: RewardService) -> None:
-        self.service = service
-
-    async def ScoreRewards(
-        self,
-        request: pb.ScoreRewardsRequest | MalformedRequest,
-        context: grpc.aio.ServicerContext[pb.ScoreRewardsRequest, pb.ScoreRewardsResponse],
-    ) -> pb.ScoreRewardsResponse:
-        """Score a batch; errors abort with the matching status code and the shared message."""
-        metrics = self.service.metrics
-        started = time.perf_counter()
-        code = "ok"
-        try:
-            metadata = dict(context.invocation_metadata() or ())
-            principal = await self.service.authenticate(_text(metadata.get("authorization")))
-            if isinstance(request, MalformedRequest):
-                raise ServiceError("invalid_argument", f"the body is not a valid ScoreRewardsRequest: {request.detail}")
-            spec, rollouts = request_parts(request)
-            del request
-            return results_message(await self.service.score(principal, spec, rollouts))
-        except Exception as exc:
-            error = from_exception(exc)
-            code = error.status
-            await context.abort(status_of(error.status).grpc, error.message)
-            raise  # abort raises; this line is for type checkers
-        finally:
-            metrics.calls.labels("grpc", code).inc()
-            metrics.call_seconds.labels("grpc").observe(time.perf_counter() - started)
-
-
 def _text(value: str | bytes | None) -> str | None:
     return value.decode() if isinstance(value, bytes) else value
 
@@ -109,13 +68,21 @@ Continuation = Callable[[grpc.HandlerCallDetails], Awaitable["grpc.RpcMethodHand
 class Admit(grpc.aio.ServerInterceptor):
     """Token, then room for the message, before a call's message is received or decoded (see the module).
 
-    A refused call gets a handler without a deserializer that aborts with the service's status and message.
+    A refused call gets a handler that aborts with the service's status and message without reading the message.
     """
 
-    def __init__(self, service: RewardService, body_bytes: BodyBytes, max_calls: int) -> None:
+    def __init__(
+        self,
+        service: RewardService,
+        body_bytes: BodyBytes,
+        max_calls: int,
+        observers: Mapping[str, Observer] | None = None,
+    ) -> None:
         self.service = service
         self.body_bytes = body_bytes
         self.max_calls = max_calls
+        self.observers = dict(observers or {})
+        """Each service's call counter, by its full name: a refused call is counted where its service's are."""
         self.calls = 0
 
     async def intercept_service(self, continuation: Continuation, details: grpc.HandlerCallDetails) -> Any:
@@ -143,16 +110,17 @@ class Admit(grpc.aio.ServerInterceptor):
 
     def _refusal(self, details: grpc.HandlerCallDetails, error: ServiceError) -> grpc.RpcMethodHandler[Any, Any]:
         service, _, method = (details.method or "").strip("/").partition("/")
-        if service == RUN_SERVICE_NAME:  # counted where its calls are, by method
-            self.service.metrics.on_run_call(method, "grpc", error.status)
-        elif service == SERVICE_NAME:
-            self.service.metrics.calls.labels("grpc", error.status).inc()
+        observe = self.observers.get(service)
+        if observe is not None:  # counted where its calls are
+            observe(method, "grpc", error.status, None)
         code = status_of(error.status).grpc
 
-        async def refuse(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        async def refuse(requests: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
             await context.abort(code, error.message)
 
-        return grpc.unary_unary_rpc_method_handler(refuse)
+        # Served as a client stream, never read: the refused call's message is not received (so not measured
+        # against the message cap either), and a bad token is answered as on HTTP JSON and Connect.
+        return grpc.stream_unary_rpc_method_handler(refuse)
 
 
 def _too_many_calls(limit: int) -> ServiceError:
@@ -245,19 +213,22 @@ def max_message_bytes(max_request_bytes: int) -> int:
 
 
 def make_grpc_server(
-    service: RewardService, body_bytes: BodyBytes, extra: Sequence[grpc.GenericRpcHandler] = ()
+    service: RewardService,
+    body_bytes: BodyBytes,
+    handlers: Sequence[grpc.GenericRpcHandler],
+    observers: Mapping[str, Observer] | None = None,
 ) -> grpc.aio.Server:
-    """A gRPC server with the Reward Service added (ports are added by the caller).
+    """A gRPC server serving ``handlers`` (every service's, from their method tables; ports are added by the caller).
 
     Messages past ``rewards.max_request_bytes`` are refused by gRPC itself with ``RESOURCE_EXHAUSTED``; every call
-    is admitted by :class:`Admit` (token, then room in ``body_bytes``) before its message is received. ``extra``
-    adds further services' handlers (runs, evaluators, datasets, evaluation jobs) behind the same admission.
+    is admitted by :class:`Admit` (token, then room in ``body_bytes``) before its message is received; a refused
+    call is counted by its service's entry in ``observers``.
     """
     spec = service.config.spec
     listen = spec.listen
     cap = max_message_bytes(spec.rewards.max_request_bytes)
     server = grpc.aio.server(
-        interceptors=[Admit(service, body_bytes, listen.max_grpc_calls)],
+        interceptors=[Admit(service, body_bytes, listen.max_grpc_calls, observers)],
         maximum_concurrent_rpcs=listen.max_grpc_calls,
         options=[
             ("grpc.max_receive_message_length", cap),
@@ -269,13 +240,5 @@ def make_grpc_server(
             ("grpc.http2.lookahead_bytes", 65536),
         ],
     )
-    servicer = GrpcRewardService(service)
-    handlers = {
-        "ScoreRewards": grpc.unary_unary_rpc_method_handler(
-            servicer.ScoreRewards,
-            request_deserializer=decode_request,
-            response_serializer=pb.ScoreRewardsResponse.SerializeToString,
-        )
-    }
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers), *extra))
+    server.add_generic_rpc_handlers(tuple(handlers))
     return server

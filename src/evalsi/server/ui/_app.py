@@ -1,7 +1,7 @@
 """The results viewer under ``/ui``: the same app as ``evalsi view``, behind sign-in, one per project.
 
 A browser cannot send a bearer header, so ``/ui/login`` takes a token in a form, checks it (it must carry
-``evaluations.run``) and opens a session (:mod:`evalsi.server.ui._sessions`): the cookie holds the session's random
+``evaluations.run``) and opens a session (:mod:`evalsi.server.ui._session_store`): the cookie holds the session's random
 id, never the token, and is HttpOnly, SameSite=Strict, scoped to ``/ui``, Secure when the request came over https
 (as the server sees it, or as a trusted TLS-terminating proxy says: ``listen.trusted_proxies``). A sign-in posted
 from another site is refused (``Sec-Fetch-Site``, ``Origin``), so no page elsewhere can sign a browser in to an
@@ -30,7 +30,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from evalsi.server._errors import ServiceError
 from evalsi.server._tokens import RUN, Principal
 from evalsi.server.ui._pages import PREFIXES, PROJECT
-from evalsi.server.ui._sessions import Sessions
+from evalsi.server.ui._session_store import Sessions
 from evalsi.view import Catalog, RunCache, create_app
 
 COOKIE = "evalsi_ui_session"

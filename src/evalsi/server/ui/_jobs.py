@@ -23,7 +23,7 @@ from evalsi.evaluators import Score
 from evalsi.runs import MetricInfo, RecordResult, SampleResult, summarize
 from evalsi.server._errors import ServiceError
 from evalsi.server.evaluation._datasets import Datasets
-from evalsi.server.evaluation._overview import EvaluationOverview
+from evalsi.server.evaluation._overview_store import EvaluationOverview
 from evalsi.specs import PassKSpec
 from evalsi.view import Records
 

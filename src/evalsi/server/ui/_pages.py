@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
-from evalsi.server.evaluation._overview import EvaluationOverview
+from evalsi.server.evaluation._overview_store import EvaluationOverview
 from evalsi.server.evaluation._states import ACTIVE_STATES
 from evalsi.view._app import SecurityHeaders
 

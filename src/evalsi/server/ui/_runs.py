@@ -24,8 +24,8 @@ import orjson
 from pydantic import ValidationError
 
 from evalsi.runs import header_of, validation_message
-from evalsi.server.runs._listing import RunListing, RunRow
-from evalsi.server.runs._store import RESULTS_VERSION
+from evalsi.runs._document import RESULTS_VERSION
+from evalsi.server.runs._listing_store import RunListing, RunRow
 from evalsi.view import Records, headline
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")

@@ -27,6 +27,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
+from evalsi._util.public import publish
 from evalsi.evaluators._base import Evaluator, ScoreContext
 from evalsi.evaluators._registry import register
 from evalsi.evaluators._score import Score
@@ -88,7 +89,12 @@ class MathEquiv(Evaluator[MathEquivParams]):
         self._lock = threading.Lock()
 
     def judge(self, params: MathEquivParams) -> Judge:
-        """The judge (memo, parsed references) for these params, made on first use."""
+        """The judge (memo, parsed references) for these params, made on first use.
+
+        Args:
+            params: The component's validated params.
+
+        """
         judge = self._judges.get(params)
         if judge is None:
             with self._lock:
@@ -96,11 +102,25 @@ class MathEquiv(Evaluator[MathEquivParams]):
         return judge
 
     def score(self, record: Record, params: MathEquivParams, ctx: ScoreContext) -> Score:
-        """Pass/fail for one record; skipped without a reference."""
+        """Pass/fail for one record; skipped without a reference.
+
+        Args:
+            record: The record to score.
+            params: The component's validated params.
+            ctx: Per-call context (cancellation, deadlines, the pools to use).
+
+        """
         return self.score_batch([record], params, ctx)[0]
 
     def score_batch(self, records: Sequence[Record], params: MathEquivParams, ctx: ScoreContext) -> list[Score]:
-        """Scores in order; the batch's undecided comparisons run together on the worker pool."""
+        """Scores in order; the batch's undecided comparisons run together on the worker pool.
+
+        Args:
+            records: The records to score.
+            params: The component's validated params.
+            ctx: Per-call context (cancellation, deadlines, the pools to use).
+
+        """
         try:
             return self.judge(params).decide(records)
         except Exception as exc:  # a bug must not fail the batch: every record errors, with the cause
@@ -111,3 +131,6 @@ class MathEquiv(Evaluator[MathEquivParams]):
         with self._lock:
             self._judges.clear()
         _close_pools()
+
+
+publish(__name__)

@@ -24,16 +24,14 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from sqlalchemy import Engine
+from typing import TYPE_CHECKING, Any
 
 from evalsi.sandbox import Isolation
 from evalsi.sandbox._host import running_as_root
 from evalsi.server._config import ServerConfig
 from evalsi.server._errors import ServiceError
 from evalsi.server._fair import FairPool, share_of
-from evalsi.server._tokens import EVALUATORS_WRITE, RUN, RUNS_CODE, Principal
+from evalsi.server._tokens import Principal
 from evalsi.server.evaluation._ids import check_id, project_dir, resource_id
 from evalsi.server.evaluation._metrics import EvaluationMetrics
 from evalsi.server.evaluation._pages import Page
@@ -43,7 +41,9 @@ from evalsi.server.evaluation.evaluators._index import RequirementsError, plain_
 from evalsi.server.evaluation.evaluators._runtime import runtime_dir
 from evalsi.server.evaluation.evaluators._sandbox import ARCHIVE_NAME, REQUIREMENTS_COPY, build
 from evalsi.server.evaluation.evaluators._store import ACTIVE, BUILD_FAILED, BUILDING, EvaluatorStore, EvaluatorTaken
-from evalsi.server.rewards._service import require
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
 
 log = logging.getLogger("evalsi.server")
 _READY_MEMO = 4096
@@ -85,12 +85,6 @@ class ReadyEvaluator:
     directory: Path
     revision: str
     """The archive's digest: scores cached for one upload never answer for another."""
-
-
-def readable(principal: Principal) -> None:
-    """Reading a project's evaluators needs ``evaluators.write`` or ``evaluations.run``."""
-    if not principal.allows(EVALUATORS_WRITE):
-        require(principal, RUN, "reading evaluators needs evaluations.run or evaluators.write")
 
 
 class Evaluators:
@@ -167,8 +161,6 @@ class Evaluators:
             ServiceError: Permission, id, entry or archive refused; the id is taken (``already_exists``).
 
         """
-        require(principal, EVALUATORS_WRITE)
-        require(principal, RUNS_CODE, "an evaluator is code: it runs in the sandbox")
         evaluator_id = check_id(evaluator_id, "evaluatorId")
         entry = _check_entry(entry)
         data = bytes(archive)
@@ -269,7 +261,6 @@ class Evaluators:
             ServiceError: ``not_found`` (also for another project's evaluator).
 
         """
-        readable(principal)
         return _evaluator(self._row(principal.project, resource_id(evaluator_id, "evaluators", "evaluatorId")))
 
     def build_log(self, principal: Principal, evaluator_id: str) -> BuildLog:
@@ -279,7 +270,6 @@ class Evaluators:
             ServiceError: ``not_found`` (also for another project's evaluator).
 
         """
-        readable(principal)
         row = self._row(principal.project, resource_id(evaluator_id, "evaluators", "evaluatorId"))
         return BuildLog(evaluator_id=row["evaluator_id"], state=row["state"], log=row["build_log"])
 
@@ -323,7 +313,6 @@ class Evaluators:
             ServiceError: ``invalid_argument`` for a bad page size or token.
 
         """
-        require(principal, RUN, "listing evaluators needs evaluations.run")
         rows, token = self.store.page(principal.project, page_size, page_token)
         return Page([_evaluator(dict(r)) for r in rows], token)
 
@@ -338,7 +327,6 @@ class Evaluators:
                 uses it (naming the job).
 
         """
-        require(principal, EVALUATORS_WRITE, "deleting an evaluator needs evaluators.write")
         evaluator_id = resource_id(evaluator_id, "evaluators", "evaluatorId")
         project = principal.project
         directory = self.directory(project, evaluator_id)

@@ -15,11 +15,11 @@ from sqlalchemy.exc import IntegrityError
 
 from evalsi.server._config import ServerConfig
 from evalsi.server._errors import ServiceError
-from evalsi.server._quotas import Kind, StorageQuotas
-from evalsi.server.evaluation._pages import page
+from evalsi.server._quota_store import Kind, StorageQuotas
+from evalsi.server.evaluation._owner_store import orphaned
+from evalsi.server.evaluation._page_store import page
 from evalsi.server.evaluation._states import ACTIVE_STATES
 from evalsi.server.evaluation._tables import evaluation_jobs, evaluators
-from evalsi.server.evaluation._work_owners import orphaned
 
 BUILDING, ACTIVE, BUILD_FAILED = "BUILDING", "ACTIVE", "BUILD_FAILED"
 QUOTA = Kind(

@@ -35,8 +35,9 @@ SAMPLING_FIELDS = ("temperature", "top_p", "max_tokens", "seed", "stop")
 """What a job may set: sampling only. Everything else a request could send upstream is the operator's."""
 _SPELLINGS = {"topP": "top_p", "maxTokens": "max_tokens"}
 _OPERATOR_ONLY = frozenset(
-    {"base_url", "baseUrl", "url", "api_key", "apiKey", "api_key_env", "apiKeyEnv", "extra_body", "extraBody",
-     "extra", "headers", "extra_headers", "extraHeaders", "model", "timeout", "retries", "max_retries"}
+    {"base_url", "baseUrl", "base_urls", "baseUrls", "url", "api_key", "apiKey", "api_key_env", "apiKeyEnv",
+     "extra_body", "extraBody", "extra", "headers", "extra_headers", "extraHeaders", "model", "timeout",
+     "retries", "max_retries"}
 )  # fmt: skip
 
 

@@ -25,10 +25,9 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from sqlalchemy import Engine
 
 from evalsi.errors import EvalsiError
 from evalsi.sandbox import Isolation, Limits
@@ -36,7 +35,7 @@ from evalsi.sandbox import require as require_rung
 from evalsi.server._config import ServerConfig
 from evalsi.server._errors import ServiceError, redact
 from evalsi.server._fair import FairPool, share_of
-from evalsi.server._tokens import RUN, Principal
+from evalsi.server._tokens import Principal
 from evalsi.server.evaluation._config import TargetBudget
 from evalsi.server.evaluation._datasets import Datasets, has_reply
 from evalsi.server.evaluation._ids import check_id, resource_id
@@ -55,7 +54,7 @@ from evalsi.server.evaluation._states import (
 from evalsi.server.evaluation._work_owners import new_instance
 from evalsi.server.evaluation.evaluators._service import Evaluators
 from evalsi.server.evaluation.evaluators._workers import BatchLimits, ScoringSession, WorkerKey, WorkerSettings, shared
-from evalsi.server.evaluation.jobs._budget import Budgets, Grant
+from evalsi.server.evaluation.jobs._budget_store import Budgets, Grant
 from evalsi.server.evaluation.jobs._generation import (
     PARAMS_PATH,
     Failed,
@@ -68,7 +67,9 @@ from evalsi.server.evaluation.jobs._generation import (
 from evalsi.server.evaluation.jobs._output import OutputSpool, output_row
 from evalsi.server.evaluation.jobs._stats import Summary
 from evalsi.server.evaluation.jobs._store import JobStore, JobTaken
-from evalsi.server.rewards._service import require
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
 
 log = logging.getLogger("evalsi.server")
 _LET_GO = 5.0
@@ -178,7 +179,6 @@ class Jobs:
                 project's job quota.
 
         """
-        require(principal, RUN)
         project = principal.project
         evaluator_id = resource_id(spec.evaluator, "evaluators", "evaluationJob.evaluator")
         input_id = resource_id(spec.input_dataset, "datasets", "evaluationJob.inputDataset")
@@ -262,7 +262,6 @@ class Jobs:
             ServiceError: ``not_found`` (also for another project's job).
 
         """
-        require(principal, RUN)
         return _job(self._row(principal.project, resource_id(job_id, "evaluationJobs", "evaluationJobId")))
 
     def listing(
@@ -284,7 +283,6 @@ class Jobs:
             ServiceError: ``invalid_argument`` for an unknown state, a bad evaluator id, page size or token.
 
         """
-        require(principal, RUN)
         if state and state not in (*ACTIVE_STATES, *TERMINAL_STATES):
             raise ServiceError(
                 "invalid_argument",
@@ -306,7 +304,6 @@ class Jobs:
                 of a job just cancelled has not let it go yet (its id could not be reused safely before).
 
         """
-        require(principal, RUN)
         job_id = resource_id(job_id, "evaluationJobs", "evaluationJobId")
         project = principal.project
         state = self._row(project, job_id)["state"]
@@ -340,7 +337,6 @@ class Jobs:
             ServiceError: ``not_found`` (also for another project's job).
 
         """
-        require(principal, RUN)
         job_id = resource_id(job_id, "evaluationJobs", "evaluationJobId")
         project = principal.project
         self._row(project, job_id)

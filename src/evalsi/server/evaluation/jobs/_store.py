@@ -14,10 +14,10 @@ from typing import Any
 from sqlalchemy import Engine, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from evalsi.server.evaluation._pages import page
+from evalsi.server.evaluation._owner_store import orphaned
+from evalsi.server.evaluation._page_store import page
 from evalsi.server.evaluation._states import ACTIVE_STATES, FAILED, TERMINAL_STATES
 from evalsi.server.evaluation._tables import evaluation_jobs
-from evalsi.server.evaluation._work_owners import orphaned
 
 
 class JobTaken(Exception):

@@ -1,0 +1,126 @@
+"""Per-rollout scoring time: measured in the engine per component, summed per rollout, and logged as percentiles
+(``reward/latency_ms/p50``, ``/p90``, ``/p99``) by the TRL, verl and OpenRLHF adapters beside the per-call time."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import evalsi.rewards
+import evalsi.rewards.openrlhf
+import evalsi.rewards.verl
+from evalsi.rewards._latency import PERCENTILE_KEYS, RecentLatencies, latency_percentiles, percentile
+from evalsi.rewards._scorer import clear_shared
+from evalsi.rewards.trl import reward_funcs
+from tests.rewards import _adapter_evaluators  # noqa: F401  (registers the test evaluators)
+
+pytestmark = pytest.mark.timeout(120)
+
+P50, P90, P99 = PERCENTILE_KEYS
+SLOW = "sleep:0.5"
+# one rollout of ten sleeps 0.5 s: the median stays near zero, the 99th percentile is that rollout's time
+BATCH = [SLOW] + [f"fast {i}" for i in range(9)]
+
+
+@pytest.fixture(autouse=True)
+def _fresh() -> Iterator[None]:
+    clear_shared()
+    yield
+    clear_shared()
+
+
+def spec(*components: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "evals.si/v1alpha1",
+        "kind": "RewardSpec",
+        "metadata": {"name": "lat"},
+        "spec": {"components": list(components)},
+    }
+
+
+@pytest.fixture
+def spec_file(tmp_path: Path) -> Path:
+    path = tmp_path / "reward.yaml"
+    path.write_text(yaml.safe_dump(spec({"ref": "test-adapters-sleepy", "name": "sleepy"})))
+    return path
+
+
+def assert_tail(percentiles: dict[str, float]) -> None:
+    """The slow rollout shows in p99 alone; generous bounds: the machine is shared."""
+    assert percentiles[P99] >= 500.0
+    assert percentiles[P50] < 250.0 and percentiles[P90] < 250.0
+
+
+# --- the engine's measurement --------------------------------------------------------------------------------------
+
+
+def test_each_rollout_carries_the_time_its_own_components_took() -> None:
+    reward = evalsi.rewards.from_mapping(spec({"ref": "test-adapters-sleepy"}))
+    results = reward.score([{"completion": c} for c in BATCH])
+    times = [r.latency_ms for r in results]
+    assert all(t is not None for t in times)
+    assert times[0] is not None and times[0] >= 500.0
+    assert all(t is not None and t < 250.0 for t in times[1:])
+
+
+def test_components_add_up_a_batch_call_is_shared_and_a_cached_score_costs_nothing() -> None:
+    reward = evalsi.rewards.from_mapping(
+        spec({"ref": "test-adapters-sleepy", "name": "each"}, {"ref": "test-adapters-sleepy-batch", "name": "batch"})
+    )
+    rollouts = [{"completion": "sleep:0.2"}, {"completion": "x"}, {"completion": "y"}]
+    first = [r.latency_ms or 0.0 for r in reward.score(rollouts)]
+    assert first[0] >= 200.0 + 100.0  # its own 0.2 s, and a third of the batch component's 0.3 s
+    assert all(t >= 100.0 for t in first[1:]) and all(t < first[0] for t in first[1:])
+    again = [r.latency_ms for r in reward.score(rollouts)]
+    assert again == [0.0, 0.0, 0.0]  # every score came from the cache
+
+
+def test_percentiles_are_nearest_rank_and_a_one_rollout_call_uses_the_recent_window() -> None:
+    values = [float(v) for v in range(1, 101)]
+    assert [percentile(values, q) for q in (50, 90, 99)] == [50.0, 90.0, 99.0]
+    assert percentile([7.0], 99) == 7.0
+    recent = RecentLatencies(size=3)
+    one = evalsi.rewards.RewardResult(1.0, "ok", {}, latency_ms=10.0)
+    assert latency_percentiles([one], recent) == {P50: 10.0, P90: 10.0, P99: 10.0}
+    for ms in (20.0, 30.0, 40.0):
+        latency_percentiles([evalsi.rewards.RewardResult(1.0, "ok", {}, latency_ms=ms)], recent)
+    assert latency_percentiles([one], recent) == {P50: 30.0, P90: 40.0, P99: 40.0}  # the last three: 30, 40, 10
+    unmeasured = evalsi.rewards.RewardResult(1.0, "ok", {})
+    assert latency_percentiles([unmeasured, unmeasured], recent) == {}
+
+
+# --- the adapters ----------------------------------------------------------------------------------------------------
+
+
+def test_verl_batch_dicts_carry_the_percentiles_beside_the_call_latency(spec_file: Path) -> None:
+    out = evalsi.rewards.verl.compute_score_batch(["d"] * 10, BATCH, [None] * 10, None, spec=str(spec_file))
+    assert out[0]["reward/latency_ms"] >= 500.0
+    assert_tail({key: out[0][key] for key in PERCENTILE_KEYS})
+    assert all({key: o[key] for key in PERCENTILE_KEYS} == {key: out[0][key] for key in PERCENTILE_KEYS} for o in out)
+    single = evalsi.rewards.verl.compute_score("d", "fast", None, None, spec=str(spec_file))
+    assert set(PERCENTILE_KEYS) <= set(single)
+    assert single[P99] >= 500.0  # over the process's recent rollouts, which include the slow one
+
+
+def test_openrlhf_extra_logs_carry_the_percentiles(spec_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVALSI_REWARD_SPEC", str(spec_file))
+    out = evalsi.rewards.openrlhf.reward_func([f"Q: {c}" for c in BATCH], ["Q: "] * 10, None)
+    logs = out["extra_logs"]
+    assert all(len(logs[key]) == 10 for key in PERCENTILE_KEYS)
+    assert_tail({key: logs[key][0] for key in PERCENTILE_KEYS})
+    assert logs["reward/latency_ms"][0] >= 500.0
+
+
+def test_trl_logs_the_percentiles_once_per_batch(spec_file: Path) -> None:
+    funcs, _ = reward_funcs(spec_file)
+    logged: list[tuple[str, float]] = []
+    kwargs = {"prompts": ["p"] * 10, "completions": BATCH, "log_metric": lambda n, v: logged.append((n, v))}
+    for f in funcs:
+        f(**kwargs)
+    names = [name for name, _ in logged]
+    assert names == ["reward/latency_ms", "reward/latency_ms_per_rollout", P50, P90, P99]
+    assert_tail(dict(logged))
