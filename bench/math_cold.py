@@ -19,12 +19,17 @@ values, units...), about one pair in six beyond the pure-Python fast path. Both 
 
 ``--profile`` adds one math-equiv process under cProfile (the scoring process only; the workers' own time
 shows as waiting) and ``python -X importtime``'s slowest imports of math-equiv.
+
+Beside the wall-clock times it prints the CPU seconds of each side (for math-equiv: the scoring process, the
+worker template and the workers, read from ``/proc`` on Linux): on a busy machine those vary far less than wall time.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -60,6 +65,37 @@ def load(path: Path, limit: int) -> list[dict[str, Any]]:
     return rows
 
 
+def own_cpu() -> float:
+    """CPU seconds this process has used (user and system)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds process ``pid`` has used so far, from ``/proc`` (0 when it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def pool_cpu() -> tuple[float, float]:
+    """CPU seconds of math-equiv's worker template and of its live workers (Linux; zeros elsewhere).
+
+    On a busy machine wall-clock times swing with the load; CPU seconds are what the work costs.
+    """
+    from evalsi.evaluators.rl.math_equiv import _pool
+
+    pid = getattr(_pool._server, "_forkserver_pid", None)
+    if pid is None:
+        return 0.0, 0.0
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    if not children.exists():
+        return 0.0, 0.0
+    return process_cpu(pid), sum(process_cpu(int(child)) for child in children.read_text().split())
+
+
 def child_math_verify(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """math-verify's verdicts, importing it first (part of the cold cost)."""
     from math_verify import parse, verify
@@ -73,7 +109,7 @@ def child_math_verify(rows: list[dict[str, Any]]) -> dict[str, Any]:
             verdicts.append(bool(verify(parse(gold), parse(row["completion"]))))
         except Exception:
             verdicts.append(False)
-    return {"verdicts": verdicts}
+    return {"verdicts": verdicts, "cpu_s": own_cpu()}
 
 
 def child_math_equiv(rows: list[dict[str, Any]], batch: int) -> dict[str, Any]:
@@ -92,11 +128,16 @@ def child_math_equiv(rows: list[dict[str, Any]], batch: int) -> dict[str, Any]:
     symbolic = sum(
         1 for s in scores if (s.details or {}).get("method", "").startswith(("math-verify", "sympy", "exact", "equal"))
     )
+    score_s = time.perf_counter() - imported
+    template_cpu, workers_cpu = pool_cpu()
     return {
         "verdicts": [bool(s.value) for s in scores],
         "import_s": imported - start,
-        "score_s": time.perf_counter() - imported,
+        "score_s": score_s,
         "symbolic": symbolic,
+        "cpu_s": own_cpu(),
+        "template_cpu_s": template_cpu,
+        "workers_cpu_s": workers_cpu,
     }
 
 
@@ -179,12 +220,16 @@ def main() -> int:
     times: dict[str, list[float]] = {"math-verify": [], "math-equiv": []}
     results: dict[str, dict[str, Any]] = {}
     phases: list[tuple[float, float]] = []
+    cpu: dict[str, list[float]] = {"math-verify": [], "math-equiv": [], "template": [], "workers": []}
     for run in range(args.runs):
         for side in times if run % 2 == 0 else reversed(times):  # alternate who goes first
             elapsed, results[side] = fresh(side, args)
             times[side].append(elapsed)
             if side == "math-equiv":
                 phases.append((results[side]["import_s"], results[side]["score_s"]))
+                cpu["template"].append(results[side]["template_cpu_s"])
+                cpu["workers"].append(results[side]["workers_cpu_s"])
+            cpu[side].append(results[side]["cpu_s"])
         print(
             f"  run {run + 1}: math-verify {times['math-verify'][-1]:.2f} s, "
             f"math-equiv {times['math-equiv'][-1]:.2f} s",
@@ -200,6 +245,15 @@ def main() -> int:
         f"{statistics.median(p[0] for p in phases):.2f} s, scoring {statistics.median(p[1] for p in phases):.2f} s "
         f"({results['math-equiv']['symbolic']} pairs decided symbolically), "
         f"agreement with the labels {agreement(rows, results['math-equiv']['verdicts'])}"
+    )
+    template, workers = (statistics.median(cpu[part]) for part in ("template", "workers"))
+    me_cpu = statistics.median(
+        own + t + w for own, t, w in zip(cpu["math-equiv"], cpu["template"], cpu["workers"], strict=True)
+    )
+    print(
+        f"CPU seconds (medians): math-verify {statistics.median(cpu['math-verify']):.2f} s; math-equiv {me_cpu:.2f} s "
+        f"(scoring process {statistics.median(cpu['math-equiv']):.2f} s, worker template {template:.2f} s, "
+        f"workers {workers:.2f} s); load average {os.getloadavg()[0]:.1f}"
     )
     ratio = mv / me
     print(f"cold ratio (math-verify / math-equiv, median of fresh processes): {ratio:.1f}x; target >= 5x: ", end="")

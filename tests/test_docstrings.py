@@ -16,18 +16,34 @@ from typing import Any
 import pytest
 
 PACKAGES = [
+    "evalsi",
     "evalsi.engine",
     "evalsi.errors",
     "evalsi.evaluators",
     "evalsi.evaluators.judge",
     "evalsi.evaluators.rl.math_equiv",
+    "evalsi.monitors",
+    "evalsi.ray",
+    "evalsi.ray.openrlhf",
+    "evalsi.ray.verl",
     "evalsi.records",
     "evalsi.rewards",
+    "evalsi.rewards.openrlhf",
     "evalsi.rewards.probes",
+    "evalsi.rewards.serve",
+    "evalsi.rewards.trl",
+    "evalsi.rewards.verl",
+    "evalsi.runs",
     "evalsi.sandbox",
+    "evalsi.server",
     "evalsi.specs",
     "evalsi.stats",
     "evalsi.testing",
+    "evalsi.training",
+    "evalsi.training.callback",
+    "evalsi.view",
+    "evalsi_harness",
+    "evalsi_harness.gym",
 ]
 
 
@@ -82,6 +98,52 @@ def test_public_callables_document_their_arguments(module_name: str) -> None:
         if has_parameters(function) and "Args:" not in (doc or "")
     ]
     assert missing == [], "add an Args: section to each"
+
+
+def documented_arguments(doc: str) -> list[str]:
+    """The parameter names an ``Args:`` section lists (``*args`` and ``**kwargs`` without their stars)."""
+    lines = doc.expandtabs().splitlines()
+    start = next((at for at, line in enumerate(lines) if line.strip() == "Args:"), None)
+    if start is None:
+        return []
+    indent = len(lines[start]) - len(lines[start].lstrip()) + 4
+    names = []
+    for line in lines[start + 1 :]:
+        depth = len(line) - len(line.lstrip())
+        if line.strip() and depth < indent:
+            break
+        if line.strip() and depth == indent:
+            names.append(line.strip().split(":", 1)[0].split(" ", 1)[0].lstrip("*"))
+    return names
+
+
+@pytest.mark.parametrize("module_name", PACKAGES)
+def test_documented_arguments_match_the_signature(module_name: str) -> None:
+    mismatched = []
+    for where, function, doc in public_callables(module_name):
+        if "Args:" not in (doc or ""):
+            continue
+        parameters = [name for name in inspect.signature(function).parameters if name not in {"self", "cls"}]
+        if sorted(documented_arguments(doc or "")) != sorted(parameters):
+            mismatched.append((where, parameters, documented_arguments(doc or "")))
+    assert mismatched == [], "make each Args: section list exactly the parameters"
+
+
+def test_documented_arguments_are_read_from_the_args_section() -> None:
+    doc = """Do it.
+
+    Args:
+        value: The number,
+            over two lines.
+        *rest: More.
+        **options: Settings.
+
+    Raises:
+        ValueError: never.
+
+    """
+    assert documented_arguments(doc) == ["value", "rest", "options"]
+    assert documented_arguments("No sections.") == []
 
 
 def test_a_callable_without_args_is_reported() -> None:

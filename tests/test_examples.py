@@ -167,9 +167,7 @@ def test_watch_example_writes_the_stop_file_when_a_checkpoint_regresses(tmp_path
 def test_every_example_is_run_by_a_test() -> None:
     """Each runnable example (a spec, script or config) is named by a test here or in an integration session."""
     tests = Path(__file__).parent
-    text = Path(__file__).read_text() + "".join(
-        p.read_text() for p in (tests / "integrations").glob("*/test_example*.py")
-    )
+    text = Path(__file__).read_text() + "".join(p.read_text() for p in (tests / "integrations").glob("*/test_*.py"))
     helpers = {"toy_model.py"}  # the stand-in model math-run.yaml calls
     runnable = [p.name for p in EXAMPLES.iterdir() if p.suffix in {".py", ".sh", ".yaml"} and p.name not in helpers]
     assert sorted(name for name in runnable if name not in text) == []

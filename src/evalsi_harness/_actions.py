@@ -68,6 +68,9 @@ def tool_schemas() -> list[dict[str, Any]]:
 def parse_action(raw: object) -> Action:
     """The action ``raw`` stands for.
 
+    Args:
+        raw: A mapping (``{"tool": ...}`` or an OpenAI tool call), its JSON text, or an :class:`Action`.
+
     Raises:
         ActionError: ``raw`` is not an action; the message names what is wrong and the valid forms.
 

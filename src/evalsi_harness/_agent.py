@@ -49,7 +49,15 @@ class Episode:
 
 
 def run_episode(env: TaskEnv, policy: Policy, *, system: str = SYSTEM_PROMPT, seed: int | None = None) -> Episode:
-    """Reset ``env`` and let ``policy`` act until the episode ends (submit, steps or limits run out)."""
+    """Reset ``env`` and let ``policy`` act until the episode ends (submit, steps or limits run out).
+
+    Args:
+        env: The environment.
+        policy: What picks each action from the chat so far.
+        system: The system message the chat starts with.
+        seed: Passed to ``env.reset``.
+
+    """
     observation, info = env.reset(seed=seed)
     messages: list[Message] = [{"role": "system", "content": system}, {"role": "user", "content": observation}]
     steps = 0
@@ -72,7 +80,12 @@ def run_episode(env: TaskEnv, policy: Policy, *, system: str = SYSTEM_PROMPT, se
 
 
 class ScriptedPolicy:
-    """Plays fixed actions in order (each a tool call; a string is sent as raw text), then submits."""
+    """Plays fixed actions in order (each a tool call; a string is sent as raw text), then submits.
+
+    Args:
+        actions: The actions: tool calls (mappings or :class:`Action`) or raw texts.
+
+    """
 
     def __init__(self, actions: Sequence[object]) -> None:
         self.actions = list(actions)

@@ -34,7 +34,13 @@ class CheckResult:
 
 
 def run_checker(task: Task, env: Environment) -> CheckResult:
-    """Write the checker's files into the work dir, then run the checker there."""
+    """Write the checker's files into the work dir, then run the checker there.
+
+    Args:
+        task: The task, whose checker to run.
+        env: The environment holding the work dir to grade.
+
+    """
     for path, text in task.checker_files.items():
         written = env.write_file(path, text)
         if not written.ok:

@@ -84,6 +84,9 @@ class Snapshot:
     ``rootfs`` is the root filesystem episodes run on (None: the host's); ``image`` the unpacked image it came
     from, when the task's image is an OCI layout or a ``docker save`` archive (``image.cached``: it was already).
 
+    Args:
+        task: The task whose setup to run.
+
     Raises:
         TaskSetupError: A setup file or command failed.
         ImageError: The task's image cannot be read or unpacked.
@@ -173,6 +176,11 @@ class Environment:
     """One environment's sandbox: a private work dir restored from the snapshot, and the agent's tools.
 
     A Python checker receives this object, so it grades the end state through the same sandbox.
+
+    Args:
+        task: The task.
+        snapshot: The task's snapshot, restored into the work dir.
+
     """
 
     def __init__(self, task: Task, snapshot: Snapshot) -> None:
@@ -197,15 +205,34 @@ class Environment:
         return self._exec(["/bin/sh", "-c", "true"], "", self.task.step_limits, reset=True)
 
     def bash(self, command: str, limits: Limits | None = None) -> RunResult:
-        """Run a shell command in the work dir."""
+        """Run a shell command in the work dir.
+
+        Args:
+            command: The shell command.
+            limits: The command's limits; the task's per-step limits when None.
+
+        """
         return self._exec([self.shell, "-c", command], "", limits or self.task.step_limits)
 
     def read_file(self, path: str, limits: Limits | None = None) -> RunResult:
-        """A file's text on stdout (cut at the output limit), read inside the sandbox."""
+        """A file's text on stdout (cut at the output limit), read inside the sandbox.
+
+        Args:
+            path: The file, relative to the work dir or absolute inside the sandbox.
+            limits: The read's limits; the task's per-step limits when None.
+
+        """
         return self._exec(["/bin/cat", "--", path], "", limits or self.task.step_limits)
 
     def write_file(self, path: str, content: str, limits: Limits | None = None) -> RunResult:
-        """Write ``content`` to ``path`` (parents created), inside the sandbox."""
+        """Write ``content`` to ``path`` (parents created), inside the sandbox.
+
+        Args:
+            path: The file, relative to the work dir or absolute inside the sandbox.
+            content: The text to write.
+            limits: The write's limits; the task's per-step limits when None.
+
+        """
         return self._exec([self.shell, "-c", _WRITE, "sh", path], content, limits or self.task.step_limits)
 
     def _exec(self, argv: list[str], stdin: str, limits: Limits, *, reset: bool = False) -> RunResult:

@@ -28,6 +28,10 @@ R = TypeVar("R")
 class TaskEnvPool:
     """``size`` environments of one task (default: one per CPU) over one snapshot; a context manager.
 
+    Args:
+        task: The task, or its YAML file.
+        size: How many environments; one per CPU when None.
+
     Raises:
         ValueError: ``size`` is not between 1 and the number of sandbox slots.
 
@@ -53,7 +57,12 @@ class TaskEnvPool:
 
     @contextlib.contextmanager
     def acquire(self, timeout: float | None = None) -> Iterator[TaskEnv]:
-        """An idle environment for the length of the block (waits for one; ``queue.Empty`` past ``timeout``)."""
+        """An idle environment for the length of the block (waits for one; ``queue.Empty`` past ``timeout``).
+
+        Args:
+            timeout: Seconds to wait for one; None waits for as long as it takes.
+
+        """
         env = self._idle.get(timeout=timeout)
         try:
             yield env
@@ -61,7 +70,16 @@ class TaskEnvPool:
             self._idle.put(env)
 
     def map(self, fn: Callable[[TaskEnv, T], R], items: Sequence[T]) -> list[R]:
-        """``fn(env, item)`` for every item, on as many environments at once as the pool has, in order."""
+        """``fn(env, item)`` for every item, on as many environments at once as the pool has, in order.
+
+        Args:
+            fn: What to run on an environment, given one item.
+            items: The items.
+
+        Returns:
+            ``fn``'s results, in the items' order.
+
+        """
 
         def one(item: T) -> R:
             with self.acquire() as env:

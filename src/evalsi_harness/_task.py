@@ -109,6 +109,10 @@ class Task:
 def load_task(path: str | Path, name: str | None = None) -> Task:
     """The Task resource in a YAML file, as a :class:`Task` (image and callable paths relative to the file).
 
+    Args:
+        path: The YAML file.
+        name: Which Task of the file, when it holds several.
+
     Raises:
         SpecError: The file or a field is invalid, or the checker callable cannot be loaded.
 
@@ -117,7 +121,15 @@ def load_task(path: str | Path, name: str | None = None) -> Task:
 
 
 def task_from_spec(spec: TaskSpec) -> Task:
-    """A :class:`Task` from a validated Task resource."""
+    """A :class:`Task` from a validated Task resource.
+
+    Args:
+        spec: The Task resource, validated.
+
+    Raises:
+        SpecError: The checker callable cannot be loaded.
+
+    """
     body = spec.spec
     base = Path(spec.source).parent if spec.source else Path.cwd()
     checker: CommandChecker | CheckFn

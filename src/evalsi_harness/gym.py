@@ -64,6 +64,11 @@ class TaskEnv(_EnvBase):
 
     ``task`` is a :class:`Task` or the path of a Task YAML file. Setup runs once, when the environment is made,
     unless a shared ``snapshot`` of the same task is given (as :class:`~evalsi_harness.TaskEnvPool` does).
+
+    Args:
+        task: The task, or its YAML file.
+        snapshot: A snapshot of the same task to share; None to set the task up for this environment alone.
+
     """
 
     metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 (gymnasium's class attribute)
@@ -102,6 +107,10 @@ class TaskEnv(_EnvBase):
 
         ``seed`` seeds ``np_random`` under gymnasium (the task itself is deterministic); ``options`` is unused.
 
+        Args:
+            seed: Seeds ``np_random`` under gymnasium.
+            options: Unused (gymnasium's signature).
+
         Raises:
             TaskEnvError: The environment is closed, or the work dir could not be restored.
 
@@ -121,6 +130,12 @@ class TaskEnv(_EnvBase):
 
     def step(self, action: object) -> tuple[str, float | None, bool, bool, dict[str, Any]]:
         """Carry out one action; see the module docstring for what ends an episode and what the reward is.
+
+        Args:
+            action: A tool call (a mapping, an OpenAI tool call or an :class:`Action`) or its JSON text.
+
+        Returns:
+            ``(observation, reward, terminated, truncated, info)``, as gymnasium's ``step``.
 
         Raises:
             TaskEnvError: No episode is running (call ``reset`` first, also after one ended).

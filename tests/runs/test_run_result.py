@@ -10,6 +10,7 @@ import pytest
 
 from evalsi.errors import DataError
 from evalsi.runs import Runner, RunResult, load_results, load_run_result, read_results, run_from_mapping
+from evalsi.runs._result_file import result_from_json
 from tests.helpers.openai_server import OpenAIServer
 from tests.runs.conftest import run_spec
 
@@ -103,3 +104,17 @@ def test_the_header_alone_is_read_without_the_records(server: OpenAIServer, qa_f
     header = load_run_result(tmp_path / "r.json", records=False)
     assert header.status == "complete" and header.records == []
     assert header.fingerprints is not None and "generation" in header.fingerprints
+
+
+def test_a_document_in_a_request_is_migrated_and_named_under_its_field() -> None:
+    """The loader reads a document already in memory (the server's CreateRun), naming fields under its prefix."""
+    unversioned = {"name": "r", "records": [{"key": "a", "samples": []}]}
+    result = result_from_json(unversioned, "request", prefix="results")
+    assert result.to_json()["version"] == 1 and result.to_json()["kind"] == "RunResults"
+    assert result.records == unversioned["records"]
+    with pytest.raises(DataError, match=r"^request: `results\.records\[1\]\.key`: is missing$"):
+        result_from_json({**unversioned, "records": [{"key": "a"}, {"samples": []}]}, "request", prefix="results")
+    with pytest.raises(DataError, match=r"`results\.version`: 2 is newer than this evalsi reads \(1\)"):
+        result_from_json({**unversioned, "version": 2, "kind": "RunResults"}, "request", prefix="results")
+    with pytest.raises(DataError, match=r"`results\.kind`: not an evalsi results file"):
+        result_from_json({"version": 1, "kind": "RunSpec", "name": "r"}, "request", prefix="results")

@@ -528,3 +528,40 @@ def test_run_service_calls_are_counted_by_method_protocol_and_code(
     assert grew("evalsi_reward_calls_total", protocol="grpc", code="unauthenticated") == 0  # not the Reward Service's
     methods = {dict(labels)["method"] for name, labels in after if name == calls}
     assert methods <= {"CreateRun", "GetRun", "ListRuns", "CompareRuns", "DeleteRun", "other"}
+
+
+def test_an_unversioned_document_is_stored_migrated(
+    server: tuple[ServerProcess, dict[str, str]], documents: dict[str, Any]
+) -> None:
+    """A results file written before the layout carried a version uploads as the loader reads it: version 1."""
+    process, tokens = server
+    old = {k: v for k, v in documents["base"].items() if k not in ("version", "kind")}
+    with RunsClient(process.http, token=tokens["alpha"]) as client:
+        run = client.create_run(old, {"layout": "unversioned"})
+        assert run["recordCount"] == 40 and run["name"] == "base"
+        document = client.document(run["id"])
+    assert "version" not in run["details"] and "kind" not in run["details"]
+    assert [r["key"] for r in document["records"]] == [r["key"] for r in documents["base"]["records"]]
+    assert document["summary"] == documents["base"]["summary"]
+    status, answer = _grpc(process, tokens["alpha"], "CreateRun", _struct(old))
+    assert status == "ok" and answer.record_count == 40, answer
+
+
+def test_a_bad_field_and_a_newer_version_are_refused_on_http_json_and_grpc(
+    server: tuple[ServerProcess, dict[str, str]], documents: dict[str, Any]
+) -> None:
+    process, tokens = server
+    gate = {**documents["base"], "summary": {**documents["base"]["summary"], "gates": [{"metric": "m", "passed": 3}]}}
+    newer = {**documents["base"], "version": 9}
+    for document, field, said in (
+        (gate, "results.summary.gates[0].passed", "must be true or false"),
+        (newer, "results.version", "9 is newer than this evalsi reads (1)"),
+    ):
+        answer = httpx.post(
+            process.http + "/v1alpha1/runs", json={"results": document}, headers=_headers(tokens["alpha"]), timeout=60
+        )
+        assert answer.status_code == 400, answer.text
+        error = answer.json()["error"]
+        assert error["status"] == "invalid_argument" and f"`{field}`: {said}" in error["message"], error
+        status, detail = _grpc(process, tokens["alpha"], "CreateRun", _struct(document))
+        assert status == "invalid_argument" and f"`{field}`: {said}" in detail, detail

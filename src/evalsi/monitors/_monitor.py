@@ -148,7 +148,15 @@ class Monitor:
     # -- reading batches -------------------------------------------------------------------------------------------
 
     def observe(self, observation: Observation) -> list[Signal]:
-        """Add one batch; return every signal as of this batch (and write the stop file when one stops training)."""
+        """Add one batch; return every signal as of this batch (and write the stop file when one stops training).
+
+        Args:
+            observation: The batch's step, totals, components, completions, lengths and group keys.
+
+        Returns:
+            Every signal, fired or not, as of this batch.
+
+        """
         groups = groups_of(observation.group_keys)
         trunc = observation.truncated
         self.history.append(
@@ -174,6 +182,14 @@ class Monitor:
 
         The train reward at a checkpoint is the mean total of the last ``window`` batches up to its step (for a
         checkpoint before any batch, such as the base model, the first ``window`` batches).
+
+        Args:
+            step: The checkpoint's training step.
+            values: The samples' values of each held-out record, keyed by record (pairing) key.
+
+        Returns:
+            The ``heldout_divergence`` signal as of this checkpoint.
+
         """
         self.heldout.append((step, {k: list(v) for k, v in values.items()}))
         signal = self._heldout_signal()
@@ -311,6 +327,9 @@ def _rise(
 def parse_stop_on(name: str) -> str:
     """A monitor's name from ``monitor:<name>`` (or the bare name).
 
+    Args:
+        name: A ``stop_on`` entry such as ``monitor:length_drift``.
+
     Raises:
         ValueError: Not a known monitor (the message lists them).
 
@@ -328,6 +347,10 @@ def metrics(signals: Iterable[Signal]) -> dict[str, float]:
     baseline, the baseline plus the rise, which the logs carry nowhere else).
 
     A signal that does not apply (value None) is left out.
+
+    Args:
+        signals: The signals of one batch (:meth:`Monitor.observe`).
+
     """
     out: dict[str, float] = {}
     for signal in signals:
@@ -340,7 +363,14 @@ def metrics(signals: Iterable[Signal]) -> dict[str, float]:
 
 
 def write_monitor_stop_file(path: Path, signal: Signal, step: int | None) -> None:
-    """Write the stop file (atomically): the monitor that fired, its value and threshold, and the step."""
+    """Write the stop file (atomically): the monitor that fired, its value and threshold, and the step.
+
+    Args:
+        path: The stop file the trainer's callback watches.
+        signal: The signal that fired.
+        step: The training step it fired at, None when unknown.
+
+    """
     body = {
         "reason": "monitor",
         "monitor": signal.name,

@@ -46,6 +46,10 @@ def rule(signal: str, thresholds: Thresholds | None = None) -> Rule | None:
     ``monitor/sandbox/<verdict>`` (a verdict's rate) has no threshold of its own: the ``sandbox_verdicts`` signal
     reads their rises.
 
+    Args:
+        signal: The monitor's name without the ``monitor/`` prefix.
+        thresholds: The thresholds in force; the defaults when None.
+
     Example:
         >>> rule("length_drift").text
         '≥ 1.5 (length_ratio)'

@@ -48,7 +48,16 @@ def mean_or_none(values: Sequence[float]) -> float | None:
 
 
 def pearson(xs: Sequence[float], ys: Sequence[float]) -> float | None:
-    """Pearson's correlation of two equally long sequences; None when either is constant or shorter than 2."""
+    """Pearson's correlation of two equally long sequences; None when either is constant or shorter than 2.
+
+    Args:
+        xs: The first sequence.
+        ys: The second, as long as ``xs``.
+
+    Raises:
+        ValueError: The sequences differ in length.
+
+    """
     n = len(xs)
     if n != len(ys):
         raise ValueError(f"pearson needs sequences of one length, got {n} and {len(ys)}")
@@ -103,7 +112,15 @@ def component_shares(
 
 
 def groups_of(keys: Sequence[object]) -> list[list[int]]:
-    """The groups of a batch: runs of consecutive rows with equal keys (a GRPO batch repeats each prompt)."""
+    """The groups of a batch: runs of consecutive rows with equal keys (a GRPO batch repeats each prompt).
+
+    Args:
+        keys: One group key (such as the prompt) per row, in batch order.
+
+    Returns:
+        Each group's row indices.
+
+    """
     out: list[list[int]] = []
     for index, key in enumerate(keys):
         if out and keys[out[-1][0]] == key:
@@ -117,6 +134,11 @@ def zero_variance_fraction(totals: Sequence[float | None], groups: Sequence[Sequ
     """The fraction of groups (of 2 rollouts or more with a total) whose totals are all equal.
 
     A GRPO advantage is the reward minus its group's mean: such a group teaches nothing.
+
+    Args:
+        totals: One total per row, None where a rollout has none.
+        groups: Each group's row indices (:func:`groups_of`).
+
     """
     counted = 0
     flat = 0
@@ -145,6 +167,12 @@ def near_duplicate(a: str, b: str, similarity: float) -> bool:
     """Whether two completions are equal, or near-equal (Jaccard similarity of word 3-grams ≥ ``similarity``).
 
     Both are compared after collapsing whitespace and lower-casing.
+
+    Args:
+        a: One completion.
+        b: The other.
+        similarity: The Jaccard similarity, 0 to 1, at or above which they count as repeats.
+
     """
     na, nb = _normalise(a), _normalise(b)
     if na == nb:
@@ -157,6 +185,15 @@ def duplicate_fraction(texts: Sequence[str], groups: Sequence[Sequence[int]], si
     """The fraction of completions (in groups of 2 or more) that repeat or nearly repeat one earlier in their group.
 
     0 when all differ; ``(g − 1) / g`` when a group of ``g`` says one thing ``g`` times.
+
+    Args:
+        texts: One completion per row.
+        groups: Each group's row indices (:func:`groups_of`).
+        similarity: The Jaccard similarity at or above which two completions count as repeats.
+
+    Returns:
+        The fraction, None when no group has 2 completions or more.
+
     """
     counted = 0
     repeats = 0
@@ -178,6 +215,12 @@ def verdict_of(status: str, reason: str | None, details: Mapping[str, object] | 
     A code-running score carries ``isolation`` in its details; its first failing case's reason names the
     verdict (``timeout``, ``cpu time limit``, ``memory limit``, ``output limit``, ``crash: ...``). A sandbox that
     failed to run is an error whose reason says so. ``pass`` and ``wrong`` are returned for the other outcomes.
+
+    Args:
+        status: The score's status (``ok`` or ``error``).
+        reason: The score's reason, if any.
+        details: The score's details, if any.
+
     """
     if status == "error":
         return "sandbox" if reason and "sandbox failed" in reason else None
@@ -200,7 +243,12 @@ def verdict_of(status: str, reason: str | None, details: Mapping[str, object] | 
 
 
 def verdict_rates(verdicts: Sequence[str | None]) -> dict[str, float]:
-    """The rate of each of :data:`VERDICTS` among the code-running verdicts of a batch (empty when none ran)."""
+    """The rate of each of :data:`VERDICTS` among the code-running verdicts of a batch (empty when none ran).
+
+    Args:
+        verdicts: One verdict per row (:func:`verdict_of`), None where no code ran.
+
+    """
     ran = [v for v in verdicts if v is not None]
     if not ran:
         return {}
@@ -208,5 +256,11 @@ def verdict_rates(verdicts: Sequence[str | None]) -> dict[str, float]:
 
 
 def heldout_comparison(before: Mapping[str, Sequence[float]], after: Mapping[str, Sequence[float]]) -> PairedComparison:
-    """A held-out metric at a later checkpoint compared with an earlier one, paired by record."""
+    """A held-out metric at a later checkpoint compared with an earlier one, paired by record.
+
+    Args:
+        before: The earlier checkpoint's sample values of each record, keyed by record (pairing) key.
+        after: The same at the later checkpoint.
+
+    """
     return paired_comparison(before, after)

@@ -33,7 +33,15 @@ MANIFEST = "manifest.json"
 
 
 class DatasetBatchError(RewardBatchError):
-    """A component errored under ``onError: raise`` on a rollout of the file; ``where`` is ``file:line``."""
+    """A component errored under ``onError: raise`` on a rollout of the file; ``where`` is ``file:line``.
+
+    Args:
+        index: The rollout's index in the file.
+        component: The component that errored.
+        cause: What went wrong.
+        where: The rollout's ``file:line``.
+
+    """
 
     def __init__(self, index: int, component: str, cause: str, where: str) -> None:
         self.where = where

@@ -32,7 +32,13 @@ SpecSource = str | Path | Reward | Mapping[str, Any]
 
 
 class RewardPoolError(EvalsiError, RuntimeError):
-    """The pool could not score a rollout (its actors kept dying, or one raised); the batch failed whole."""
+    """The pool could not score a rollout (its actors kept dying, or one raised); the batch failed whole.
+
+    Args:
+        index: The rollout's index in the batch.
+        cause: Why the pool could not score it.
+
+    """
 
     def __init__(self, index: int, cause: str) -> None:
         self.index = index
@@ -158,6 +164,11 @@ class RewardPool:
     def attach(cls, name: str, spec: SpecSource, *, address: str | None = None) -> RewardPool:
         """The running pool called ``name`` (started elsewhere), scoring ``spec``.
 
+        Args:
+            name: The pool's name on the cluster.
+            spec: The RewardSpec to score: a file, a mapping or a loaded :class:`~evalsi.rewards.Reward`.
+            address: The Ray cluster to connect to; None for the one ``ray.init`` finds.
+
         Raises:
             ValueError: No pool of that name runs on the cluster.
 
@@ -177,7 +188,12 @@ class RewardPool:
         return pool
 
     def with_spec(self, spec: SpecSource) -> RewardPool:
-        """Another RewardSpec scored by this pool's actors (they keep every spec they are sent bound)."""
+        """Another RewardSpec scored by this pool's actors (they keep every spec they are sent bound).
+
+        Args:
+            spec: The RewardSpec: a file, a mapping or a loaded :class:`~evalsi.rewards.Reward`.
+
+        """
         pool = RewardPool.__new__(RewardPool)
         pool.reward = _bind(spec)
         pool.options = self.options
@@ -216,11 +232,22 @@ class RewardPool:
         return dict(self._resource)
 
     def records(self, rollouts: Iterable[Mapping[str, Any]]) -> list[Record]:
-        """Normalise rollouts with the spec's ``referenceField`` (errors name the rollout's index)."""
+        """Normalise rollouts with the spec's ``referenceField`` (errors name the rollout's index).
+
+        Args:
+            rollouts: Rollout mappings (``completion``, ``prompt``, the reference field, any others).
+
+        Raises:
+            DataError: A rollout is malformed (names its index).
+
+        """
         return self.reward.records(rollouts)
 
     def score(self, rollouts: Iterable[Mapping[str, Any]]) -> list[RewardResult]:
         """Score a batch across the pool; results in input order, the batch completes or fails whole.
+
+        Args:
+            rollouts: Rollout mappings (``completion``, ``prompt``, the reference field, any others).
 
         Raises:
             DataError: A rollout is malformed (names its index).
@@ -235,6 +262,11 @@ class RewardPool:
 
         ``eager=False`` lets them wait up to ``window_ms`` to share a chunk with other callers' rollouts (a
         trainer that scores one sample per call from many threads).
+
+        Args:
+            records: The records, from :meth:`records`.
+            eager: Send them at once (True) or let them wait for others to batch with.
+
         """
         if not records:
             return []
@@ -247,6 +279,9 @@ class RewardPool:
 
         What ``evalsi run --ray`` scores a run's generations with: the run composes and journals them itself.
 
+        Args:
+            records: The records, from :meth:`records`.
+
         Raises:
             RewardPoolError: The pool could not score a record (names it).
 
@@ -257,11 +292,22 @@ class RewardPool:
         return self._columns(self._ray.get(ref))
 
     async def score_async(self, rollouts: Iterable[Mapping[str, Any]]) -> list[RewardResult]:
-        """:meth:`score` for an event loop: awaits the pool without holding a thread."""
+        """:meth:`score` for an event loop: awaits the pool without holding a thread.
+
+        Args:
+            rollouts: Rollout mappings, as for :meth:`score`.
+
+        """
         return await self.score_records_async(self.records(rollouts))
 
     async def score_records_async(self, records: Sequence[Record], *, eager: bool = True) -> list[RewardResult]:
-        """:meth:`score_records` for an event loop."""
+        """:meth:`score_records` for an event loop.
+
+        Args:
+            records: The records, from :meth:`records`.
+            eager: Send them at once (True) or let them wait for others to batch with.
+
+        """
         if not records:
             return []
         ref = self.coordinator.score.remote(self._spec_id, self._resource, list(records), eager)
@@ -272,6 +318,9 @@ class RewardPool:
 
         Rollouts wait up to ``window_ms`` (or until ``max_batch`` are queued) to go out together, so reward
         overlaps generation without a call per rollout.
+
+        Args:
+            rollout: One rollout mapping.
 
         Raises:
             DataError: The rollout is malformed.
@@ -288,6 +337,9 @@ class RewardPool:
         symbolic backends, a code component starts its sandboxes): seconds on a busy node, that would land in
         the first batches. Call it with a few representative rollouts before a latency-sensitive first step
         or a measurement. Nothing is cached: later calls score these rollouts again.
+
+        Args:
+            rollouts: A few representative rollout mappings.
 
         Returns:
             Where each actor runs (node, host, pid and child processes).
@@ -322,6 +374,9 @@ class RewardPool:
         Each scorer actor first stops its math workers and sandboxes, then is killed for good; then the
         coordinator and the cache actor. The call returns once Ray reports every actor dead and the actors'
         processes on this host have exited, so a pool started next gets the CPUs this one held.
+
+        Args:
+            timeout: Seconds to wait for the actors and their processes to be gone.
 
         Returns:
             Each scorer actor's node, host and process id, and ``dead``: whether it was seen gone in time

@@ -34,6 +34,13 @@ def reward_func(
 ) -> dict[str, Any]:
     """OpenRLHF's file-form reward function, scored on the pool.
 
+    Args:
+        queries: Decoded prompt + response, one per sample.
+        prompts: The prompts, aligned with ``queries``.
+        labels: The references, aligned; None when the dataset has none.
+        **kwargs: Ignored (room for what newer OpenRLHF versions pass). The pool is named by ``$EVALSI_RAY_POOL``
+            (default ``openrlhf``) and, when this call creates it, has ``$EVALSI_RAY_WORKERS`` actors (default 2).
+
     Returns:
         ``{"rewards", "scores", "extra_logs"}`` as ``evalsi/rewards/openrlhf.py`` returns them.
 

@@ -80,7 +80,23 @@ def compute_score_batch(
     extra_infos: Sequence[Mapping[str, Any] | None] | None = None,
     **reward_kwargs: Any,
 ) -> list[dict[str, float]]:
-    """The batch reward function of verl (``reward_manager.name=batch``): the batch spread over the pool at once."""
+    """The batch reward function of verl (``reward_manager.name=batch``): the batch spread over the pool at once.
+
+    Args:
+        data_sources: Each sample's data source.
+        solution_strs: Each decoded response.
+        ground_truths: Each reference.
+        extra_infos: Each sample's other fields; None when verl passes none.
+        **reward_kwargs: As for :func:`compute_score`.
+
+    Returns:
+        One dict per sample, as :func:`compute_score` returns.
+
+    Raises:
+        SpecError: No spec, an invalid one, or one that can leave a rollout without a total.
+        RewardBatchError: A component errored under ``onError: raise``.
+
+    """
     spec, name = _spec_and_name(reward_kwargs)
     pool = shared_pool(spec, name, "verl", reward_kwargs)
     infos = extra_infos if extra_infos is not None else [None] * len(solution_strs)

@@ -114,7 +114,17 @@ def reward_func(
 def rollouts(
     queries: Sequence[str], prompts: Sequence[str] | None, labels: Sequence[Any] | None
 ) -> list[dict[str, Any]]:
-    """OpenRLHF samples as rollout mappings (for the Reward Service): the :func:`records`, as mappings."""
+    """OpenRLHF samples as rollout mappings (for the Reward Service): the :func:`records`, as mappings.
+
+    Args:
+        queries: Decoded prompt + response, one per sample.
+        prompts: The prompts, aligned with ``queries``; None when OpenRLHF sends none.
+        labels: The references, aligned; None when the dataset has none.
+
+    Raises:
+        DataError: As for :func:`records`.
+
+    """
     out: list[dict[str, Any]] = []
     for record in records(queries, prompts, labels):
         item: dict[str, Any] = {"completion": record.completion}
@@ -130,6 +140,11 @@ def records(queries: Sequence[str], prompts: Sequence[str] | None, labels: Seque
     """OpenRLHF samples as records: the completion is the query after its prompt, the label the reference.
 
     The label is the reference whatever the spec's ``referenceField``: OpenRLHF has no other field for it.
+
+    Args:
+        queries: Decoded prompt + response, one per sample.
+        prompts: The prompts, aligned with ``queries``; None when OpenRLHF sends none.
+        labels: The references, aligned; None when the dataset has none.
 
     Raises:
         DataError: The lists differ in length, or a query or prompt is not text (names the sample's index).

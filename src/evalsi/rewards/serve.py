@@ -56,7 +56,13 @@ class _Request:
 
 
 class Batcher:
-    """Scores requests on a worker thread, merging the ones that wait into one engine call."""
+    """Scores requests on a worker thread, merging the ones that wait into one engine call.
+
+    Args:
+        reward: The loaded spec to score with.
+        max_batch: The most records merged into one engine call (a larger request is scored alone).
+
+    """
 
     def __init__(self, reward: Reward, max_batch: int = 4096) -> None:
         self.reward = reward
@@ -70,7 +76,12 @@ class Batcher:
         return len(self._pending)
 
     async def score(self, records: list[Record]) -> list[RewardResult]:
-        """The results of one request's records (an exception of this request's own composition is raised)."""
+        """The results of one request's records (an exception of this request's own composition is raised).
+
+        Args:
+            records: The request's records.
+
+        """
         if not records:
             return []
         future: asyncio.Future[list[RewardResult]] = asyncio.get_running_loop().create_future()
@@ -124,6 +135,11 @@ def score_groups(reward: Reward, groups: Sequence[Sequence[Record]]) -> list[lis
 
 def create_app(reward: Reward, *, max_batch: int = 4096, on_ready: Callable[[], None] | None = None) -> Starlette:
     """The ASGI app serving ``reward``; ``on_ready()`` is called once it can take requests.
+
+    Args:
+        reward: The loaded spec to score with.
+        max_batch: The most records merged into one engine call (a larger request is scored alone).
+        on_ready: Called once the app can take requests.
 
     Raises:
         SpecError: The spec can leave a rollout without a total (``onError: none``), which OpenRLHF cannot take.
@@ -212,6 +228,10 @@ def listening_socket(host: str, port: int) -> socket.socket:
     The protocol is named explicitly: asyncio turns Nagle off only on sockets whose ``proto`` is TCP, and a
     socket made with proto 0 leaves every keep-alive response waiting ~40 ms for a delayed ACK.
 
+    Args:
+        host: The address to bind.
+        port: The port; 0 for a free one.
+
     Raises:
         OSError: The address cannot be bound.
 
@@ -233,6 +253,13 @@ def run(
     """Serve ``reward`` until SIGTERM or SIGINT, then finish the requests in flight and return.
 
     Prints ``evalsi rewards serve: <spec> on http://HOST:PORT`` once ready (with the real port when ``port`` is 0).
+
+    Args:
+        reward: The loaded spec to score with.
+        host: The address to bind.
+        port: The port; 0 for a free one.
+        max_batch: The most records merged into one engine call (a larger request is scored alone).
+        log_level: uvicorn's log level.
 
     Raises:
         OSError: The address cannot be bound (port in use, no such host).

@@ -76,6 +76,12 @@ class BatchMemo:
     values of their columns, so a component function called after, before or alongside the total reuses the
     total's computation instead of scoring again. Once all ``readers`` functions have read a batch it is
     forgotten (results kept alive longer only cost the garbage collector); at most ``size`` batches are kept.
+
+    Args:
+        scorer: What scores a batch: a loaded spec, a Reward Service client or a Ray pool.
+        readers: How many functions read each batch.
+        size: The most batches remembered at once.
+
     """
 
     def __init__(self, scorer: Scorer, readers: int = 1, size: int = 4) -> None:
@@ -88,6 +94,11 @@ class BatchMemo:
         """The batch's results, scoring it here if no other call has (or is doing it).
 
         The call that scores the batch reports its latency to ``log_metric`` (TRL's), when given.
+
+        Args:
+            batch: TRL's columns: ``prompts``, ``completions`` and the dataset's other columns.
+            log_metric: TRL's metric logger, if any.
+
         """
         entry, owner = self._claim(batch)
         if owner:
@@ -100,7 +111,13 @@ class BatchMemo:
     async def results_async(
         self, batch: Batch, log_metric: Callable[[str, float], None] | None = None
     ) -> list[RewardResult]:
-        """As :meth:`results`, scoring on a worker thread so TRL's event loop runs the other functions."""
+        """As :meth:`results`, scoring on a worker thread so TRL's event loop runs the other functions.
+
+        Args:
+            batch: TRL's columns, as for :meth:`results`.
+            log_metric: TRL's metric logger, if any.
+
+        """
         entry, owner = self._claim(batch)
         if owner:
             await asyncio.to_thread(self._compute, batch, entry)
@@ -169,6 +186,15 @@ class RewardFunction:
     """One TRL reward function of a spec: the total (``component`` None) or one component's values.
 
     A callable instance rather than a closure, so it pickles (as its spec); TRL names it by ``__name__``.
+
+    Args:
+        memo: The memo shared by the spec's functions.
+        name: The function's ``__name__``, which TRL logs its values under.
+        component: The component it reads; None for the total.
+        monitor: The training monitor fed each batch, if any (the total's function has it).
+        max_completion_length: TRL's completion length limit, for the monitor's truncation rate.
+        vector: Read the component as it counts in the total (gated: 0.0) rather than as it scored.
+
     """
 
     def __init__(
@@ -201,14 +227,28 @@ class RewardFunction:
     async def call_async(
         self, prompts: Sequence[Any] | None = None, completions: Sequence[Any] | None = None, **kwargs: Any
     ) -> list[float | None]:
-        """As ``__call__``, scoring on a worker thread."""
+        """As ``__call__``, scoring on a worker thread.
+
+        Args:
+            prompts: The batch's prompts.
+            completions: The batch's completions.
+            **kwargs: The dataset's other columns and TRL's ``trainer_state`` and ``log_metric``.
+
+        """
         batch = trl_batch(prompts, completions, kwargs)
         results = await self.memo.results_async(batch, kwargs.get("log_metric"))
         self.watch(batch, results, kwargs)
         return self.project(results)
 
     def watch(self, batch: Batch, results: Sequence[RewardResult], kwargs: dict[str, Any]) -> None:
-        """Feed the batch to the monitor (when this function has one) and log its signals through ``log_metric``."""
+        """Feed the batch to the monitor (when this function has one) and log its signals through ``log_metric``.
+
+        Args:
+            batch: TRL's columns.
+            results: The batch's results.
+            kwargs: TRL's keyword arguments (``trainer_state`` gives the step, ``log_metric`` the logger).
+
+        """
         if self.monitor is None:
             return
         state = kwargs.get("trainer_state")
@@ -223,7 +263,12 @@ class RewardFunction:
                 log_metric(name, value)
 
     def project(self, results: Sequence[RewardResult]) -> list[float | None]:
-        """The values of this function, from the batch's results."""
+        """The values of this function, from the batch's results.
+
+        Args:
+            results: The batch's results, in batch order.
+
+        """
         if self.component is None:
             return totals(results)
         if self.vector:

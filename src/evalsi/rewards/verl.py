@@ -97,7 +97,19 @@ def compute_score_batch(
 ) -> list[dict[str, float]]:
     """The batch reward function of verl (``reward_manager.name=batch``): the whole batch in one scoring call.
 
-    Arguments are the per-sample ones as aligned lists; returns one dict per sample, as :func:`compute_score`.
+    Returns one dict per sample, as :func:`compute_score`.
+
+    Args:
+        data_sources: Each sample's data source.
+        solution_strs: Each decoded response.
+        ground_truths: Each reference.
+        extra_infos: Each sample's other fields; None when verl passes none.
+        **reward_kwargs: As for :func:`compute_score`.
+
+    Raises:
+        SpecError: No spec was given, it is invalid, or it can leave a rollout without a total.
+        RewardBatchError: A component errored under ``onError: raise``.
+
     """
     scorer = _scorer(reward_kwargs)
     count = len(solution_strs)
@@ -161,6 +173,13 @@ def rollout(
 
     ``extra_info``'s fields come first; the completion, reference and data source win over same-named ones.
     numpy values (parquet columns) become plain lists.
+
+    Args:
+        data_source: The sample's data source.
+        solution_str: The decoded response: the completion.
+        ground_truth: The reference; None for none.
+        extra_info: More fields of the sample, if any.
+
     """
     out: dict[str, Any] = plain(extra_info) if extra_info and isinstance(extra_info, Mapping) else {}
     out["completion"] = solution_str

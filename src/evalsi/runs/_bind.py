@@ -65,6 +65,11 @@ def load_run(path: str | Path, name: str | None = None, overrides: Sequence[str]
 
     Paths in the file are relative to its folder; paths the overrides set, to the working directory.
 
+    Args:
+        path: The YAML file.
+        name: Which RunSpec of the file, when it holds several.
+        overrides: ``path.to.field=value`` texts (``--set``).
+
     Raises:
         SpecError: The file, an override, a field, a ``ref`` or a param is invalid (file, line, field path).
 
@@ -90,7 +95,17 @@ def load_run(path: str | Path, name: str | None = None, overrides: Sequence[str]
 
 
 def run_from_mapping(data: Mapping[str, Any], source: str | None = None, base_dir: Path | None = None) -> BoundRun:
-    """Bind a RunSpec given as a mapping: a whole resource, or just its ``spec`` (named ``run``)."""
+    """Bind a RunSpec given as a mapping: a whole resource, or just its ``spec`` (named ``run``).
+
+    Args:
+        data: The resource or its ``spec``.
+        source: What names it in errors, such as a file.
+        base_dir: What the spec's relative paths are relative to; None for the working directory.
+
+    Raises:
+        SpecError: A field is invalid (names its path).
+
+    """
     raw = dict(data)
     if "apiVersion" not in raw:
         raw = {"apiVersion": API_VERSION, "kind": "RunSpec", "metadata": {"name": "run"}, "spec": raw}
@@ -103,6 +118,14 @@ def bind_run(resource: Resource, base_dir: Path | None = None) -> BoundRun:
 
     ``base_dir`` is the folder the spec's relative paths are relative to (made absolute now); None leaves them
     relative to the working directory.
+
+    Args:
+        resource: The RunSpec resource.
+        base_dir: What the spec's relative paths are relative to.
+
+    Raises:
+        SpecError: A field, a ``ref`` or a param is invalid (file, line, field path).
+
     """
     try:
         body = RunSpecBody.model_validate(resource.spec)

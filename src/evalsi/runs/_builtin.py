@@ -244,6 +244,10 @@ def _not_here(builtin: BuiltinEval, file_name: str, path: Path | None, reason: s
 def load_builtin(spec: DatasetSpec, base_dir: Path | None = None) -> list[Item]:
     """The items of the built-in eval ``spec.builtin``, with its prompt format.
 
+    Args:
+        spec: The run's ``dataset``, with ``builtin`` set.
+        base_dir: What a relative ``path`` is relative to.
+
     Raises:
         DataError: The data cannot be found, or a row lacks a column the format needs (names file and row).
 

@@ -42,6 +42,9 @@ class LoadedRun:
 def load_results(path: str | Path) -> LoadedRun:
     """Read a results file for comparison.
 
+    Args:
+        path: The results file.
+
     Raises:
         DataError: The file is not a readable results file.
 
@@ -69,6 +72,10 @@ def run_from_result(result: RunResult, source: str) -> LoadedRun:
 
 def run_from_document(data: Mapping[str, Any], source: str) -> LoadedRun:
     """A results document (as a results file holds it) ready for comparison; ``source`` names it in errors.
+
+    Args:
+        data: The results document.
+        source: What names it in errors.
 
     Raises:
         DataError: A metric or record is malformed.
@@ -109,7 +116,13 @@ class Overlap:
 
 
 def record_overlap(a: LoadedRun, b: LoadedRun) -> Overlap:
-    """The records A and B share, by pairing key."""
+    """The records A and B share, by pairing key.
+
+    Args:
+        a: Run A.
+        b: Run B.
+
+    """
     keys_a, keys_b = {r.key for r in a.records}, {r.key for r in b.records}
     return Overlap(len(keys_a & keys_b), len(keys_a - keys_b), len(keys_b - keys_a))
 
@@ -132,6 +145,11 @@ def per_record(run: LoadedRun, metric: str) -> dict[str, list[float]]:
 def compare_runs(a: LoadedRun, b: LoadedRun, metrics: list[str] | None = None) -> list[MetricComparison]:
     """Paired comparisons of B against A for ``metrics`` (default: every metric both runs report).
 
+    Args:
+        a: Run A, the base.
+        b: Run B, the candidate.
+        metrics: The metrics to compare; None for every metric both report.
+
     Raises:
         DataError: A requested metric is missing from one run, or the runs share no metric.
 
@@ -149,7 +167,12 @@ def compare_runs(a: LoadedRun, b: LoadedRun, metrics: list[str] | None = None) -
 
 
 def comparison_to_dict(item: MetricComparison) -> dict[str, Any]:
-    """JSON form of one metric's comparison."""
+    """JSON form of one metric's comparison.
+
+    Args:
+        item: The comparison.
+
+    """
     c = item.comparison
     test: Mapping[str, Any] | None = None
     if c.mcnemar is not None:

@@ -100,7 +100,14 @@ def step_paths(directory: Path) -> list[Path]:
 
 
 def step_files(log_dir: Path, training_run: str, spec_name: str) -> dict[Step, Path]:
-    """Every step file written so far (journals alone not counted), keyed by step (None: the base), in order."""
+    """Every step file written so far (journals alone not counted), keyed by step (None: the base), in order.
+
+    Args:
+        log_dir: The evaluation log directory.
+        training_run: The training run's name.
+        spec_name: The run spec's name.
+
+    """
     found: dict[Step, Path] = {}
     for path in step_paths(run_dir(log_dir, training_run, spec_name)):
         step = step_of_name(path.name)
@@ -213,7 +220,12 @@ class CurvePoint:
         return "ok" if self.gates_passed else "gate failed"
 
     def regressed_on(self, metric: str) -> bool:
-        """Whether the metric regressed at this step."""
+        """Whether the metric regressed at this step.
+
+        Args:
+            metric: The metric's name.
+
+        """
         return any(r.metric == metric for r in self.regressions)
 
 

@@ -98,6 +98,11 @@ def item_key(prompt: Content, reference: Any, record_id: str | None) -> str:
 def rows_to_items(rows: Iterable[Mapping[str, Any]], spec: DatasetSpec, source: str | RowSource | None) -> list[Item]:
     """Map rows to items with the spec's field map and prompt template.
 
+    Args:
+        rows: The dataset's rows.
+        spec: The run's ``dataset`` (field map, prompt template).
+        source: Where the rows came from, named in errors (a file, or its rows' locations).
+
     Raises:
         DataError: A row lacks the prompt column or a template field (names the file and line, or the row).
 
@@ -161,6 +166,10 @@ def _prompt(row: Mapping[str, Any], spec: DatasetSpec, source: RowSource, index:
 
 def load_items(spec: DatasetSpec, base_dir: Path | None = None) -> list[Item]:
     """Every item of a file or Hugging Face dataset (built-in evals are loaded by ``evalsi.runs._builtin``).
+
+    Args:
+        spec: The run's ``dataset``.
+        base_dir: What a relative ``path`` is relative to; None for the working directory.
 
     Raises:
         DataError: The data cannot be read or mapped.

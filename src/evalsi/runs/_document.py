@@ -242,7 +242,12 @@ class RunResult(RunHeader):
         return orjson.dumps(self.to_json(), option=orjson.OPT_INDENT_2, default=str)
 
     def write(self, path: str | Path) -> None:
-        """Write the results file atomically (a reader sees the old file or the whole new one)."""
+        """Write the results file atomically (a reader sees the old file or the whole new one).
+
+        Args:
+            path: Where to write it.
+
+        """
         with atomic_writer(path) as handle:
             handle.write(self.dumps())
 
@@ -255,6 +260,10 @@ def check_document(document: Any, prefix: str = "") -> RunHeader:
     """Validate a whole results document as :class:`RunResult` does, a record at a time; its header.
 
     Each record is checked and let go in turn, so a large document is never copied whole.
+
+    Args:
+        document: The parsed JSON document (untrusted).
+        prefix: What the error paths start with, such as ``results``.
 
     Raises:
         DataError: A field has the wrong shape; the message names it (`results.records[3].key`: is missing).
@@ -321,7 +330,13 @@ def error_path(loc: tuple[int | str, ...], prefix: str = "") -> str:
 
 
 def validation_message(exc: ValidationError, prefix: str = "") -> str:
-    """The first problem of a validation error as one line, e.g. `results.summary.gates[0]`: must be an object."""
+    """The first problem of a validation error as one line, e.g. `results.summary.gates[0]`: must be an object.
+
+    Args:
+        exc: pydantic's error.
+        prefix: What the field path starts with, such as ``results``.
+
+    """
     error = exc.errors(include_url=False)[0]
     where = error_path(tuple(error["loc"]), prefix) or prefix or "the document"
     kind = error["type"]
@@ -336,6 +351,9 @@ def validation_message(exc: ValidationError, prefix: str = "") -> str:
 
 def header_of(document: Mapping[str, Any]) -> RunHeader:
     """A results document's header, validated (its records, if any, are not read).
+
+    Args:
+        document: A results document, with or without its records.
 
     Raises:
         pydantic.ValidationError: A header field has the wrong shape (:func:`validation_message` says which).

@@ -60,7 +60,12 @@ class ComponentScorer(Protocol):
     """What scores a run's generations: ``Reward.component_scores``'s shape (``evalsi.ray.RewardPool`` has it)."""
 
     def component_scores(self, records: Sequence[Record]) -> list[list[Score]]:
-        """Raw scores indexed ``[component][record]``, in the run's component order."""
+        """Raw scores indexed ``[component][record]``, in the run's component order.
+
+        Args:
+            records: The generations to score, as records.
+
+        """
         ...
 
 
@@ -94,7 +99,15 @@ class RunOutcome:
 
 
 def load_run_items(run: BoundRun) -> list[Item]:
-    """The records the run evaluates: its dataset, cut to ``numSamples`` when set."""
+    """The records the run evaluates: its dataset, cut to ``numSamples`` when set.
+
+    Args:
+        run: The bound run.
+
+    Raises:
+        DataError: The dataset cannot be read or mapped.
+
+    """
     dataset = run.body.dataset
     items = load_builtin(dataset, run.base_dir) if dataset.builtin else load_items(dataset, run.base_dir)
     return items if run.body.num_samples < 0 else items[: run.body.num_samples]
@@ -143,6 +156,12 @@ def generated_otherwise(results: Mapping[str, Any], run: BoundRun, model: Mappin
 
     The target is not compared (a served checkpoint's address is known only once it is served; the run itself
     checks it when it resumes). A file that does not describe its parts differs in nothing this can tell.
+
+    Args:
+        results: A results document (an earlier run's).
+        run: The bound run about to resume it.
+        model: What generates the completions beyond the spec (a checkpoint's fingerprint and serving), if any.
+
     """
     found = (results.get("fingerprints") or {}).get("parts")
     if not isinstance(found, Mapping):

@@ -140,6 +140,11 @@ class Logger(Protocol):
     def log(self, group: str, step: int, runs: Sequence[LoggedRun]) -> None:
         """Log every run spec's results at ``step`` under ``group`` (the training run's name, or the run's).
 
+        Args:
+            group: The training run's name, or the run's.
+            step: The training step (0 for a run outside training).
+            runs: Each run spec's results at this step.
+
         Raises:
             LoggerError: The step could not be logged.
 
@@ -301,6 +306,12 @@ def _resolved(settings: SpecModel, base_dir: Path | None) -> dict[str, Any]:
 def log_step(loggers: Sequence[Logger], group: str, step: int, runs: Sequence[LoggedRun]) -> None:
     """Log a step to every logger; each one is tried even when another fails.
 
+    Args:
+        loggers: The loggers (:func:`run_loggers`).
+        group: The training run's name, or the run's.
+        step: The training step.
+        runs: Each run spec's results at this step.
+
     Raises:
         LoggerError: Naming every logger that failed and why.
 
@@ -323,7 +334,12 @@ def environment_default(name: str, fallback: str) -> str:
 
 
 def results_records(path: Path) -> list[RecordResult]:
-    """The records of a results file (none when it is missing or unreadable: the table is then empty)."""
+    """The records of a results file (none when it is missing or unreadable: the table is then empty).
+
+    Args:
+        path: The results file.
+
+    """
     try:
         data = read_results(path)
     except DataError:
@@ -334,6 +350,10 @@ def results_records(path: Path) -> list[RecordResult]:
 def run_loggers(run: BoundRun, log_to: Iterable[str]) -> list[Logger]:
     """The loggers of ``evalsi run``: ``--log-to`` and the spec's ``loggers:`` section.
 
+    Args:
+        run: The bound run.
+        log_to: Logger names given with ``--log-to``.
+
     Raises:
         SpecError: An unknown logger, or a library that is not installed.
 
@@ -343,6 +363,11 @@ def run_loggers(run: BoundRun, log_to: Iterable[str]) -> list[Logger]:
 
 def log_outcome(loggers: Sequence[Logger], run: BoundRun, outcome: RunOutcome) -> None:
     """Log a finished run (at step 0, under the run's name).
+
+    Args:
+        loggers: The loggers (:func:`run_loggers`).
+        run: The bound run.
+        outcome: What the run produced.
 
     Raises:
         LoggerError: A logger failed.

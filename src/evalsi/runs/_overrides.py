@@ -37,6 +37,10 @@ def apply_overrides(resource: Resource, overrides: Sequence[str]) -> Resource:
     value is parsed as YAML, unless the field wants text and only the text as written is valid there
     (``--set dataset.promptTemplate={problem}`` is a template, not a mapping).
 
+    Args:
+        resource: The RunSpec resource.
+        overrides: ``path.to.field=value`` texts, applied in order.
+
     Raises:
         SpecError: An override is malformed or makes its field invalid; named as coming from ``--set``, with
             close field names for an unknown one.

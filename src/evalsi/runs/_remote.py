@@ -45,7 +45,15 @@ class RunNotFoundError(RunServiceError):
 
 
 class RunsClient:
-    """The Run Service of an evalsi server at ``server`` (its base URL)."""
+    """The Run Service of an evalsi server at ``server`` (its base URL).
+
+    Args:
+        server: The server's base URL.
+        token: The bearer token; ``$EVALSI_TOKEN`` when None.
+        timeout: Seconds each request may take.
+        retries: How many times a failed request is retried.
+
+    """
 
     def __init__(self, server: str, *, token: str | None = None, timeout: float = 120.0, retries: int = 3) -> None:
         self.server = server.rstrip("/")
@@ -53,7 +61,12 @@ class RunsClient:
         self._client = server_client(token, timeout, retries, BACKOFF)
 
     def url(self, path: str) -> str:
-        """The full URL of a route."""
+        """The full URL of a route.
+
+        Args:
+            path: The route, such as ``/v1alpha1/runs``.
+
+        """
         return self.server + path
 
     def _call(self, method: str, path: str, *, body: Any = None, params: Any = None) -> dict[str, Any]:
@@ -82,6 +95,16 @@ class RunsClient:
 
         ``request_id`` (default: a new UUID) names this create: every retry sends it, so the server stores the
         run once; pass your own to make a create safe to repeat across processes.
+
+        Args:
+            results: The results document.
+            labels: Labels to find the run by.
+            request_id: What makes retries of this create store one run.
+
+        Raises:
+            DataError: The server rejected the document (the message says why).
+            RunServiceError: The server is unreachable, refused the token or failed.
+
         """
         body = {
             "results": dict(results),
@@ -93,16 +116,41 @@ class RunsClient:
     def upload(
         self, path: str | Path, labels: Mapping[str, str] | None = None, *, request_id: str | None = None
     ) -> dict[str, Any]:
-        """Store a results file with labels; the stored run."""
+        """Store a results file with labels; the stored run.
+
+        Args:
+            path: The results file.
+            labels: Labels to find the run by.
+            request_id: As for :meth:`create_run`.
+
+        Raises:
+            DataError: The file is not a readable results file, or the server rejected it.
+            RunServiceError: The server is unreachable, refused the token or failed.
+
+        """
         return self.create_run(read_results(path), labels, request_id=request_id)
 
     def get_run(self, run_id: str) -> dict[str, Any]:
-        """A run's header: name, labels, status, spec, target, summary, details."""
+        """A run's header: name, labels, status, spec, target, summary, details.
+
+        Args:
+            run_id: The run's id.
+
+        Raises:
+            RunNotFoundError: The project holds no such run.
+
+        """
         run: dict[str, Any] = self._call("GET", f"{RUNS_PATH}/{run_id}")["run"]
         return run
 
     def records(self, run_id: str, page_size: int = 500) -> Iterator[dict[str, Any]]:
-        """Every record of a run, in dataset order, a page at a time."""
+        """Every record of a run, in dataset order, a page at a time.
+
+        Args:
+            run_id: The run's id.
+            page_size: Records asked for per request.
+
+        """
         token = ""
         while True:
             params = {"records": "true", "pageSize": page_size, **({"pageToken": token} if token else {})}
@@ -113,7 +161,12 @@ class RunsClient:
                 return
 
     def document(self, run_id: str) -> dict[str, Any]:
-        """The run as a results document again (header and every record)."""
+        """The run as a results document again (header and every record).
+
+        Args:
+            run_id: The run's id.
+
+        """
         run = self.get_run(run_id)
         return {
             "version": 1,
@@ -128,7 +181,13 @@ class RunsClient:
         }
 
     def list_runs(self, labels: Mapping[str, str] | None = None, page_size: int = 100) -> list[dict[str, Any]]:
-        """Every run of the token's project carrying all ``labels``, newest first."""
+        """Every run of the token's project carrying all ``labels``, newest first.
+
+        Args:
+            labels: Labels a run must carry (all of them); None for every run.
+            page_size: Runs asked for per request.
+
+        """
         found: list[dict[str, Any]] = []
         token = ""
         selector = [("label", f"{k}={v}") for k, v in (labels or {}).items()]
@@ -141,13 +200,21 @@ class RunsClient:
                 return found
 
     def latest_run(self, labels: Mapping[str, str]) -> dict[str, Any] | None:
-        """The newest run carrying all ``labels``, or None."""
+        """The newest run carrying all ``labels``, or None.
+
+        Args:
+            labels: Labels the run must carry (all of them).
+
+        """
         params = [*(("label", f"{k}={v}") for k, v in labels.items()), ("pageSize", "1")]
         runs = self._call("GET", RUNS_PATH, params=params).get("runs") or []
         return dict(runs[0]) if runs else None
 
     def delete_run(self, run_id: str) -> None:
         """Delete a run of the token's project, with its labels and records.
+
+        Args:
+            run_id: The run's id.
 
         Raises:
             RunNotFoundError: The project holds no such run (a retry whose first attempt deleted it ends here too).
@@ -158,7 +225,15 @@ class RunsClient:
     def compare_runs(
         self, base_id: str, candidate_id: str, metrics: Sequence[str] = (), regression: Sequence[str] = ()
     ) -> dict[str, Any]:
-        """``CompareRuns``: the candidate against the base (JSON answer: comparisons, regressed, regressions)."""
+        """``CompareRuns``: the candidate against the base (JSON answer: comparisons, regressed, regressions).
+
+        Args:
+            base_id: Run A's id.
+            candidate_id: Run B's id.
+            metrics: The metrics to compare; every shared one when empty.
+            regression: Regression gates, ``METRIC[:MAX_DROP]``.
+
+        """
         body = {
             "baseRunId": base_id,
             "candidateRunId": candidate_id,
@@ -170,7 +245,18 @@ class RunsClient:
     def comparisons(
         self, base_id: str, candidate_id: str, metrics: Sequence[str] = (), regression: Sequence[str] = ()
     ) -> tuple[list[MetricComparison], list[str]]:
-        """The server's paired comparisons as :class:`MetricComparison`, and the regression gates that failed."""
+        """The server's paired comparisons as :class:`MetricComparison`, and the regression gates that failed.
+
+        Args:
+            base_id: Run A's id.
+            candidate_id: Run B's id.
+            metrics: The metrics to compare; every shared one when empty.
+            regression: Regression gates, ``METRIC[:MAX_DROP]``.
+
+        Raises:
+            RunServiceError: The server refused, or answered outside the contract.
+
+        """
         answer = self.compare_runs(base_id, candidate_id, metrics, regression)
         try:
             compared = [comparison_from_dict(row) for row in answer.get("comparisons") or []]

@@ -78,7 +78,12 @@ class SampleResult:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> SampleResult:
-        """Read the JSON form back."""
+        """Read the JSON form back.
+
+        Args:
+            data: The JSON form (:meth:`to_json`).
+
+        """
         scores = {
             m: Score(s.get("value"), s.get("status", "ok"), s.get("reason"))
             for m, s in (data.get("scores") or {}).items()
@@ -123,7 +128,12 @@ class RecordResult:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RecordResult:
-        """Read the JSON form back."""
+        """Read the JSON form back.
+
+        Args:
+            data: The JSON form (:meth:`to_json`).
+
+        """
         return cls(
             str(data["key"]),
             int(data.get("index", 0)),
@@ -136,7 +146,12 @@ class RecordResult:
 
 
 def fingerprint(value: Any) -> str:
-    """A short stable hash of a JSON-able value (which settings produced a result)."""
+    """A short stable hash of a JSON-able value (which settings produced a result).
+
+    Args:
+        value: The value, such as a run's sampling settings.
+
+    """
     return hashlib.sha256(canonical_json(value)).hexdigest()[:16]
 
 
@@ -156,12 +171,20 @@ class Resumed:
 
 
 def journal_path(path: Path) -> Path:
-    """The journal beside a results file."""
+    """The journal beside a results file.
+
+    Args:
+        path: The results file.
+
+    """
     return path.with_name(path.name + ".journal")
 
 
 def read_results(path: str | Path) -> dict[str, Any]:
     """A results file as a mapping (:func:`evalsi.runs.load_run_result`'s result in its JSON form).
+
+    Args:
+        path: The results file.
 
     Raises:
         DataError: The file is missing, not JSON, not a results file of a known version, or a field has the wrong
@@ -262,6 +285,11 @@ class ResultsWriter:
     The journal's first line describes the run for whoever watches it before its results file exists (the viewer
     lists a run in progress from it): ``{"fingerprints", "run": <the header>, "total": <records>, "resumed":
     <records finished earlier and not in the journal>, "started"}``; every further line is a finished record.
+
+    Args:
+        path: The results file to write; the journal goes beside it.
+        header: The run's header fields (name, spec, target, fingerprints...).
+
     """
 
     def __init__(self, path: Path, header: Mapping[str, Any]) -> None:
@@ -289,7 +317,12 @@ class ResultsWriter:
                 stale.unlink()
 
     def append(self, records: Iterable[RecordResult]) -> None:
-        """Journal finished records (flushed to the OS, so a killed run keeps them)."""
+        """Journal finished records (flushed to the OS, so a killed run keeps them).
+
+        Args:
+            records: The records just finished.
+
+        """
         if self._handle is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fresh = not self.journal.exists() or self.journal.stat().st_size == 0
@@ -305,6 +338,11 @@ class ResultsWriter:
     def result(self, records: Iterable[RecordResult], *, status: str, extra: Mapping[str, Any]) -> RunResult:
         """The run's results as the file will hold them: the header, ``status``, ``extra`` sections, the records.
 
+        Args:
+            records: Every finished record.
+            status: The run's status (``complete``, ``partial``...).
+            extra: Sections to add (``summary``, ``details``...).
+
         Raises:
             DataError: A section has the wrong shape (a bug in what built it: the file would not read back).
 
@@ -319,13 +357,28 @@ class ResultsWriter:
         return result
 
     def write(self, records: Iterable[RecordResult], *, status: str, extra: Mapping[str, Any]) -> RunResult:
-        """Write the whole results file atomically (records in dataset order); the results written."""
+        """Write the whole results file atomically (records in dataset order); the results written.
+
+        Args:
+            records: Every finished record.
+            status: The run's status.
+            extra: Sections to add, as for :meth:`result`.
+
+        Raises:
+            DataError: A section has the wrong shape.
+
+        """
         result = self.result(records, status=status, extra=extra)
         result.write(self.path)
         return result
 
     def close(self, *, remove_journal: bool) -> None:
-        """Close the journal; remove it once the final results file holds everything."""
+        """Close the journal; remove it once the final results file holds everything.
+
+        Args:
+            remove_journal: Remove the journal (the results file is final).
+
+        """
         if self._handle is not None:
             with contextlib.suppress(OSError):
                 os.fsync(self._handle.fileno())

@@ -112,7 +112,16 @@ def summarize(
     gates: Sequence[GateSpec],
     on_error: OnError,
 ) -> RunSummary:
-    """Estimates of every metric over the records, and the gates' verdicts."""
+    """Estimates of every metric over the records, and the gates' verdicts.
+
+    Args:
+        records: The run's finished records.
+        metrics: The run's metrics.
+        pass_k: Which pass@k and pass^k estimates to add.
+        gates: The run's gates.
+        on_error: How an errored score counts (``zero``, ``none`` or ``raise``).
+
+    """
     estimates: dict[str, Estimate] = {}
     counts: dict[str, Counter[str]] = {}
     unscored: dict[str, str] = {}

@@ -45,6 +45,11 @@ class GenerationError(EvalsiError, RuntimeError):
     ``public`` says what failed without the endpoint's address or anything it answered (its status and standard
     phrase, a timeout, a failed connection): what a server may tell a tenant. It defaults to the message, for
     errors holding nothing the upstream sent.
+
+    Args:
+        message: What failed, in full (logged and kept in the results file).
+        public: What failed, safe to show a tenant; the message when empty.
+
     """
 
     def __init__(self, message: str, public: str = "") -> None:
@@ -70,7 +75,13 @@ class Target(Protocol):
         ...
 
     async def generate(self, prompt: Content, n: int) -> list[Generation]:
-        """``n`` completions of ``prompt``; raises :class:`GenerationError` when it cannot."""
+        """``n`` completions of ``prompt``; raises :class:`GenerationError` when it cannot.
+
+        Args:
+            prompt: The prompt: text, or chat messages.
+            n: How many completions.
+
+        """
         ...
 
     async def aclose(self) -> None:
@@ -82,6 +93,16 @@ class OpenAITarget:
     """An OpenAI-compatible endpoint (vLLM, SGLang, OpenAI...) through ``/chat/completions`` or ``/completions``.
 
     ``baseUrls`` spreads requests over replicas (fewest in flight first); a failed replica's requests go to another.
+
+    Args:
+        spec: The run's ``target``: endpoints, model, API, timeouts, retries.
+        sampling: The run's ``sampling`` parameters, sent with every request.
+        system_prompt: A system message put before each chat prompt, if any.
+        on_retry: Told of each retried request, if given.
+
+    Raises:
+        ValueError: ``spec`` has no endpoint or no model.
+
     """
 
     def __init__(
@@ -137,7 +158,16 @@ class OpenAITarget:
         }
 
     async def generate(self, prompt: Content, n: int) -> list[Generation]:
-        """``n`` completions, in requests of at most ``samplesPerRequest`` each."""
+        """``n`` completions, in requests of at most ``samplesPerRequest`` each.
+
+        Args:
+            prompt: The prompt: text, or chat messages.
+            n: How many completions.
+
+        Raises:
+            GenerationError: The endpoint failed after its retries.
+
+        """
         out: list[Generation] = []
         per_request = self.spec.samples_per_request or n
         while len(out) < n:
@@ -229,6 +259,13 @@ class CallableTarget:
 
     ``fn`` may be ``async``; a sync ``fn`` runs on a worker thread so the event loop keeps generating. When it
     accepts ``sampling``, it gets the sampling params as a dict.
+
+    Args:
+        fn: The model function.
+        sampling: The run's ``sampling`` parameters, passed to ``fn`` when it takes ``sampling``.
+        max_concurrency: The most calls of ``fn`` running at once.
+        name: What the results file calls the target; ``fn``'s qualified name when None.
+
     """
 
     def __init__(
@@ -249,7 +286,16 @@ class CallableTarget:
         return {"kind": "callable", "callable": self.name}
 
     async def generate(self, prompt: Content, n: int) -> list[Generation]:
-        """``n`` completions: one call with ``n`` when the callable takes it, else ``n`` calls."""
+        """``n`` completions: one call with ``n`` when the callable takes it, else ``n`` calls.
+
+        Args:
+            prompt: The prompt: text, or chat messages.
+            n: How many completions.
+
+        Raises:
+            GenerationError: ``fn`` raised, or did not return ``n`` completions (texts, generations or mappings).
+
+        """
         calls = 1 if self._takes_n else n
         out: list[Generation] = []
         for _ in range(calls):

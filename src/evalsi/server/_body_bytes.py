@@ -9,10 +9,9 @@ calls of whatever service arrive at once.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 
-from evalsi.server._limits import Held, SharedGate
+from evalsi.server._limits import Held, SharedGate, holding
 from evalsi.server._metrics import Metrics
 
 
@@ -32,11 +31,6 @@ class BodyBytes:
         finally:
             waiting.dec()
 
-    @asynccontextmanager
-    async def hold(self, project: str, length: int) -> AsyncIterator[Held]:
+    def hold(self, project: str, length: int) -> AbstractAsyncContextManager[Held]:
         """Hold room for ``length`` bytes for the body of the ``async with``, waiting for it first."""
-        held = await self.enter(project, length)
-        try:
-            yield held
-        finally:
-            held.release()
+        return holding(self.enter(project, length))

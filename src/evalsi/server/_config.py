@@ -47,7 +47,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from evalsi.server._durations import parse_duration
+from evalsi.server._durations import Duration
 from evalsi.server.evaluation._config import DatasetsConfig, EvaluatorsConfig, JobsConfig, TargetConfig
 from evalsi.server.rewards._config import RewardsConfig, check_judges, check_reward_models
 from evalsi.server.runs._config import RunsConfig
@@ -176,14 +176,9 @@ class ServerSpec(_Model):
     server a target is always named: a job never gives a URL or a credential."""
     imports: list[str] = Field(default_factory=list)
     """Modules imported at start, so evaluators they register can be used as ``ref`` (besides entry points)."""
-    drain_timeout: float = 60.0
+    drain_timeout: Duration = 60.0
     """Seconds SIGTERM waits for in-flight calls before exiting anyway: the process exits within this bound
     (status 1 when work had to be abandoned, 0 when everything drained)."""
-
-    @field_validator("drain_timeout", mode="before")
-    @classmethod
-    def _drain(cls, value: Any) -> float:
-        return parse_duration(value)
 
     @field_validator("judges")
     @classmethod
@@ -216,7 +211,16 @@ class ServerConfig(BaseModel):
         return (self.base_dir / self.spec.evaluators.storage_dir).resolve()
 
     def storage_quota(self, project: str, name: str) -> tuple[int | None, str]:
-        """A project's storage quota ``name`` (see :class:`StorageQuota`) and the config field that sets it."""
+        """A project's storage quota ``name`` (see :class:`StorageQuota`) and the config field that sets it.
+
+        Args:
+            project: The project.
+            name: The quota's field in :class:`StorageQuota`.
+
+        Returns:
+            The limit (None: unlimited) and the config field it comes from, for error messages.
+
+        """
         own = self.spec.quotas.get(project)
         value = getattr(own, name) if own is not None else None
         if value is not None:
@@ -235,6 +239,9 @@ def resolve_database_url(url: str, base_dir: Path) -> str:
 def load_config(path: str | Path | None) -> ServerConfig:
     """The ServerConfig in ``path``, or the defaults when ``path`` is None.
 
+    Args:
+        path: A YAML file holding a ``ServerConfig`` resource; None for the defaults.
+
     Raises:
         SpecError: The file or a field is invalid; the message names the file, line and field path.
 
@@ -250,7 +257,16 @@ def load_config(path: str | Path | None) -> ServerConfig:
 
 
 def config_from_mapping(spec: dict[str, Any], base_dir: Path | None = None) -> ServerConfig:
-    """A ServerConfig from a ``spec`` mapping (tests, embedding), validated like a file."""
+    """A ServerConfig from a ``spec`` mapping (tests, embedding), validated like a file.
+
+    Args:
+        spec: The ``spec`` part of a ServerConfig resource.
+        base_dir: What relative paths in it are resolved against; None for the current directory.
+
+    Raises:
+        SpecError: A field is invalid (the message names its path).
+
+    """
     raw = {"apiVersion": API_VERSION, "kind": "ServerConfig", "metadata": {"name": "inline"}, "spec": spec}
     resource = parse_resources([document_from_mapping(raw)])[0]
     try:

@@ -102,7 +102,12 @@ def current_revision(engine: Engine) -> str | None:
 
 
 def open_database(url: str) -> Engine:
-    """The server's database at ``url``, opened and migrated to the current schema (tokens, shared cache)."""
+    """The server's database at ``url``, opened and migrated to the current schema (tokens, shared cache).
+
+    Args:
+        url: A SQLAlchemy database URL (SQLite or PostgreSQL).
+
+    """
     engine = open_engine(url)
     migrate(engine)
     return engine

@@ -7,7 +7,9 @@ written the same way wherever it appears.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator
 
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
@@ -32,3 +34,7 @@ def parse_duration(value: Any) -> float:
     if seconds < 0:
         raise ValueError("a duration cannot be negative")
     return seconds
+
+
+Duration = Annotated[float, BeforeValidator(parse_duration)]
+"""A config field in seconds that also reads ``90s``, ``30m``, ``7d`` (:func:`parse_duration`)."""

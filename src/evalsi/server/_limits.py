@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 GaugeHook = Callable[[str, str, int], None]
 """Called with (gauge, project, delta) where gauge is ``waiting`` or ``inflight``."""
@@ -146,14 +146,9 @@ class SharedGate:
         self.project_gates: dict[str, RolloutGate] = {}
         self._users: dict[str, int] = {}
 
-    @asynccontextmanager
-    async def hold(self, project: str, units: int) -> AsyncIterator[Held]:
+    def hold(self, project: str, units: int) -> AbstractAsyncContextManager[Held]:
         """Hold ``units`` (capped at the project's share) for the body of the ``async with``."""
-        held = await self.enter(project, units)
-        try:
-            yield held
-        finally:
-            held.release()
+        return holding(self.enter(project, units))
 
     async def enter(self, project: str, units: int, on_change: Callable[[int], None] | None = None) -> Held:
         """Wait for ``units`` (capped at the project's share); the :class:`Held` gives them back.
@@ -186,6 +181,16 @@ class SharedGate:
         else:
             del self._users[project]
             del self.project_gates[project]
+
+
+@asynccontextmanager
+async def holding(entered: Awaitable[Held]) -> AsyncIterator[Held]:
+    """What ``entered`` waits for (a gate's ``enter``), held for the body of the ``async with``, then given back."""
+    held = await entered
+    try:
+        yield held
+    finally:
+        held.release()
 
 
 class Held:

@@ -110,6 +110,9 @@ def freeze_startup_objects() -> None:
 def build(config: ServerConfig) -> Parts:
     """Import configured evaluator modules, open and migrate the database, and make the service.
 
+    Args:
+        config: The server configuration.
+
     Raises:
         ModuleNotFoundError: A module in ``imports`` cannot be imported.
 
@@ -179,6 +182,11 @@ async def serve_async(config: ServerConfig, ready: ReadyHook = default_ready) ->
 
     Returns True when everything drained, False when work was still running at the deadline (its threads
     cannot be stopped from outside: :func:`serve` then ends the process).
+
+    Args:
+        config: The server configuration.
+        ready: Called once with the listening addresses (``http``, ``grpc`` and, when enabled, ``metrics``).
+
     """
     return_large_blocks()
     parts = build(config)
@@ -363,6 +371,11 @@ def serve(config: ServerConfig, ready: ReadyHook = default_ready) -> None:
 
     When work is still running at the drain deadline, the process ends at once with status 1: its threads
     (an evaluator waiting on a hung upstream) cannot be stopped, and waiting for them would break the bound.
+
+    Args:
+        config: The server configuration.
+        ready: Called once with the listening addresses (``http``, ``grpc`` and, when enabled, ``metrics``).
+
     """
     loop = asyncio.new_event_loop()
     try:

@@ -18,7 +18,13 @@ class TokenStoreUnavailable(Exception):
 
 
 class TokenStore:
-    """Tokens in the database, with a short in-memory memo so a call costs no query once its token is known."""
+    """Tokens in the database, with a short in-memory memo so a call costs no query once its token is known.
+
+    Args:
+        engine: The server's database.
+        memo_seconds: How long a looked-up token (or its absence) is remembered; a revocation takes up to this long.
+
+    """
 
     def __init__(self, engine: Engine, memo_seconds: float = 5.0) -> None:
         self.engine = engine
@@ -28,6 +34,11 @@ class TokenStore:
 
     def create(self, project: str, permissions: list[str], name: str = "") -> str:
         """Store a new token and return its secret (the only time it is visible).
+
+        Args:
+            project: The project the token acts for.
+            permissions: The permissions it carries.
+            name: A label for listings; the project when empty.
 
         Raises:
             ValueError: The project is empty or a permission is unknown.
@@ -50,7 +61,12 @@ class TokenStore:
         return secret
 
     def memoized(self, secret: str) -> tuple[bool, Principal | None]:
-        """``(True, principal or None)`` when the token was looked up within the memo period, else ``(False, None)``."""
+        """``(True, principal or None)`` when the token was looked up within the memo period, else ``(False, None)``.
+
+        Args:
+            secret: The token as sent by the caller.
+
+        """
         with self._lock:
             memo = self._memo.get(digest(secret))
         if memo is not None and memo[1] > time.monotonic():
@@ -59,6 +75,9 @@ class TokenStore:
 
     def verify(self, secret: str) -> Principal | None:
         """The principal of a valid, unrevoked token; None otherwise.
+
+        Args:
+            secret: The token as sent by the caller.
 
         Raises:
             TokenStoreUnavailable: The database could not be read.
@@ -100,7 +119,12 @@ class TokenStore:
         ]
 
     def revoke(self, token_id: int) -> bool:
-        """Revoke a token by id; False when there is no such active token. Memos expire within seconds."""
+        """Revoke a token by id; False when there is no such active token. Memos expire within seconds.
+
+        Args:
+            token_id: The token's id in the database.
+
+        """
         with self.engine.begin() as connection:
             result = connection.execute(
                 update(api_tokens)

@@ -31,7 +31,12 @@ class Principal:
     token_name: str = ""
 
     def allows(self, permission: str) -> bool:
-        """Whether the token carries ``permission``."""
+        """Whether the token carries ``permission``.
+
+        Args:
+            permission: One of :data:`PERMISSIONS`, such as ``evaluations.run``.
+
+        """
         return permission in self.permissions
 
 

@@ -42,6 +42,9 @@ _PARTIAL_SUFFIXES = (".tmp", ".incomplete", ".partial", ".lock")
 def parse_step(name: str) -> int | None:
     """The training step a checkpoint's name carries, or None when the name is not a checkpoint's.
 
+    Args:
+        name: A file or folder name.
+
     Example:
         >>> parse_step("checkpoint-500"), parse_step("global_step_20"), parse_step("global_step30")
         (500, 20, 30)
@@ -88,6 +91,10 @@ def find_model(path: Path) -> ModelFiles | None:
     needs ``adapter_config.json`` and its weights; a state dictionary is a ``.pt``/``.pth``/``.ckpt``/``.bin``/
     ``.safetensors`` file. Sub-folders trainers use (``actor/huggingface``, ``huggingface``...) are looked into.
     Failing those, a sharded checkpoint (verl FSDP or Megatron, DeepSpeed ZeRO, PyTorch DCP) with every shard.
+
+    Args:
+        path: The checkpoint's folder or file.
+
     """
     if path.is_file():
         return ModelFiles("state-dict", path) if path.suffix in STATE_DICT_SUFFIXES else None
@@ -156,7 +163,12 @@ def _shards_present(index: bytes | None, names: set[str]) -> bool:
 
 
 def discover(directory: Path) -> list[Checkpoint]:
-    """Every checkpoint directly inside ``directory``, by step (a missing directory has none yet)."""
+    """Every checkpoint directly inside ``directory``, by step (a missing directory has none yet).
+
+    Args:
+        directory: A training output directory.
+
+    """
     try:
         entries = list(os.scandir(directory))
     except FileNotFoundError:
@@ -193,7 +205,12 @@ class Signature:
 
 
 def signature(path: Path) -> Signature:
-    """Names, sizes and modification times of every file under ``path`` (or of ``path`` itself)."""
+    """Names, sizes and modification times of every file under ``path`` (or of ``path`` itself).
+
+    Args:
+        path: A checkpoint's folder or file.
+
+    """
     try:
         if path.is_file():
             st = path.stat()

@@ -25,6 +25,13 @@ def build_curve(
 ) -> Curve:
     """Read a spec's step files for a training run and compare each step with the base (each file read once).
 
+    Args:
+        log_dir: The evaluation log directory.
+        training_run: The training run's name.
+        spec: The run spec's name.
+        metrics: The metrics to show and compare with the base.
+        rules: Regression rules to check each step against.
+
     Raises:
         DataError: No step of this spec and training run was evaluated under ``log_dir``, or a file is broken.
 

@@ -252,6 +252,11 @@ class CheckpointEvaluator:
 
         All of them at the base and the ``final`` step; else those whose ``every`` divides the step (a spec
         without ``every`` is due at every step).
+
+        Args:
+            step: The training step; None for the base model.
+            final: It is the last step of training.
+
         """
         return [s.name for s in self.specs if s.due(step, final)]
 
@@ -265,7 +270,13 @@ class CheckpointEvaluator:
     # --- results ----------------------------------------------------------------------------------------------
 
     def result_path(self, spec: str, step: int | None) -> Path:
-        """Where a spec's results for a step are kept."""
+        """Where a spec's results for a step are kept.
+
+        Args:
+            spec: The spec's name.
+            step: The training step; None for the base model.
+
+        """
         return step_file(self.log_dir, self.training_run, spec, step)
 
     def is_done(self, step: int | None, *, final: bool = False) -> bool:
@@ -273,6 +284,11 @@ class CheckpointEvaluator:
 
         With a server, the server's runs decide: a step evaluated here but not yet stored there is not done.
         With ``restart``, a step is not done until this evaluator evaluated it again.
+
+        Args:
+            step: The training step; None for the base model.
+            final: It is the last step of training.
+
         """
         if self.restart and step not in self._restarted:
             return False
@@ -282,6 +298,11 @@ class CheckpointEvaluator:
         """Whether the complete results of every spec due at this step are stored (here, or on the server).
 
         Unlike :meth:`is_done`, ``restart`` does not count.
+
+        Args:
+            step: The training step; None for the base model.
+            final: It is the last step of training.
+
         """
         due = self._due(step, final)
         if self.server is not None:
@@ -324,6 +345,12 @@ class CheckpointEvaluator:
         ``checkpoint`` is a local path, a :class:`Checkpoint`, or for the base model a served model's name. A
         spec is due at the base, at the ``final`` step (the last of training), and at the steps its ``every``
         divides; complete results are reused, and a step no spec is due at is not served at all.
+
+        Args:
+            checkpoint: The checkpoint, or the base model's name.
+            step: Its training step; None for the base model.
+            settled_at: When the checkpoint's files stopped changing (``time.time()``), recorded with the results.
+            final: It is the last step of training.
 
         Raises:
             UnservableError: The checkpoint is not there, or the serving strategy cannot serve what it holds.
@@ -518,6 +545,10 @@ def describe_result(result: StepResult) -> dict[str, Any]:
 
     Per spec: each metric's mean with its 95% interval (``metrics``), its change from the base (``differences``,
     with ``significant``), the rules that regressed, and why a spec is not ok (``reason``).
+
+    Args:
+        result: The step's evaluation.
+
     """
     return {
         "step": result.step,

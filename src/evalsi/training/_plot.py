@@ -24,7 +24,16 @@ class PlotError(EvalsiError, RuntimeError):
 
 
 def plot_curve(curves: list[Curve], path: Path) -> Path:
-    """Draw the curves to ``path``; its suffix picks the format (``.html``, ``.png``, ``.svg``, ``.pdf``)."""
+    """Draw the curves to ``path``; its suffix picks the format (``.html``, ``.png``, ``.svg``, ``.pdf``).
+
+    Args:
+        curves: The curves, one per spec.
+        path: The file to write.
+
+    Returns:
+        ``path``.
+
+    """
     suffix = path.suffix.lower()
     if suffix == ".html":
         with atomic_writer(path) as handle:
@@ -211,7 +220,13 @@ def _table(curve: Curve) -> str:
 
 
 def cell_text(point: CurvePoint, metric: str) -> str:
-    """``0.731 (+0.019)``, with ``*`` for a significant change and ``!`` for a regression."""
+    """``0.731 (+0.019)``, with ``*`` for a significant change and ``!`` for a regression.
+
+    Args:
+        point: One step of a curve.
+        metric: The metric's name.
+
+    """
     est = point.means.get(metric, EMPTY)
     if math.isnan(est.mean):
         return "-"

@@ -91,6 +91,12 @@ class PyTorchCheckpointHook:
 
         Use a new path for every step: a path that is reused may be overwritten while it is still queued.
 
+        Args:
+            model: The model (a ``DistributedDataParallel`` wrapper is unwrapped).
+            path: Where to write the checkpoint.
+            step: The training step.
+            optimizer: An optimizer whose state is saved too, if given.
+
         Returns:
             The path written, or None on a rank other than zero.
 

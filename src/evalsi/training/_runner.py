@@ -79,7 +79,12 @@ class EvaluationFailure:
 
 
 class CheckpointEvaluationError(EvalsiError, RuntimeError):
-    """One or more checkpoint evaluations failed (raised by ``drain`` only with ``raise_errors=True``)."""
+    """One or more checkpoint evaluations failed (raised by ``drain`` only with ``raise_errors=True``).
+
+    Args:
+        failures: Each failed evaluation, with its step, checkpoint and error.
+
+    """
 
     def __init__(self, failures: list[EvaluationFailure]) -> None:
         self.failures = failures
@@ -155,6 +160,11 @@ class CheckpointRunner:
 
         A step no spec is due at (see the module doc) is not queued: the future holds the evaluator's outcome for
         it, which evaluates nothing, and it is not added to ``results``.
+
+        Args:
+            checkpoint: The checkpoint's path.
+            step: Its training step; None for the base model.
+
         """
         future: Future[StepOutcome] = Future()
         due, owed = self._cadence(step)
@@ -214,7 +224,12 @@ class CheckpointRunner:
             raise CheckpointEvaluationError(new)
 
     def close(self, *, final: bool = True) -> None:
-        """Evaluate what the final step owes (``finish``, unless ``final`` is false), drain, stop the thread."""
+        """Evaluate what the final step owes (``finish``, unless ``final`` is false), drain, stop the thread.
+
+        Args:
+            final: Evaluate what the final step owes before stopping (False: training did not finish).
+
+        """
         try:
             if final:
                 self.finish()
@@ -227,7 +242,12 @@ class CheckpointRunner:
                 self._thread = None
 
     def new_results(self, seen: int) -> list[tuple[Step, StepOutcome]]:
-        """The results finished after the first ``seen`` (for hooks that log each result once)."""
+        """The results finished after the first ``seen`` (for hooks that log each result once).
+
+        Args:
+            seen: How many results the caller has already handled.
+
+        """
         with self._lock:
             return self.results[seen:]
 

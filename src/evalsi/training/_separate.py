@@ -46,6 +46,13 @@ def exclude_eval_samples(rows: Rows, spec: str | Path | BoundRun) -> Rows:
     training set in the same format as the evaluation dataset works as it is. ``rows`` may be a list of
     mappings, or anything with a ``filter(predicate)`` method over mappings (a Hugging Face ``Dataset``).
 
+    Args:
+        rows: The training dataset.
+        spec: The RunSpec (a file or a bound run) whose records to leave out.
+
+    Returns:
+        The rows left, of ``rows``' own type.
+
     Example:
         >>> from evalsi.runs import run_from_mapping
         >>> import json, tempfile, pathlib

@@ -98,6 +98,13 @@ def build_server_curve(
 ) -> Curve:
     """A spec's learning curve from the server's runs, compared with the base through ``CompareRuns``.
 
+    Args:
+        client: The server's Run Service.
+        training_run: The training run's name.
+        spec: The run spec's name.
+        metrics: The metrics to show and compare with the base.
+        rules: Regression rules to check each step against.
+
     Raises:
         DataError: The server holds no run of this spec and training run.
 

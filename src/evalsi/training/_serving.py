@@ -83,6 +83,10 @@ def check_servable(strategy: ServingStrategy, ref: ModelRef) -> None:
     The base model (``step`` None) may be a name the server resolves, and ``endpoint`` or your own strategies
     decide for themselves.
 
+    Args:
+        strategy: The serving strategy.
+        ref: The checkpoint or base model.
+
     Raises:
         UnservableError: The checkpoint is not there, holds no model, or holds a kind the strategy cannot serve.
 
@@ -159,6 +163,12 @@ def model_ref(
     ``convert_dir/<training run>/<checkpoint>-<fingerprint>`` (default ``evalsi-logs/converted``): the reference's
     files are the conversion's, its fingerprint the checkpoint's own.
 
+    Args:
+        location: The checkpoint's path, or the base model's name.
+        step: Its training step; None for the base model.
+        training_run: The training run's name.
+        convert_dir: Where sharded checkpoints are converted to; None for the default.
+
     Raises:
         ConversionError: A sharded checkpoint's converter is not installed (the message gives the command that
             converts it) or failed.
@@ -196,7 +206,19 @@ class ServingStrategy(Protocol):
     """A short name for results metadata (``vllm``, ``lora``, ``endpoint``, ``transformers``)."""
 
     def serve(self, ref: ModelRef) -> AbstractContextManager[Served]:
-        """Make ``ref`` reachable; release everything started for it when the block ends."""
+        """Make ``ref`` reachable; release everything started for it when the block ends.
+
+        Args:
+            ref: The checkpoint or base model.
+
+        Returns:
+            A context manager giving the base URL and model name to request.
+
+        Raises:
+            UnservableError: The strategy cannot serve what ``ref`` holds.
+            ServingError: Serving failed.
+
+        """
         ...
 
 
@@ -210,6 +232,11 @@ class Endpoint:
     """A model that is already served: the spec's target, or ``base_url``/``model`` when given.
 
     With no ``model``, a base model given by name is requested under that name.
+
+    Args:
+        base_url: The served model's URL; None for the spec's target.
+        model: The model name to request; None for the spec's.
+
     """
 
     name = "endpoint"
@@ -220,7 +247,12 @@ class Endpoint:
 
     @contextlib.contextmanager
     def serve(self, ref: ModelRef) -> Iterator[Served]:
-        """Nothing to start: the endpoint is there."""
+        """Nothing to start: the endpoint is there.
+
+        Args:
+            ref: The checkpoint or base model (only a base model's name is used).
+
+        """
         model = self.model
         if model is None and ref.files is None and not Path(ref.location).exists():
             model = ref.location
@@ -232,6 +264,13 @@ class LoRA:
 
     That vLLM must run with ``--enable-lora`` and ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``. The base model is
     requested under the name it is served as (the ``MODEL`` given for ``--step base``, or ``base_model``).
+
+    Args:
+        base_url: The running vLLM's URL.
+        base_model: The name the base model is served as.
+        api_key_env: The environment variable holding vLLM's API key, if it needs one.
+        timeout: Seconds a load or unload may take.
+
     """
 
     name = "lora"
@@ -260,7 +299,12 @@ class LoRA:
 
     @contextlib.contextmanager
     def serve(self, ref: ModelRef) -> Iterator[Served]:
-        """Load the adapter (or use the base model), yield its name, unload it."""
+        """Load the adapter (or use the base model), yield its name, unload it.
+
+        Args:
+            ref: The checkpoint (an adapter) or the base model.
+
+        """
         if ref.step is None:
             yield Served(self.base_url, self.base_model or ref.location)
             return

@@ -84,20 +84,40 @@ class CheckpointSource(Protocol):
         ...
 
     def find_model(self, checkpoint: Checkpoint) -> ModelFiles | None:
-        """What the checkpoint holds, or None while it holds no complete model."""
+        """What the checkpoint holds, or None while it holds no complete model.
+
+        Args:
+            checkpoint: A checkpoint the source discovered.
+
+        """
         ...
 
     def signature(self, path: Path) -> Signature:
-        """The checkpoint's files as they are now (names, sizes, modification times)."""
+        """The checkpoint's files as they are now (names, sizes, modification times).
+
+        Args:
+            path: A checkpoint's path in the source.
+
+        """
         ...
 
     def fetch(self, checkpoint: Checkpoint) -> Path:
-        """A local path to serve the checkpoint from (downloaded first when remote)."""
+        """A local path to serve the checkpoint from (downloaded first when remote).
+
+        Args:
+            checkpoint: A checkpoint the source discovered.
+
+        """
         ...
 
 
 class LocalDirectory:
-    """A training output directory on this machine."""
+    """A training output directory on this machine.
+
+    Args:
+        path: The directory (relative: to the working directory now).
+
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path.expanduser().absolute()  # relative to the working directory when the source is made
@@ -108,19 +128,39 @@ class LocalDirectory:
         return discover(self.path)
 
     def find_model(self, checkpoint: Checkpoint) -> ModelFiles | None:
-        """What the checkpoint holds."""
+        """What the checkpoint holds.
+
+        Args:
+            checkpoint: A checkpoint in the directory.
+
+        """
         return find_model(checkpoint.path)
 
     def signature(self, path: Path) -> Signature:
-        """Names, sizes and modification times."""
+        """Names, sizes and modification times.
+
+        Args:
+            path: A checkpoint's path.
+
+        """
         return signature(path)
 
     def fetch(self, checkpoint: Checkpoint) -> Path:
-        """The checkpoint itself: it is local."""
+        """The checkpoint itself: it is local.
+
+        Args:
+            checkpoint: A checkpoint in the directory.
+
+        """
         return checkpoint.path
 
     def training_finished(self, checkpoint: Checkpoint) -> bool:
-        """Whether the trainer marked this checkpoint its last (``trainer_state.json``)."""
+        """Whether the trainer marked this checkpoint its last (``trainer_state.json``).
+
+        Args:
+            checkpoint: A checkpoint in the directory.
+
+        """
         try:
             return training_finished((checkpoint.path / TRAINER_STATE).read_bytes())
         except OSError:
@@ -128,7 +168,12 @@ class LocalDirectory:
 
 
 def is_remote(location: str) -> bool:
-    """Whether a location is a URL for fsspec (``s3://...``) rather than a local path."""
+    """Whether a location is a URL for fsspec (``s3://...``) rather than a local path.
+
+    Args:
+        location: A training output location.
+
+    """
     return "://" in location and not location.startswith("file://")
 
 
@@ -196,7 +241,12 @@ class RemoteDirectory:
         }
 
     def training_finished(self, checkpoint: Checkpoint) -> bool:
-        """Whether the trainer marked this checkpoint its last (``trainer_state.json``)."""
+        """Whether the trainer marked this checkpoint its last (``trainer_state.json``).
+
+        Args:
+            checkpoint: A checkpoint in the remote directory.
+
+        """
         try:
             state: bytes = self.fs.cat_file(f"{checkpoint.path}/{TRAINER_STATE}")
         except OSError:
@@ -204,7 +254,12 @@ class RemoteDirectory:
         return training_finished(state)
 
     def find_model(self, checkpoint: Checkpoint) -> ModelFiles | None:
-        """What the remote checkpoint holds (judged from its listing, reading only a shard index)."""
+        """What the remote checkpoint holds (judged from its listing, reading only a shard index).
+
+        Args:
+            checkpoint: A checkpoint in the remote directory.
+
+        """
         files = self._files(checkpoint.path)
         if len(files) == 1 and checkpoint.path.name in files:
             return ModelFiles("state-dict", checkpoint.path) if checkpoint.path.suffix in STATE_DICT_SUFFIXES else None
@@ -225,7 +280,12 @@ class RemoteDirectory:
         return None
 
     def signature(self, path: Path) -> Signature:
-        """Names, sizes and modification times from the listing (0 where the store keeps no time)."""
+        """Names, sizes and modification times from the listing (0 where the store keeps no time).
+
+        Args:
+            path: A checkpoint's path in the remote directory.
+
+        """
         return Signature(
             tuple(
                 sorted((rel, int(entry.get("size") or 0), _mtime_ns(entry)) for rel, entry in self._files(path).items())
@@ -233,7 +293,12 @@ class RemoteDirectory:
         )
 
     def fetch(self, checkpoint: Checkpoint) -> Path:
-        """Download the checkpoint (once per version of its files) and return the local copy."""
+        """Download the checkpoint (once per version of its files) and return the local copy.
+
+        Args:
+            checkpoint: A checkpoint in the remote directory.
+
+        """
         files = self._files(checkpoint.path)
         if not files:
             raise SourceError(f"{self.url}: {checkpoint.name} disappeared before it could be downloaded")
@@ -277,6 +342,10 @@ def _mtime_ns(entry: dict[str, Any]) -> int:
 
 def open_source(location: str, cache_dir: Path) -> CheckpointSource:
     """The source a location names: ``mlflow:<model>``, a URL through fsspec, else a local directory.
+
+    Args:
+        location: A local directory, a URL (``s3://...``) or ``mlflow:<model>``.
+        cache_dir: Where remote checkpoints are downloaded to.
 
     Raises:
         LocationError: The location cannot be opened (an unknown protocol, a missing extra).

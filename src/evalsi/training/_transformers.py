@@ -103,7 +103,12 @@ class Transformers:
 
     @contextlib.contextmanager
     def serve(self, ref: ModelRef) -> Iterator[Served]:
-        """Load the model, serve it on a free loopback port, stop every generation and unload it afterwards."""
+        """Load the model, serve it on a free loopback port, stop every generation and unload it afterwards.
+
+        Args:
+            ref: The checkpoint or base model.
+
+        """
         generate = self._load(ref)
         server = OpenAICompatibleServer(generate, ref.served_name)
         server.start()
@@ -354,6 +359,12 @@ class OpenAICompatibleServer:
 
     ``stop()`` cancels every generation (each stops at its next token), closes every connection and waits for the
     request threads, so nothing it started is still inside the model afterwards.
+
+    Args:
+        generate: The function answering each request.
+        model: The model name it answers to.
+        host: The loopback address to listen on (the port is a free one).
+
     """
 
     def __init__(self, generate: Generate, model: str, host: str = "127.0.0.1") -> None:
@@ -384,7 +395,12 @@ class OpenAICompatibleServer:
         self._thread.start()
 
     def stop(self, timeout: float = STOP_SECONDS) -> None:
-        """Stop serving: cancel generations, close connections and the port, wait for the request threads."""
+        """Stop serving: cancel generations, close connections and the port, wait for the request threads.
+
+        Args:
+            timeout: Seconds to wait for the request threads.
+
+        """
         self.stopping.set()
         self._server.shutdown()
         with self._lock:

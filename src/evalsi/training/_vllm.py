@@ -28,7 +28,12 @@ STOP_GRACE_SECONDS = 30.0
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on right now."""
+    """A port nothing listens on right now.
+
+    Args:
+        host: The address to find a port on.
+
+    """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         port: int = sock.getsockname()[1]
@@ -69,7 +74,13 @@ class VLLM:
         self.log_dir = log_dir
 
     def command(self, ref: ModelRef, port: int) -> list[str]:
-        """The ``vllm serve`` command line for a checkpoint."""
+        """The ``vllm serve`` command line for a checkpoint.
+
+        Args:
+            ref: The checkpoint.
+            port: The port to serve on.
+
+        """
         location = str(ref.files.path) if ref.files is not None else ref.location
         return [
             self.executable,
@@ -87,7 +98,16 @@ class VLLM:
 
     @contextlib.contextmanager
     def serve(self, ref: ModelRef) -> Iterator[Served]:
-        """Start the server, wait until it is healthy, yield its URL and model name, stop it."""
+        """Start the server, wait until it is healthy, yield its URL and model name, stop it.
+
+        Args:
+            ref: The checkpoint (full weights).
+
+        Raises:
+            UnservableError: The checkpoint holds something other than full weights (an adapter, a state dictionary).
+            ServingError: vLLM could not start, exited, or was not healthy within ``startup_timeout``.
+
+        """
         if ref.files is not None and ref.files.kind != "weights":
             raise UnservableError(
                 f"{ref.location} holds a {ref.files.kind}, which vllm serve does not load as a model; "
@@ -143,7 +163,13 @@ def wait_healthy(
 
 
 def stop_process(process: subprocess.Popen[bytes], grace: float = STOP_GRACE_SECONDS) -> None:
-    """SIGTERM the process group, wait up to ``grace`` seconds, then SIGKILL it; never leaves an orphan."""
+    """SIGTERM the process group, wait up to ``grace`` seconds, then SIGKILL it; never leaves an orphan.
+
+    Args:
+        process: A process started in its own process group.
+        grace: Seconds to wait after SIGTERM.
+
+    """
     if process.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGTERM)

@@ -87,6 +87,8 @@ class Watcher:
         once: Evaluate what is there (waiting for checkpoints that are settling) and return; the highest step
             there is the final one.
         display: Where progress goes.
+        clock: The wall clock settling is timed by (tests pass a fake one).
+        sleep: How the watcher waits between looks (tests pass a fake one).
         stop_on: Monitors (``monitor:<name>``) that also write the stop file: when a checkpoint's
             ``trainer_state.json`` logged one as fired (``monitor/<name>/fired``), before that checkpoint is
             evaluated.
@@ -127,7 +129,12 @@ class Watcher:
         """What this watcher did so far (kept when ``run`` is interrupted)."""
 
     def run(self, until: Callable[[], bool] | None = None) -> WatchReport:
-        """Watch until interrupted (Ctrl-C), until ``until()`` is true, or with ``once`` until nothing is left."""
+        """Watch until interrupted (Ctrl-C), until ``until()`` is true, or with ``once`` until nothing is left.
+
+        Args:
+            until: Checked between checkpoints; the watch stops once it returns True.
+
+        """
         report = self.report
         last_waiting: list[tuple[Checkpoint, str]] | None = None
         while until is None or not until():

@@ -135,6 +135,10 @@ def trainer_logs(step: Step, outcome: StepOutcome) -> dict[str, float]:
     ``eval_step`` is the checkpoint's step (0 for the base model), an explicit x-axis for plots, e.g. W&B's
     ``define_metric("eval/*", step_metric="eval/step")``.
 
+    Args:
+        step: The checkpoint's step (0 for the base model).
+        outcome: The evaluation's outcome.
+
     Example:
         >>> class Outcome:
         ...     regressed = False

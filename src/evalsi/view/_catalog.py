@@ -70,7 +70,13 @@ def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
 
 
 def source_id(path: Path, kind: Kind) -> str:
-    """A short, stable id for a resolved path (ids never carry the path itself)."""
+    """A short, stable id for a resolved path (ids never carry the path itself).
+
+    Args:
+        path: The source's resolved path.
+        kind: What it is (``run``, ``rewards`` or ``curve``).
+
+    """
     return hashlib.sha256(f"{kind}:{path}".encode()).hexdigest()[:12]
 
 
@@ -95,7 +101,12 @@ def sniff(path: Path) -> Kind | None:
 
 
 class Catalog:
-    """The roots the viewer was given and the sources under them, rescanned on demand."""
+    """The roots the viewer was given and the sources under them, rescanned on demand.
+
+    Args:
+        paths: The files and folders to show (each resolved; nothing outside them is served).
+
+    """
 
     def __init__(self, paths: Iterable[str | os.PathLike[str]]) -> None:
         self.roots = [Path(p).resolve() for p in paths]
@@ -105,7 +116,12 @@ class Catalog:
         self._streams: dict[tuple[Path, ...], tuple[tuple[tuple[str, int, int], ...], RewardStream]] = {}
 
     def allowed(self, path: Path) -> bool:
-        """Whether a resolved path is one of the roots or lies under one."""
+        """Whether a resolved path is one of the roots or lies under one.
+
+        Args:
+            path: A resolved path.
+
+        """
         return any(path == root or path.is_relative_to(root) for root in self.roots)
 
     def scan(self) -> list[Source]:
@@ -119,7 +135,16 @@ class Catalog:
         return sorted(found.values(), key=lambda s: (order[s.kind], natural_key(str(s.path))))
 
     def get(self, source_id: str, kind: Kind) -> Source | None:
-        """The source with this id and kind, rescanning once when it is unknown (a file may be new)."""
+        """The source with this id and kind, rescanning once when it is unknown (a file may be new).
+
+        Args:
+            source_id: The id from :func:`source_id`.
+            kind: The kind the caller expects.
+
+        Returns:
+            The source, None when no source under the roots has this id and kind.
+
+        """
         source = self._sources.get(source_id)
         if source is None:
             self.scan()
@@ -134,6 +159,10 @@ class Catalog:
         """A run's entry in the run list (name, target, date, status, metrics, gates), or its name and ``error``.
 
         A run that cannot be read is listed with the reason, so one broken file never breaks the list.
+
+        Args:
+            source: A run source.
+
         """
         version = self.version(source.path)
         with self._lock:
@@ -152,11 +181,19 @@ class Catalog:
         return item
 
     def version(self, path: Path) -> str:
-        """What changes when a run changes: its file's and journal's size and modification time."""
+        """What changes when a run changes: its file's and journal's size and modification time.
+
+        Args:
+            path: The run's results file.
+
+        """
         return "-".join(map(str, stamp(path)))
 
     def load(self, path: Path) -> RunData:
         """A run, read whole (its records parsed on demand).
+
+        Args:
+            path: The run's results file.
 
         Raises:
             DataError: The run cannot be read.
@@ -165,11 +202,21 @@ class Catalog:
         return load_run(path)
 
     def curve_paths(self, source: Source) -> list[Path]:
-        """The step files of a learning curve, in name order."""
+        """The step files of a learning curve, in name order.
+
+        Args:
+            source: A curve source (a folder of step files).
+
+        """
         return _curves.step_paths(source.path)
 
     def curve_stamp(self, source: Source) -> str:
-        """What changes when a step of a learning curve appears or changes."""
+        """What changes when a step of a learning curve appears or changes.
+
+        Args:
+            source: A curve source (a folder of step files).
+
+        """
         return _curves.curve_stamp(source.path)
 
     def trainer_logs(self, locations: Iterable[str]) -> RewardStream:
@@ -177,6 +224,10 @@ class Catalog:
 
         Only checkpoint folders under the roots are read, like everything else the viewer shows: trainer logs
         elsewhere give a note naming the folder to add. Read again only when a log file changes.
+
+        Args:
+            locations: The checkpoints' recorded locations.
+
         """
         folders: list[Path] = []
         outside: list[Path] = []

@@ -246,6 +246,12 @@ def headline(header: RunHeader, status: str, progress: Mapping[str, int] | None 
 
     Name, target, date, status, the metrics' means and gates, the training run and step of a checkpoint's
     evaluation, and for a run in progress ``progress``: ``{"done", "total"}`` records.
+
+    Args:
+        header: The run's header.
+        status: The run's status: its header's (``complete``...), or ``running`` while its journal grows.
+        progress: ``{"done", "total"}`` records for a run in progress, else None.
+
     """
     timings = header.timings
     summary = header.summary
@@ -377,6 +383,15 @@ class Records(Sequence[dict[str, Any]]):
     starts is found when a record at or past it is first asked for, so opening a large run costs one count over
     the bytes, not a pass over the records. Records parsed from bytes are kept for the last
     :data:`KEEP_PARSED` asked for, so paging through a large run does not end up holding all of it parsed.
+
+    Args:
+        buffer: The bytes holding the records (a results file, usually mapped).
+        count: How many records ``buffer`` holds.
+        body: Where in ``buffer`` the first record starts.
+        end: Where the records end in ``buffer``.
+        parsed: The records, already parsed (the other arguments then unused).
+        raw: One JSON text per record.
+
     """
 
     def __init__(
@@ -436,7 +451,12 @@ class Records(Sequence[dict[str, Any]]):
         return record
 
     def peek(self, i: int) -> dict[str, Any]:
-        """Record ``i`` parsed without keeping it (the index pass touches every record once)."""
+        """Record ``i`` parsed without keeping it (the index pass touches every record once).
+
+        Args:
+            i: The record's position.
+
+        """
         if self._parsed is not None:
             return self._parsed[i]
         with self._lock:
@@ -694,7 +714,12 @@ class RunData:
         return {k: i for i, k in enumerate(self.index.keys)}
 
     def stats(self, position: int) -> RecordStats:
-        """One record's table columns, from the index when it is built, else from the record itself."""
+        """One record's table columns, from the index when it is built, else from the record itself.
+
+        Args:
+            position: The record's position in the run.
+
+        """
         if self._index.done():
             index = self._index.result()
             return RecordStats(
@@ -742,7 +767,12 @@ def load_run(path: Path) -> RunData:
 def make_run(path: Path, data: dict[str, Any], records: Records, *, live: bool = False, size: int = 0) -> RunData:
     """A run from its header (checked as :class:`evalsi.runs.RunHeader`) and its records.
 
-    ``live``: the run is in progress (its summary is worked out from the records so far).
+    Args:
+        path: Where the run was read from.
+        data: The run's header fields (the results file without its records).
+        records: The run's records.
+        live: The run is in progress (its summary is worked out from the records so far).
+        size: The bytes the run was read from.
 
     Raises:
         DataError: The header has the wrong shape (the message names the field), or a record is malformed.
@@ -830,6 +860,10 @@ class RunCache:
     run just opened is kept even when it alone passes the budget (its pages are about to be read), so the memory
     held is at most the budget or the largest run. One run is read by one thread at a time: requests for a run
     being read wait for it rather than reading it again.
+
+    Args:
+        max_bytes: The memory budget, in estimated bytes.
+
     """
 
     def __init__(self, max_bytes: int = CACHE_BYTES) -> None:
@@ -852,6 +886,11 @@ class RunCache:
 
     def get(self, path: Path, version: str | None = None, load: Loader = load_run) -> RunData:
         """The run at ``path`` in this ``version`` (default: its file's :func:`stamp`), read only when not kept.
+
+        Args:
+            path: The run's results file.
+            version: What identifies this state of the run; None for its file's :func:`stamp`.
+            load: What reads the run when it is not kept.
 
         Raises:
             DataError: ``load`` could not read the run.

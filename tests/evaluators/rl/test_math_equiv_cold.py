@@ -155,6 +155,53 @@ def test_two_stage_parsing_gives_the_trees_of_full_ll_parsing_on_the_corpus(
     assert 0 < modes.count("LL") < len(texts) // 2  # ...and only those it cannot parse go through full LL
 
 
+POWERS = [
+    "x^2-1",
+    "3x^{2}+12x+10",
+    "x^2",
+    "a^5+5a^4b+10a^3b^2",
+    "\\pi r^2",
+    "x^{n+1}",
+    "x_1^2",
+    "F_{n-1}^{2}+F_n^2",
+    "x^y^z",
+    "a^{b^{c}}",
+    "e^{-x^2}",
+    "\\frac{x^3-1}{x-1}",
+    "\\sin^2 x+\\cos^2x",
+    "2^{10}",
+    "y^2+x^2=25",
+]
+
+
+RARE = ["x^2_1", "x^{a}_{b}+1", "x^2_{1}+y_1^2"]
+"""A subscript after a power: ambiguous for the first stage too; those parse again in full LL."""
+
+
+@pytest.mark.timeout(240)
+def test_letters_raised_to_a_power_are_parsed_once_with_the_trees_of_full_ll(
+    two_stage: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from latex2sympy2_extended.latex2sympy2 import _Latex2Sympy
+
+    from evalsi.evaluators.rl.math_equiv import _parsing
+
+    full_ll = _parse_all(POWERS + RARE)
+    assert _parsing.install()
+    modes: list[str] = []
+    create_parser = _Latex2Sympy.create_parser
+
+    def noting(self: object, latex: str) -> object:
+        parser = create_parser(self, latex)
+        modes.append(parser._interp.predictionMode.name)
+        return parser
+
+    monkeypatch.setattr(_Latex2Sympy, "create_parser", noting)
+    assert _parse_all(POWERS) == full_ll[: len(POWERS)]
+    assert modes == ["SLL"] * len(POWERS)  # none of them is parsed a second time in full LL
+    assert _parse_all(RARE) == full_ll[len(POWERS) :]
+
+
 @pytest.mark.timeout(240)
 def test_the_workers_parse_in_two_stages() -> None:
     from evalsi.evaluators.rl.math_equiv._parsing import installed

@@ -29,17 +29,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from evalsi.server._durations import parse_duration
+from evalsi.server._durations import Duration
 from evalsi.specs import SpecModel as _Model
 from evalsi.specs import TargetSpec
-
-
-def _seconds(value: Any) -> float:
-    return parse_duration(value)
 
 
 class EvaluatorsConfig(_Model):
@@ -61,7 +56,7 @@ class EvaluatorsConfig(_Model):
     max_evaluator_bytes: int = Field(default=1 << 30, ge=8 << 20)
     """Most bytes one evaluator keeps in ``storage_dir`` (its archive, source and environment), checked file by
     file as the build stores them: a larger build fails and keeps nothing but its archive."""
-    build_timeout: float = Field(default=600.0, gt=0)
+    build_timeout: Duration = Field(default=600.0, gt=0)
     """Seconds each build step (unpack, environment, install, self-check) may take: seconds or ``10m``."""
     build_memory_mb: int = Field(default=2048, ge=128)
     """Memory of each build step."""
@@ -71,11 +66,6 @@ class EvaluatorsConfig(_Model):
     """A package index (PEP 503 ``simple`` URL) the server downloads ``requirements.txt``'s wheels from, for the
     build to install offline; the tenant's file may only list plain requirements. With neither this nor
     ``find_links``, an evaluator with requirements fails its build. The build sandbox has no network either way."""
-
-    @field_validator("build_timeout", mode="before")
-    @classmethod
-    def _duration(cls, value: Any) -> float:
-        return _seconds(value)
 
     @model_validator(mode="after")
     def _room_for_the_archive(self) -> EvaluatorsConfig:
@@ -106,7 +96,7 @@ class JobsConfig(_Model):
     batch_rows: int = Field(default=256, ge=1)
     """Rows sent to the evaluator's warm worker at once; a batch has ``batch_timeout`` to answer, and a cancel
     kills the worker running it."""
-    batch_timeout: float = Field(default=120.0, gt=0)
+    batch_timeout: Duration = Field(default=120.0, gt=0)
     """Seconds one batch may take in the sandbox; a slower batch fails its rows."""
     memory_mb: int = Field(default=1024, ge=64)
     """Memory of a job's scoring sandbox, all its processes together (see ``max_processes``)."""
@@ -130,20 +120,15 @@ class JobsConfig(_Model):
     """A warm worker whose sandbox holds more than this after a batch (its cgroup's count: the worker, its
     children, its files in memory) is stopped, and the next batch gets a fresh one. Default: three quarters of
     its memory limit. Where no cgroup is usable, the worker's own peak resident memory is compared instead."""
-    worker_idle_timeout: float = Field(default=300.0, gt=0)
+    worker_idle_timeout: Duration = Field(default=300.0, gt=0)
     """An idle warm worker is stopped after this long (seconds, or ``5m``)."""
     max_idle_workers: int = Field(default=8, ge=0)
     """Idle warm workers kept at most, across projects and evaluators; past it the longest idle is stopped."""
-    heartbeat_interval: float = Field(default=5.0, gt=0)
+    heartbeat_interval: Duration = Field(default=5.0, gt=0)
     """How often a server refreshes the heartbeat of the jobs and builds it owns (queued or running)."""
-    orphan_after: float = Field(default=60.0, gt=0)
+    orphan_after: Duration = Field(default=60.0, gt=0)
     """A job or build whose heartbeat is older than this has lost its server (killed, or its host gone): any
     server on the database then marks it failed (at start, and every ``orphan_after / 2``)."""
-
-    @field_validator("batch_timeout", "heartbeat_interval", "orphan_after", "worker_idle_timeout", mode="before")
-    @classmethod
-    def _duration(cls, value: Any) -> float:
-        return _seconds(value)
 
     @model_validator(mode="after")
     def _orphan_window(self) -> JobsConfig:
@@ -161,7 +146,7 @@ class TargetBudget(_Model):
     Counted in the database: every replica and restart of the server shares the count.
     """
 
-    window: float = Field(default=86400.0, gt=0)
+    window: Duration = Field(default=86400.0, gt=0)
     """The window's length: seconds, or ``1h``, ``1d``. Windows are aligned to the epoch (``1d`` starts at 00:00
     UTC), and a project's count starts from zero in each."""
     max_requests: int | None = Field(default=None, ge=1)
@@ -169,11 +154,6 @@ class TargetBudget(_Model):
     max_tokens: int | None = Field(default=None, ge=1)
     """Completion tokens a project may use in one window. Each request reserves the job's ``max_tokens`` before
     it is sent and gives back what the endpoint's ``usage`` says it did not use; none: no limit."""
-
-    @field_validator("window", mode="before")
-    @classmethod
-    def _duration(cls, value: Any) -> float:
-        return _seconds(value)
 
 
 _MEDIA_PREFIX = re.compile(r"^(https?://[^/?#@\s]+/\S*|data:image/\S*)$")
@@ -203,7 +183,7 @@ class TargetConfig(_Model):
     max_concurrency: int = Field(default=16, ge=1)
     """Requests open at once to this target, across all jobs; one project holds at most ``rewards.project_share``
     of them."""
-    timeout: float = Field(default=120.0, gt=0)
+    timeout: Duration = Field(default=120.0, gt=0)
     """Seconds one request may take before it is retried: seconds, or ``2m``."""
     retries: int = Field(default=2, ge=0)
     """Retries of a request after 408, 409, 425, 429, 500, 502, 503, 504, a timeout or a dropped connection."""
@@ -223,11 +203,6 @@ class TargetConfig(_Model):
     as the job's dataset has rows."""
     budget: TargetBudget | None = None
     """Each project's budget of requests and tokens on this target per window; none: no budget."""
-
-    @field_validator("timeout", mode="before")
-    @classmethod
-    def _duration(cls, value: Any) -> float:
-        return _seconds(value)
 
     @field_validator("base_url")
     @classmethod

@@ -8,12 +8,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Engine, delete, insert, select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Engine, delete, select
 
 from evalsi.server._config import ServerConfig
 from evalsi.server._quota_store import Kind, StorageQuotas
 from evalsi.server.evaluation._page_store import page
+from evalsi.server.evaluation._row_store import first_row, insert_row
 from evalsi.server.evaluation._tables import datasets
 
 QUOTA = Kind("datasets", datasets, datasets.c.size_bytes, "max_datasets", "max_dataset_bytes", "delete datasets first")
@@ -39,21 +39,12 @@ class DatasetStore:
             ServiceError: ``resource_exhausted`` when it would pass ``max_datasets`` or ``max_dataset_bytes``.
 
         """
-        project = values["project"]
-        try:
-            with self.engine.begin() as connection:
-                self.quotas.lock(connection, project, QUOTA)
-                connection.execute(insert(datasets).values(**values))
-                self.quotas.check(connection, project, QUOTA)
-        except IntegrityError:
-            raise DatasetTaken from None
+        insert_row(self.engine, datasets, values, DatasetTaken, (self.quotas, QUOTA))
 
     def fetch(self, project: str, dataset_id: str) -> dict[str, Any] | None:
         """The stored dataset row (with its content), or None."""
         query = select(datasets).where(datasets.c.project == project, datasets.c.dataset_id == dataset_id)
-        with self.engine.connect() as connection:
-            found = connection.execute(query).mappings().first()
-        return None if found is None else dict(found)
+        return first_row(self.engine, query)
 
     def remove(self, project: str, dataset_id: str) -> bool:
         """Delete a dataset; whether there was one."""

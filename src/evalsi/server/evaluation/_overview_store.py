@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from sqlalchemy import Engine, exists, select
+from sqlalchemy import ColumnElement, Engine, Select, exists, select
 
+from evalsi.server.evaluation._row_store import all_rows, first_row
 from evalsi.server.evaluation._states import COMPLETED
 from evalsi.server.evaluation._tables import datasets, evaluation_jobs, evaluators
 
@@ -42,41 +43,25 @@ class EvaluationOverview:
 
     def evaluators(self, project: str) -> list[dict[str, Any]]:
         """The project's evaluators, newest first, without their build logs."""
-        query = (
-            select(*_EVALUATOR)
-            .where(evaluators.c.project == project)
-            .order_by(evaluators.c.created_at.desc(), evaluators.c.evaluator_id)
-            .limit(LISTED)
-        )
-        with self.engine.connect() as connection:
-            return [dict(row) for row in connection.execute(query).mappings()]
+        query = select(*_EVALUATOR).where(evaluators.c.project == project)
+        return all_rows(self.engine, _newest_first(query, evaluators.c.created_at, evaluators.c.evaluator_id))
 
     def evaluator(self, project: str, evaluator_id: str) -> dict[str, Any] | None:
         """One evaluator of the project with its build log, or None (also for another project's)."""
         query = select(*_EVALUATOR, evaluators.c.build_log).where(
             evaluators.c.project == project, evaluators.c.evaluator_id == evaluator_id
         )
-        with self.engine.connect() as connection:
-            found = connection.execute(query).mappings().first()
-        return None if found is None else dict(found)
+        return first_row(self.engine, query)
 
     def datasets(self, project: str) -> list[dict[str, Any]]:
         """The project's datasets, newest first, without their rows."""
-        query = (
-            select(*_DATASET)
-            .where(datasets.c.project == project)
-            .order_by(datasets.c.created_at.desc(), datasets.c.dataset_id)
-            .limit(LISTED)
-        )
-        with self.engine.connect() as connection:
-            return [dict(row) for row in connection.execute(query).mappings()]
+        query = select(*_DATASET).where(datasets.c.project == project)
+        return all_rows(self.engine, _newest_first(query, datasets.c.created_at, datasets.c.dataset_id))
 
     def jobs(self, project: str) -> list[dict[str, Any]]:
         """The project's evaluation jobs, newest first, each with its progress (see :meth:`job`)."""
-        query = self._jobs_query(project).order_by(evaluation_jobs.c.created_at.desc(), evaluation_jobs.c.job_id)
-        with self.engine.connect() as connection:
-            rows = [dict(row) for row in connection.execute(query.limit(LISTED)).mappings()]
-        return [self._with_progress(row) for row in rows]
+        query = _newest_first(self._jobs_query(project), evaluation_jobs.c.created_at, evaluation_jobs.c.job_id)
+        return [self._with_progress(row) for row in all_rows(self.engine, query)]
 
     def job(self, project: str, job_id: str) -> dict[str, Any] | None:
         """One job of the project, or None (also for another project's).
@@ -86,9 +71,8 @@ class EvaluationOverview:
         runs it, else None. ``has_results`` says its output dataset is stored, so its results open as a run.
         """
         query = self._jobs_query(project).where(evaluation_jobs.c.job_id == job_id)
-        with self.engine.connect() as connection:
-            found = connection.execute(query).mappings().first()
-        return None if found is None else self._with_progress(dict(found))
+        found = first_row(self.engine, query)
+        return None if found is None else self._with_progress(found)
 
     def completed_jobs(self, project: str) -> list[dict[str, Any]]:
         """Every completed job of the project whose output dataset still exists, newest first (whole rows)."""
@@ -103,8 +87,7 @@ class EvaluationOverview:
             )
             .order_by(evaluation_jobs.c.updated_at.desc())
         )
-        with self.engine.connect() as connection:
-            return [dict(row) for row in connection.execute(query).mappings()]
+        return all_rows(self.engine, query)
 
     def completed_job(self, project: str, job_id: str) -> dict[str, Any] | None:
         """One completed job of the project (its whole row), or None."""
@@ -113,9 +96,7 @@ class EvaluationOverview:
             evaluation_jobs.c.job_id == job_id,
             evaluation_jobs.c.state == COMPLETED,
         )
-        with self.engine.connect() as connection:
-            found = connection.execute(query).mappings().first()
-        return None if found is None else dict(found)
+        return first_row(self.engine, query)
 
     @staticmethod
     def _jobs_query(project: str) -> Any:
@@ -152,3 +133,8 @@ def _json_object(text: Any) -> dict[str, Any]:
     except orjson.JSONDecodeError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def _newest_first(query: Select[Any], created: ColumnElement[Any], key: ColumnElement[Any]) -> Select[Any]:
+    """``query`` ordered newest first (ties by id, so the order is stable) and cut at :data:`LISTED` rows."""
+    return query.order_by(created.desc(), key).limit(LISTED)

@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from evalsi.evaluators.judge import JudgeConfig
 from evalsi.evaluators.rl.reward_model import RewardModelParams
-from evalsi.server._durations import parse_duration
+from evalsi.server._durations import Duration
 from evalsi.specs import SpecModel as _Model
 
 ONE_WEEK = 7 * 24 * 3600.0
@@ -29,7 +29,7 @@ class RewardsConfig(_Model):
     """Component scores kept in memory (LRU)."""
     shared_cache: bool = False
     """Also keep component scores in the database, so replicas on one database share them."""
-    shared_cache_ttl: float = ONE_WEEK
+    shared_cache_ttl: Duration = ONE_WEEK
     """Age after which shared scores are ignored and pruned: seconds, or ``7d``, ``12h``, ``30m``."""
     shared_cache_scope: Literal["project", "server"] = "project"
     """Who shares cached scores (both tiers): ``project`` keys them per project, so a tenant cannot learn what
@@ -51,10 +51,10 @@ class RewardsConfig(_Model):
     spec_cache_bytes: int = Field(default=64 << 20, ge=0)
     """Memory kept for bound specs (so a trainer's repeated spec is not bound again), estimated from each spec's
     size and components; one project holds at most ``project_share`` of it, least recently used dropped first."""
-    body_timeout: float = Field(default=30.0, gt=0)
+    body_timeout: Duration = Field(default=30.0, gt=0)
     """Seconds a client has to send a whole request body once its token is checked; a slower one gets 408 and
     gives back the room it held in ``max_inflight_bytes``: seconds, or ``30s``, ``2m``."""
-    upstream_timeout: float = Field(default=60.0, gt=0)
+    upstream_timeout: Duration = Field(default=60.0, gt=0)
     """Most seconds a reward-model or judge request may wait for its upstream. A spec's larger ``timeout`` is
     clamped to it (a spec may only ask for less)."""
     upstream_retries: int = Field(default=2, ge=0)
@@ -62,7 +62,7 @@ class RewardsConfig(_Model):
     upstream_concurrency: int = Field(default=32, ge=1)
     """Most requests one reward-model or judge component may have open at once; a larger ``max_concurrency``
     is clamped to it."""
-    record_timeout: float = Field(default=10.0, gt=0)
+    record_timeout: Duration = Field(default=10.0, gt=0)
     """Most seconds one record's check may take in a worker for components that call no upstream and run no
     code (math-equiv's ``timeout``); a spec's larger ``timeout`` is clamped to it."""
     probe_on_first_use: Literal["off", "warn", "refuse"] = "off"
@@ -73,24 +73,14 @@ class RewardsConfig(_Model):
     rollouts reach the judges and reward models behind the operator's credentials and run in its sandboxes."""
     probe_max_rollouts: int = Field(default=64, ge=1, le=4096)
     """Most probe rollouts scored for one spec (once per project); they count against the project's limits."""
-    probe_timeout: float = Field(default=120.0, gt=0)
+    probe_timeout: Duration = Field(default=120.0, gt=0)
     """Under ``refuse``: how long the first calls wait for the probes' verdict before they are answered
     ``unavailable`` (retry while the probes finish): seconds, or ``2m``."""
-
-    @field_validator("probe_timeout", mode="before")
-    @classmethod
-    def _probe_duration(cls, value: Any) -> float:
-        return parse_duration(value)
 
     @field_validator("probe_on_first_use", mode="before")
     @classmethod
     def _unquoted_off(cls, value: Any) -> Any:
         return "off" if value is False else value  # YAML reads an unquoted ``off`` as false
-
-    @field_validator("shared_cache_ttl", "body_timeout", "upstream_timeout", "record_timeout", mode="before")
-    @classmethod
-    def _duration(cls, value: Any) -> float:
-        return parse_duration(value)
 
 
 def check_judges(entries: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:

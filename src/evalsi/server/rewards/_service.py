@@ -61,7 +61,15 @@ class SpecResolver(Protocol):
 
 
 class RewardService:
-    """The shared service layer behind every protocol."""
+    """The shared service layer behind every protocol.
+
+    Args:
+        config: The operator's server configuration: pools, limits, caches.
+        tokens: Where callers' tokens are checked.
+        shared: The score cache shared through the database; None for the in-memory cache only.
+        metrics: Where calls, cache lookups and latencies are counted.
+
+    """
 
     def __init__(self, config: ServerConfig, tokens: TokenStore, shared: SharedScores | None, metrics: Metrics):
         rewards = config.spec.rewards
@@ -104,6 +112,9 @@ class RewardService:
     async def authenticate(self, authorization: str | None) -> Principal:
         """The principal of an ``Authorization: Bearer <token>`` value (a known token costs no query).
 
+        Args:
+            authorization: The ``Authorization`` header's value, None when absent.
+
         Raises:
             ServiceError: ``unauthenticated`` when the header is missing, malformed or names no valid token;
                 ``unavailable`` when the token database cannot be read.
@@ -137,6 +148,14 @@ class RewardService:
         Cancelling the awaiting task (the caller went away) drops the call's work that has not started: the
         queued call itself, or its components not yet running. A component already running finishes on its
         thread, and the call keeps its capacity until then, so back-pressure counts the work really running.
+
+        Args:
+            principal: The caller, from :meth:`authenticate`.
+            spec: The RewardSpec mapping sent by the caller (untrusted).
+            rollouts: The rollout mappings to score (untrusted).
+
+        Returns:
+            One result per rollout, in order.
 
         Raises:
             ServiceError: Refused (permissions, limits, bad spec or rollout) or failed (``onError: raise``).

@@ -59,7 +59,7 @@ class RunService:
         labels = check_labels(body.get("labels"))
         request_id = check_request_id(body.get("requestId"))
         check_depth(document, "results")
-        await asyncio.to_thread(check_results, document)
+        document = await asyncio.to_thread(check_results, document)
         stored = await asyncio.to_thread(self.store.create, principal.project, document, labels, request_id)
         if stored.replayed:
             self.metrics.run_replays.inc()

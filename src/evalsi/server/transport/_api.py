@@ -123,18 +123,26 @@ class Api:
             apps.append(decoding(cls, label)(adapter, read_max_bytes=read_max_bytes))
         return apps
 
+    async def _message_call(self, method: Method, authorization: str | None, request: Any) -> Any:
+        """A Connect or gRPC call once its protocol gave the token: admitted, decoded, handled, encoded.
+
+        A request gRPC could not parse (:class:`MalformedRequest`) is refused after admission, so an
+        unauthenticated caller learns nothing about the body.
+        """
+        principal = await admit(method, None, authorization, self.authenticate, self.draining)
+        if isinstance(request, MalformedRequest):
+            raise ServiceError("invalid_argument", f"the body is not a valid {method.malformed_name}: {request.detail}")
+        plain = await converted(method.decode, request)
+        del request
+        answer = await method.handler(principal, plain)
+        del plain
+        return await converted(method.encode, answer)
+
     async def _connect_call(self, method: Method, request: Any, ctx: Any) -> Any:
         started = time.perf_counter()
         code = "ok"
         try:
-            principal = await admit(
-                method, None, ctx.request_headers().get("authorization"), self.authenticate, self.draining
-            )
-            plain = await converted(method.decode, request)
-            del request
-            answer = await method.handler(principal, plain)
-            del plain
-            return await converted(method.encode, answer)
+            return await self._message_call(method, ctx.request_headers().get("authorization"), request)
         except Exception as exc:
             error = from_exception(exc)
             code = error.status
@@ -167,18 +175,7 @@ class Api:
             code = "ok"
             try:
                 metadata = dict(context.invocation_metadata() or ())
-                principal = await admit(
-                    method, None, _text(metadata.get("authorization")), self.authenticate, self.draining
-                )
-                if isinstance(request, MalformedRequest):
-                    raise ServiceError(
-                        "invalid_argument", f"the body is not a valid {method.malformed_name}: {request.detail}"
-                    )
-                plain = await converted(method.decode, request)
-                del request
-                answer = await method.handler(principal, plain)
-                del plain
-                return await converted(method.encode, answer)
+                return await self._message_call(method, _text(metadata.get("authorization")), request)
             except Exception as exc:
                 error = from_exception(exc)
                 code = error.status

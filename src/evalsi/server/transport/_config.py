@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import ipaddress
-from typing import Any
 
 from pydantic import Field, field_validator
 
-from evalsi.server._durations import parse_duration
+from evalsi.server._durations import Duration
 from evalsi.specs import SpecModel as _Model
 
 
@@ -24,12 +23,12 @@ class ListenConfig(_Model):
     max_connections: int = Field(default=1024, ge=1)
     """Most connections each listener (HTTP, gRPC) holds open at once; a further connection is closed as soon as
     it is accepted, so sockets no one sends on can never exhaust the server's file descriptors."""
-    header_timeout: float = Field(default=10.0, gt=0)
+    header_timeout: Duration = Field(default=10.0, gt=0)
     """Seconds a connection has to send a request's complete headers (counted from its connect, or from the end of
     its previous answer) and a gRPC client to complete its handshake; a slower one is closed: seconds, or ``10s``."""
-    idle_timeout: float = Field(default=5.0, gt=0)
+    idle_timeout: Duration = Field(default=5.0, gt=0)
     """Seconds an HTTP connection may stay open between requests (keep-alive) without sending a byte."""
-    grpc_idle_timeout: float = Field(default=300.0, gt=0)
+    grpc_idle_timeout: Duration = Field(default=300.0, gt=0)
     """Seconds a gRPC connection may stay open with no call in flight; then the server closes it (clients
     reconnect on their next call)."""
     max_grpc_calls: int = Field(default=1024, ge=1)
@@ -40,11 +39,6 @@ class ListenConfig(_Model):
     """Addresses or networks (``10.0.0.5``, ``10.0.0.0/8``) of TLS-terminating proxies in front of the HTTP port:
     their ``X-Forwarded-Proto`` and ``X-Forwarded-For`` are believed (the viewer's session cookie is then Secure
     behind an https proxy). Empty (the default): those headers are ignored, whoever sends them."""
-
-    @field_validator("header_timeout", "idle_timeout", "grpc_idle_timeout", mode="before")
-    @classmethod
-    def _duration(cls, value: Any) -> float:
-        return parse_duration(value)
 
     @field_validator("trusted_proxies")
     @classmethod

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from pydantic import Field
 
-from pydantic import Field, field_validator
-
-from evalsi.server._durations import parse_duration
+from evalsi.server._durations import Duration
 from evalsi.specs import SpecModel as _Model
 
 
@@ -19,11 +17,6 @@ class UiConfig(_Model):
     """Estimated memory of the runs the viewer keeps open, across projects (about twice a run's JSON, its index
     and search text included); past it the least recently opened are dropped and read again when next opened. The
     run just opened is kept even when it alone is larger."""
-    session_ttl: float = Field(default=12 * 3600.0, gt=0)
+    session_ttl: Duration = Field(default=12 * 3600.0, gt=0)
     """How long a browser's sign-in lasts: seconds, or ``12h``, ``30m``. A session also ends when it signs out
     and when its token is revoked."""
-
-    @field_validator("session_ttl", mode="before")
-    @classmethod
-    def _ttl(cls, value: Any) -> float:
-        return parse_duration(value)

@@ -7,6 +7,13 @@ reports a syntax error (``PredictionMode.SLL``). So a parse is first tried in SL
 out on the first syntax error, and only then, from scratch, exactly as latex2sympy would parse it: the trees, and
 so the verdicts, are the ones full LL gives.
 
+One decision is predicted in full LL mode even in the first stage: whether a letter's superscript or subscript
+belongs to it (``x^2``: the letter's own superscript, or a power of the letter). That is ambiguous in SLL, which
+settles the ambiguity by picking "superscript then subscript" and then fails at the end of every letter raised to
+a power that has no subscript (``x^2-1``, ``3x^{2}+12x+10``): most polynomials would be parsed twice, once
+failing and once in full LL. ANTLR's LL mode still predicts in SLL first and uses the full context only on an SLL
+conflict, so this costs that one decision's full-context prediction, and the other decisions stay SLL.
+
 Only the worker processes install it (:func:`install`); the scoring process never imports latex2sympy.
 """
 
@@ -35,6 +42,7 @@ def install() -> bool:
     try:
         from antlr4.atn.PredictionMode import PredictionMode
         from antlr4.error.ErrorListener import ErrorListener
+        from latex2sympy2_extended.antlr_parser import PSParser
         from latex2sympy2_extended.latex2sympy2 import _Latex2Sympy
     except ImportError:
         return False
@@ -43,13 +51,33 @@ def install() -> bool:
         def syntaxError(self, *args: Any) -> None:  # ANTLR's name
             raise _SllFailed
 
+    ll_decisions = frozenset(
+        decision
+        for decision, state in enumerate(PSParser.atn.decisionToState)
+        if state.ruleIndex == PSParser.RULE_atom_expr
+    )
+
+    def predict(interpreter: Any, sll_predict: Any) -> Any:
+        def adaptive_predict(input: Any, decision: int, outer_context: Any) -> Any:
+            if decision not in ll_decisions:
+                return sll_predict(input, decision, outer_context)
+            interpreter.predictionMode = PredictionMode.LL
+            try:
+                return sll_predict(input, decision, outer_context)
+            finally:
+                interpreter.predictionMode = PredictionMode.SLL
+
+        return adaptive_predict
+
     create_parser = _Latex2Sympy.create_parser
     parse = _Latex2Sympy.parse
 
     def create_sll_parser(self: Any, latex: str) -> Any:
         parser = create_parser(self, latex)
         if getattr(self, "_evalsi_sll", False):
-            parser._interp.predictionMode = PredictionMode.SLL
+            interpreter = parser._interp
+            interpreter.predictionMode = PredictionMode.SLL
+            interpreter.adaptivePredict = predict(interpreter, interpreter.adaptivePredict)
             parser.removeErrorListeners()
             parser.addErrorListener(_Bail())
             lexer = parser.getTokenStream().tokenSource

@@ -10,14 +10,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, delete, insert, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Engine, delete, select, update
 
 from evalsi.server._config import ServerConfig
 from evalsi.server._errors import ServiceError
 from evalsi.server._quota_store import Kind, StorageQuotas
-from evalsi.server.evaluation._owner_store import orphaned
+from evalsi.server.evaluation._owner_store import fail_orphaned, refresh_heartbeat
 from evalsi.server.evaluation._page_store import page
+from evalsi.server.evaluation._row_store import first_row, insert_row
 from evalsi.server.evaluation._states import ACTIVE_STATES
 from evalsi.server.evaluation._tables import evaluation_jobs, evaluators
 
@@ -47,22 +47,12 @@ class EvaluatorStore:
 
     def fail_orphans(self, instance: str, before: float, message: str) -> int:
         """Fail the builds of other processes whose heartbeat is older than ``before``; returns how many."""
-        with self.engine.begin() as connection:
-            done = connection.execute(
-                update(evaluators)
-                .where(evaluators.c.state == BUILDING, orphaned(evaluators, instance, before))
-                .values(state=BUILD_FAILED, message=message, updated_at=time.time())
-            )
-        return int(done.rowcount or 0)
+        building = evaluators.c.state == BUILDING
+        return fail_orphaned(self.engine, evaluators, building, instance, before, state=BUILD_FAILED, message=message)
 
     def beat(self, instance: str) -> None:
         """Refresh the heartbeat of ``instance``'s builds, queued or running."""
-        with self.engine.begin() as connection:
-            connection.execute(
-                update(evaluators)
-                .where(evaluators.c.owner == instance, evaluators.c.state == BUILDING)
-                .values(heartbeat_at=time.time())
-            )
+        refresh_heartbeat(self.engine, evaluators, evaluators.c.state == BUILDING, instance)
 
     def insert(self, row: dict[str, Any]) -> None:
         """Insert one evaluator row (all of the table's columns), within the project's evaluator quotas.
@@ -72,14 +62,7 @@ class EvaluatorStore:
             ServiceError: ``resource_exhausted`` when it would pass ``max_evaluators`` or ``max_evaluator_bytes``.
 
         """
-        project = row["project"]
-        try:
-            with self.engine.begin() as connection:
-                self.quotas.lock(connection, project, QUOTA)
-                connection.execute(insert(evaluators).values(**row))
-                self.quotas.check(connection, project, QUOTA)
-        except IntegrityError:
-            raise EvaluatorTaken from None
+        insert_row(self.engine, evaluators, row, EvaluatorTaken, (self.quotas, QUOTA))
 
     def finish(self, project: str, evaluator_id: str, state: str, mode: str, message: str, build_log: str) -> None:
         """Record a build's outcome, unless another server already failed the build as abandoned."""
@@ -97,9 +80,7 @@ class EvaluatorStore:
     def fetch(self, project: str, evaluator_id: str) -> dict[str, Any] | None:
         """The stored evaluator row, or None."""
         query = select(evaluators).where(evaluators.c.project == project, evaluators.c.evaluator_id == evaluator_id)
-        with self.engine.connect() as connection:
-            found = connection.execute(query).mappings().first()
-        return None if found is None else dict(found)
+        return first_row(self.engine, query)
 
     def page(self, project: str, size: int, token: str) -> tuple[Sequence[Any], str]:
         """One page of the project's evaluator rows, newest first, and the next page's token.

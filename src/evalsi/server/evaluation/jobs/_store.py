@@ -11,11 +11,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Engine, delete, func, insert, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import ColumnElement, Engine, delete, func, select, update
 
-from evalsi.server.evaluation._owner_store import orphaned
+from evalsi.server.evaluation._owner_store import fail_orphaned, refresh_heartbeat
 from evalsi.server.evaluation._page_store import page
+from evalsi.server.evaluation._row_store import first_row, insert_row
 from evalsi.server.evaluation._states import ACTIVE_STATES, FAILED, TERMINAL_STATES
 from evalsi.server.evaluation._tables import evaluation_jobs
 
@@ -32,22 +32,12 @@ class JobStore:
 
     def fail_orphans(self, instance: str, before: float, message: str) -> int:
         """Fail other processes' unfinished jobs whose heartbeat is older than ``before``; returns how many."""
-        with self.engine.begin() as connection:
-            done = connection.execute(
-                update(evaluation_jobs)
-                .where(evaluation_jobs.c.state.in_(ACTIVE_STATES), orphaned(evaluation_jobs, instance, before))
-                .values(state=FAILED, message=message, updated_at=time.time())
-            )
-        return int(done.rowcount or 0)
+        active = evaluation_jobs.c.state.in_(ACTIVE_STATES)
+        return fail_orphaned(self.engine, evaluation_jobs, active, instance, before, state=FAILED, message=message)
 
     def beat(self, instance: str) -> None:
         """Refresh the heartbeat of ``instance``'s unfinished jobs, queued or running."""
-        with self.engine.begin() as connection:
-            connection.execute(
-                update(evaluation_jobs)
-                .where(evaluation_jobs.c.owner == instance, evaluation_jobs.c.state.in_(ACTIVE_STATES))
-                .values(heartbeat_at=time.time())
-            )
+        refresh_heartbeat(self.engine, evaluation_jobs, evaluation_jobs.c.state.in_(ACTIVE_STATES), instance)
 
     def fail_owned(self, instance: str, message: str) -> None:
         """Fail every unfinished job of ``instance`` (the server stopping)."""
@@ -76,18 +66,12 @@ class JobStore:
             JobTaken: The project has a job of that id.
 
         """
-        try:
-            with self.engine.begin() as connection:
-                connection.execute(insert(evaluation_jobs).values(**values))
-        except IntegrityError:
-            raise JobTaken from None
+        insert_row(self.engine, evaluation_jobs, values, JobTaken)
 
     def fetch(self, project: str, job_id: str) -> dict[str, Any] | None:
         """The stored job row, or None."""
         query = select(evaluation_jobs).where(evaluation_jobs.c.project == project, evaluation_jobs.c.job_id == job_id)
-        with self.engine.connect() as connection:
-            found = connection.execute(query).mappings().first()
-        return None if found is None else dict(found)
+        return first_row(self.engine, query)
 
     def page(self, project: str, size: int, token: str, state: str, evaluator_id: str) -> tuple[Sequence[Any], str]:
         """One page of the project's job rows, newest first, of one state or evaluator when given (not empty).
@@ -119,26 +103,23 @@ class JobStore:
     def set_progress(self, project: str, job_id: str, rows_done: int) -> None:
         """Store how many rows an unfinished job has scored or errored, for the pages of every replica."""
         with self.engine.begin() as connection:
-            connection.execute(
-                update(evaluation_jobs)
-                .where(
-                    evaluation_jobs.c.project == project,
-                    evaluation_jobs.c.job_id == job_id,
-                    evaluation_jobs.c.state.in_(ACTIVE_STATES),
-                )
-                .values(rows_done=rows_done)
-            )
+            connection.execute(update(evaluation_jobs).where(*_unfinished(project, job_id)).values(rows_done=rows_done))
 
     def set_state(self, project: str, job_id: str, state: str, **values: Any) -> bool:
         """Move an unfinished job to ``state`` with ``values``; whether it was still unfinished."""
         with self.engine.begin() as connection:
             done = connection.execute(
                 update(evaluation_jobs)
-                .where(
-                    evaluation_jobs.c.project == project,
-                    evaluation_jobs.c.job_id == job_id,
-                    evaluation_jobs.c.state.in_(ACTIVE_STATES),
-                )
+                .where(*_unfinished(project, job_id))
                 .values(state=state, updated_at=time.time(), **values)
             )
         return bool(done.rowcount)
+
+
+def _unfinished(project: str, job_id: str) -> tuple[ColumnElement[bool], ...]:
+    """The conditions selecting a job of the project while it is queued or running."""
+    return (
+        evaluation_jobs.c.project == project,
+        evaluation_jobs.c.job_id == job_id,
+        evaluation_jobs.c.state.in_(ACTIVE_STATES),
+    )
