@@ -39,6 +39,8 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _startup import compile_evalsi  # noqa: E402
+
 from evalsi.runs import Runner, run_from_mapping  # noqa: E402
 from evalsi.runs._targets import make_target  # noqa: E402
 
@@ -46,21 +48,6 @@ ANSWER = "The answer is 42."
 CLI_CPU: list[float] = []
 """CPU seconds of each `evalsi run` process (less disturbed by a busy machine than its wall time)."""
 Round = Callable[[str, list[bytes], int], Coroutine[Any, Any, float]]
-
-
-def compile_evalsi() -> None:
-    """Write evalsi's bytecode, as installing it does, so a fresh process measures start-up, not compilation.
-
-    ``pip install`` compiles a package's modules; a source checkout run with ``PYTHONDONTWRITEBYTECODE`` (as CI and
-    many containers set it) never caches them, and every fresh process would recompile the whole of evalsi while
-    its dependencies, installed, load their bytecode.
-    """
-    import compileall
-    import importlib.util
-
-    spec = importlib.util.find_spec("evalsi")
-    if spec is not None and spec.origin is not None:
-        compileall.compile_dir(Path(spec.origin).parent, quiet=2)
 
 
 def raise_file_limit() -> None:

@@ -37,23 +37,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _startup import compile_evalsi
+
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "testdata" / "math_equiv" / "corpus.jsonl"
-
-
-def compile_evalsi() -> None:
-    """Write evalsi's bytecode, as installing it does, so a fresh process measures start-up, not compilation.
-
-    ``pip install`` compiles a package's modules; a source checkout run with ``PYTHONDONTWRITEBYTECODE`` (as CI and
-    many containers set it) never caches them, and every fresh process would recompile the whole of evalsi while
-    its dependencies, installed, load their bytecode.
-    """
-    import compileall
-    import importlib.util
-
-    spec = importlib.util.find_spec("evalsi")
-    if spec is not None and spec.origin is not None:
-        compileall.compile_dir(Path(spec.origin).parent, quiet=2)
 
 
 def load(path: Path, limit: int) -> list[dict[str, Any]]:

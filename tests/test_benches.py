@@ -18,7 +18,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 IN_SESSIONS = {"ray_scaling.py": "ray"}
 """Benches whose library the core environment lacks: their nox session runs their quick mode instead."""
-BENCHES = sorted(path.name for path in (ROOT / "bench").glob("*.py") if path.name not in IN_SESSIONS)
+BENCHES = sorted(
+    path.name
+    for path in (ROOT / "bench").glob("*.py")
+    if path.name not in IN_SESSIONS and not path.name.startswith("_")
+)
 RATIO = re.compile(r"\d(?:\.\d+)?\s?[x×](?!\w)|[+-]\d+(?:\.\d+)?%")
 """A ratio as the benches print one: ``1.06x``, ``143x``, ``0.97 ×``, or an overhead, ``+12.5%``."""
 
