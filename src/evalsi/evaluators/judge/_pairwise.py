@@ -375,7 +375,7 @@ def _first_points(outcome: Outcome, swapped: bool) -> float:
 
 
 def _swap(seed: int, first: str, second: str) -> bool:
-    """Whether ``order: random`` shows the pair's second rollout first: drawn from the seed and the pair."""
+    """Whether ``order: random`` shows the pair's second rollout first: drawn from ``params.seed`` and the pair."""
     ordered = sorted((first, second))
     rng = random.Random(f"{seed}\0{_tag(*ordered)}")
     flip = rng.random() < 0.5
