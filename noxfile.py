@@ -5,13 +5,20 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import nox
+
+# Set by CI (.ci/run): each session's environment is deleted when the session ends, so the integration run needs
+# the disk of its largest environment (a few GB with torch), not of all of them at once.
+DISCARD_ENVS = os.environ.get("EVALSI_DISCARD_ENVS") == "1"
 
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = True
@@ -34,7 +41,26 @@ def integrations(session: nox.Session) -> None:
         session.notify(name)
 
 
+def discarded_after(body: Callable[..., None]) -> Callable[..., None]:
+    """Wrap a session so that, under EVALSI_DISCARD_ENVS=1, its environment is deleted when it ends (passed or
+    failed); the free disk is printed first, so a run that fills the disk says where."""
+
+    @functools.wraps(body)
+    def run(session: nox.Session, *args: Any, **kwargs: Any) -> None:
+        try:
+            body(session, *args, **kwargs)
+        finally:
+            if DISCARD_ENVS:
+                location = Path(session.virtualenv.location)
+                usage = shutil.disk_usage(location.parent)
+                session.log(f"free disk {usage.free / 2**30:.1f} GiB; deleting {location}")
+                shutil.rmtree(location, ignore_errors=True)
+
+    return run
+
+
 @nox.session(name="trl")
+@discarded_after
 def trl(session: nox.Session) -> None:
     """GRPOTrainer with evalsi rewards on a tiny local model; OpenRLHF's own SingleTurnAgentExecutor (CPU)."""
     # Versions pinned to the ones these tests were written against, so a new release cannot break CI unseen.
@@ -56,6 +82,7 @@ def trl(session: nox.Session) -> None:
 
 
 @nox.session(name="verl")
+@discarded_after
 def verl(session: nox.Session) -> None:
     """verl's Naive and Batch reward managers score a DataProto through evalsi/rewards/verl.py (CPU); a verl FSDP
     actor checkpoint saved by verl is merged by its model merger and served."""
@@ -64,6 +91,7 @@ def verl(session: nox.Session) -> None:
 
 
 @nox.session(name="hf")
+@discarded_after
 def hf(session: nox.Session) -> None:
     """Datasets by Hugging Face name load through the `datasets` package (offline, from a local dataset folder).
 
@@ -76,6 +104,7 @@ def hf(session: nox.Session) -> None:
 
 
 @nox.session(name="browser")
+@discarded_after
 def browser(session: nox.Session) -> None:
     """`evalsi view` in a real browser: Playwright drives the system's Chromium (installed here when missing).
 
@@ -89,6 +118,7 @@ def browser(session: nox.Session) -> None:
 
 
 @nox.session(name="torch")
+@discarded_after
 def torch(session: nox.Session) -> None:
     """Checkpoints served in-process by transformers (CPU); the Trainer callback and the PyTorch hook that evaluate
     each save (DDP on gloo included); sharded checkpoints (torch DCP, DeepSpeed ZeRO) converted and served."""
@@ -99,6 +129,7 @@ def torch(session: nox.Session) -> None:
 
 
 @nox.session(name="lightning")
+@discarded_after
 def lightning(session: nox.Session) -> None:
     """lightning_checkpoint_callback in a real Lightning Trainer on the CPU."""
     session.install("torch==2.13.0", "pytorch-lightning==2.6.6", "tensorboard==2.21.0", "-e", ".[dev]")
@@ -106,6 +137,7 @@ def lightning(session: nox.Session) -> None:
 
 
 @nox.session(name="mlflow")
+@discarded_after
 def mlflow(session: nox.Session) -> None:
     """`mlflow:<model>` checkpoint sources against a real `mlflow server` (sqlite store, proxied artifacts)."""
     # 3.17.2: the newest release whose mlflow-skinny and mlflow-tracing are on the index too.
@@ -114,6 +146,7 @@ def mlflow(session: nox.Session) -> None:
 
 
 @nox.session(name="loggers")
+@discarded_after
 def loggers(session: nox.Session) -> None:
     """`--log-to tensorboard,wandb` from `evalsi run` and `evalsi checkpoints`, read back with the real libraries:
     TensorBoard's event reader, W&B's offline run files."""
@@ -122,6 +155,7 @@ def loggers(session: nox.Session) -> None:
 
 
 @nox.session(name="ray")
+@discarded_after
 def ray(session: nox.Session) -> None:
     """evalsi on a real two-node Ray cluster started by the tests (`ray start`), whose processes the tests stop after.
 
@@ -159,6 +193,7 @@ EXTRAS_TOOLS: list[str] = ["moto[server]==5.2.5", "gcp-storage-emulator==2026.7.
 
 
 @nox.session(name="docs")
+@discarded_after
 def docs(session: nox.Session) -> None:
     """The manual (mkdocs.yml, docs/) built with warnings as errors: a broken link or anchor, a page left out of the
     nav, or an API docstring that does not parse as Google style fails the build."""
@@ -180,6 +215,7 @@ def docs(session: nox.Session) -> None:
 
 @nox.session(name="extras", venv_backend="uv", reuse_venv=False)
 @nox.parametrize("extra", EXTRAS)
+@discarded_after
 def extras(session: nox.Session, extra: str) -> None:
     """Each extra installed alone in a fresh environment (`pip install 'evalsi[EXTRA]'`, no test tools beside
     it), then its own commands run from outside by tests/extras/check.py: the server answers /healthz, the viewer
