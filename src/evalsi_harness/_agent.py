@@ -15,7 +15,8 @@ from typing import Any, Protocol
 
 import httpx
 
-from evalsi._util.retry import RetryPolicy, RetryTransport
+from evalsi._util.retry import RetryPolicy
+from evalsi._util.retry_transports import RetryTransport
 from evalsi.specs import SamplingSpec
 from evalsi_harness._actions import Action, parse_action
 from evalsi_harness.gym import TaskEnv

@@ -10,10 +10,12 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 from typer.testing import CliRunner
 
 from evalsi.cli.main import app
+from tests.helpers.openai_server import OpenAIServer
 
 COMMANDS = [
     "run",
@@ -68,6 +70,22 @@ def test_run_imports_no_other_command() -> None:
     loaded = modules_loaded_by("run", "--help")
     assert "evalsi.cli.run" in loaded
     assert [name for name in OTHER_COMMAND_MODULES if name in loaded] == []
+
+
+def test_a_run_against_an_openai_endpoint_loads_no_httpx(tmp_path: Path) -> None:
+    """The run's HTTP client is aiohttp; httpx (and the click, pygments and rich it pulls in) stays out."""
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"q{i}", "answer": "a"}) + "\n" for i in range(4)))
+    with OpenAIServer(default="a") as server:
+        spec = {"apiVersion": "evals.si/v1alpha1", "kind": "RunSpec", "metadata": {"name": "lean"},
+                "spec": {"target": {"baseUrl": server.base_url, "model": "m"}, "dataset": {"path": str(data)},
+                         "evaluators": [{"ref": "exact-match"}], "output": str(tmp_path / "out.json")}}  # fmt: skip
+        (tmp_path / "spec.yaml").write_text(json.dumps(spec))
+        loaded = modules_loaded_by("run", "-f", str(tmp_path / "spec.yaml"))
+        assert server.request_count() == 4
+    assert json.loads((tmp_path / "out.json").read_text())["status"] == "complete"
+    assert "aiohttp" in loaded
+    assert [name for name in ("httpx", "click", "pygments") if name in loaded] == []
 
 
 def test_a_group_is_imported_when_invoked() -> None:

@@ -13,16 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from evalsi._util.retry import (
-    MAX_DELAY,
-    RETRY_STATUSES,
-    AsyncRetryTransport,
-    RetryNotice,
-    RetryPolicy,
-    RetryTransport,
-    attempts_phrase,
-    retry_delay,
-)
+from evalsi._util.retry import MAX_DELAY, RETRY_STATUSES, RetryNotice, RetryPolicy, attempts_phrase, retry_delay
+from evalsi._util.retry_transports import AsyncRetryTransport, RetryTransport
 
 
 class ScriptedServer(ThreadingHTTPServer):

@@ -10,7 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from evalsi._util.retry import AsyncRetryTransport, RetryPolicy, RetryTransport
+from evalsi._util.retry import RetryPolicy
+from evalsi._util.retry_transports import AsyncRetryTransport, RetryTransport
 from evalsi._util.upstream import set_gate, upstream_of
 from tests.util.test_retry import ScriptedServer
 

@@ -10,13 +10,15 @@ from __future__ import annotations
 import logging
 import os
 from http import HTTPStatus
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import orjson
 
 from evalsi._util.retry import timed_out
 from evalsi._util.transport import Reply
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger("evalsi.http")
 

@@ -11,8 +11,10 @@ class's own annotations are evaluated first, in the module that wrote them.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import sys
+from collections.abc import Callable, Mapping
 from typing import Any
 
 
@@ -29,14 +31,46 @@ def publish(package: str) -> None:
     """
     namespace = vars(sys.modules[package])
     for name in namespace["__all__"]:
-        value = namespace.get(name)
-        if not (inspect.isclass(value) or inspect.isfunction(value)):
-            continue
-        if not _is_private(value.__module__):
-            continue
-        if inspect.isclass(value):
-            _resolve_annotations(value, vars(sys.modules[value.__module__]))
-        value.__module__ = package
+        _publish_value(package, namespace.get(name))
+
+
+def lazy_names(package: str, names: Mapping[str, str]) -> Callable[[str], Any]:
+    """A package's ``__getattr__`` (PEP 562) that imports each of ``names`` from its submodule on first access.
+
+    For names whose module pulls in what most users of the package never need (an HTTP client, say): ``from
+    package import Name`` still works, and the value is published as :func:`publish` does, then kept in the
+    package's namespace.
+
+    Args:
+        package: The package's ``__name__``.
+        names: Each lazy name, and the submodule that defines it.
+
+    Returns:
+        The function to assign to the package's ``__getattr__``.
+
+    """
+
+    def load(name: str) -> Any:
+        module = names.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        _publish_value(package, value)
+        vars(sys.modules[package])[name] = value
+        return value
+
+    return load
+
+
+def _publish_value(package: str, value: Any) -> None:
+    """Name ``value`` (a class or function of a private submodule) by ``package``; anything else is left alone."""
+    if not (inspect.isclass(value) or inspect.isfunction(value)):
+        return
+    if not _is_private(value.__module__):
+        return
+    if inspect.isclass(value):
+        _resolve_annotations(value, vars(sys.modules[value.__module__]))
+    value.__module__ = package
 
 
 def _is_private(module: str) -> bool:

@@ -1,4 +1,4 @@
-"""The retry policy every HTTP client of evalsi shares: the rules, and their httpx transports (sync and async).
+"""The retry policy every HTTP client of evalsi shares: when to try again, and how long to wait.
 
 One policy: a request whose answer is in :data:`RETRY_STATUSES`, or that timed out or lost its connection, is
 sent again after exponential backoff (``backoff × 2**attempt`` seconds), or after the server's ``Retry-After``
@@ -11,26 +11,22 @@ answer is returned (or the last transport error raised), so a client sees a retr
 Request bodies must be bytes (``content=`` or ``json=``), which every evalsi client sends: they are re-sent as is.
 
 The clients that keep many requests in flight (run targets, judges, reward models, job generation) apply the same
-:class:`RetryPolicy` through :mod:`evalsi._util.transport` (aiohttp underneath); the httpx transports here serve
-the clients that send one request at a time (``server=``).
+:class:`RetryPolicy` through :mod:`evalsi._util.transport` (aiohttp underneath); the httpx transports of
+:mod:`evalsi._util.retry_transports` serve the clients that send one request at a time (``server=``). This module
+imports neither, so a run that only talks aiohttp never loads httpx.
 """
 
 from __future__ import annotations
 
-import asyncio
-import itertools
-import os
-import threading
-import time
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import httpx
-
-from evalsi._util.upstream import slot, slot_async
+if TYPE_CHECKING:
+    import httpx
 
 RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 """Answers worth another try: request timeout (408), conflict (409: a lock timeout, as OpenAI's client treats
@@ -59,13 +55,17 @@ class Answer(Protocol):
 
 def timed_out(error: BaseException) -> bool:
     """Whether a failed attempt timed out (else its connection failed)."""
-    return isinstance(error, httpx.TimeoutException | TimeoutError) or bool(getattr(error, "timed_out", False))
+    if isinstance(error, TimeoutError) or getattr(error, "timed_out", False):
+        return True
+    httpx = sys.modules.get("httpx")  # an httpx error exists only once httpx is loaded: never import it here
+    return httpx is not None and isinstance(error, httpx.TimeoutException)
 
 
 def retryable(response: Answer) -> bool:
     """Whether an answer is worth another try: the server says so (``x-should-retry``), else its status does.
 
     Example:
+        >>> import httpx
         >>> retryable(httpx.Response(503)), retryable(httpx.Response(500, headers={"x-should-retry": "false"}))
         (True, False)
         >>> retryable(httpx.Response(400)), retryable(httpx.Response(400, headers={"x-should-retry": "true"}))
@@ -163,98 +163,6 @@ class RetryPolicy:
         return delay
 
 
-def _settle(policy: RetryPolicy, attempt: int, outcome: httpx.Response | Exception) -> httpx.Response | float:
-    """The final answer (or raise the final error), or the seconds to wait before the next attempt."""
-    delay = policy.next_delay(attempt, outcome)
-    if delay is not None:
-        return delay
-    if isinstance(outcome, Exception):
-        raise outcome
-    return outcome
-
-
-class _Counter:
-    """Attempts made through one transport, retries included (read by clients that report call counts)."""
-
-    def __init__(self) -> None:
-        self.attempts = 0
-        self._lock = threading.Lock()
-
-    def count(self) -> None:
-        with self._lock:
-            self.attempts += 1
-
-
-class RetryTransport(httpx.BaseTransport):
-    """Retries requests through ``inner`` (default: a plain :class:`httpx.HTTPTransport`) under ``policy``."""
-
-    def __init__(self, policy: RetryPolicy, inner: httpx.BaseTransport | None = None) -> None:
-        self.policy = policy
-        self.inner = inner if inner is not None else httpx.HTTPTransport()
-        self._counter = _Counter()
-
-    @property
-    def attempts(self) -> int:
-        """HTTP attempts made so far, retries included."""
-        return self._counter.attempts
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        """Send ``request``, retrying as the policy says; the last answer, or the last transport error."""
-        for attempt in itertools.count():
-            self._counter.count()
-            try:
-                with slot(request.url):
-                    outcome: httpx.Response | Exception = self.inner.handle_request(request)
-            except httpx.TransportError as exc:
-                outcome = exc
-            step = _settle(self.policy, attempt, outcome)
-            if isinstance(step, httpx.Response):
-                return step
-            if isinstance(outcome, httpx.Response):
-                outcome.close()
-            time.sleep(step)
-        raise AssertionError("unreachable")
-
-    def close(self) -> None:
-        """Close the inner transport."""
-        self.inner.close()
-
-
-class AsyncRetryTransport(httpx.AsyncBaseTransport):
-    """The async twin of :class:`RetryTransport` (the wait is an ``asyncio.sleep``, so it can be cancelled)."""
-
-    def __init__(self, policy: RetryPolicy, inner: httpx.AsyncBaseTransport | None = None) -> None:
-        self.policy = policy
-        self.inner = inner if inner is not None else httpx.AsyncHTTPTransport()
-        self._counter = _Counter()
-
-    @property
-    def attempts(self) -> int:
-        """HTTP attempts made so far, retries included."""
-        return self._counter.attempts
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        """Send ``request``, retrying as the policy says; the last answer, or the last transport error."""
-        for attempt in itertools.count():
-            self._counter.count()
-            try:
-                async with slot_async(request.url):
-                    outcome: httpx.Response | Exception = await self.inner.handle_async_request(request)
-            except httpx.TransportError as exc:
-                outcome = exc
-            step = _settle(self.policy, attempt, outcome)
-            if isinstance(step, httpx.Response):
-                return step
-            if isinstance(outcome, httpx.Response):
-                await outcome.aclose()
-            await asyncio.sleep(step)
-        raise AssertionError("unreachable")
-
-    async def aclose(self) -> None:
-        """Close the inner transport."""
-        await self.inner.aclose()
-
-
 def attempts_phrase(count: int) -> str:
     """``1 attempt`` or ``N attempts``.
 
@@ -264,16 +172,3 @@ def attempts_phrase(count: int) -> str:
 
     """
     return f"{count} attempt" if count == 1 else f"{count} attempts"
-
-
-def server_client(token: str | None, timeout: float, retries: int, backoff: float) -> httpx.Client:
-    """A JSON client of an evalsi server: the bearer ``token`` (else ``EVALSI_TOKEN``) and the shared retries."""
-    token = token if token is not None else os.environ.get("EVALSI_TOKEN")
-    headers = {"Content-Type": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    return httpx.Client(
-        headers=headers,
-        timeout=httpx.Timeout(timeout, connect=10.0),
-        transport=RetryTransport(RetryPolicy(retries, backoff)),
-    )

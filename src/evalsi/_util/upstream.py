@@ -1,6 +1,6 @@
 """A process-wide gate on requests to upstreams (judges, reward models, run targets): none unless one is set.
 
-Every upstream HTTP attempt of evalsi's clients goes through :mod:`evalsi._util.retry`'s transports, which take
+Every upstream HTTP attempt of evalsi's clients goes through its retrying transports, which take
 a slot of the gate for the request's upstream (its scheme, host and port) around each attempt. With no gate set
 (the default) a slot costs one ``None`` check. A gate shared beyond the process (``evalsi.ray``'s limiter
 actors) lets every process of a cluster keep one concurrency and rate limit per upstream.
@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import httpx
+if TYPE_CHECKING:
+    import httpx
 
 
 class UpstreamGate(Protocol):
@@ -45,6 +46,7 @@ def upstream_of(url: httpx.URL) -> str:
     """``scheme://host:port`` of a URL: what a limit is keyed by.
 
     Example:
+        >>> import httpx
         >>> upstream_of(httpx.URL("http://rm.internal:5000/get_reward"))
         'http://rm.internal:5000'
 
@@ -75,7 +77,11 @@ async def slot_async(url: httpx.URL | str) -> AsyncIterator[None]:
     if gate is None:
         yield
         return
-    upstream = upstream_of(url if isinstance(url, httpx.URL) else httpx.URL(url))
+    if isinstance(url, str):
+        import httpx  # only with a gate set: a run without one never loads httpx
+
+        url = httpx.URL(url)
+    upstream = upstream_of(url)
     token = await gate.acquire_async(upstream)
     try:
         yield

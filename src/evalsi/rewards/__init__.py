@@ -8,9 +8,10 @@ Example:
 
 """
 
-from evalsi._util.public import publish
+from typing import TYPE_CHECKING, Any
+
+from evalsi._util.public import lazy_names, publish
 from evalsi.rewards._compose import ComponentRule, RewardResult, RewardStatus, compose_batch, compose_one
-from evalsi.rewards._remote import RemoteReward
 from evalsi.rewards._rescore import (
     Change,
     ComponentDiff,
@@ -24,6 +25,9 @@ from evalsi.rewards._rescore import (
 from evalsi.rewards._reward import BoundComponent, Reward, bind, bind_component, from_mapping, load
 from evalsi.rewards._rollout_files import RowSource, read_rollout_file, write_jsonl
 from evalsi.rewards._scorer import clear_shared
+
+if TYPE_CHECKING:
+    from evalsi.rewards._remote import RemoteReward
 
 __all__ = [
     "BoundComponent",
@@ -53,3 +57,10 @@ __all__ = [
 ]
 
 publish(__name__)
+
+_lazy = lazy_names(__name__, {"RemoteReward": "evalsi.rewards._remote"})
+
+
+def __getattr__(name: str) -> Any:
+    """``RemoteReward``, imported on first use: its HTTP client (httpx) costs in-process scoring nothing."""
+    return _lazy(name)

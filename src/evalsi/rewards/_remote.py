@@ -33,7 +33,8 @@ import httpx
 import orjson
 from pydantic import ValidationError
 
-from evalsi._util.retry import attempts_phrase, server_client
+from evalsi._util.retry import attempts_phrase
+from evalsi._util.retry_transports import server_client
 from evalsi.errors import EvalsiError, RewardServiceError
 from evalsi.rewards._batch import plain
 from evalsi.rewards._compose import ComponentRule, RewardResult

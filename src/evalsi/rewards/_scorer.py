@@ -11,12 +11,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from evalsi.errors import SpecError
 from evalsi.rewards._compose import ComponentRule, RewardResult
-from evalsi.rewards._remote import RemoteReward
 from evalsi.rewards._reward import Reward, from_mapping, load
+
+if TYPE_CHECKING:
+    from evalsi.rewards._remote import RemoteReward
 
 
 class Scorer(Protocol):
@@ -76,12 +78,23 @@ def open_scorer(spec: SpecSource, server: str | None = None) -> Scorer:
         SpecError: The spec is invalid (names file, line and field).
 
     """
+    if server is not None:
+        return _remote_scorer(spec, server)
     if isinstance(spec, Reward):
-        return spec if server is None else RemoteReward.from_spec(spec.name, spec.spec.spec, server)
+        return spec
     if isinstance(spec, Mapping):
-        return from_mapping(spec) if server is None else RemoteReward.from_mapping(spec, server)
-    if server is None:
-        return load(spec)
+        return from_mapping(spec)
+    return load(spec)
+
+
+def _remote_scorer(spec: SpecSource, server: str) -> RemoteReward:
+    """The Reward Service client for ``spec`` (its HTTP client, httpx, is imported only here)."""
+    from evalsi.rewards._remote import RemoteReward
+
+    if isinstance(spec, Reward):
+        return RemoteReward.from_spec(spec.name, spec.spec.spec, server)
+    if isinstance(spec, Mapping):
+        return RemoteReward.from_mapping(spec, server)
     return RemoteReward.from_file(spec, server)
 
 

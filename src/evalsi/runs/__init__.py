@@ -20,7 +20,9 @@ Example:
 
 """
 
-from evalsi._util.public import publish
+from typing import TYPE_CHECKING, Any
+
+from evalsi._util.public import lazy_names, publish
 from evalsi.runs._bind import BoundRun, bind_run, load_run, run_from_mapping
 from evalsi.runs._builtin import BUILTINS, load_builtin
 from evalsi.runs._compare import (
@@ -63,7 +65,6 @@ from evalsi.runs._loggers import (
     run_loggers,
 )
 from evalsi.runs._overrides import apply_overrides
-from evalsi.runs._remote import RunNotFoundError, RunsClient, RunServiceError
 from evalsi.runs._result_file import load_run_result
 from evalsi.runs._results import (
     RecordResult,
@@ -76,6 +77,9 @@ from evalsi.runs._results import (
 )
 from evalsi.runs._summary import GateResult, MetricInfo, RunSummary, summarize
 from evalsi.runs._targets import CallableTarget, Generation, GenerationError, OpenAITarget, Target
+
+if TYPE_CHECKING:
+    from evalsi.runs._remote import RunNotFoundError, RunsClient, RunServiceError
 
 __all__ = [
     "BUILTINS",
@@ -141,3 +145,11 @@ __all__ = [
 ]
 
 publish(__name__)
+
+_REMOTE = "evalsi.runs._remote"
+_lazy = lazy_names(__name__, dict.fromkeys(("RunNotFoundError", "RunServiceError", "RunsClient"), _REMOTE))
+
+
+def __getattr__(name: str) -> Any:
+    """The runs service's client and its errors, imported on first use: a local run never loads httpx."""
+    return _lazy(name)

@@ -25,7 +25,8 @@ from urllib.parse import quote
 import httpx
 import orjson
 
-from evalsi._util.retry import attempts_phrase, server_client
+from evalsi._util.retry import attempts_phrase
+from evalsi._util.retry_transports import server_client
 from evalsi.errors import DataError, EvalsiError
 from evalsi.runs._compare import MetricComparison, comparison_from_dict
 from evalsi.runs._results import read_results
