@@ -6,6 +6,7 @@ usage errors and "did you mean" suggestions are unchanged.
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 import subprocess
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from evalsi.cli._lazy import resume_collection
 from evalsi.cli.main import app
 from tests.helpers.openai_server import OpenAIServer
 
@@ -86,6 +88,40 @@ def test_a_run_against_an_openai_endpoint_loads_no_httpx(tmp_path: Path) -> None
     assert json.loads((tmp_path / "out.json").read_text())["status"] == "complete"
     assert "aiohttp" in loaded
     assert [name for name in ("httpx", "click", "pygments") if name in loaded] == []
+
+
+GC_PROBE = """
+import gc, json, sys
+from evalsi.cli.main import main
+sys.argv = ["evalsi", *sys.argv[1:]]
+seen = []
+real_enable = gc.enable
+def enable():
+    seen.append((gc.isenabled(), "evalsi.cli.run" in sys.modules, gc.get_freeze_count() > 0))
+    real_enable()
+gc.enable = enable
+try:
+    main()
+except SystemExit:
+    pass
+print(json.dumps({"seen": seen, "enabled": gc.isenabled()}), file=sys.stderr)
+"""
+
+
+def test_the_collector_is_off_while_a_command_loads_and_back_on_after() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", GC_PROBE, "run", "--help"], capture_output=True, text=True, check=False, timeout=300
+    )
+    state = json.loads(done.stderr.strip().splitlines()[-1])
+    # turned on once: when it was off, after the command's module loaded, with start-up's objects frozen
+    assert state == {"seen": [[False, True, True]], "enabled": True}
+
+
+def test_the_collector_is_left_alone_when_the_cli_is_used_as_a_library() -> None:
+    assert gc.isenabled()
+    frozen = gc.get_freeze_count()
+    resume_collection()  # what loading a command does, here without main() having turned the collector off
+    assert gc.isenabled() and gc.get_freeze_count() == frozen
 
 
 def test_a_group_is_imported_when_invoked() -> None:

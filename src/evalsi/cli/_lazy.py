@@ -7,6 +7,7 @@ The top-level group knows its commands by name and module, and loads one the fir
 
 from __future__ import annotations
 
+import gc
 import importlib
 from typing import ClassVar
 
@@ -57,4 +58,17 @@ def load_command(name: str, module: str, attribute: str) -> _click.Command:
         single.command(name)(target)
         command = typer.main.get_command(single)
     command.name = name
+    resume_collection()
     return command
+
+
+def resume_collection() -> None:
+    """Turn the garbage collector back on if :func:`evalsi.cli.main.main` turned it off for start-up.
+
+    What start-up built (modules, classes, functions) is frozen first: the collector's full scans, which a run's
+    records and requests trigger, then skip it. Called by a program that imports the CLI without ``main``, it does
+    nothing.
+    """
+    if not gc.isenabled():
+        gc.freeze()
+        gc.enable()

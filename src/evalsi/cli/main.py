@@ -6,6 +6,7 @@ from the environment: only the variables listed in ``ENVIRONMENT`` change behavi
 
 from __future__ import annotations
 
+import gc
 from typing import ClassVar
 
 import typer
@@ -90,5 +91,11 @@ def _root(
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point.
+
+    The garbage collector is off while the command's modules load (they allocate tens of thousands of objects that
+    live as long as the process, which the collector would scan again and again), and back on, with those objects
+    frozen out of its scans, once the command is loaded (:func:`evalsi.cli._lazy.load_command`).
+    """
+    gc.disable()
     app()
