@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+import threading
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -12,7 +14,7 @@ from evalsi.errors import DataError
 from evalsi.evaluators import Evaluator, NoParams, Score, ScoreContext, register
 from evalsi.records import Record
 from evalsi.rewards import from_mapping
-from evalsi.runs import ResumeError, Runner, journal_path, read_results, run_from_mapping
+from evalsi.runs import ResumeError, Runner, RunOutcome, journal_path, read_results, run_from_mapping
 from tests.helpers.openai_server import OpenAIServer
 from tests.runs.conftest import run_spec, write_jsonl
 
@@ -50,6 +52,22 @@ class Outage(Evaluator[NoParams]):
 
 def start(spec: dict[str, Any], **kwargs: Any) -> Any:
     return Runner(run_from_mapping(spec), **kwargs).run()
+
+
+def test_the_outcome_is_never_formatted_on_the_way_out(
+    server: OpenAIServer, qa_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """asyncio formats its main task (result included) when it puts the Ctrl-C handler back: not the outcome."""
+    assert threading.current_thread() is threading.main_thread()
+    formatted: list[int] = []
+    monkeypatch.setattr(RunOutcome, "__repr__", lambda self: formatted.append(1) or "RunOutcome(...)")
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # asyncio sets its own only over this one
+    try:
+        outcome = start(run_spec(server, qa_file, tmp_path / "r.json"))
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert outcome.verdict == "ok" and outcome.generated == 4
+    assert formatted == []
 
 
 def test_metrics_pass_k_and_the_results_file(server: OpenAIServer, qa_file: Path, tmp_path: Path) -> None:
