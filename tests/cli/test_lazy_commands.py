@@ -74,8 +74,9 @@ def test_run_imports_no_other_command() -> None:
     assert [name for name in OTHER_COMMAND_MODULES if name in loaded] == []
 
 
-def test_a_run_against_an_openai_endpoint_loads_no_httpx(tmp_path: Path) -> None:
-    """The run's HTTP client is aiohttp; httpx (and the click, pygments and rich it pulls in) stays out."""
+def test_a_run_against_an_openai_endpoint_loads_only_what_it_uses(tmp_path: Path) -> None:
+    """The run's HTTP client is aiohttp: httpx (and the click and pygments it pulls in) stays out, as do the Task
+    resource's models (agent tasks)."""
     data = tmp_path / "data.jsonl"
     data.write_text("".join(json.dumps({"prompt": f"q{i}", "answer": "a"}) + "\n" for i in range(4)))
     with OpenAIServer(default="a") as server:
@@ -87,7 +88,7 @@ def test_a_run_against_an_openai_endpoint_loads_no_httpx(tmp_path: Path) -> None
         assert server.request_count() == 4
     assert json.loads((tmp_path / "out.json").read_text())["status"] == "complete"
     assert "aiohttp" in loaded
-    assert [name for name in ("httpx", "click", "pygments") if name in loaded] == []
+    assert [name for name in ("httpx", "click", "pygments", "evalsi.specs._task") if name in loaded] == []
 
 
 GC_PROBE = """

@@ -1,6 +1,8 @@
 """Spec resources (``apiVersion: evals.si/v1alpha1``): loading with file/line/field errors, and their models."""
 
-from evalsi._util.public import publish
+from typing import TYPE_CHECKING, Any
+
+from evalsi._util.public import lazy_names, publish
 from evalsi.specs._model import SpecModel
 from evalsi.specs._resource import (
     API_VERSION,
@@ -36,21 +38,23 @@ from evalsi.specs._run import (
     TensorBoardLoggerSpec,
     WandbLoggerSpec,
 )
-from evalsi.specs._task import (
-    CheckerSpec,
-    EpisodeLimitsSpec,
-    LimitsSpec,
-    SetupSpec,
-    StepLimitsSpec,
-    TaskSpec,
-    TaskSpecBody,
-    check_image,
-    check_platform,
-    check_relative_path,
-    load_task_spec,
-    task_spec_from_mapping,
-)
 from evalsi.specs._yaml import Document, format_path
+
+if TYPE_CHECKING:
+    from evalsi.specs._task import (
+        CheckerSpec,
+        EpisodeLimitsSpec,
+        LimitsSpec,
+        SetupSpec,
+        StepLimitsSpec,
+        TaskSpec,
+        TaskSpecBody,
+        check_image,
+        check_platform,
+        check_relative_path,
+        load_task_spec,
+        task_spec_from_mapping,
+    )
 
 __all__ = [
     "API_VERSION",
@@ -99,3 +103,24 @@ __all__ = [
 ]
 
 publish(__name__)
+
+_TASK_NAMES = (
+    "CheckerSpec",
+    "EpisodeLimitsSpec",
+    "LimitsSpec",
+    "SetupSpec",
+    "StepLimitsSpec",
+    "TaskSpec",
+    "TaskSpecBody",
+    "check_image",
+    "check_platform",
+    "check_relative_path",
+    "load_task_spec",
+    "task_spec_from_mapping",
+)
+_lazy = lazy_names(__name__, dict.fromkeys(_TASK_NAMES, "evalsi.specs._task"))
+
+
+def __getattr__(name: str) -> Any:
+    """The Task resource's models and loaders (agent tasks), imported on first use: runs and rewards never need them."""
+    return _lazy(name)
