@@ -60,7 +60,12 @@ def test_the_outcome_is_never_formatted_on_the_way_out(
     """asyncio formats its main task (result included) when it puts the Ctrl-C handler back: not the outcome."""
     assert threading.current_thread() is threading.main_thread()
     formatted: list[int] = []
-    monkeypatch.setattr(RunOutcome, "__repr__", lambda self: formatted.append(1) or "RunOutcome(...)")
+
+    def counted(self: RunOutcome) -> str:
+        formatted.append(1)
+        return "RunOutcome(...)"
+
+    monkeypatch.setattr(RunOutcome, "__repr__", counted)
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # asyncio sets its own only over this one
     try:
         outcome = start(run_spec(server, qa_file, tmp_path / "r.json"))

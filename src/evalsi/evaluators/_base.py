@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from evalsi._util.docstrings import describe_fields
 from evalsi.evaluators._operator import ServerResource
 from evalsi.evaluators._score import Score
 from evalsi.records import Record
@@ -23,7 +24,13 @@ from evalsi.records import Record
 class Params(BaseModel):
     """Base of every params model: frozen, and unknown params are rejected rather than ignored."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, defer_build=True)
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        """Describe the new model's fields by their docstrings (its schema is built on first use, with them)."""
+        super().__pydantic_init_subclass__(**kwargs)
+        describe_fields(cls)
 
 
 class NoParams(Params):

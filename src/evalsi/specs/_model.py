@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
+
+from evalsi._util.docstrings import describe_fields
 
 
 class SpecModel(BaseModel):
@@ -15,5 +19,11 @@ class SpecModel(BaseModel):
     """
 
     model_config = ConfigDict(
-        extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True, use_attribute_docstrings=True
+        extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True, defer_build=True
     )
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        """Describe the new model's fields by their docstrings (its schema is built on first use, with them)."""
+        super().__pydantic_init_subclass__(**kwargs)
+        describe_fields(cls)
