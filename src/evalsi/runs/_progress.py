@@ -36,6 +36,7 @@ class RunProgress:
     """A context manager around a Rich progress bar; disabled, it costs nothing."""
 
     def __init__(self, description: str, total: int, done: int, enabled: bool) -> None:
+        console = Console(stderr=True)
         self._progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -46,9 +47,12 @@ class RunProgress:
             TimeRemainingColumn(),
             TextColumn("{task.fields[failed]}", style="red"),
             TextColumn("{task.fields[retries]}", style="yellow"),
-            console=Console(stderr=True),
+            console=console,
             disable=not enabled,
             transient=False,
+            # Redrawn ten times a second only where it shows: to a file or a pipe Rich writes the bar once, at the
+            # end, and would otherwise lay it out again and again for nothing.
+            auto_refresh=console.is_terminal or console.is_jupyter,
         )
         self._task = self._progress.add_task(
             description, total=total, completed=done, failed="", retries="", resumed=done
