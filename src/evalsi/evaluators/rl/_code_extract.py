@@ -32,7 +32,7 @@ from typing import Any, Literal
 _OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 _PYTHON_TAGS = frozenset({"python", "py", "python3", "py3"})
 _CALLED = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\s*\(")
-NOT_USER_NAMES = frozenset(dir(builtins)) | frozenset(keyword.kwlist)
+_NOT_USER_NAMES = frozenset(dir(builtins)) | frozenset(keyword.kwlist)
 """Names a test calls that no program defines for it: Python's builtins and keywords."""
 _CODE_START = re.compile(
     r"^(?:import\s|from\s+[\w.]+\s+import\s|(?:async\s+)?def\s|class\s|@\w|if\s+__name__\s*==|"
@@ -148,7 +148,7 @@ def _first_error_line(text: str) -> int | None:
     return None
 
 
-def called_names(meta: Mapping[str, Any], ignore: Collection[str] = NOT_USER_NAMES) -> list[str]:
+def called_names(meta: Mapping[str, Any], ignore: Collection[str] = _NOT_USER_NAMES) -> list[str]:
     """Names the record's tests call in the program: ``entry_point``, ``fn_name``, and the asserts' functions.
 
     Args:
