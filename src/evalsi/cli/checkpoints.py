@@ -48,13 +48,13 @@ from evalsi.training import (
     Transformers,
     Watcher,
     build_curve,
-    build_server_curve,
-    cell_text,
-    describe_result,
-    is_remote,
     open_source,
     plot_curve,
 )
+from evalsi.training._evaluator import describe_result
+from evalsi.training._plot import cell_text
+from evalsi.training._server_runs import build_server_curve
+from evalsi.training._sources import is_remote
 
 app = typer.Typer(
     help="Evaluate training checkpoints against run specs, and draw the learning curve.", no_args_is_help=True

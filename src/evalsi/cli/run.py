@@ -21,16 +21,8 @@ from evalsi.cli._console import EXIT_FAILED, EXIT_GATE, EXIT_OK, fail, stderr
 from evalsi.cli._ray import PoolScorers, RayAddress, RayWorkers
 from evalsi.cli._tables import interval_note, number_table
 from evalsi.errors import DataError, SpecError
-from evalsi.runs import (
-    GenerationError,
-    LoggerError,
-    Runner,
-    RunOutcome,
-    RunVerdict,
-    load_run,
-    log_outcome,
-    run_loggers,
-)
+from evalsi.runs import GenerationError, LoggerError, Runner, RunOutcome, RunVerdict, load_run
+from evalsi.runs._loggers import log_outcome, run_loggers
 from evalsi.stats import Estimate
 
 EXIT_CODES: dict[RunVerdict, int] = {"ok": EXIT_OK, "failed": EXIT_FAILED, "gate failed": EXIT_GATE}

@@ -1,16 +1,7 @@
 """Spec resources (``apiVersion: evals.si/v1alpha1``): loading with file/line/field errors, and their models."""
 
 from evalsi._util.public import publish
-from evalsi.specs._model import SpecModel
-from evalsi.specs._resource import (
-    API_VERSION,
-    Resource,
-    describe_pydantic_error,
-    document_from_mapping,
-    load_resources,
-    parse_resources,
-    select_resource,
-)
+from evalsi.specs._resource import API_VERSION, Resource, load_resources
 from evalsi.specs._reward import (
     CacheSpec,
     ComponentSpec,
@@ -20,7 +11,6 @@ from evalsi.specs._reward import (
     SandboxSpec,
 )
 from evalsi.specs._run import (
-    LOGGER_NAMES,
     DatasetSpec,
     FieldMap,
     GateSpec,
@@ -44,17 +34,13 @@ from evalsi.specs._task import (
     StepLimitsSpec,
     TaskSpec,
     TaskSpecBody,
-    check_image,
-    check_platform,
-    check_relative_path,
     load_task_spec,
     task_spec_from_mapping,
 )
-from evalsi.specs._yaml import Document, format_path
+from evalsi.specs._yaml import Document
 
 __all__ = [
     "API_VERSION",
-    "LOGGER_NAMES",
     "CacheSpec",
     "CheckerSpec",
     "ComponentSpec",
@@ -78,23 +64,14 @@ __all__ = [
     "SamplingSpec",
     "SandboxSpec",
     "SetupSpec",
-    "SpecModel",
     "StepLimitsSpec",
     "TargetSpec",
     "TaskSpec",
     "TaskSpecBody",
     "TensorBoardLoggerSpec",
     "WandbLoggerSpec",
-    "check_image",
-    "check_platform",
-    "check_relative_path",
-    "describe_pydantic_error",
-    "document_from_mapping",
-    "format_path",
     "load_resources",
     "load_task_spec",
-    "parse_resources",
-    "select_resource",
     "task_spec_from_mapping",
 ]
 

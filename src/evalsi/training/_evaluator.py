@@ -28,26 +28,15 @@ from pathlib import Path
 from typing import Any
 
 from evalsi.errors import DataError, EvalsiError, SpecError
-from evalsi.runs import (
-    BoundRun,
-    ComponentScorer,
-    LoggedRun,
-    Logger,
-    RecordResult,
-    Runner,
-    RunResult,
-    RunsClient,
-    apply_overrides,
-    bind_run,
-    generated_otherwise,
-    load_run_result,
-    log_step,
-    make_loggers,
-    results_records,
-)
+from evalsi.runs import BoundRun, ComponentScorer, RecordResult, Runner, RunResult, RunsClient, load_run_result
+from evalsi.runs._bind import bind_run
 from evalsi.runs._compare import run_from_result
 from evalsi.runs._curve import compare_with_base, step_file, summary_estimates
-from evalsi.specs import LoggersSpec, Resource, load_resources, select_resource
+from evalsi.runs._driver import generated_otherwise
+from evalsi.runs._loggers import LoggedRun, Logger, log_step, make_loggers, results_records
+from evalsi.runs._overrides import apply_overrides
+from evalsi.specs import LoggersSpec, Resource, load_resources
+from evalsi.specs._resource import select_resource
 from evalsi.stats import Estimate, PairedComparison, RegressionRule
 from evalsi.training._checkpoints import Checkpoint
 from evalsi.training._server_runs import ServerRuns

@@ -12,8 +12,9 @@ from typer.testing import CliRunner
 
 from evalsi.cli.main import app
 from evalsi.ray import RewardPool
-from evalsi.runs import Runner, read_results, run_from_mapping
-from evalsi.training import step_files
+from evalsi.runs import Runner, run_from_mapping
+from evalsi.runs._curve import step_files
+from evalsi.runs._results import read_results
 from tests.helpers.openai_server import OpenAIServer
 from tests.integrations.ray import probe
 from tests.integrations.ray._util import PROBE_MODULE
