@@ -53,6 +53,9 @@ def test_a_second_holder_waits_for_the_first(tmp_path: Path) -> None:
         thread = threading.Thread(target=second)
         thread.start()
         assert waiting.wait(10)
+        # While the lock is held, the second holder must still be waiting, however long it is given.
+        thread.join(0.5)
+        assert thread.is_alive() and order == []
         order.append("first")
     thread.join(10)
     assert not thread.is_alive()
