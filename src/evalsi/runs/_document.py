@@ -46,7 +46,7 @@ from typing_extensions import TypedDict
 
 from evalsi._util.atomic import atomic_writer
 from evalsi.errors import DataError
-from evalsi.specs import format_path
+from evalsi.specs._yaml import format_path
 
 RESULTS_KIND = "RunResults"
 
