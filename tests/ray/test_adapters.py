@@ -21,19 +21,9 @@ import evalsi.rewards.openrlhf
 import evalsi.rewards.verl
 from evalsi.errors import SpecError
 from evalsi.records import Record
-from evalsi.rewards import ComponentRule, Reward, RewardResult, clear_shared, load
+from evalsi.rewards import Reward, RewardResult, clear_shared, load
+from tests.rewards.test_verl import SPEC
 
-SPEC: dict[str, Any] = {
-    "apiVersion": "evals.si/v1alpha1",
-    "kind": "RewardSpec",
-    "metadata": {"name": "ray-adapters"},
-    "spec": {
-        "components": [
-            {"ref": "exact-match", "name": "exact", "weight": 0.75},
-            {"ref": "contains", "name": "says", "weight": 0.25, "params": {"text": "4"}},
-        ],
-    },
-}
 LATENCY = "reward/latency_ms"
 
 
@@ -42,15 +32,10 @@ class StandInPool:
 
     def __init__(self, reward: Reward) -> None:
         self.reward = reward
+        self.spec = str(reward.source)
+        self.component_names = reward.component_names
+        self.rules = reward.rules
         self.calls: list[tuple[str, int]] = []
-
-    @property
-    def component_names(self) -> list[str]:
-        return self.reward.component_names
-
-    @property
-    def rules(self) -> list[ComponentRule]:
-        return self.reward.rules
 
     def score(self, rollouts: Iterable[Mapping[str, Any]]) -> list[RewardResult]:
         batch = list(rollouts)
@@ -67,15 +52,9 @@ class StandInPool:
 
 
 @pytest.fixture
-def spec_file(tmp_path: Path) -> Path:
-    path = tmp_path / "reward.yaml"
-    path.write_text(yaml.safe_dump(SPEC))
-    return path
-
-
-@pytest.fixture
-def pool(spec_file: Path) -> StandInPool:
-    return StandInPool(load(spec_file))
+def pool(tmp_path: Path) -> StandInPool:
+    (tmp_path / "reward.yaml").write_text(yaml.safe_dump(SPEC))
+    return StandInPool(load(tmp_path / "reward.yaml"))
 
 
 @pytest.fixture
@@ -98,34 +77,35 @@ def without_latency(answer: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in answer.items() if not key.startswith(LATENCY)}
 
 
-def test_verl_batch_on_the_pool_answers_as_in_process(
-    spec_file: Path, pools: list[tuple[str, str, str]], pool: StandInPool
-) -> None:
-    columns: tuple[list[Any], ...] = (["gsm8k"] * 3, ["4", "5", "it is 4"], ["4", "4", None], [{"index": 0}, None, {}])
-    on_pool = evalsi.ray.verl.compute_score_batch(*columns, spec=str(spec_file), pool="grpo")
-    in_process = evalsi.rewards.verl.compute_score_batch(*columns, spec=str(spec_file))
+def test_verl_batch_on_the_pool_answers_as_in_process(pools: list[tuple[str, str, str]], pool: StandInPool) -> None:
+    infos = [{"index": 0, "tests": ["4"]}, None, {"tests": ["it is 4"]}]
+    columns: tuple[list[Any], ...] = (["gsm8k"] * 3, ["4", "5", "it is 4"], ["4", "4", None], infos)
+    on_pool = evalsi.ray.verl.compute_score_batch(*columns, spec=pool.spec, pool="grpo")
+    in_process = evalsi.rewards.verl.compute_score_batch(*columns, spec=pool.spec)
     assert [without_latency(d) for d in on_pool] == [without_latency(d) for d in in_process]
-    assert [d["score"] for d in on_pool] == [1.0, 0.0, 0.25]
+    assert [d["exact"] for d in on_pool] == [1.0, 0.0, 0.0]
+    # extra_info reaches the rollout: its test cases are read, and a sample without any skips the component
+    assert [(d["tests"], d["tests_skipped"]) for d in on_pool] == [(1.0, 0.0), (0.0, 1.0), (1.0, 0.0)]
     assert all(d[LATENCY] > 0.0 for d in on_pool)
-    assert pools == [(str(spec_file), "grpo", "verl")]
+    assert pools == [(pool.spec, "grpo", "verl")]
     assert pool.calls == [("score", 3)]  # the whole batch in one call
 
 
 def test_verl_per_rollout_on_the_pool_answers_as_in_process(
-    spec_file: Path, pools: list[tuple[str, str, str]], pool: StandInPool, monkeypatch: pytest.MonkeyPatch
+    pools: list[tuple[str, str, str]], pool: StandInPool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("EVALSI_REWARD_SPEC", str(spec_file))
-    on_pool = asyncio.run(evalsi.ray.verl.compute_score("gsm8k", "the answer: 4", "4", {"index": 3}))
-    in_process = evalsi.rewards.verl.compute_score("gsm8k", "the answer: 4", "4", {"index": 3})
+    monkeypatch.setenv("EVALSI_REWARD_SPEC", pool.spec)
+    on_pool = asyncio.run(evalsi.ray.verl.compute_score("gsm8k", "4", "4", {"index": 3, "tests": ["5"]}))
+    in_process = evalsi.rewards.verl.compute_score("gsm8k", "4", "4", {"index": 3, "tests": ["5"]})
     assert without_latency(on_pool) == without_latency(in_process)
-    assert on_pool["says"] == 1.0 and on_pool["exact"] == 0.0
-    assert pools == [(str(spec_file), evalsi.ray.verl.DEFAULT_POOL, "verl")]
+    assert (on_pool["score"], on_pool["exact"], on_pool["tests"]) == (0.5, 1.0, 0.0)
+    assert pools == [(pool.spec, evalsi.ray.verl.DEFAULT_POOL, "verl")]
     assert pool.calls == [("score_one", 1)]  # batched by the pool with other callers' rollouts
 
 
-def test_verl_on_the_pool_names_a_misaligned_column(spec_file: Path, pools: list[tuple[str, str, str]]) -> None:
+def test_verl_on_the_pool_names_a_misaligned_column(pools: list[tuple[str, str, str]], pool: StandInPool) -> None:
     with pytest.raises(ValueError, match="ground_truths has 1 items for 2 solution_strs"):
-        evalsi.ray.verl.compute_score_batch(["a", "b"], ["4", "5"], ["4"], spec=str(spec_file))
+        evalsi.ray.verl.compute_score_batch(["a", "b"], ["4", "5"], ["4"], spec=pool.spec)
 
 
 def test_verl_on_the_pool_needs_a_spec(pools: list[tuple[str, str, str]], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -136,17 +116,18 @@ def test_verl_on_the_pool_needs_a_spec(pools: list[tuple[str, str, str]], monkey
 
 
 def test_openrlhf_on_the_pool_answers_as_in_process(
-    spec_file: Path, pools: list[tuple[str, str, str]], pool: StandInPool, monkeypatch: pytest.MonkeyPatch
+    pools: list[tuple[str, str, str]], pool: StandInPool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("EVALSI_REWARD_SPEC", str(spec_file))
+    monkeypatch.setenv("EVALSI_REWARD_SPEC", pool.spec)
     monkeypatch.setenv("EVALSI_RAY_POOL", "rollouts")
     queries, prompts, labels = ["Q: 2+2? 4", "Q: 2+3? 5"], ["Q: 2+2? ", "Q: 2+3? "], ["4", "4"]
     on_pool = evalsi.ray.openrlhf.reward_func(queries, prompts, labels)
     in_process = evalsi.rewards.openrlhf.reward_func(queries, prompts, labels)
-    assert on_pool["rewards"] == in_process["rewards"] == [1.0, 0.0]
+    assert on_pool["rewards"] == in_process["rewards"]
     assert without_latency(on_pool["extra_logs"]) == without_latency(in_process["extra_logs"])
+    assert on_pool["extra_logs"]["exact"] == [1.0, 0.0]
     assert on_pool["extra_logs"][LATENCY][0] > 0.0
-    assert pools == [(str(spec_file), "rollouts", "OpenRLHF")]
+    assert pools == [(pool.spec, "rollouts", "OpenRLHF")]
     assert pool.calls == [("score_records batched", 2)]  # may wait to share a chunk with other threads' samples
 
 
