@@ -51,6 +51,7 @@ from evalsi.runs._driver import (
     RunVerdict,
     generated_otherwise,
     load_run_items,
+    run_shard,
 )
 from evalsi.runs._loggers import (
     LoggedRun,
@@ -74,6 +75,7 @@ from evalsi.runs._results import (
     journal_path,
     read_results,
 )
+from evalsi.runs._sharding import Shard, ShardReport, ShardRunner
 from evalsi.runs._summary import GateResult, MetricInfo, RunSummary, summarize
 from evalsi.runs._targets import CallableTarget, Generation, GenerationError, OpenAITarget, Target
 
@@ -109,6 +111,9 @@ __all__ = [
     "Runner",
     "RunsClient",
     "SampleResult",
+    "Shard",
+    "ShardReport",
+    "ShardRunner",
     "Summary",
     "Target",
     "apply_overrides",
@@ -136,6 +141,7 @@ __all__ = [
     "run_from_document",
     "run_from_mapping",
     "run_loggers",
+    "run_shard",
     "summarize",
     "validation_message",
 ]
