@@ -1,5 +1,8 @@
-"""``--ray ADDRESS``: a reward pool on a Ray cluster scoring the generations of runs (``evalsi run``, checkpoints),
-or with ``--ray-shards N`` the run itself cut into shards that generate and score on the cluster's CPU workers."""
+"""``--ray ADDRESS``: runs (``evalsi run``, checkpoints) on a Ray cluster: scored by a reward pool, or sharded.
+
+A reward pool scores the run's generations; with ``--ray-shards N`` the run itself is cut into shards that
+generate and score on the cluster's CPU workers.
+"""
 
 from __future__ import annotations
 

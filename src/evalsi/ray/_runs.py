@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ class RayShards:
         num_cpus: CPUs each shard's actor holds (generation waits on the endpoint; scoring uses the CPU).
         resources: Custom Ray resources each actor holds (to place the shards on chosen nodes).
         runtime_env: The actors' Ray runtime environment.
+        imports: Modules each actor imports before binding the spec (evaluator packs that register on import).
         limit_target: Limit the shards' requests to each endpoint of the target through its cluster-wide
             limiter, to the target's ``maxConcurrency`` in all.
 
@@ -54,6 +56,7 @@ class RayShards:
         num_cpus: float = 1.0,
         resources: Mapping[str, float] | None = None,
         runtime_env: Mapping[str, Any] | None = None,
+        imports: Sequence[str] = (),
         limit_target: bool = True,
     ) -> None:
         if count < 1:
@@ -63,6 +66,7 @@ class RayShards:
         self.num_cpus = num_cpus
         self.resources = dict(resources or {})
         self.runtime_env = dict(runtime_env) if runtime_env is not None else None
+        self.imports = tuple(imports)
         self.limit_target = limit_target
 
     @property
@@ -98,9 +102,10 @@ class RayShards:
             options["runtime_env"] = self.runtime_env
         worker = ray.remote(ShardWorker).options(**options)
         document = run_document(run)
-        actors = [worker.remote(document, run.spec.source, base_dir, limits, fn) for _ in shards]
+        actors = [worker.remote(document, run.spec.source, base_dir, limits, fn, self.imports) for _ in shards]
         try:
-            streams = [_stream(actor.run.remote(shard, generated_by)) for actor, shard in zip(actors, shards, strict=True)]
+            pairs = zip(actors, shards, strict=True)
+            streams = [_stream(actor.run.remote(shard, generated_by)) for actor, shard in pairs]
             async with contextlib.aclosing(merge_reports(shards, streams)) as reports:
                 async for report in reports:
                     yield report
@@ -119,6 +124,7 @@ class ShardWorker:
         base_dir: What the spec's relative paths are relative to.
         limits: ``{endpoint: Limit}`` for :func:`evalsi.ray.limit_upstreams` (none when empty).
         fn: An in-process model standing in for the spec's target, if any.
+        imports: Modules to import before binding the spec (evaluator packs that register on import).
 
     """
 
@@ -129,7 +135,10 @@ class ShardWorker:
         base_dir: str | None,
         limits: Mapping[str, Limit],
         fn: ModelFn | None,
+        imports: Sequence[str] = (),
     ) -> None:
+        for module in imports:
+            importlib.import_module(module)
         self.bound = run_from_mapping(document, source, None if base_dir is None else Path(base_dir))
         self.fn = fn
         if limits:  # this process is the actor's own: the gate goes with it when the actor is killed

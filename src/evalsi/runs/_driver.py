@@ -350,9 +350,7 @@ class Runner:
             result=result,
         )
 
-    async def _sharded(
-        self, shards: ShardRunner, todo: Sequence[Item], rescore: Sequence[Scored], sink: _Sink
-    ) -> None:
+    async def _sharded(self, shards: ShardRunner, todo: Sequence[Item], rescore: Sequence[Scored], sink: _Sink) -> None:
         """Hand the records to the shards and journal their reports as they arrive."""
         cut = cut_shards(todo, rescore, shards.count)
         if not cut:
