@@ -26,7 +26,7 @@ from rich.table import Table
 from rich.text import Text
 
 from evalsi.cli._console import EXIT_FAILED, EXIT_GATE, EXIT_OK, fail, stderr, stdout
-from evalsi.cli._ray import PoolScorers, RayAddress, RayWorkers
+from evalsi.cli._ray import PoolScorers, RayAddress, RayShardCount, RayWorkers, ray_shards
 from evalsi.cli._tables import interval_note
 from evalsi.errors import DataError, EvalsiError, SpecError
 from evalsi.monitors import parse_stop_on
@@ -373,6 +373,7 @@ class EvaluatorOptions:
     log_to: list[str] | None
     ray: str | None
     ray_workers: int
+    shard_count: int | None
 
     @classmethod
     def of(cls, ctx: typer.Context) -> EvaluatorOptions:
@@ -396,8 +397,11 @@ class EvaluatorOptions:
     def evaluator(self, display: Display, ctx: typer.Context | None = None) -> CheckpointEvaluator:
         """The checkpoint evaluator; with ``--ray``, its reward pool stops when the command ends (``ctx``)."""
         serving = self.serving()
+        if self.shard_count is not None and self.ray is None:
+            fail("--ray-shards needs --ray ADDRESS (the cluster the shards run on)")
         try:
-            scorer = PoolScorers(self.ray, self.ray_workers) if self.ray is not None else None
+            shards = ray_shards(self.ray, self.shard_count) if self.ray and self.shard_count else None
+            scorer = PoolScorers(self.ray, self.ray_workers) if self.ray is not None and shards is None else None
             if scorer is not None and ctx is not None:
                 ctx.call_on_close(scorer.close)
             return CheckpointEvaluator(
@@ -413,6 +417,7 @@ class EvaluatorOptions:
                 restart=self.restart,
                 log_to=self.log_to or [],
                 scorer=scorer,
+                shards=shards,
             )
         except (SpecError, DataError, ImportError) as exc:
             fail(str(exc))
@@ -450,6 +455,7 @@ def eval_command(
     tokenizer: TokenizerOption = None,
     ray: RayAddress = None,
     ray_workers: RayWorkers = 2,
+    shard_count: RayShardCount = None,
     final: Annotated[
         bool,
         typer.Option("--final", help="The training's last step: every spec is evaluated, whatever its `every`."),
@@ -546,6 +552,7 @@ def watch_command(
     log_to: LogTo = None,
     ray: RayAddress = None,
     ray_workers: RayWorkers = 2,
+    shard_count: RayShardCount = None,
 ) -> None:
     """Evaluate each new checkpoint in DIRECTORY once, in step order, as it settles. Stop with Ctrl-C.
 

@@ -103,16 +103,13 @@ class RayShards:
         worker = ray.remote(ShardWorker).options(**options)
         document = run_document(run)
         actors = [worker.remote(document, run.spec.source, base_dir, limits, fn, self.imports) for _ in shards]
+        runs = [actor.run.remote(shard, generated_by) for actor, shard in zip(actors, shards, strict=True)]
         try:
-            pairs = zip(actors, shards, strict=True)
-            streams = [_stream(actor.run.remote(shard, generated_by)) for actor, shard in pairs]
-            async with contextlib.aclosing(merge_reports(shards, streams)) as reports:
+            async with contextlib.aclosing(merge_reports(shards, [_stream(refs) for refs in runs])) as reports:
                 async for report in reports:
                     yield report
         finally:
-            for actor in actors:
-                with contextlib.suppress(Exception):
-                    ray.kill(actor, no_restart=True)
+            await _stop(ray, actors, runs)
 
 
 class ShardWorker:
@@ -141,8 +138,10 @@ class ShardWorker:
             importlib.import_module(module)
         self.bound = run_from_mapping(document, source, None if base_dir is None else Path(base_dir))
         self.fn = fn
-        if limits:  # this process is the actor's own: the gate goes with it when the actor is killed
-            limit_upstreams(limits)
+        # this process is the actor's own: the gate goes with it when the actor is killed
+        self.gate = limit_upstreams(limits) if limits else None
+        self.idle = asyncio.Event()
+        self.idle.set()
 
     async def run(self, shard: Shard, generated_by: str) -> AsyncGenerator[ShardReport, None]:
         """Generate and score the shard, yielding a report per scored batch (a Ray streaming generator).
@@ -155,9 +154,21 @@ class ShardWorker:
             The shard's reports.
 
         """
-        async with contextlib.aclosing(run_shard(self.bound, shard, generated_by, self.fn)) as reports:
-            async for report in reports:
-                yield report
+        self.idle.clear()
+        try:
+            async with contextlib.aclosing(run_shard(self.bound, shard, generated_by, self.fn)) as reports:
+                async for report in reports:
+                    yield report
+        finally:
+            self.idle.set()
+
+    async def close(self) -> None:
+        """Return once the shard's run has stopped and the limiters have every lease it held back."""
+        await self.idle.wait()
+        if self.gate is not None:
+            # Calls to an actor from one process arrive in order: once these are answered, the leases the stopped
+            # requests gave back (calls without an answer) have arrived too.
+            await asyncio.gather(*(handle.stats.remote() for handle in self.gate.handles.values()))
 
 
 def run_document(run: BoundRun) -> dict[str, Any]:
@@ -239,6 +250,27 @@ async def merge_reports(
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+STOP_SECONDS = 30.0
+"""How long stopped shards may take to cancel their requests and give their leases back before they are killed."""
+
+
+async def _stop(ray: Any, actors: Sequence[Any], runs: Sequence[Any]) -> None:
+    """Stop the shards: cancel their runs, let them give their leases back (bounded), then kill the actors.
+
+    Killed at once, a shard would keep its leases of the target's limiter until their ``lease_timeout``, and a
+    resumed run would wait for them.
+    """
+    for refs in runs:
+        with contextlib.suppress(Exception):  # a finished or lost shard's run
+            ray.cancel(refs)
+    closing = [actor.close.remote() for actor in actors]
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(asyncio.gather(*closing, return_exceptions=True), STOP_SECONDS)
+    for actor in actors:
+        with contextlib.suppress(Exception):
+            ray.kill(actor, no_restart=True)
 
 
 async def _stream(refs: Any) -> AsyncGenerator[ShardReport, None]:

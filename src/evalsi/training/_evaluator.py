@@ -37,6 +37,7 @@ from evalsi.runs import (
     Runner,
     RunResult,
     RunsClient,
+    ShardRunner,
     apply_overrides,
     bind_run,
     generated_otherwise,
@@ -179,9 +180,13 @@ class CheckpointEvaluator:
         scorer: Given each step's bound run, what scores its generations in place of the run's own reward (a
             reward pool on a Ray cluster: ``evalsi checkpoints eval|watch --ray``); generation stays on the
             served checkpoint.
+        shards: Generate and score each step's runs in shards elsewhere (``evalsi checkpoints eval|watch --ray
+            ADDRESS --ray-shards N``: ``evalsi.ray.RayShards``); the served checkpoint must be reachable from
+            where the shards run. Not with ``scorer``.
 
     Raises:
         SpecError: A spec is invalid, or a regression rule names a metric no spec has.
+        ValueError: Both ``scorer`` and ``shards`` are given.
 
     """
 
@@ -201,10 +206,14 @@ class CheckpointEvaluator:
         restart: bool = False,
         log_to: Sequence[str] = (),
         scorer: Callable[[BoundRun], ComponentScorer] | None = None,
+        shards: ShardRunner | None = None,
     ) -> None:
+        if scorer is not None and shards is not None:
+            raise ValueError("shards score each run in their own processes: give a scorer or shards, not both")
         paths = [specs] if isinstance(specs, str | Path) else list(specs)
         self.restart = restart
         self.scorer = scorer
+        self.shards = shards
         self._restarted: set[int | None] = set()
         if not paths:
             raise SpecError("give at least one run spec (-f spec.yaml)")
@@ -450,6 +459,7 @@ class CheckpointEvaluator:
             model=self._model(ref),
             replace_stale=True,
             scorer=None if self.scorer is None else self.scorer(bound),
+            shards=self.shards,
             checkpoint=checkpoint,  # written with the results, once (the runner adds evaluatedAt)
         )
         outcome = runner.run()

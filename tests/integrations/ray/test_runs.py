@@ -194,3 +194,22 @@ def test_evalsi_run_with_ray_shards_writes_what_an_in_process_run_writes(cluster
     assert records(tmp_path / "ray.json") == records(tmp_path / "local.json")
     assert read_results(tmp_path / "ray.json")["summary"] == read_results(tmp_path / "local.json")["summary"]
     assert lone.exit_code == 2 and "--ray-shards needs --ray" in lone.stderr
+
+
+def test_checkpoint_evaluation_with_ray_shards_writes_what_it_writes_in_process(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    spec = write_spec(tmp_path / "specs")
+    runner = CliRunner()
+    with OpenAIServer(answers=answers(wrong=7), default="?") as server:
+        serving = ["--serve", "endpoint", "--base-url", server.base_url, "--model", "served"]
+        for run, extra in (("local", []), ("sharded", ["--ray", cluster.address, "--ray-shards", "3"])):
+            result = runner.invoke(
+                app,
+                ["checkpoints", "eval", "org/base", "--step", "base", "-f", str(spec), "--training-run", run,
+                 *serving, "--log-dir", str(tmp_path / "logs"), "-q", *extra],
+            )  # fmt: skip
+            assert result.exit_code == 0, result.stderr
+    files = {run: step_files(tmp_path / "logs", run, "forgetting")[None] for run in ("local", "sharded")}
+    assert records(files["sharded"]) == records(files["local"])
+    assert read_results(files["sharded"])["summary"] == read_results(files["local"])["summary"]
