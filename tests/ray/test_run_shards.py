@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -21,7 +20,8 @@ from evalsi.runs._sharding import cut_shards
 from evalsi.runs._targets import Generation, ModelFn
 from evalsi.specs import TargetSpec
 from tests.helpers.openai_server import OpenAIServer
-from tests.runs.conftest import run_spec, write_jsonl
+from tests.runs.conftest import record_dicts, run_spec, write_jsonl
+from tests.runs.test_run import Picky
 
 QUESTIONS = {f"{a}+{a}?": str(2 * a) for a in range(11)}
 
@@ -101,15 +101,6 @@ def qa(tmp_path: Path) -> Path:
     return write_jsonl(tmp_path / "qa.jsonl", rows)
 
 
-def records(path: Path) -> list[dict[str, Any]]:
-    """The results file's records without their latencies (which no two runs share)."""
-    out = []
-    for record in read_results(path)["records"]:
-        samples = [{k: v for k, v in s.items() if k != "latency"} for s in record["samples"]]
-        out.append({**record, "samples": samples})
-    return out
-
-
 def test_the_run_binds_again_from_its_document(server: OpenAIServer, tmp_path: Path) -> None:
     run = run_from_mapping(run_spec(server, qa(tmp_path), tmp_path / "out.json", samples=2))
     again = run_from_mapping(run_document(run), None, run.base_dir)
@@ -124,8 +115,8 @@ def test_a_sharded_run_writes_what_a_run_without_shards_writes(server: OpenAISer
     run = run_from_mapping(run_spec(server, data, tmp_path / "sharded.json", samples=2))
     sharded = Runner(run, shards=shards).run()
     assert len(shards.shards) == 3
-    assert records(tmp_path / "sharded.json") == records(tmp_path / "plain.json")
-    assert [r["index"] for r in records(tmp_path / "sharded.json")] == list(range(len(QUESTIONS)))
+    assert record_dicts(tmp_path / "sharded.json") == record_dicts(tmp_path / "plain.json")
+    assert [r["index"] for r in record_dicts(tmp_path / "sharded.json")] == list(range(len(QUESTIONS)))
     assert sharded.summary.to_dict() == plain.summary.to_dict()
     assert (sharded.verdict, sharded.generated, sharded.resumed) == ("ok", len(QUESTIONS), 0)
     assert read_results(tmp_path / "sharded.json")["status"] == "complete"
@@ -179,3 +170,20 @@ def test_shards_take_no_target_or_scorer_of_the_caller(server: OpenAIServer, tmp
     run = run_from_mapping(run_spec(server, qa(tmp_path), tmp_path / "out.json"))
     with pytest.raises(ValueError, match="no target or scorer"):
         Runner(run, scorer=run.reward, shards=LocalShards(2))
+
+
+def test_an_errored_score_under_raise_stops_every_shard(tmp_path: Path) -> None:
+    assert Picky.name == "test-picky"  # registered on import
+    answers = {q: "no idea" if i == 4 else a for i, (q, a) in enumerate(QUESTIONS.items())}
+    with OpenAIServer(answers=answers, default="?") as srv:
+        spec = run_spec(srv, qa(tmp_path), tmp_path / "out.json", evaluators=[{"ref": "test-picky"}], batchSize=1)
+        spec["onError"] = "raise"
+        first = Runner(run_from_mapping(spec), shards=LocalShards(3)).run()
+        assert first.verdict == "failed" and first.aborted is not None
+        assert "(index 4): test-picky errored: cannot judge" in first.aborted
+        assert "q4" not in {r.id for r in first.records}
+        assert read_results(tmp_path / "out.json")["status"] == "partial"
+        spec["onError"] = "zero"
+        second = Runner(run_from_mapping(spec), shards=LocalShards(3)).run()
+    assert second.verdict == "ok" and second.resumed == len(first.records)
+    assert [r.id for r in second.records] == [f"q{i}" for i in range(len(QUESTIONS))]

@@ -105,7 +105,8 @@ class RayShards:
         actors = [worker.remote(document, run.spec.source, base_dir, limits, fn, self.imports) for _ in shards]
         runs = [actor.run.remote(shard, generated_by) for actor, shard in zip(actors, shards, strict=True)]
         try:
-            async with contextlib.aclosing(merge_reports(shards, [_stream(refs) for refs in runs])) as reports:
+            streams = [_stream(ray, actor, refs) for actor, refs in zip(actors, runs, strict=True)]
+            async with contextlib.aclosing(merge_reports(shards, streams)) as reports:
                 async for report in reports:
                     yield report
         finally:
@@ -273,11 +274,16 @@ async def _stop(ray: Any, actors: Sequence[Any], runs: Sequence[Any]) -> None:
             ray.kill(actor, no_restart=True)
 
 
-async def _stream(refs: Any) -> AsyncGenerator[ShardReport, None]:
-    """The reports of an actor's streaming generator, each awaited as it is produced."""
+async def _stream(ray: Any, actor: Any, refs: Any) -> AsyncGenerator[ShardReport, None]:
+    """The reports of a shard actor's streaming generator, each awaited as it is produced.
+
+    A shard done frees its actor's CPU at once, for a shard still waiting for one (more shards than free CPUs).
+    """
     async for ref in refs:
         report: ShardReport = await ref
         yield report
+    await actor.close.remote()
+    ray.kill(actor, no_restart=True)
 
 
 def _reason(exc: BaseException) -> str:
