@@ -33,6 +33,16 @@ def dataset(tmp_path: Path) -> Path:
     return write_jsonl(tmp_path / "qa.jsonl", rows)
 
 
+def probed(log: Path) -> list[dict[str, Any]]:
+    """The probe evaluator (logging where it scores to ``log``), then exact-match."""
+    return [{"ref": "ray-probe", "params": {"log": str(log)}}, {"ref": "exact-match"}]
+
+
+def some_wrong(wrong_every: int) -> dict[str, str]:
+    """Every ``wrong_every``-th answer wrong (the first among them), so exact-match has both verdicts."""
+    return {q: a if i % wrong_every else a + "0" for i, (q, a) in enumerate(QUESTIONS.items())}
+
+
 def journaled(path: Path) -> list[dict[str, Any]]:
     """The records of a run's journal so far (its complete lines after the header; none before it exists)."""
     text = path.read_text() if path.exists() else ""
@@ -50,10 +60,8 @@ def scores(path: Path) -> list[tuple[str, list[dict[str, Any]]]]:
 
 def test_a_runs_generations_are_scored_by_the_pools_actors(cluster: Cluster, tmp_path: Path) -> None:
     log = tmp_path / "scored.log"
-    evaluators = [{"ref": "ray-probe", "params": {"log": str(log)}}, {"ref": "exact-match"}]
-    # every other answer wrong, so exact-match has both verdicts
-    answers = {q: a if i % 2 else a + "0" for i, (q, a) in enumerate(QUESTIONS.items())}
-    with OpenAIServer(answers=answers, default="?") as server:
+    evaluators = probed(log)
+    with OpenAIServer(answers=some_wrong(wrong_every=2), default="?") as server:
         data = dataset(tmp_path)
         run = run_from_mapping(run_spec(server, data, tmp_path / "pool.json", samples=2, evaluators=evaluators))
         local = Runner(
@@ -115,9 +123,8 @@ def test_checkpoint_evaluation_with_ray_writes_what_it_writes_in_process(cluster
 
 def test_a_sharded_run_writes_what_an_unsharded_run_writes(cluster: Cluster, tmp_path: Path) -> None:
     log = tmp_path / "scored.log"
-    evaluators = [{"ref": "ray-probe", "params": {"log": str(log)}}, {"ref": "exact-match"}]
-    answers = {q: a if i % 3 else a + "0" for i, (q, a) in enumerate(QUESTIONS.items())}
-    with OpenAIServer(answers=answers, default="?") as server:
+    evaluators = probed(log)
+    with OpenAIServer(answers=some_wrong(wrong_every=3), default="?") as server:
         data = dataset(tmp_path)
         local = run_spec(server, data, tmp_path / "local.json", samples=2, evaluators=evaluators)
         Runner(run_from_mapping(local)).run()
