@@ -199,3 +199,37 @@ def test_evalsi_run_with_ray_shards_writes_what_an_in_process_run_writes(cluster
     assert (local.exit_code, sharded.exit_code) == (3, 3), sharded.stderr  # the gate fails in both
     assert record_dicts(tmp_path / "ray.json") == record_dicts(tmp_path / "local.json")
     assert read_results(tmp_path / "ray.json")["summary"] == read_results(tmp_path / "local.json")["summary"]
+
+
+def dying_model(prompt: str) -> str:
+    """Doubles ``a`` in ``a+a?``; the first time it is asked ``5+5?`` it kills its process (once: a marker file)."""
+    marker = Path(os.environ["EVALSI_TEST_DYING_MARKER"])
+    if prompt == "5+5?" and not marker.exists():
+        marker.touch()
+        os._exit(1)
+    return str(2 * int(prompt.split("+")[0]))
+
+
+def test_a_lost_shards_records_fail_and_the_rerun_generates_them(cluster: Cluster, tmp_path: Path) -> None:
+    spec = run_spec_callable(tmp_path)
+    run = run_from_mapping(spec)
+    shards = RayShards(2, num_cpus=0.25, runtime_env={"env_vars": {"EVALSI_TEST_DYING_MARKER": str(tmp_path / "died")}})
+    first = Runner(run, shards=shards).run()
+    assert (tmp_path / "died").exists()
+    assert first.verdict == "failed" and "q5" not in {r.id for r in first.records}
+    assert all(reason.startswith("shard 1 stopped before this record was done") for reason in first.failed.values())
+    assert len(first.records) + len(first.failed) == len(QUESTIONS)
+    second = Runner(run, shards=shards).run()
+    assert (second.verdict, second.resumed, second.generated) == ("ok", len(first.records), len(first.failed))
+    assert second.summary.metrics["exact-match"].mean == 1.0
+
+
+def run_spec_callable(tmp_path: Path) -> dict[str, Any]:
+    """A run of the dying model over the questions, one record per scoring batch."""
+    return {
+        "target": {"callable": "tests.integrations.ray.test_runs:dying_model", "maxConcurrency": 1},
+        "dataset": {"path": str(dataset(tmp_path)), "fields": {"prompt": "question"}},
+        "evaluators": [{"ref": "exact-match"}],
+        "batchSize": 1,
+        "output": str(tmp_path / "out.json"),
+    }
