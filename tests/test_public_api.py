@@ -120,6 +120,9 @@ SURFACES: dict[str, list[str]] = {
         "Runner",
         "RunsClient",
         "SampleResult",
+        "Shard",
+        "ShardReport",
+        "ShardRunner",
         "Summary",
         "Target",
         "compare_runs",
@@ -128,6 +131,7 @@ SURFACES: dict[str, list[str]] = {
         "load_run",
         "load_run_result",
         "run_from_mapping",
+        "run_shard",
     ],
     "evalsi.specs": [
         "API_VERSION",

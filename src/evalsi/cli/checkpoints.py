@@ -27,7 +27,7 @@ from rich.text import Text
 
 from evalsi.cli._console import EXIT_FAILED, EXIT_GATE, EXIT_OK, fail, stderr, stdout
 from evalsi.cli._options import gathered
-from evalsi.cli._ray import PoolScorers, RayAddress, RayWorkers
+from evalsi.cli._ray import PoolScorers, RayAddress, RayShardCount, RayWorkers, ray_shards
 from evalsi.cli._tables import interval_note
 from evalsi.errors import DataError, EvalsiError, SpecError
 from evalsi.monitors import parse_stop_on
@@ -377,6 +377,7 @@ class EvaluatorOptions:
     log_to: LogTo = None
     ray: RayAddress = None
     ray_workers: RayWorkers = 2
+    shard_count: RayShardCount = None
 
     def serving(self) -> ServingStrategy:
         """The serving strategy ``--serve`` names, with its options."""
@@ -395,8 +396,11 @@ class EvaluatorOptions:
     def evaluator(self, display: Display, ctx: typer.Context | None = None) -> CheckpointEvaluator:
         """The checkpoint evaluator; with ``--ray``, its reward pool stops when the command ends (``ctx``)."""
         serving = self.serving()
+        if self.shard_count is not None and self.ray is None:
+            fail("--ray-shards needs --ray ADDRESS (the cluster the shards run on)")
         try:
-            scorer = PoolScorers(self.ray, self.ray_workers) if self.ray is not None else None
+            shards = ray_shards(self.ray, self.shard_count) if self.ray and self.shard_count else None
+            scorer = PoolScorers(self.ray, self.ray_workers) if self.ray is not None and shards is None else None
             if scorer is not None and ctx is not None:
                 ctx.call_on_close(scorer.close)
             return CheckpointEvaluator(
@@ -412,6 +416,7 @@ class EvaluatorOptions:
                 restart=self.restart,
                 log_to=self.log_to or [],
                 scorer=scorer,
+                shards=shards,
             )
         except (SpecError, DataError, ImportError) as exc:
             fail(str(exc))

@@ -25,11 +25,12 @@ from evalsi.runs._bind import BoundRun, load_run, run_from_mapping
 from evalsi.runs._builtin import BUILTINS, load_builtin
 from evalsi.runs._compare import LoadedRun, MetricComparison, compare_runs, load_results
 from evalsi.runs._document import RunHeader, RunResult, Summary
-from evalsi.runs._driver import ComponentScorer, Runner, RunOutcome, RunVerdict
+from evalsi.runs._driver import ComponentScorer, Runner, RunOutcome, RunVerdict, run_shard
 from evalsi.runs._loggers import LoggerError
 from evalsi.runs._remote import RunNotFoundError, RunsClient, RunServiceError
 from evalsi.runs._result_file import load_run_result
 from evalsi.runs._results import RecordResult, ResumeError, SampleResult
+from evalsi.runs._sharding import Shard, ShardReport, ShardRunner
 from evalsi.runs._summary import GateResult, MetricInfo, RunSummary
 from evalsi.runs._targets import CallableTarget, Generation, GenerationError, OpenAITarget, Target
 
@@ -58,6 +59,9 @@ __all__ = [
     "Runner",
     "RunsClient",
     "SampleResult",
+    "Shard",
+    "ShardReport",
+    "ShardRunner",
     "Summary",
     "Target",
     "compare_runs",
@@ -66,6 +70,7 @@ __all__ = [
     "load_run",
     "load_run_result",
     "run_from_mapping",
+    "run_shard",
 ]
 
 publish(__name__)

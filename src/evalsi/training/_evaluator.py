@@ -28,7 +28,16 @@ from pathlib import Path
 from typing import Any
 
 from evalsi.errors import DataError, EvalsiError, SpecError
-from evalsi.runs import BoundRun, ComponentScorer, RecordResult, Runner, RunResult, RunsClient, load_run_result
+from evalsi.runs import (
+    BoundRun,
+    ComponentScorer,
+    RecordResult,
+    Runner,
+    RunResult,
+    RunsClient,
+    ShardRunner,
+    load_run_result,
+)
 from evalsi.runs._bind import bind_run
 from evalsi.runs._compare import run_from_result
 from evalsi.runs._curve import compare_with_base, step_file, summary_estimates
@@ -168,9 +177,13 @@ class CheckpointEvaluator:
         scorer: Given each step's bound run, what scores its generations in place of the run's own reward (a
             reward pool on a Ray cluster: ``evalsi checkpoints eval|watch --ray``); generation stays on the
             served checkpoint.
+        shards: Generate and score each step's runs in shards elsewhere (``evalsi checkpoints eval|watch --ray
+            ADDRESS --ray-shards N``: ``evalsi.ray.RayShards``); the served checkpoint must be reachable from
+            where the shards run. Not with ``scorer``.
 
     Raises:
         SpecError: A spec is invalid, or a regression rule names a metric no spec has.
+        ValueError: Both ``scorer`` and ``shards`` are given.
 
     """
 
@@ -190,10 +203,14 @@ class CheckpointEvaluator:
         restart: bool = False,
         log_to: Sequence[str] = (),
         scorer: Callable[[BoundRun], ComponentScorer] | None = None,
+        shards: ShardRunner | None = None,
     ) -> None:
+        if scorer is not None and shards is not None:
+            raise ValueError("shards score each run in their own processes: give a scorer or shards, not both")
         paths = [specs] if isinstance(specs, str | Path) else list(specs)
         self.restart = restart
         self.scorer = scorer
+        self.shards = shards
         self._restarted: set[int | None] = set()
         if not paths:
             raise SpecError("give at least one run spec (-f spec.yaml)")
@@ -439,6 +456,7 @@ class CheckpointEvaluator:
             model=self._model(ref),
             replace_stale=True,
             scorer=None if self.scorer is None else self.scorer(bound),
+            shards=self.shards,
             checkpoint=checkpoint,  # written with the results, once (the runner adds evaluatedAt)
         )
         outcome = runner.run()
