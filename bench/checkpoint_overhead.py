@@ -44,16 +44,9 @@ sys.path.insert(0, str(ROOT))
 from tests.helpers.vllm_standin import standin_executable  # noqa: E402
 from tests.server.harness import ServerProcess, make_token, write_config  # noqa: E402
 
-from evalsi.training import (  # noqa: E402
-    Checkpoint,
-    CheckpointEvaluator,
-    Endpoint,
-    LoRA,
-    ServingStrategy,
-    StepResult,
-    free_port,
-    signature,
-)
+from evalsi.training import Checkpoint, CheckpointEvaluator, Endpoint, LoRA, ServingStrategy, StepResult  # noqa: E402
+from evalsi.training._checkpoints import signature  # noqa: E402
+from evalsi.training._vllm import free_port  # noqa: E402
 from evalsi.training._watch import Watcher  # noqa: E402
 
 Server = tuple[str, str]

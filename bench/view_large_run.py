@@ -37,7 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.rewards._servers import ServerThread
 
 from evalsi.evaluators import Score
-from evalsi.runs import MetricInfo, RecordResult, ResultsWriter, SampleResult, load_results, summarize
+from evalsi.runs import MetricInfo, RecordResult, SampleResult, load_results
+from evalsi.runs._results import ResultsWriter
+from evalsi.runs._summary import summarize
 from evalsi.specs import GateSpec, PassKSpec
 from evalsi.view import create_app
 

@@ -42,7 +42,8 @@ def test_the_quick_start_outputs_are_ignored_by_git() -> None:
     import shutil
     import subprocess
 
-    from evalsi.runs import journal_path, load_run
+    from evalsi.runs import load_run
+    from evalsi.runs._results import journal_path
 
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("needs the git checkout")  # an installed package has no .gitignore to check

@@ -18,7 +18,6 @@ process or another, start from that copy.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import gzip
 import hashlib
 import json
@@ -35,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol, cast
 
+from evalsi._util.filelock import exclusive_lock
 from evalsi_harness._unpack import ImageError, LayerApplier
 
 log = logging.getLogger(__name__)
@@ -309,13 +309,9 @@ def _select_oci(store: _Store, label: str, ref: str | None, want: str) -> _Image
     config = store.read_json(
         store.blob_name(str(config_descriptor["digest"])), config_descriptor["digest"], config_descriptor.get("size")
     )
-    platform = _check_config_platform(label, config, want)
-    diff_ids = _diff_ids(label, config)
-    layer_descriptors = manifest.get("layers")
-    if not isinstance(layer_descriptors, list) or len(layer_descriptors) != len(diff_ids):
-        raise ImageError(f"{label}: manifest {digest} lists other layers than its config's rootfs.diff_ids")
+    platform, listed = _config_layers(label, config, want, manifest.get("layers"), f"manifest {digest}")
     layers = []
-    for number, (layer, diff_id) in enumerate(zip(layer_descriptors, diff_ids, strict=True), start=1):
+    for number, (layer, diff_id) in enumerate(listed, start=1):
         media_type = str(layer.get("mediaType", ""))
         layer_digest = str(layer.get("digest", ""))
         where = f"{label}: layer {number} ({layer_digest})"
@@ -356,13 +352,9 @@ def _select_docker(store: _Store, label: str, ref: str | None, want: str) -> _Im
         config = json.loads(data)
     except ValueError as exc:
         raise ImageError(f"{label}: {config_name} is not JSON: {exc}") from None
-    platform = _check_config_platform(label, config, want)
-    diff_ids = _diff_ids(label, config)
-    names = entry.get("Layers")
-    if not isinstance(names, list) or len(names) != len(diff_ids):
-        raise ImageError(f"{label}: manifest.json lists other layers than the config's rootfs.diff_ids")
+    platform, listed = _config_layers(label, config, want, entry.get("Layers"), "manifest.json")
     layers = []
-    for number, (name, diff_id) in enumerate(zip(names, diff_ids, strict=True), start=1):
+    for number, (name, diff_id) in enumerate(listed, start=1):
         if not store.has(str(name)):
             raise ImageError(f"{label}: layer {number} ({name}) is not in the archive")
         layers.append(_Layer(f"{label}: layer {number} ({name})", str(name), None, None, None, diff_id))
@@ -443,12 +435,16 @@ def _check_config_platform(label: str, config: Any, want: str) -> str:
     return have if config.get("architecture") else want
 
 
-def _diff_ids(label: str, config: dict[str, Any]) -> list[str]:
+def _config_layers(label: str, config: Any, want: str, layers: Any, lister: str) -> tuple[str, list[tuple[Any, str]]]:
+    """The image's platform, and each layer ``lister`` lists beside the digest of its content the config gives."""
+    platform = _check_config_platform(label, config, want)
     rootfs = config.get("rootfs")
     diff_ids = rootfs.get("diff_ids") if isinstance(rootfs, dict) else None
     if not isinstance(diff_ids, list) or not all(isinstance(d, str) and _DIGEST.match(d) for d in diff_ids):
         raise ImageError(f"{label}: the image config has no rootfs.diff_ids (sha256 digests of its layers)")
-    return diff_ids
+    if not isinstance(layers, list) or len(layers) != len(diff_ids):
+        raise ImageError(f"{label}: {lister} lists other layers than its config's rootfs.diff_ids")
+    return platform, list(zip(layers, diff_ids, strict=True))
 
 
 def _ref_matches(annotations: dict[str, Any], ref: str) -> bool:
@@ -515,7 +511,7 @@ def _cached(store: _Store, image: _Image, cache: Path) -> UnpackedImage:
     if rootfs.is_dir():
         return UnpackedImage(str(rootfs), image.key, image.platform, cached=True)
     _make_cache(cache)
-    with _locked(cache / f".{key}.lock"):
+    with exclusive_lock(cache / f".{key}.lock"):
         if rootfs.is_dir():  # another process unpacked it while this one waited
             return UnpackedImage(str(rootfs), image.key, image.platform, cached=True)
         for stale in cache.glob(f".{key}.*.partial"):  # left by a process that died unpacking (it held the lock)
@@ -550,16 +546,6 @@ def _make_cache(cache: Path) -> None:
                 f"(mode {mode & 0o777:o}): set {CACHE_ENV} to a directory others can traverse "
                 f"(as root the default is {ROOT_CACHE})"
             )
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
 
 
 def _unpack(store: _Store, image: _Image, rootfs: str) -> None:

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from evalsi._util.modules import import_file
 from evalsi.errors import SpecError
 from evalsi.sandbox import Isolation, Limits
-from evalsi.specs import StepLimitsSpec, TaskSpec, check_image, check_platform, check_relative_path, load_task_spec
+from evalsi.specs import StepLimitsSpec, TaskSpec, load_task_spec
+from evalsi.specs._task import check_image, check_platform, check_relative_path
 
 if TYPE_CHECKING:
     from evalsi_harness._environment import Environment

@@ -48,3 +48,26 @@ def test_checkpoints_eval_says_how_to_install_ray(tmp_path: Path) -> None:
         assert result.exit_code == 2
         assert "pip install 'evalsi[ray]'" in result.stderr
         assert server.request_count() == 0
+
+
+@pytest.mark.usefixtures("without_ray")
+def test_run_with_shards_says_how_to_install_ray(tmp_path: Path) -> None:
+    with OpenAIServer(default="4") as server:
+        result = CliRunner().invoke(app, [*spec_args(tmp_path, server), "--ray", "auto", "--ray-shards", "4"])
+        assert result.exit_code == 2
+        assert "pip install 'evalsi[ray]'" in result.stderr
+        assert server.request_count() == 0
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_shards_need_a_cluster(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path / "specs")
+    with OpenAIServer(default="4") as server:
+        run = CliRunner().invoke(app, [*spec_args(tmp_path, server), "--ray-shards", "4"])
+        options = ["-f", str(spec), "--training-run", "r", "--serve", "endpoint", "--base-url", server.base_url]
+        options += ["--log-dir", str(tmp_path / "logs"), "--ray-shards", "2"]
+        step = CliRunner().invoke(app, ["checkpoints", "eval", "org/base", "--step", "base", *options])
+        assert server.request_count() == 0
+    for result in (run, step):
+        assert result.exit_code == 2
+        assert "--ray-shards needs --ray ADDRESS" in result.stderr

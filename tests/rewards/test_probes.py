@@ -20,7 +20,7 @@ from evalsi.evaluators._patterns import compile_pattern
 from evalsi.evaluators.rl._code_cases import CASE_FIELDS
 from evalsi.records import Record
 from evalsi.rewards import Reward
-from evalsi.rewards.probes import ProbeLimits, ProbeReport, component_reads, probe_reward, registered_probes
+from evalsi.rewards.probes import ProbeLimits, ProbeReport, ProbeRow, component_reads, probe_reward, registered_probes
 from evalsi.rewards.probes._reads import TEST_FIELDS
 from evalsi.rewards.probes._shapes import minimal_instance, minimal_match
 from tests.helpers.model_servers import ChatJudgeServer, OpenRLHFRewardServer
@@ -110,6 +110,12 @@ def test_every_built_in_evaluator_is_classified_by_what_it_reads() -> None:
 
 def test_the_test_fields_are_those_code_exec_tests_reads() -> None:
     assert set(TEST_FIELDS) == set(CASE_FIELDS)
+
+
+def test_a_row_names_the_functions_its_tests_call_but_not_their_helpers() -> None:
+    tests = ["assert is_even(2) == True", "assert isclose(half(3), 1.5)", "assert sorted(evens([3, 2])) == [2]"]
+    row = ProbeRow(0, Record("", prompt="p", metadata={"entry_point": "is_even", "test_list": tests}))
+    assert row.called_names() == ["is_even", "half", "evens"]
 
 
 def test_probes_apply_by_what_a_component_reads() -> None:

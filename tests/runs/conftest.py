@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
+from evalsi.runs._results import read_results
 from tests.helpers.openai_server import OpenAIServer
 
 # The Hugging Face hub is unreachable here: with `datasets` installed, never wait on it (it retries for ~30 s).
@@ -66,3 +67,12 @@ def run_spec(server: OpenAIServer, data: Path, output: Path, **spec: Any) -> dic
         else:
             body[key] = value
     return body
+
+
+def record_dicts(path: Path) -> list[dict[str, Any]]:
+    """A results file's records without their samples' latencies (which no two runs share), for equality."""
+    out = []
+    for record in read_results(path)["records"]:
+        samples = [{k: v for k, v in s.items() if k != "latency"} for s in record["samples"]]
+        out.append({**record, "samples": samples})
+    return out

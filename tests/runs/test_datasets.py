@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from evalsi.errors import DataError
-from evalsi.runs import load_items
+from evalsi.runs._datasets import load_items
 from evalsi.specs import DatasetSpec
 from tests.runs.conftest import write_jsonl
 

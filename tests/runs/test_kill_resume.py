@@ -14,7 +14,8 @@ import orjson
 import pytest
 import yaml
 
-from evalsi.runs import RecordResult, Runner, journal_path, load_run, read_results
+from evalsi.runs import RecordResult, Runner, load_run
+from evalsi.runs._results import journal_path, read_results
 from tests.helpers.openai_server import OpenAIServer
 from tests.runs.conftest import write_jsonl
 

@@ -16,9 +16,9 @@ from typer.testing import CliRunner
 
 from evalsi.cli.main import app
 from evalsi.errors import SpecError
-from evalsi.runs import LoggedRun, Runner, load_run, make_loggers, run_from_mapping
+from evalsi.runs import Runner, load_run, run_from_mapping
 from evalsi.runs._log_mlflow import mlflow_key
-from evalsi.runs._loggers import metric_values, parse_log_to, record_table, table_csv
+from evalsi.runs._loggers import LoggedRun, make_loggers, metric_values, parse_log_to, record_table, table_csv
 from evalsi.specs import LoggersSpec, TensorBoardLoggerSpec
 from evalsi.stats import Estimate
 from tests.helpers.openai_server import OpenAIServer

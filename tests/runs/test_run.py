@@ -14,7 +14,8 @@ from evalsi.errors import DataError
 from evalsi.evaluators import Evaluator, NoParams, Score, ScoreContext, register
 from evalsi.records import Record
 from evalsi.rewards import from_mapping
-from evalsi.runs import ResumeError, Runner, RunOutcome, journal_path, read_results, run_from_mapping
+from evalsi.runs import ResumeError, Runner, RunOutcome, run_from_mapping
+from evalsi.runs._results import journal_path, read_results
 from tests.helpers.openai_server import OpenAIServer
 from tests.runs.conftest import run_spec, write_jsonl
 

@@ -9,8 +9,9 @@ import orjson
 import pytest
 
 from evalsi.errors import DataError
-from evalsi.runs import Runner, RunResult, load_results, load_run_result, read_results, run_from_mapping
+from evalsi.runs import Runner, RunResult, load_results, load_run_result, run_from_mapping
 from evalsi.runs._result_file import result_from_json
+from evalsi.runs._results import read_results
 from tests.helpers.openai_server import OpenAIServer
 from tests.runs.conftest import run_spec
 

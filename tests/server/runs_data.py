@@ -10,7 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from evalsi.runs import Runner, read_results, run_from_mapping
+from evalsi.runs import Runner, run_from_mapping
+from evalsi.runs._results import read_results
 
 RECORDS = 40
 

@@ -596,7 +596,8 @@ def _compare(server: ServerProcess, token: str, base: str, candidate: str) -> ht
 
 @pytest.mark.slow
 def test_four_comparisons_of_large_runs_at_once_read_their_scores_not_their_texts(tmp_path: Path) -> None:
-    from evalsi.runs import compare_runs, comparison_to_dict, run_from_document
+    from evalsi.runs import compare_runs
+    from evalsi.runs._compare import comparison_to_dict, run_from_document
 
     url = f"sqlite:///{tmp_path / 's.db'}"
     config = write_config(tmp_path, {"database": {"url": url}})  # the default limits

@@ -19,7 +19,8 @@ from google.protobuf import json_format
 from prometheus_client.parser import text_string_to_metric_families
 
 from evalsi.errors import DataError
-from evalsi.runs import RunNotFoundError, RunsClient, RunServiceError, compare_runs, run_from_document
+from evalsi.runs import RunNotFoundError, RunsClient, RunServiceError, compare_runs
+from evalsi.runs._compare import run_from_document
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2_grpc as pb_grpc
 from evalsi.server._proto.evalsi.v1alpha1.rewards_connect import RunServiceClientSync

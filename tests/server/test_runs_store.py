@@ -16,7 +16,8 @@ from alembic.config import Config
 from google.protobuf import json_format, struct_pb2
 from sqlalchemy import Engine
 
-from evalsi.runs import compare_runs, comparison_to_dict, run_from_document
+from evalsi.runs import compare_runs
+from evalsi.runs._compare import comparison_to_dict, run_from_document
 from evalsi.server._db import MIGRATIONS, current_revision, head_revision, open_database, open_engine
 from evalsi.server._errors import ServiceError
 from evalsi.server.runs._requests import check_request_id

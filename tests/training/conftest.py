@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from evalsi.training import free_port, stop_process
+from evalsi.training._vllm import free_port, stop_process
 from tests.helpers.vllm_standin import standin_executable
 
 

@@ -16,7 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from evalsi.cli.main import app
-from evalsi.training import CheckpointEvaluator, CheckpointRunner, Endpoint, ModelRef, Served, Watcher, step_files
+from evalsi.runs._curve import step_files
+from evalsi.training import CheckpointEvaluator, CheckpointRunner, Endpoint, ModelRef, Served, Watcher
 from tests.helpers.openai_server import OpenAIServer
 from tests.training.conftest import QUESTIONS, answers, write_model, write_spec
 

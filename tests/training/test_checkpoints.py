@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from evalsi.training import discover, find_model, parse_step, signature
-from evalsi.training._checkpoints import SettleTracker
+from evalsi.training import discover, parse_step
+from evalsi.training._checkpoints import SettleTracker, find_model, signature
 from tests.training.conftest import write_adapter, write_model
 
 

@@ -12,7 +12,8 @@ import pytest
 from evalsi.errors import SpecError
 from evalsi.rewards import Reward, from_mapping
 from evalsi.runs import BoundRun
-from evalsi.training import CheckpointEvaluator, Endpoint, LoRA, step_files
+from evalsi.runs._curve import step_files
+from evalsi.training import CheckpointEvaluator, Endpoint, LoRA
 from tests.helpers.openai_server import OpenAIServer
 from tests.helpers.vllm_standin import read_log
 from tests.training.conftest import RunningVLLM, answers, write_adapter, write_model, write_spec

@@ -13,8 +13,7 @@ import httpx
 import pytest
 
 from evalsi.runs import Runner, run_from_mapping
-from evalsi.training import OpenAICompatibleServer
-from evalsi.training._transformers import Cancelled, GenerationCancelled, RequestError
+from evalsi.training._transformers import Cancelled, GenerationCancelled, OpenAICompatibleServer, RequestError
 from tests.runs.conftest import write_jsonl
 
 

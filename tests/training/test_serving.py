@@ -9,18 +9,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from evalsi.training import (
-    VLLM,
-    Endpoint,
-    LoRA,
-    ModelRef,
-    ServingError,
-    ServingStrategy,
-    UnservableError,
-    model_ref,
-    stop_process,
-)
-from evalsi.training._serving import api_root
+from evalsi.training import VLLM, Endpoint, LoRA, ModelRef, ServingError, ServingStrategy, UnservableError
+from evalsi.training._serving import api_root, model_ref
+from evalsi.training._vllm import stop_process
 from tests.helpers.vllm_standin import read_log
 from tests.training.conftest import RunningVLLM, start_standin, write_adapter, write_model
 

@@ -13,17 +13,9 @@ import pytest
 from typer.testing import CliRunner
 
 from evalsi.cli.main import app
-from evalsi.training import (
-    VLLM,
-    CheckpointEvaluator,
-    ConversionError,
-    UnservableError,
-    check_servable,
-    discover,
-    find_model,
-    model_ref,
-    parse_step,
-)
+from evalsi.training import VLLM, CheckpointEvaluator, ConversionError, UnservableError, discover, parse_step
+from evalsi.training._checkpoints import find_model
+from evalsi.training._serving import check_servable, model_ref
 from evalsi.training._sharded import find_sharded
 from tests.training.conftest import write_spec
 

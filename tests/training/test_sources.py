@@ -13,8 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from evalsi.cli.main import app
-from evalsi.training import CheckpointEvaluator, Endpoint, Signature
-from evalsi.training._checkpoints import SettleTracker
+from evalsi.training import CheckpointEvaluator, Endpoint
+from evalsi.training._checkpoints import SettleTracker, Signature
 from evalsi.training._sources import LocalDirectory, RemoteDirectory, SourceError, open_source
 from evalsi.training._watch import Watcher
 from tests.helpers.openai_server import OpenAIServer

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from evalsi._util.docstrings import attribute_docstrings
 from evalsi.evaluators import Params
-from evalsi.specs import SpecModel
+from evalsi.specs._model import SpecModel
 
 
 class Pydantics(BaseModel):

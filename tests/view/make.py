@@ -9,7 +9,9 @@ from typing import Any
 import orjson
 
 from evalsi.evaluators import Score, Status
-from evalsi.runs import MetricInfo, RecordResult, ResultsWriter, SampleResult, fingerprint, summarize
+from evalsi.runs import MetricInfo, RecordResult, SampleResult
+from evalsi.runs._results import ResultsWriter, fingerprint
+from evalsi.runs._summary import summarize
 from evalsi.specs import GateSpec, PassKSpec
 
 HOSTILE = '<script>document.title="pwned"</script><img src=x onerror="document.title=\'pwned\'">'

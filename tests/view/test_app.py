@@ -9,7 +9,9 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 from starlette.testclient import TestClient
 
-from evalsi.runs import compare_runs, comparison_to_dict, journal_path, load_results
+from evalsi.runs import compare_runs, load_results
+from evalsi.runs._compare import comparison_to_dict
+from evalsi.runs._results import journal_path
 from evalsi.view import create_app
 from tests.view.conftest import ids
 from tests.view.make import HOSTILE, record, simple_run, write_run

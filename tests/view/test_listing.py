@@ -11,7 +11,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from evalsi.errors import DataError
-from evalsi.runs import read_results
+from evalsi.runs._results import read_results
 from evalsi.view import create_app
 from evalsi.view._runs import MAX_HEADER_BYTES, RunCache, RunData, load_run, read_header
 from tests.view.make import record, simple_run, write_run

@@ -14,7 +14,7 @@ import orjson
 import yaml
 from starlette.testclient import TestClient
 
-from evalsi.runs import ResultsWriter, journal_path
+from evalsi.runs._results import ResultsWriter, journal_path
 from evalsi.view import create_app
 from tests.helpers.openai_server import OpenAIServer
 from tests.runs.conftest import write_jsonl

@@ -6,7 +6,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from evalsi.runs import read_results
+from evalsi.runs._results import read_results
 from evalsi.view._runs import Records, _count, build_index, load_run, read_header, record_stats
 from tests.view.make import HOSTILE, record, write_run
 

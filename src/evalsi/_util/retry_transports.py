@@ -28,35 +28,35 @@ def _settle(policy: RetryPolicy, attempt: int, outcome: httpx.Response | Excepti
     return outcome
 
 
-class _Counter:
-    """Attempts made through one transport, retries included (read by clients that report call counts)."""
+class _Retrying:
+    """What both transports keep: the policy, and the attempts made through them, retries included."""
 
-    def __init__(self) -> None:
-        self.attempts = 0
-        self._lock = threading.Lock()
-
-    def count(self) -> None:
-        with self._lock:
-            self.attempts += 1
-
-
-class RetryTransport(httpx.BaseTransport):
-    """Retries requests through ``inner`` (default: a plain :class:`httpx.HTTPTransport`) under ``policy``."""
-
-    def __init__(self, policy: RetryPolicy, inner: httpx.BaseTransport | None = None) -> None:
+    def __init__(self, policy: RetryPolicy) -> None:
         self.policy = policy
-        self.inner = inner if inner is not None else httpx.HTTPTransport()
-        self._counter = _Counter()
+        self._attempts = 0
+        self._lock = threading.Lock()
 
     @property
     def attempts(self) -> int:
-        """HTTP attempts made so far, retries included."""
-        return self._counter.attempts
+        """HTTP attempts made so far, retries included (read by clients that report call counts)."""
+        return self._attempts
+
+    def _count(self) -> None:
+        with self._lock:
+            self._attempts += 1
+
+
+class RetryTransport(_Retrying, httpx.BaseTransport):
+    """Retries requests through ``inner`` (default: a plain :class:`httpx.HTTPTransport`) under ``policy``."""
+
+    def __init__(self, policy: RetryPolicy, inner: httpx.BaseTransport | None = None) -> None:
+        super().__init__(policy)
+        self.inner = inner if inner is not None else httpx.HTTPTransport()
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         """Send ``request``, retrying as the policy says; the last answer, or the last transport error."""
         for attempt in itertools.count():
-            self._counter.count()
+            self._count()
             try:
                 with slot(request.url):
                     outcome: httpx.Response | Exception = self.inner.handle_request(request)
@@ -75,23 +75,17 @@ class RetryTransport(httpx.BaseTransport):
         self.inner.close()
 
 
-class AsyncRetryTransport(httpx.AsyncBaseTransport):
+class AsyncRetryTransport(_Retrying, httpx.AsyncBaseTransport):
     """The async twin of :class:`RetryTransport` (the wait is an ``asyncio.sleep``, so it can be cancelled)."""
 
     def __init__(self, policy: RetryPolicy, inner: httpx.AsyncBaseTransport | None = None) -> None:
-        self.policy = policy
+        super().__init__(policy)
         self.inner = inner if inner is not None else httpx.AsyncHTTPTransport()
-        self._counter = _Counter()
-
-    @property
-    def attempts(self) -> int:
-        """HTTP attempts made so far, retries included."""
-        return self._counter.attempts
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Send ``request``, retrying as the policy says; the last answer, or the last transport error."""
         for attempt in itertools.count():
-            self._counter.count()
+            self._count()
             try:
                 async with slot_async(request.url):
                     outcome: httpx.Response | Exception = await self.inner.handle_async_request(request)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlencode
 
 import orjson
+import typer
 from rich.markup import escape
 
 from evalsi.cli._console import stderr, stdout
@@ -17,6 +18,11 @@ PAGE = 100
 STATE_STYLES = {"ACTIVE": "green", "COMPLETED": "green", "FAILED": "red", "BUILD_FAILED": "red", "CANCELLED": "dim"}
 
 Row = Callable[[dict[str, Any]], Sequence[str]]
+
+AsJson = Annotated[bool, typer.Option("--json", help="Print a JSON array (for scripts).")]
+"""``--json`` of a list command."""
+Limit = Annotated[int, typer.Option("--limit", min=0, help="The newest N (0: all).")]
+"""``--limit`` of a list command (default 100)."""
 
 
 def fetch(server: str | None, path: str, key: str, limit: int, query: dict[str, str]) -> tuple[list[Any], bool]:

@@ -1,4 +1,8 @@
-"""``--ray ADDRESS``: a reward pool on a Ray cluster scoring the generations of runs (``evalsi run``, checkpoints)."""
+"""``--ray ADDRESS``: runs (``evalsi run``, checkpoints) on a Ray cluster: scored by a reward pool, or sharded.
+
+A reward pool scores the run's generations; with ``--ray-shards N`` the run itself is cut into shards that
+generate and score on the cluster's CPU workers.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from evalsi.runs import BoundRun, ComponentScorer
+from evalsi.runs import BoundRun, ComponentScorer, ShardRunner
 
 RayAddress = Annotated[
     str | None,
@@ -15,10 +19,42 @@ RayAddress = Annotated[
         metavar="ADDRESS",
         help="Score the generations on a Ray cluster's CPU workers with a reward pool ('auto': the running "
         "cluster or RAY_ADDRESS; 'local': a new one in this process; or host:port); generation stays on "
-        "the target.",
+        "the target, requested from this process unless --ray-shards is given.",
     ),
 ]
-RayWorkers = Annotated[int, typer.Option("--ray-workers", min=1, help="Scorer actors with --ray.")]
+RayWorkers = Annotated[
+    int, typer.Option("--ray-workers", min=1, help="Scorer actors with --ray (unused with --ray-shards).")
+]
+RayShardCount = Annotated[
+    int | None,
+    typer.Option(
+        "--ray-shards",
+        min=1,
+        metavar="N",
+        help="With --ray: cut the run's records into N shards, each generated and scored by an actor on one of "
+        "the cluster's CPU workers (all shards together keep to the target's maxConcurrency); the results file "
+        "is written and resumed here as without shards.",
+    ),
+]
+
+
+def ray_shards(address: str, count: int) -> ShardRunner:
+    """The shards of ``evalsi run --ray ADDRESS --ray-shards N``: one actor per shard on the cluster.
+
+    Args:
+        address: The Ray cluster (``auto``, ``local``, ``host:port``).
+        count: How many shards.
+
+    Raises:
+        RayUnavailableError: Ray is not installed (an ``ImportError`` saying how to install it), said before the
+            run starts.
+
+    """
+    from evalsi.ray import RayShards
+    from evalsi.ray._ray import import_ray
+
+    import_ray()
+    return RayShards(count, address=address)
 
 
 class PoolScorers:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import os
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import httpx
 import orjson
@@ -20,6 +20,8 @@ from evalsi.cli._console import EXIT_BAD_INPUT, EXIT_FAILED, fail, stdout
 
 DEFAULT_SERVER = "http://127.0.0.1:8080"
 SERVER_HELP = "The evalsi server's HTTP address (default: EVALSI_SERVER, else http://127.0.0.1:8080)."
+ServerOption = Annotated[str | None, typer.Option("--server", help=SERVER_HELP)]
+"""``--server``, as every command that talks to a server takes it (default None: ``EVALSI_SERVER``, else local)."""
 
 
 def server_url(option: str | None) -> str:
@@ -90,13 +92,12 @@ class IdCommands:
             show(call(values["server"], method, self.path.format(id=values[self.id_name]) + suffix))
 
         keyword = inspect.Parameter.KEYWORD_ONLY
-        server = typer.Option(None, "--server", help=SERVER_HELP)
         command.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
             [
                 inspect.Parameter(
                     self.id_name, keyword, default=typer.Argument(..., help=self.id_help), annotation=str
                 ),
-                inspect.Parameter("server", keyword, default=server, annotation=str | None),
+                inspect.Parameter("server", keyword, default=None, annotation=ServerOption),
             ],
             return_annotation=None,
         )

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import signal
 from collections.abc import Iterator
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -26,7 +26,8 @@ from rich.table import Table
 from rich.text import Text
 
 from evalsi.cli._console import EXIT_FAILED, EXIT_GATE, EXIT_OK, fail, stderr, stdout
-from evalsi.cli._ray import PoolScorers, RayAddress, RayWorkers
+from evalsi.cli._options import gathered
+from evalsi.cli._ray import PoolScorers, RayAddress, RayShardCount, RayWorkers, ray_shards
 from evalsi.cli._tables import interval_note
 from evalsi.errors import DataError, EvalsiError, SpecError
 from evalsi.monitors import parse_stop_on
@@ -48,13 +49,13 @@ from evalsi.training import (
     Transformers,
     Watcher,
     build_curve,
-    build_server_curve,
-    cell_text,
-    describe_result,
-    is_remote,
     open_source,
     plot_curve,
 )
+from evalsi.training._evaluator import describe_result
+from evalsi.training._plot import cell_text
+from evalsi.training._server_runs import build_server_curve
+from evalsi.training._sources import is_remote
 
 app = typer.Typer(
     help="Evaluate training checkpoints against run specs, and draw the learning curve.", no_args_is_help=True
@@ -353,31 +354,30 @@ def _terminate_as_interrupt() -> Iterator[None]:
 
 @dataclass(frozen=True)
 class EvaluatorOptions:
-    """What ``eval`` and ``watch`` share: the specs, the training run, how a checkpoint is served, where results go."""
+    """What ``eval`` and ``watch`` share: the specs, the training run, how a checkpoint is served, where results go.
 
-    files: list[Path]
-    training_run: str
-    serve: str
-    base_url: str | None
-    model: str | None
-    log_dir: Path
-    regression: list[str] | None
-    overrides: list[str] | None
-    vllm_bin: str
-    vllm_args: list[str] | None
-    device: str
-    base_model: str | None
-    server: str | None
-    restart: bool
-    tokenizer: str | None
-    log_to: list[str] | None
-    ray: str | None
-    ray_workers: int
+    Each field is a command-line option of both commands (see :func:`evalsi.cli._options.gathered`).
+    """
 
-    @classmethod
-    def of(cls, ctx: typer.Context) -> EvaluatorOptions:
-        """The options as the command line gave them (each field is a parameter of ``eval`` and ``watch``)."""
-        return cls(**{f.name: ctx.params[f.name] for f in fields(cls)})
+    files: Files
+    training_run: TrainingRun
+    serve: Serve = "transformers"
+    base_url: BaseUrl = None
+    model: Model = None
+    log_dir: LogDir = DEFAULT_LOG_DIR
+    regression: Regression = None
+    overrides: Overrides = None
+    vllm_bin: VllmBin = "vllm"
+    vllm_args: VllmArgs = None
+    device: Device = "cpu"
+    base_model: BaseModel = None
+    server: Server = None
+    restart: Restart = False
+    tokenizer: TokenizerOption = None
+    log_to: LogTo = None
+    ray: RayAddress = None
+    ray_workers: RayWorkers = 2
+    shard_count: RayShardCount = None
 
     def serving(self) -> ServingStrategy:
         """The serving strategy ``--serve`` names, with its options."""
@@ -396,8 +396,11 @@ class EvaluatorOptions:
     def evaluator(self, display: Display, ctx: typer.Context | None = None) -> CheckpointEvaluator:
         """The checkpoint evaluator; with ``--ray``, its reward pool stops when the command ends (``ctx``)."""
         serving = self.serving()
+        if self.shard_count is not None and self.ray is None:
+            fail("--ray-shards needs --ray ADDRESS (the cluster the shards run on)")
         try:
-            scorer = PoolScorers(self.ray, self.ray_workers) if self.ray is not None else None
+            shards = ray_shards(self.ray, self.shard_count) if self.ray and self.shard_count else None
+            scorer = PoolScorers(self.ray, self.ray_workers) if self.ray is not None and shards is None else None
             if scorer is not None and ctx is not None:
                 ctx.call_on_close(scorer.close)
             return CheckpointEvaluator(
@@ -413,12 +416,14 @@ class EvaluatorOptions:
                 restart=self.restart,
                 log_to=self.log_to or [],
                 scorer=scorer,
+                shards=shards,
             )
         except (SpecError, DataError, ImportError) as exc:
             fail(str(exc))
 
 
 @app.command("eval")
+@gathered(EvaluatorOptions)
 def eval_command(
     ctx: typer.Context,
     model_or_path: Annotated[
@@ -429,32 +434,15 @@ def eval_command(
         ),
     ],
     step: Annotated[str, typer.Option("--step", help="base, or the checkpoint's step number.")],
-    files: Files,
-    training_run: TrainingRun,
-    serve: Serve = "transformers",
-    base_url: BaseUrl = None,
-    model: Model = None,
-    log_dir: LogDir = DEFAULT_LOG_DIR,
-    regression: Regression = None,
-    overrides: Overrides = None,
-    vllm_bin: VllmBin = "vllm",
-    vllm_args: VllmArgs = None,
-    device: Device = "cpu",
-    base_model: BaseModel = None,
+    options: EvaluatorOptions,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the step's result as JSON (each spec's means and changes).")
     ] = False,
     quiet: Quiet = False,
-    server: Server = None,
-    restart: Restart = False,
-    tokenizer: TokenizerOption = None,
-    ray: RayAddress = None,
-    ray_workers: RayWorkers = 2,
     final: Annotated[
         bool,
         typer.Option("--final", help="The training's last step: every spec is evaluated, whatever its `every`."),
     ] = False,
-    log_to: LogTo = None,
 ) -> None:
     """Evaluate one checkpoint (or the base model) against the run specs; results go to LOG_DIR (and --server).
 
@@ -463,7 +451,7 @@ def eval_command(
     """
     number = parse_step_option(step)
     display = Display(not quiet)
-    evaluator = EvaluatorOptions.of(ctx).evaluator(display, ctx)
+    evaluator = options.evaluator(display, ctx)
     label = "base" if number is None else f"step {number}"
     if not evaluator.due(number, final=final):
         cadence = ", ".join(f"{name} every {every}" for name, every in evaluator.cadence().items())
@@ -477,7 +465,7 @@ def eval_command(
         raise typer.Exit(EXIT_OK)
     try:
         with _terminate_as_interrupt():
-            location = fetch_location(model_or_path, number, log_dir / "downloads" / training_run)
+            location = fetch_location(model_or_path, number, options.log_dir / "downloads" / options.training_run)
             result = evaluator.evaluate(location, number, final=final)
     except KeyboardInterrupt:
         fail("interrupted: scored records are saved; run the same command again to resume", EXIT_FAILED)
@@ -494,6 +482,7 @@ def eval_command(
 
 
 @app.command("watch")
+@gathered(EvaluatorOptions)
 def watch_command(
     ctx: typer.Context,
     directory: Annotated[
@@ -503,13 +492,7 @@ def watch_command(
             "or mlflow:MODEL, a registered model's versions (with evalsi\\[mlflow] and MLFLOW_TRACKING_URI)."
         ),
     ],
-    files: Files,
-    training_run: TrainingRun,
-    serve: Serve = "transformers",
-    base_url: BaseUrl = None,
-    model: Model = None,
-    log_dir: LogDir = DEFAULT_LOG_DIR,
-    regression: Regression = None,
+    options: EvaluatorOptions,
     settle: Annotated[
         float,
         typer.Option(
@@ -534,18 +517,7 @@ def watch_command(
     once: Annotated[
         bool, typer.Option("--once", help="Evaluate the checkpoints there now (waiting for those settling), then exit.")
     ] = False,
-    overrides: Overrides = None,
-    vllm_bin: VllmBin = "vllm",
-    vllm_args: VllmArgs = None,
-    device: Device = "cpu",
-    base_model: BaseModel = None,
     quiet: Quiet = False,
-    server: Server = None,
-    restart: Restart = False,
-    tokenizer: TokenizerOption = None,
-    log_to: LogTo = None,
-    ray: RayAddress = None,
-    ray_workers: RayWorkers = 2,
 ) -> None:
     """Evaluate each new checkpoint in DIRECTORY once, in step order, as it settles. Stop with Ctrl-C.
 
@@ -560,7 +532,7 @@ def watch_command(
     if monitors and stop_file is None:
         fail("--stop-on needs --stop-file: the file the training loop watches (evalsi_callback(None, stop_file=...))")
     display = Display(not quiet)
-    evaluator = EvaluatorOptions.of(ctx).evaluator(display, ctx)
+    evaluator = options.evaluator(display, ctx)
     try:
         base_done = evaluator.has_results(None)
     except EvalsiError as exc:  # the server is unreachable or refused the token
@@ -572,7 +544,7 @@ def watch_command(
             highlight=False,
         )
     try:
-        source = open_source(directory, log_dir / "downloads" / training_run)
+        source = open_source(directory, options.log_dir / "downloads" / options.training_run)
     except (SpecError, DataError) as exc:  # a location that cannot be opened: as `eval` says of it
         fail(str(exc))
     except EvalsiError as exc:  # a registry that does not answer

@@ -15,7 +15,8 @@ from rich.text import Text
 from evalsi.cli._console import EXIT_GATE, fail, stderr, stdout
 from evalsi.cli._tables import interval_note, number_table
 from evalsi.errors import DataError
-from evalsi.runs import LoadedRun, MetricComparison, compare_runs, comparison_to_dict, load_results, record_overlap
+from evalsi.runs import LoadedRun, MetricComparison, compare_runs, load_results
+from evalsi.runs._compare import comparison_to_dict, record_overlap
 from evalsi.runs._curve import failed_rules
 from evalsi.stats import RegressionRule, describe_method
 

@@ -10,7 +10,7 @@ from rich.markup import escape
 
 from evalsi.cli import _listing
 from evalsi.cli._console import fail, stderr
-from evalsi.cli._remote import SERVER_HELP, IdCommands, call, show
+from evalsi.cli._remote import IdCommands, ServerOption, call, show
 
 app = typer.Typer(help="Create, show, list and delete datasets on an evalsi server.", no_args_is_help=True)
 
@@ -19,7 +19,7 @@ app = typer.Typer(help="Create, show, list and delete datasets on an evalsi serv
 def create_command(
     name: str = typer.Argument(..., help="The dataset's id in your project."),
     file: Path = typer.Argument(..., exists=True, dir_okay=False, help="JSONL: rows with messages, ground_truth."),
-    server: str | None = typer.Option(None, "--server", help=SERVER_HELP),
+    server: ServerOption = None,
 ) -> None:
     """Upload FILE as dataset NAME; the server checks every row and names the line of a bad one."""
     try:
@@ -33,7 +33,7 @@ def create_command(
 def get_command(
     name: str = typer.Argument(..., help="The dataset's id."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write the rows (JSONL) to this file."),
-    server: str | None = typer.Option(None, "--server", help=SERVER_HELP),
+    server: ServerOption = None,
 ) -> None:
     """Show a dataset (rows, size, the job that wrote it); with --output, save its rows."""
     path = f"/v1alpha1/datasets/{name}" + ("?rows=true" if output else "")
@@ -46,9 +46,9 @@ def get_command(
 
 @app.command("list")
 def list_command(
-    as_json: bool = typer.Option(False, "--json", help="Print a JSON array (for scripts)."),
-    limit: int = typer.Option(100, "--limit", min=0, help="The newest N (0: all)."),
-    server: str | None = typer.Option(None, "--server", help=SERVER_HELP),
+    as_json: _listing.AsJson = False,
+    limit: _listing.Limit = 100,
+    server: ServerOption = None,
 ) -> None:
     """List your project's datasets, newest first: rows, size and the job that wrote each."""
     items, more = _listing.fetch(server, "/v1alpha1/datasets", "datasets", limit, {})

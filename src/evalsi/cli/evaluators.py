@@ -24,7 +24,7 @@ from evalsi.cli import _listing
 from evalsi.cli._archive import PackError, pack
 from evalsi.cli._console import EXIT_FAILED, fail, stderr, stdout
 from evalsi.cli._entries import choose_entry
-from evalsi.cli._remote import SERVER_HELP, IdCommands, call, show
+from evalsi.cli._remote import SERVER_HELP, IdCommands, ServerOption, call, show
 from evalsi.errors import UnknownEvaluatorError
 from evalsi.evaluators import Evaluator, all_evaluators, evaluator_class, is_operator_only
 
@@ -39,7 +39,7 @@ BUILDING = "BUILDING"
 def list_command(
     uploaded: bool = typer.Option(False, "--uploaded", help="List your project's evaluators on an evalsi server."),
     server: str | None = typer.Option(None, "--server", help=SERVER_HELP + " Implies --uploaded."),
-    as_json: bool = typer.Option(False, "--json", help="Print a JSON array (for scripts)."),
+    as_json: _listing.AsJson = False,
     limit: int = typer.Option(100, "--limit", min=0, help="With --uploaded: the newest N (0: all)."),
 ) -> None:
     """List every evaluator: built-in packs and installed ones; with --uploaded, those uploaded to the server."""
@@ -152,7 +152,7 @@ def upload_command(
         None, "--id", "--evaluator-id", help="The evaluator's id in your project (default: from the test's name)."
     ),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask: use the only evaluation test found."),
-    server: str | None = typer.Option(None, "--server", help=SERVER_HELP),
+    server: ServerOption = None,
     max_bytes: int = typer.Option(16 << 20, "--max-bytes", help="Refuse to upload an archive larger than this."),
     wait: bool = typer.Option(True, "--wait/--no-wait", help="Wait until the build ends (exit 1 if it failed)."),
 ) -> None:
@@ -200,7 +200,7 @@ by_id.add("get", "GET", "Show an uploaded evaluator: its state (BUILDING, ACTIVE
 @app.command("log")
 def log_command(
     evaluator_id: str = typer.Argument(..., help="The evaluator's id."),
-    server: str | None = typer.Option(None, "--server", help=SERVER_HELP),
+    server: ServerOption = None,
 ) -> None:
     """Print an uploaded evaluator's build log."""
     answer = call(server, "GET", f"/v1alpha1/evaluators/{evaluator_id}/log")

@@ -14,7 +14,7 @@ from rich.markup import escape
 
 from evalsi.cli import _listing
 from evalsi.cli._console import EXIT_FAILED, fail
-from evalsi.cli._remote import SERVER_HELP, IdCommands, call, show
+from evalsi.cli._remote import IdCommands, ServerOption, call, show
 
 app = typer.Typer(
     help="Create, list, follow, cancel and delete evaluation jobs on an evalsi server.", no_args_is_help=True
@@ -34,7 +34,7 @@ def create_command(
     params: list[str] | None = typer.Option(
         None, "--param", help="A completion param for the target, e.g. --param temperature=0.2 (repeatable)."
     ),
-    server: str | None = typer.Option(None, "--server", help=SERVER_HELP),
+    server: ServerOption = None,
 ) -> None:
     """Start an evaluation job: score every row of the input dataset with the evaluator, in the sandbox.
 
@@ -82,7 +82,7 @@ def wait_command(
     job_id: str = typer.Argument(..., help="The job's id."),
     timeout: float = typer.Option(3600.0, "--timeout", help="Give up after this many seconds (exit 1)."),
     interval: float = typer.Option(2.0, "--interval", min=0.1, help="Seconds between polls."),
-    server: str | None = typer.Option(None, "--server", help=SERVER_HELP),
+    server: ServerOption = None,
 ) -> None:
     """Wait until the job ends; exit 0 when COMPLETED, 1 when FAILED or CANCELLED."""
     deadline = time.monotonic() + timeout
@@ -109,9 +109,9 @@ def list_command(
         help="Only jobs in this state (VALIDATING, RUNNING, WRITING_RESULTS, COMPLETED, FAILED, CANCELLED).",
     ),
     evaluator: str | None = typer.Option(None, "--evaluator", help="Only jobs of this evaluator."),
-    as_json: bool = typer.Option(False, "--json", help="Print a JSON array (for scripts)."),
-    limit: int = typer.Option(100, "--limit", min=0, help="The newest N (0: all)."),
-    server: str | None = typer.Option(None, "--server", help=SERVER_HELP),
+    as_json: _listing.AsJson = False,
+    limit: _listing.Limit = 100,
+    server: ServerOption = None,
 ) -> None:
     """List your project's evaluation jobs, newest first, with their state and score."""
     query = {"state": state.upper()} if state else {}

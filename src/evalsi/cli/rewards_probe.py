@@ -84,7 +84,8 @@ def load_target(spec: Path, data: Path | None, name: str | None) -> tuple[Reward
 
 
 def _run_target(spec: Path, data: Path | None, name: str | None) -> tuple[Reward, list[Record]]:
-    from evalsi.runs import load_run, load_run_items
+    from evalsi.runs import load_run
+    from evalsi.runs._driver import load_run_items
 
     run = load_run(spec, name)
     if data is not None:

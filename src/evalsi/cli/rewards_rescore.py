@@ -144,14 +144,15 @@ def _run_results(path: Path) -> dict[str, Any] | None:
         return None
     if not isinstance(data, dict) or data.get("kind") != "RunResults":
         return None
-    from evalsi.runs import read_results
+    from evalsi.runs._results import read_results
 
     return read_results(path)  # the version check, with its error naming the file
 
 
 def _from_run(results: Mapping[str, Any], file: str, run_spec: Path | None, reward: Reward) -> list[StoredRollout]:
     """A rollout per sample of a run's results: its prompt, completion, reference and scores by metric."""
-    from evalsi.runs import RecordResult, load_run, load_run_items
+    from evalsi.runs import RecordResult, load_run
+    from evalsi.runs._driver import load_run_items
 
     try:
         records = [RecordResult.from_json(raw) for raw in results.get("records") or []]

@@ -18,19 +18,11 @@ from rich.table import Table
 from rich.text import Text
 
 from evalsi.cli._console import EXIT_FAILED, EXIT_GATE, EXIT_OK, fail, stderr
-from evalsi.cli._ray import PoolScorers, RayAddress, RayWorkers
+from evalsi.cli._ray import PoolScorers, RayAddress, RayShardCount, RayWorkers, ray_shards
 from evalsi.cli._tables import interval_note, number_table
 from evalsi.errors import DataError, SpecError
-from evalsi.runs import (
-    GenerationError,
-    LoggerError,
-    Runner,
-    RunOutcome,
-    RunVerdict,
-    load_run,
-    log_outcome,
-    run_loggers,
-)
+from evalsi.runs import GenerationError, LoggerError, Runner, RunOutcome, RunVerdict, load_run
+from evalsi.runs._loggers import log_outcome, run_loggers
 from evalsi.stats import Estimate
 
 EXIT_CODES: dict[RunVerdict, int] = {"ok": EXIT_OK, "failed": EXIT_FAILED, "gate failed": EXIT_GATE}
@@ -71,6 +63,7 @@ def run_command(
     ] = None,
     ray: RayAddress = None,
     ray_workers: RayWorkers = 2,
+    shard_count: RayShardCount = None,
 ) -> None:
     """Generate completions from the spec's target, score them, write the results file and summarise.
 
@@ -82,18 +75,24 @@ def run_command(
 
     An interrupted run resumes from its finished records when run again with the same spec.
 
+    --ray ADDRESS scores on a Ray cluster; with --ray-shards N the cluster's CPU workers also request the
+    generations, in N shards.
+
     Exit codes: 0 ok; 1 records failed (rerun to resume); 2 bad usage, spec or data; 3 a gate failed.
     """
     # Paths given here (-f, -o, a path set with --set) are relative to the working directory; the spec's own
     # paths (spec.output, dataset.path...) to the spec file.
     extra = [*(overrides or []), *([f"output={json.dumps(str(output.absolute()))}"] if output is not None else [])]
+    if shard_count is not None and ray is None:
+        fail("--ray-shards needs --ray ADDRESS (the cluster the shards run on)")
     pools: PoolScorers | None = None
     try:
         run = load_run(file, name, extra)
         loggers = run_loggers(run, log_to or [])
-        pools = PoolScorers(ray, ray_workers) if ray is not None else None
+        shards = ray_shards(ray, shard_count) if ray is not None and shard_count is not None else None
+        pools = PoolScorers(ray, ray_workers) if ray is not None and shards is None else None
         scorer = pools(run) if pools is not None else None
-        outcome = Runner(run, progress=not quiet, restart=restart, scorer=scorer).run()
+        outcome = Runner(run, progress=not quiet, restart=restart, scorer=scorer, shards=shards).run()
     except (SpecError, DataError, GenerationError, ImportError) as exc:
         fail(str(exc))
     except KeyboardInterrupt:

@@ -147,9 +147,16 @@ class RayGate:
         return None if handle is None else self._ray.get(handle.acquire.remote())
 
     async def acquire_async(self, upstream: str) -> Any:
-        """A lease, awaited without holding the event loop."""
+        """A lease, awaited without holding the event loop; cancelled, the lease is no longer waited for."""
         handle = self.handles.get(upstream)
-        return None if handle is None else await handle.acquire.remote()
+        if handle is None:
+            return None
+        ref = handle.acquire.remote()
+        try:
+            return await ref
+        except asyncio.CancelledError:  # else the limiter grants it later to nobody, until its lease_timeout
+            self._ray.cancel(ref)
+            raise
 
     def release(self, upstream: str, token: Any) -> None:
         """Give the lease back without waiting for the limiter."""

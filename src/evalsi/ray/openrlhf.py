@@ -11,15 +11,13 @@ scorer actors the first caller creates (default 2). The answer is that of ``eval
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from evalsi.errors import SpecError
 from evalsi.ray._shared import shared_pool
-from evalsi.rewards._skips import watch_skips
-from evalsi.rewards.openrlhf import records, reward_response
+from evalsi.rewards._latency import elapsed_ms
+from evalsi.rewards.openrlhf import answer, records, required_spec
 
 __all__ = ["reward_func"]
 
@@ -49,20 +47,8 @@ def reward_func(
         RewardBatchError: A component errored under ``onError: raise``.
 
     """
-    spec = os.environ.get("EVALSI_REWARD_SPEC")
-    if not spec:
-        raise SpecError("OpenRLHF reward_func: set EVALSI_REWARD_SPEC to the RewardSpec file to score with")
     options = {"num_workers": int(os.environ.get("EVALSI_RAY_WORKERS") or 2)}
-    pool = shared_pool(spec, os.environ.get("EVALSI_RAY_POOL") or DEFAULT_POOL, "OpenRLHF", options)
+    pool = shared_pool(required_spec(), os.environ.get("EVALSI_RAY_POOL") or DEFAULT_POOL, "OpenRLHF", options)
     started = time.perf_counter()
     results = pool.score_records(records(queries, prompts, labels), eager=False)
-    latency_ms = (time.perf_counter() - started) * 1000.0
-    watch_skips(pool.component_names, results, "OpenRLHF")
-    torch = sys.modules.get("torch")
-    return reward_response(
-        pool.component_names,
-        results,
-        tensor=torch.tensor if torch is not None else None,
-        rules=pool.rules,
-        latency_ms=latency_ms,
-    )
+    return answer(pool, results, elapsed_ms(started))

@@ -23,16 +23,14 @@ It returns what ``evalsi/rewards/verl.py`` returns (``{"score": total, <componen
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from evalsi.errors import SpecError
 from evalsi.ray._pool import RewardPool
 from evalsi.ray._shared import shared_pool
-from evalsi.rewards._skips import watch_skips
-from evalsi.rewards.verl import _dicts, rollout
+from evalsi.rewards._latency import elapsed_ms
+from evalsi.rewards.verl import answer, rollout, samples, spec_of
 
 __all__ = ["compute_score", "compute_score_batch"]
 
@@ -65,12 +63,11 @@ async def compute_score(
         RewardBatchError: A component errored under ``onError: raise``.
 
     """
-    pool = await _pool(reward_kwargs)
+    # creating or attaching waits on the cluster: off the event loop, so other rollouts keep flowing
+    pool = await asyncio.to_thread(_pool, reward_kwargs)
     started = time.perf_counter()
     result = await pool.score_one(rollout(data_source, solution_str, ground_truth, extra_info))
-    latency_ms = (time.perf_counter() - started) * 1000.0
-    watch_skips(pool.component_names, [result], "verl")
-    return _dicts([result], pool.rules, latency_ms)[0]
+    return answer(pool, [result], elapsed_ms(started))[0]
 
 
 def compute_score_batch(
@@ -97,28 +94,13 @@ def compute_score_batch(
         RewardBatchError: A component errored under ``onError: raise``.
 
     """
-    spec, name = _spec_and_name(reward_kwargs)
-    pool = shared_pool(spec, name, "verl", reward_kwargs)
-    infos = extra_infos if extra_infos is not None else [None] * len(solution_strs)
-    batch = [rollout(*sample) for sample in zip(data_sources, solution_strs, ground_truths, infos, strict=True)]
+    pool = _pool(reward_kwargs)
+    batch = [rollout(*sample) for sample in samples(data_sources, solution_strs, ground_truths, extra_infos)]
     started = time.perf_counter()
     results = pool.score(batch)
-    latency_ms = (time.perf_counter() - started) * 1000.0
-    watch_skips(pool.component_names, results, "verl")
-    return _dicts(results, pool.rules, latency_ms)
+    return answer(pool, results, elapsed_ms(started))
 
 
-async def _pool(reward_kwargs: Mapping[str, Any]) -> RewardPool:
-    spec, name = _spec_and_name(reward_kwargs)
-    # creating or attaching waits on the cluster: off the event loop, so other rollouts keep flowing
-    return await asyncio.to_thread(shared_pool, spec, name, "verl", reward_kwargs)
-
-
-def _spec_and_name(reward_kwargs: Mapping[str, Any]) -> tuple[str, str]:
-    spec = reward_kwargs.get("spec") or os.environ.get("EVALSI_REWARD_SPEC")
-    if not spec:
-        raise SpecError(
-            "verl: no RewardSpec given; set custom_reward_function.reward_kwargs.spec to a RewardSpec file "
-            "(or the EVALSI_REWARD_SPEC environment variable)"
-        )
-    return str(spec), str(reward_kwargs.get("pool") or DEFAULT_POOL)
+def _pool(reward_kwargs: Mapping[str, Any]) -> RewardPool:
+    """The process's client of the pool ``reward_kwargs`` name (created on the cluster by the first caller)."""
+    return shared_pool(spec_of(reward_kwargs), str(reward_kwargs.get("pool") or DEFAULT_POOL), "verl", reward_kwargs)

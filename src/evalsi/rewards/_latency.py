@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections import deque
 from collections.abc import Iterable, Sequence
 
@@ -22,6 +23,11 @@ PERCENTILES: tuple[int, ...] = (50, 90, 99)
 PERCENTILE_KEYS: tuple[str, ...] = tuple(f"{LATENCY_KEY}/p{q}" for q in PERCENTILES)
 WINDOW = 1024
 """How many recent rollouts the percentiles of a one-rollout call are taken over."""
+
+
+def elapsed_ms(started: float) -> float:
+    """Milliseconds since ``started``, a :func:`time.perf_counter` reading: how long a call's scoring took."""
+    return (time.perf_counter() - started) * 1000.0
 
 
 def percentile(values: Sequence[float], q: float) -> float:

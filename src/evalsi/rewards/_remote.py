@@ -39,15 +39,8 @@ from evalsi.errors import EvalsiError, RewardServiceError
 from evalsi.rewards._batch import plain
 from evalsi.rewards._compose import ComponentRule, RewardResult
 from evalsi.rewards.wire import error_from, results_from_json
-from evalsi.specs import (
-    API_VERSION,
-    Resource,
-    RewardSpecBody,
-    document_from_mapping,
-    load_resources,
-    parse_resources,
-    select_resource,
-)
+from evalsi.specs import API_VERSION, Resource, RewardSpecBody, load_resources
+from evalsi.specs._resource import document_from_mapping, parse_resources, select_resource
 
 SCORE_PATH = "/v1alpha1/rewards:score"
 BACKOFF = 0.5

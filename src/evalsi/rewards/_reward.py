@@ -19,18 +19,8 @@ from evalsi.evaluators import Evaluator, Params, Score, get_evaluator, resolve_s
 from evalsi.records import Record, from_rollout
 from evalsi.rewards._batch import rows, totals, trl_batch
 from evalsi.rewards._compose import ComponentRule, RewardResult, compose_batch
-from evalsi.specs import (
-    API_VERSION,
-    ComponentSpec,
-    Resource,
-    RewardSpec,
-    RewardSpecBody,
-    describe_pydantic_error,
-    document_from_mapping,
-    load_resources,
-    parse_resources,
-    select_resource,
-)
+from evalsi.specs import API_VERSION, ComponentSpec, Resource, RewardSpec, RewardSpecBody, load_resources
+from evalsi.specs._resource import describe_pydantic_error, document_from_mapping, parse_resources, select_resource
 
 
 class OwnCache(enum.Enum):

@@ -21,7 +21,24 @@ if TYPE_CHECKING:
     from evalsi.rewards._remote import RemoteReward
 
 
-class Scorer(Protocol):
+class Components(Protocol):
+    """What an adapter reads of whatever scored a batch to answer its trainer: the components, in spec order.
+
+    A :class:`Scorer` and a Ray reward pool both offer it.
+    """
+
+    @property
+    def component_names(self) -> list[str]:
+        """Component names in spec order."""
+        ...
+
+    @property
+    def rules(self) -> list[ComponentRule]:
+        """The composition rule of each component, in spec order."""
+        ...
+
+
+class Scorer(Components, Protocol):
     """What the adapters score with: a :class:`Reward` in this process, or a :class:`RemoteReward` on a server."""
 
     @property
@@ -37,16 +54,6 @@ class Scorer(Protocol):
     @property
     def source(self) -> str | None:
         """The spec file it was loaded from, if any."""
-        ...
-
-    @property
-    def component_names(self) -> list[str]:
-        """Component names in spec order."""
-        ...
-
-    @property
-    def rules(self) -> list[ComponentRule]:
-        """The composition rule of each component, in spec order."""
         ...
 
     def score(self, rollouts: Iterable[Mapping[str, Any]]) -> list[RewardResult]:

@@ -41,10 +41,10 @@ from evalsi.errors import DataError, SpecError
 from evalsi.records import Record
 from evalsi.rewards._batch import LATENCY_KEY, completion_after_prompt, vector_columns
 from evalsi.rewards._compose import ComponentRule, RewardResult
-from evalsi.rewards._latency import latency_percentiles
+from evalsi.rewards._latency import elapsed_ms, latency_percentiles
 from evalsi.rewards._monitoring import adapter_monitor, stop_on_list
 from evalsi.rewards._reward import Reward
-from evalsi.rewards._scorer import checked_scorer
+from evalsi.rewards._scorer import Components, checked_scorer
 from evalsi.rewards._skips import skip_flags, watch_skips
 
 _NAN = float("nan")
@@ -76,17 +76,12 @@ def reward_func(
         RewardBatchError: A component errored under ``onError: raise``.
 
     """
-    spec = os.environ.get("EVALSI_REWARD_SPEC")
-    if not spec:
-        raise SpecError("OpenRLHF reward_func: set EVALSI_REWARD_SPEC to the RewardSpec file to score with")
+    spec = required_spec()
     scorer = checked_scorer(spec, os.environ.get("EVALSI_SERVER") or None, "OpenRLHF")
     started = time.perf_counter()
-    if isinstance(scorer, Reward):
-        results = scorer.score_records(records(queries, prompts, labels))
-    else:
-        results = scorer.score(rollouts(queries, prompts, labels))
-    latency_ms = (time.perf_counter() - started) * 1000.0
-    watch_skips(scorer.component_names, results, "OpenRLHF")
+    found = records(queries, prompts, labels)
+    results = scorer.score_records(found) if isinstance(scorer, Reward) else scorer.score(_mappings(found))
+    latency_ms = elapsed_ms(started)
     monitors: dict[str, float] = {}
     if os.environ.get("EVALSI_MONITOR", "").strip().lower() in ("1", "true", "yes", "on"):
         batch = os.environ.get("EVALSI_MONITOR_BATCH", "").strip()
@@ -97,8 +92,36 @@ def reward_func(
             stop_file=os.environ.get("EVALSI_MONITOR_STOP_FILE") or None,
             batch=int(batch) if batch else None,
         )
-        found = records(queries, prompts, labels)
         monitors = monitor.feed([r.completion for r in found], [r.prompt for r in found], results)
+    return answer(scorer, results, latency_ms, monitors)
+
+
+def required_spec() -> str:
+    """The RewardSpec file ``$EVALSI_REWARD_SPEC`` names (the OpenRLHF reward files score with it).
+
+    Raises:
+        SpecError: The variable is not set.
+
+    """
+    spec = os.environ.get("EVALSI_REWARD_SPEC")
+    if not spec:
+        raise SpecError("OpenRLHF reward_func: set EVALSI_REWARD_SPEC to the RewardSpec file to score with")
+    return spec
+
+
+def answer(
+    scorer: Components,
+    results: Sequence[RewardResult],
+    latency_ms: float,
+    monitors: Mapping[str, float] | None = None,
+) -> dict[str, Any]:
+    """What a ``reward_func`` call returns for ``results``, scored by ``scorer`` in ``latency_ms``.
+
+    Skipped components are watched (:func:`~evalsi.rewards._skips.watch_skips`), the rollouts' latency percentiles
+    and the monitors' metrics join ``extra_logs``, and the lists are torch tensors when torch is loaded (always,
+    inside OpenRLHF). The Ray adapter (``evalsi/ray/openrlhf.py``) answers with it too.
+    """
+    watch_skips(scorer.component_names, results, "OpenRLHF")
     torch = sys.modules.get("torch")
     return reward_response(
         scorer.component_names,
@@ -125,8 +148,12 @@ def rollouts(
         DataError: As for :func:`records`.
 
     """
+    return _mappings(records(queries, prompts, labels))
+
+
+def _mappings(found: Sequence[Record]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    for record in records(queries, prompts, labels):
+    for record in found:
         item: dict[str, Any] = {"completion": record.completion}
         if record.prompt is not None:
             item["prompt"] = record.prompt

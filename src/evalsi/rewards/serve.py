@@ -37,6 +37,7 @@ from evalsi.errors import DataError, EvalsiError
 from evalsi.evaluators import close_all
 from evalsi.records import Record
 from evalsi.rewards._compose import RewardResult
+from evalsi.rewards._latency import elapsed_ms
 from evalsi.rewards._reward import Reward
 from evalsi.rewards._scorer import require_totals
 from evalsi.rewards._skips import watch_skips
@@ -155,7 +156,7 @@ def create_app(reward: Reward, *, max_batch: int = 4096, on_ready: Callable[[], 
             records = openrlhf_records(queries, prompts, labels)
             started = time.perf_counter()
             results = await batcher.score(records)
-            latency_ms = (time.perf_counter() - started) * 1000.0
+            latency_ms = elapsed_ms(started)
         except Exception as exc:
             status, payload = error_for(exc)
             # a malformed request is the client's to read; a failed batch or a crash is the operator's too

@@ -51,7 +51,7 @@ from evalsi.rewards._batch import (
     vector_values,
 )
 from evalsi.rewards._compose import RewardResult
-from evalsi.rewards._latency import latency_percentiles
+from evalsi.rewards._latency import elapsed_ms, latency_percentiles
 from evalsi.rewards._monitoring import observation
 from evalsi.rewards._scorer import Scorer, SpecSource, open_scorer, resource_of, server_of
 
@@ -153,7 +153,7 @@ class BatchMemo:
         started = time.perf_counter()
         try:
             results = self.scorer.score(rows(batch))
-            entry.latency_ms = (time.perf_counter() - started) * 1000.0
+            entry.latency_ms = elapsed_ms(started)
             entry.percentiles = latency_percentiles(results)
             future.set_result(results)
         except BaseException as exc:

@@ -45,9 +45,9 @@ from typing import Any
 from evalsi.errors import SpecError
 from evalsi.rewards._batch import LATENCY_KEY, plain, vector_columns
 from evalsi.rewards._compose import ComponentRule, RewardResult
-from evalsi.rewards._latency import latency_percentiles
+from evalsi.rewards._latency import elapsed_ms, latency_percentiles
 from evalsi.rewards._monitoring import AdapterMonitor, adapter_monitor, stop_on_list
-from evalsi.rewards._scorer import Scorer, shared_scorer
+from evalsi.rewards._scorer import Components, Scorer, shared_scorer
 from evalsi.rewards._skips import SKIPPED_SUFFIX, watch_skips
 
 __all__ = ["compute_score", "compute_score_batch", "rollout"]
@@ -82,10 +82,9 @@ def compute_score(
     scorer = _scorer(reward_kwargs)
     started = time.perf_counter()
     results = scorer.score([rollout(data_source, solution_str, ground_truth, extra_info)])
-    latency_ms = (time.perf_counter() - started) * 1000.0
-    watch_skips(scorer.component_names, results, "verl")
+    latency_ms = elapsed_ms(started)
     watched = _watch(scorer, reward_kwargs, [solution_str], [_group(ground_truth, extra_info)], results, per_call=False)
-    return _dicts(results, scorer.rules, latency_ms, latency_percentiles(results), watched)[0]
+    return answer(scorer, results, latency_ms, watched)[0]
 
 
 def compute_score_batch(
@@ -112,19 +111,53 @@ def compute_score_batch(
 
     """
     scorer = _scorer(reward_kwargs)
+    found = samples(data_sources, solution_strs, ground_truths, extra_infos)
+    started = time.perf_counter()
+    results = scorer.score([rollout(*sample) for sample in found])
+    latency_ms = elapsed_ms(started)
+    groups = [_group(truth, info) for _, _, truth, info in found]
+    watched = _watch(scorer, reward_kwargs, solution_strs, groups, results, per_call=True)
+    return answer(scorer, results, latency_ms, watched)
+
+
+Sample = tuple[Any, str, Any, Mapping[str, Any] | None]
+"""One verl sample: its data source, decoded response, reference and extra info."""
+
+
+def samples(
+    data_sources: Sequence[Any],
+    solution_strs: Sequence[str],
+    ground_truths: Sequence[Any],
+    extra_infos: Sequence[Mapping[str, Any] | None] | None,
+) -> list[Sample]:
+    """The columns of a ``compute_score_batch`` call as one :data:`Sample` each (the Ray adapter's too).
+
+    Raises:
+        ValueError: The columns differ in length (names the column).
+
+    """
     count = len(solution_strs)
     infos: Sequence[Mapping[str, Any] | None] = extra_infos if extra_infos is not None else [None] * count
     for name, column in (("data_sources", data_sources), ("ground_truths", ground_truths), ("extra_infos", infos)):
         if len(column) != count:
             raise ValueError(f"compute_score_batch: {name} has {len(column)} items for {count} solution_strs")
-    batch = [rollout(*sample) for sample in zip(data_sources, solution_strs, ground_truths, infos, strict=True)]
-    started = time.perf_counter()
-    results = scorer.score(batch)
-    latency_ms = (time.perf_counter() - started) * 1000.0
+    return list(zip(data_sources, solution_strs, ground_truths, infos, strict=True))
+
+
+def answer(
+    scorer: Components,
+    results: Sequence[RewardResult],
+    latency_ms: float,
+    monitors: Mapping[str, float] | None = None,
+) -> list[dict[str, float]]:
+    """The dicts a reward function returns for ``results``, scored by ``scorer`` in ``latency_ms``.
+
+    Skipped components are watched (:func:`~evalsi.rewards._skips.watch_skips`); each dict holds the reward vector,
+    the call's latency and its rollouts' latency percentiles, and the monitors' metrics. The Ray adapter
+    (``evalsi/ray/verl.py``) answers with it too.
+    """
     watch_skips(scorer.component_names, results, "verl")
-    groups = [_group(truth, info) for truth, info in zip(ground_truths, infos, strict=True)]
-    watched = _watch(scorer, reward_kwargs, solution_strs, groups, results, per_call=True)
-    return _dicts(results, scorer.rules, latency_ms, latency_percentiles(results), watched)
+    return _dicts(results, scorer.rules, latency_ms, latency_percentiles(results), monitors)
 
 
 DEFAULT_MONITOR_BATCH = 1024
@@ -137,7 +170,7 @@ def _monitor(scorer: Scorer, reward_kwargs: Mapping[str, Any], *, per_call: bool
         return None
     batch = reward_kwargs.get("monitor_batch")
     return adapter_monitor(
-        str(reward_kwargs.get("spec") or os.environ.get("EVALSI_REWARD_SPEC")),
+        spec_of(reward_kwargs),
         {rule.name: rule.weight for rule in scorer.rules},
         stop_on=stop_on_list(reward_kwargs.get("monitor_stop_on")),
         stop_file=reward_kwargs.get("monitor_stop_file") or None,
@@ -190,13 +223,23 @@ def rollout(
 
 
 def _scorer(reward_kwargs: Mapping[str, Any]) -> Scorer:
+    return shared_scorer(spec_of(reward_kwargs), reward_kwargs.get("server") or None, total_required_by="verl")
+
+
+def spec_of(reward_kwargs: Mapping[str, Any]) -> str:
+    """The RewardSpec file ``reward_kwargs`` name (``spec``), else ``$EVALSI_REWARD_SPEC``.
+
+    Raises:
+        SpecError: Neither is set.
+
+    """
     spec = reward_kwargs.get("spec") or os.environ.get("EVALSI_REWARD_SPEC")
     if not spec:
         raise SpecError(
             "verl: no RewardSpec given; set custom_reward_function.reward_kwargs.spec to a RewardSpec file "
             "(or the EVALSI_REWARD_SPEC environment variable)"
         )
-    return shared_scorer(spec, reward_kwargs.get("server") or None, total_required_by="verl")
+    return str(spec)
 
 
 def _dicts(

@@ -26,11 +26,9 @@ from evalsi.specs import (
     RewardSpecBody,
     RunSpec,
     RunSpecBody,
-    document_from_mapping,
     load_resources,
-    parse_resources,
-    select_resource,
 )
+from evalsi.specs._resource import document_from_mapping, parse_resources, select_resource
 
 
 @dataclass

@@ -46,6 +46,7 @@ from typing_extensions import TypedDict
 
 from evalsi._util.atomic import atomic_writer
 from evalsi.errors import DataError
+from evalsi.specs._yaml import format_path
 
 RESULTS_KIND = "RunResults"
 
@@ -320,13 +321,7 @@ def validation_error(model: type[BaseModel], data: Any) -> ValidationError:
 
 def error_path(loc: tuple[int | str, ...], prefix: str = "") -> str:
     """A pydantic error location as a field path: ``summary.gates[0]``, ``records[3].samples[0].tokens``."""
-    out = prefix
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out
+    return format_path((prefix, *loc) if prefix else loc)
 
 
 def validation_message(exc: ValidationError, prefix: str = "") -> str:

@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -44,13 +44,11 @@ from evalsi.runs._results import (
     fingerprint,
     load_resumable,
 )
+from evalsi.runs._sharding import Scored, Shard, ShardReport, ShardRunner, cut_shards
 from evalsi.runs._summary import RunSummary, summarize
 from evalsi.runs._targets import Generation, GenerationError, ModelFn, Target, make_target
 
 log = logging.getLogger("evalsi.runs")
-
-Scored = tuple[Item, list[Generation]]
-"""A record's item and its generated samples, waiting to be scored."""
 
 SCORE_LINGER_SECONDS = 0.02
 """How long the scorer waits to fill a batch before scoring what it has."""
@@ -188,6 +186,13 @@ class Runner:
             (``evalsi run --ray``: a reward pool spreading them over a Ray cluster's CPU workers).
         checkpoint: The ``checkpoint`` section of the results (which training run, step and files were evaluated),
             written with them; its ``evaluatedAt`` is set when the run finishes.
+        shards: Generate and score the records in shards elsewhere (``evalsi run --ray-shards``:
+            ``evalsi.ray.RayShards``, one CPU worker of a Ray cluster each), journaling each shard's records here
+            as they arrive; the results file, summary and resuming are an unsharded run's.
+
+    Raises:
+        ValueError: ``shards`` is given with ``target`` or ``scorer`` (shards build the spec's target, or ``fn``'s,
+            and score with the run's reward in their own processes).
 
     """
 
@@ -204,8 +209,12 @@ class Runner:
         checkpoint_seconds: float = 30.0,
         scorer: ComponentScorer | None = None,
         checkpoint: Mapping[str, Any] | None = None,
+        shards: ShardRunner | None = None,
     ) -> None:
+        if shards is not None and (target is not None or scorer is not None):
+            raise ValueError("a sharded run builds its target and scores in its shards: pass no target or scorer")
         self.run_spec = run
+        self._shards = shards
         self._checkpoint = dict(checkpoint) if checkpoint is not None else None
         self._scorer: ComponentScorer = scorer if scorer is not None else run.reward
         self._fn = fn
@@ -257,7 +266,11 @@ class Runner:
             try:
                 with RunProgress(run.spec.name, len(items), len(self._done), self._progress_enabled) as bar:
                     self._bar = bar
-                    await self._pipeline(todo, rescore, target, writer, bar)
+                    journal = _Journal(self, writer, bar)
+                    if self._shards is None:
+                        await self._pipeline(todo, rescore, target, journal)
+                    else:
+                        await self._sharded(self._shards, todo, rescore, journal)
             except BaseException:
                 # Interrupted: keep the journal (it holds every scored record) and leave a partial results file.
                 with contextlib.suppress(Exception):
@@ -345,13 +358,29 @@ class Runner:
             result=result,
         )
 
-    async def _pipeline(
-        self, todo: Sequence[Item], rescore: Sequence[Scored], target: Target, writer: ResultsWriter, bar: RunProgress
-    ) -> None:
+    async def _sharded(self, shards: ShardRunner, todo: Sequence[Item], rescore: Sequence[Scored], sink: _Sink) -> None:
+        """Hand the records to the shards and journal their reports as they arrive."""
+        cut = cut_shards(todo, rescore, shards.count)
+        if not cut:
+            return
+        reports = shards.run_shards(self.run_spec, cut, self._generated_by, self._fn)
+        async with contextlib.aclosing(reports):
+            async for report in reports:
+                if report.results:
+                    sink.scored(report.results)
+                for key, reason in report.failed.items():
+                    sink.failed(key, reason)
+                self._generated += report.generated
+                self._scoring_seconds += report.scoring_seconds
+                if report.aborted is not None:  # onError: raise in one shard stops them all
+                    self._aborted = report.aborted
+                    return
+
+    async def _pipeline(self, todo: Sequence[Item], rescore: Sequence[Scored], target: Target, sink: _Sink) -> None:
         queue: asyncio.Queue[Scored | None] = asyncio.Queue()
         for entry in rescore:  # same completions, changed evaluators: score again without generating
             queue.put_nowait(entry)
-        scorer = asyncio.create_task(self._score_loop(queue, writer, bar))
+        scorer = asyncio.create_task(self._score_loop(queue, sink))
         samples = self.run_spec.body.samples
 
         async def generate(item: Item) -> None:
@@ -359,8 +388,7 @@ class Runner:
                 queue.put_nowait((item, await target.generate(item.prompt, samples)))
                 self._generated += 1
             except GenerationError as exc:
-                self._failed[item.key] = str(exc)
-                bar.advance(0, failed=1)
+                sink.failed(item.key, str(exc))
 
         workers = [asyncio.create_task(generate(item)) for item in todo]
         generation = asyncio.gather(*workers)
@@ -382,9 +410,8 @@ class Runner:
             if not generation.cancelled():  # it holds a worker's CancelledError: retrieve it, or asyncio logs it
                 generation.exception()
 
-    async def _score_loop(self, queue: asyncio.Queue[Scored | None], writer: ResultsWriter, bar: RunProgress) -> None:
+    async def _score_loop(self, queue: asyncio.Queue[Scored | None], sink: _Sink) -> None:
         batch_size = self.run_spec.body.batch_size
-        last_checkpoint = time.monotonic()
         finished = False
         while not finished:
             first = await queue.get()
@@ -411,14 +438,9 @@ class Runner:
                 results = await self._score(batch)
                 if self._aborted is not None:  # onError: raise; errored records stay unfinished
                     results = [r for r in results if not _has_error(r)]
-                writer.append(results)
-                self._done.update((r.key, r) for r in results)
-                bar.advance(len(results))
+                sink.scored(results)
                 if self._aborted is not None:
                     raise _Abort(self._aborted)
-            if time.monotonic() - last_checkpoint > self._checkpoint_seconds:
-                writer.write(self._done.values(), status="partial", extra={})
-                last_checkpoint = time.monotonic()
 
     async def _score(self, batch: list[Scored]) -> list[RecordResult]:
         records = [_record(item, g) for item, gens in batch for g in gens]
@@ -440,6 +462,97 @@ class Runner:
                 RecordResult(item.key, item.index, item.prompt, item.reference, item.id, samples, self._generated_by)
             )
         return out
+
+
+class _Sink(Protocol):
+    """Where the pipeline puts what it finishes: scored records, and records whose generation failed."""
+
+    def scored(self, results: list[RecordResult]) -> None: ...
+
+    def failed(self, key: str, reason: str) -> None: ...
+
+
+class _Journal:
+    """The driver's sink: journal scored records, count them on the bar, rewrite the results file now and then."""
+
+    def __init__(self, runner: Runner, writer: ResultsWriter, bar: RunProgress) -> None:
+        self.runner = runner
+        self.writer = writer
+        self.bar = bar
+        self.last_checkpoint = time.monotonic()
+
+    def scored(self, results: list[RecordResult]) -> None:
+        self.writer.append(results)
+        self.runner._done.update((r.key, r) for r in results)
+        self.bar.advance(len(results))
+        if time.monotonic() - self.last_checkpoint > self.runner._checkpoint_seconds:
+            self.writer.write(self.runner._done.values(), status="partial", extra={})
+            self.last_checkpoint = time.monotonic()
+
+    def failed(self, key: str, reason: str) -> None:
+        self.runner._failed[key] = reason
+        self.bar.advance(0, failed=1)
+
+
+class _Reports:
+    """A shard's sink: every scored batch and failed record becomes a report for the driver."""
+
+    def __init__(self, shard: int) -> None:
+        self.shard = shard
+        self.queue: asyncio.Queue[ShardReport | None] = asyncio.Queue()
+
+    def scored(self, results: list[RecordResult]) -> None:
+        self.queue.put_nowait(ShardReport(self.shard, results=results))
+
+    def failed(self, key: str, reason: str) -> None:
+        self.queue.put_nowait(ShardReport(self.shard, failed={key: reason}))
+
+
+async def run_shard(
+    run: BoundRun, shard: Shard, generated_by: str, fn: ModelFn | None = None
+) -> AsyncGenerator[ShardReport, None]:
+    """Generate and score one shard's records with the run's own pipeline, reporting each batch as it is scored.
+
+    The shard builds the spec's target (or ``fn``'s) and scores with the run's reward in this process. Its last
+    report carries how many records it generated, its scoring time, and why it stopped under ``onError: raise``.
+
+    Args:
+        run: The bound run.
+        shard: The shard's records.
+        generated_by: The run's generation fingerprint, stamped on every record.
+        fn: An in-process model standing in for the spec's target, if any.
+
+    Yields:
+        The shard's reports, in the order its records finish.
+
+    """
+    runner = Runner(run, fn=fn)
+    runner._generated_by = generated_by
+    body = run.body
+    target = make_target(body.target, body.sampling, body.dataset.system_prompt, fn, run.base_dir)
+    sink = _Reports(shard.number)
+
+    async def work() -> None:
+        try:
+            await runner._pipeline(shard.items, shard.rescore, target, sink)
+        finally:
+            sink.queue.put_nowait(None)
+
+    task = asyncio.create_task(work())
+    try:
+        while (report := await sink.queue.get()) is not None:
+            yield report
+        await task
+        yield ShardReport(
+            shard.number,
+            aborted=runner._aborted,
+            generated=runner._generated,
+            scoring_seconds=round(runner._scoring_seconds, 6),
+        )
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await target.aclose()
 
 
 def _match_previous(items: Sequence[Item], found: dict[str, RecordResult]) -> dict[str, RecordResult]:

@@ -29,14 +29,9 @@ from evalsi.records import Content
 from evalsi.runs._bind import BoundRun
 from evalsi.runs._driver import RunOutcome
 from evalsi.runs._results import RecordResult, read_results
-from evalsi.specs import (
-    LOGGER_NAMES,
-    LoggersSpec,
-    MlflowLoggerSpec,
-    SpecModel,
-    TensorBoardLoggerSpec,
-    WandbLoggerSpec,
-)
+from evalsi.specs import LoggersSpec, MlflowLoggerSpec, TensorBoardLoggerSpec, WandbLoggerSpec
+from evalsi.specs._model import SpecModel
+from evalsi.specs._run import LOGGER_NAMES
 from evalsi.stats import Estimate
 
 DEFAULT_TENSORBOARD_DIR = Path("evalsi-logs") / "tensorboard"

@@ -22,8 +22,10 @@ from pydantic.alias_generators import to_camel
 
 from evalsi.errors import SpecError, UnknownEvaluatorError
 from evalsi.evaluators import evaluator_class, spec_path_params
-from evalsi.specs import Resource, RunSpecBody, describe_pydantic_error, format_path
+from evalsi.specs import Resource, RunSpecBody
+from evalsi.specs._resource import describe_pydantic_error
 from evalsi.specs._run import sample_count_hint
+from evalsi.specs._yaml import format_path
 
 _FREE_FORM = frozenset({"params", "extra", "headers", "judge"})
 """Mappings whose keys are passed on as written (not spec fields, so not camelCased)."""

@@ -54,8 +54,9 @@ from evalsi.server.runs._config import RunsConfig
 from evalsi.server.transport._config import ListenConfig as ListenConfig
 from evalsi.server.transport._config import MetricsConfig
 from evalsi.server.ui._config import UiConfig
-from evalsi.specs import API_VERSION, document_from_mapping, load_resources, parse_resources, select_resource
-from evalsi.specs import SpecModel as _Model
+from evalsi.specs import API_VERSION, load_resources
+from evalsi.specs._model import SpecModel as _Model
+from evalsi.specs._resource import document_from_mapping, parse_resources, select_resource
 
 
 class DatabaseConfig(_Model):

@@ -3,16 +3,7 @@
 from typing import TYPE_CHECKING, Any
 
 from evalsi._util.public import lazy_names, publish
-from evalsi.specs._model import SpecModel
-from evalsi.specs._resource import (
-    API_VERSION,
-    Resource,
-    describe_pydantic_error,
-    document_from_mapping,
-    load_resources,
-    parse_resources,
-    select_resource,
-)
+from evalsi.specs._resource import API_VERSION, Resource, load_resources
 from evalsi.specs._reward import (
     CacheSpec,
     ComponentSpec,
@@ -22,7 +13,6 @@ from evalsi.specs._reward import (
     SandboxSpec,
 )
 from evalsi.specs._run import (
-    LOGGER_NAMES,
     DatasetSpec,
     FieldMap,
     GateSpec,
@@ -38,7 +28,7 @@ from evalsi.specs._run import (
     TensorBoardLoggerSpec,
     WandbLoggerSpec,
 )
-from evalsi.specs._yaml import Document, format_path
+from evalsi.specs._yaml import Document
 
 if TYPE_CHECKING:
     from evalsi.specs._task import (
@@ -49,16 +39,12 @@ if TYPE_CHECKING:
         StepLimitsSpec,
         TaskSpec,
         TaskSpecBody,
-        check_image,
-        check_platform,
-        check_relative_path,
         load_task_spec,
         task_spec_from_mapping,
     )
 
 __all__ = [
     "API_VERSION",
-    "LOGGER_NAMES",
     "CacheSpec",
     "CheckerSpec",
     "ComponentSpec",
@@ -82,23 +68,14 @@ __all__ = [
     "SamplingSpec",
     "SandboxSpec",
     "SetupSpec",
-    "SpecModel",
     "StepLimitsSpec",
     "TargetSpec",
     "TaskSpec",
     "TaskSpecBody",
     "TensorBoardLoggerSpec",
     "WandbLoggerSpec",
-    "check_image",
-    "check_platform",
-    "check_relative_path",
-    "describe_pydantic_error",
-    "document_from_mapping",
-    "format_path",
     "load_resources",
     "load_task_spec",
-    "parse_resources",
-    "select_resource",
     "task_spec_from_mapping",
 ]
 
@@ -112,9 +89,6 @@ _TASK_NAMES = (
     "StepLimitsSpec",
     "TaskSpec",
     "TaskSpecBody",
-    "check_image",
-    "check_platform",
-    "check_relative_path",
     "load_task_spec",
     "task_spec_from_mapping",
 )

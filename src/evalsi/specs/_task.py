@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from evalsi._util.isolation import Isolation
 from evalsi.specs._model import SpecModel as _Model
@@ -82,6 +82,16 @@ def check_relative_path(value: str) -> str:
     return value
 
 
+def _check_relative_paths(files: dict[str, str]) -> dict[str, str]:
+    for path in files:
+        check_relative_path(path)
+    return files
+
+
+WorkDirFiles = Annotated[dict[str, str], AfterValidator(_check_relative_paths)]
+"""Files by their path inside the work dir (each checked by :func:`check_relative_path`), with their text."""
+
+
 class StepLimitsSpec(_Model):
     """Limits of each action (a command, a file read or write), as the sandbox applies them."""
 
@@ -118,19 +128,12 @@ class LimitsSpec(_Model):
 class SetupSpec(_Model):
     """What the environment holds before the first step: files, then commands, run once and snapshotted."""
 
-    files: dict[str, str] = Field(default_factory=dict)
+    files: WorkDirFiles = Field(default_factory=dict)
     """Work-dir files by relative path, with their text."""
     commands: list[str] = Field(default_factory=list)
     """Shell commands run in order in the work dir after the files are written; any failure fails the setup."""
     wall_time: float = Field(default=300.0, gt=0)
     """Seconds each setup command may take."""
-
-    @field_validator("files")
-    @classmethod
-    def _relative(cls, value: dict[str, str]) -> dict[str, str]:
-        for path in value:
-            check_relative_path(path)
-        return value
 
 
 class CheckerSpec(_Model):
@@ -144,17 +147,10 @@ class CheckerSpec(_Model):
     callable: str | None = None
     """``file.py:function`` (relative to the task file): called with the environment, returns a bool or a number
     in [0, 1]."""
-    files: dict[str, str] = Field(default_factory=dict)
+    files: WorkDirFiles = Field(default_factory=dict)
     """Files written into the work dir just before the checker runs (hidden tests the agent never sees)."""
     wall_time: float = Field(default=60.0, gt=0, le=3600)
     """Seconds the checker command may take."""
-
-    @field_validator("files")
-    @classmethod
-    def _relative(cls, value: dict[str, str]) -> dict[str, str]:
-        for path in value:
-            check_relative_path(path)
-        return value
 
     @model_validator(mode="after")
     def _one_kind(self) -> CheckerSpec:

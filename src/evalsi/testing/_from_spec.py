@@ -14,7 +14,8 @@ from typing import Any
 from evalsi.errors import SpecError
 from evalsi.rewards import Reward, RewardResult
 from evalsi.rewards import load as load_reward
-from evalsi.runs import load_run, load_run_items
+from evalsi.runs import load_run
+from evalsi.runs._driver import load_run_items
 from evalsi.specs import load_resources
 from evalsi.testing._row import EvaluationRow
 

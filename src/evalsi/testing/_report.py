@@ -11,7 +11,8 @@ from typing import Any
 import orjson
 
 from evalsi.evaluators import Score
-from evalsi.runs import MetricInfo, RecordResult, SampleResult, summarize
+from evalsi.runs import MetricInfo, RecordResult, SampleResult
+from evalsi.runs._summary import summarize
 from evalsi.specs import PassKSpec
 from evalsi.stats import clustered_estimate
 from evalsi.testing._config import Aggregation, Threshold

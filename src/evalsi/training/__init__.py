@@ -17,26 +17,12 @@ Example:
 """
 
 from evalsi._util.public import publish
-from evalsi.runs._curve import step_files
-from evalsi.training._checkpoints import (
-    Checkpoint,
-    ModelKind,
-    Signature,
-    discover,
-    find_model,
-    parse_step,
-    signature,
-)
+from evalsi.training._checkpoints import Checkpoint, ModelKind, discover, parse_step
 from evalsi.training._convert import ConversionError
 from evalsi.training._curve import Curve, CurvePoint, build_curve
-from evalsi.training._evaluator import (
-    DEFAULT_LOG_DIR,
-    CheckpointEvaluator,
-    StepResult,
-    describe_result,
-)
+from evalsi.training._evaluator import DEFAULT_LOG_DIR, CheckpointEvaluator, StepResult
 from evalsi.training._lightning import lightning_checkpoint_callback
-from evalsi.training._plot import PlotError, cell_text, plot_curve
+from evalsi.training._plot import PlotError, plot_curve
 from evalsi.training._pytorch import PyTorchCheckpointHook
 from evalsi.training._runner import (
     CheckpointEvaluationError,
@@ -45,30 +31,18 @@ from evalsi.training._runner import (
     StepOutcome,
 )
 from evalsi.training._separate import exclude_eval_samples
-from evalsi.training._server_runs import build_server_curve
-from evalsi.training._serving import (
-    Endpoint,
-    LoRA,
-    ModelRef,
-    Served,
-    ServingError,
-    ServingStrategy,
-    UnservableError,
-    check_servable,
-    model_ref,
-)
-from evalsi.training._sharded import Sharded, ShardedFormat
+from evalsi.training._serving import Endpoint, LoRA, ModelRef, Served, ServingError, ServingStrategy, UnservableError
+from evalsi.training._sharded import Sharded
 from evalsi.training._sources import (
     CheckpointSource,
     LocalDirectory,
     LocationError,
     RemoteDirectory,
     SourceError,
-    is_remote,
     open_source,
 )
-from evalsi.training._transformers import OpenAICompatibleServer, StateDict, Transformers
-from evalsi.training._vllm import VLLM, free_port, stop_process
+from evalsi.training._transformers import StateDict, Transformers
+from evalsi.training._vllm import VLLM
 from evalsi.training._watch import Watcher, WatchReport
 
 __all__ = [
@@ -89,7 +63,6 @@ __all__ = [
     "LocationError",
     "ModelKind",
     "ModelRef",
-    "OpenAICompatibleServer",
     "PlotError",
     "PyTorchCheckpointHook",
     "RemoteDirectory",
@@ -97,8 +70,6 @@ __all__ = [
     "ServingError",
     "ServingStrategy",
     "Sharded",
-    "ShardedFormat",
-    "Signature",
     "SourceError",
     "StateDict",
     "StepOutcome",
@@ -108,23 +79,12 @@ __all__ = [
     "WatchReport",
     "Watcher",
     "build_curve",
-    "build_server_curve",
-    "cell_text",
-    "check_servable",
-    "describe_result",
     "discover",
     "exclude_eval_samples",
-    "find_model",
-    "free_port",
-    "is_remote",
     "lightning_checkpoint_callback",
-    "model_ref",
     "open_source",
     "parse_step",
     "plot_curve",
-    "signature",
-    "step_files",
-    "stop_process",
 ]
 
 publish(__name__)

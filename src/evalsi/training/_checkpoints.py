@@ -76,7 +76,7 @@ class ModelFiles:
     """What a checkpoint holds: the kind of model and the directory (or file) to serve it from.
 
     For a sharded checkpoint ``sharded`` says which, ``path`` is its shards' folder and ``kind`` what it holds once
-    converted; :func:`~evalsi.training.model_ref` converts it, and its files are then those of the conversion.
+    converted; ``model_ref`` converts it, and its files are then those of the conversion.
     """
 
     kind: ModelKind

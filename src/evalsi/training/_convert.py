@@ -11,8 +11,6 @@ that converts it.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import importlib.util
 import logging
 import os
@@ -21,9 +19,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
+from evalsi._util.filelock import exclusive_lock
 from evalsi.errors import EvalsiError
 from evalsi.training._checkpoints import ModelFiles, find_model
 from evalsi.training._sharded import Sharded, command_line, conversion_command, served_files
@@ -81,7 +79,7 @@ def convert_checkpoint(files: ModelFiles, name: str, fingerprint: str, cache_dir
     if done is not None:
         return done
     cache_dir.mkdir(parents=True, exist_ok=True)
-    with _locked(cache_dir / f".{target.name}.lock"):
+    with exclusive_lock(cache_dir / f".{target.name}.lock"):
         done = _converted(sharded, target)
         if done is not None:  # another process converted it while this one waited
             return done
@@ -165,13 +163,3 @@ def _tail(path: Path) -> str:
 
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "checkpoint"
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)

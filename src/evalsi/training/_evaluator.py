@@ -31,23 +31,21 @@ from evalsi.errors import DataError, EvalsiError, SpecError
 from evalsi.runs import (
     BoundRun,
     ComponentScorer,
-    LoggedRun,
-    Logger,
     RecordResult,
     Runner,
     RunResult,
     RunsClient,
-    apply_overrides,
-    bind_run,
-    generated_otherwise,
+    ShardRunner,
     load_run_result,
-    log_step,
-    make_loggers,
-    results_records,
 )
+from evalsi.runs._bind import bind_run
 from evalsi.runs._compare import run_from_result
 from evalsi.runs._curve import compare_with_base, step_file, summary_estimates
-from evalsi.specs import LoggersSpec, Resource, load_resources, select_resource
+from evalsi.runs._driver import generated_otherwise
+from evalsi.runs._loggers import LoggedRun, Logger, log_step, make_loggers, results_records
+from evalsi.runs._overrides import apply_overrides
+from evalsi.specs import LoggersSpec, Resource, load_resources
+from evalsi.specs._resource import select_resource
 from evalsi.stats import Estimate, PairedComparison, RegressionRule
 from evalsi.training._checkpoints import Checkpoint
 from evalsi.training._server_runs import ServerRuns
@@ -179,9 +177,13 @@ class CheckpointEvaluator:
         scorer: Given each step's bound run, what scores its generations in place of the run's own reward (a
             reward pool on a Ray cluster: ``evalsi checkpoints eval|watch --ray``); generation stays on the
             served checkpoint.
+        shards: Generate and score each step's runs in shards elsewhere (``evalsi checkpoints eval|watch --ray
+            ADDRESS --ray-shards N``: ``evalsi.ray.RayShards``); the served checkpoint must be reachable from
+            where the shards run. Not with ``scorer``.
 
     Raises:
         SpecError: A spec is invalid, or a regression rule names a metric no spec has.
+        ValueError: Both ``scorer`` and ``shards`` are given.
 
     """
 
@@ -201,10 +203,14 @@ class CheckpointEvaluator:
         restart: bool = False,
         log_to: Sequence[str] = (),
         scorer: Callable[[BoundRun], ComponentScorer] | None = None,
+        shards: ShardRunner | None = None,
     ) -> None:
+        if scorer is not None and shards is not None:
+            raise ValueError("shards score each run in their own processes: give a scorer or shards, not both")
         paths = [specs] if isinstance(specs, str | Path) else list(specs)
         self.restart = restart
         self.scorer = scorer
+        self.shards = shards
         self._restarted: set[int | None] = set()
         if not paths:
             raise SpecError("give at least one run spec (-f spec.yaml)")
@@ -450,6 +456,7 @@ class CheckpointEvaluator:
             model=self._model(ref),
             replace_stale=True,
             scorer=None if self.scorer is None else self.scorer(bound),
+            shards=self.shards,
             checkpoint=checkpoint,  # written with the results, once (the runner adds evaluatedAt)
         )
         outcome = runner.run()

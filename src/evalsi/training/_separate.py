@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from evalsi.errors import SpecError
-from evalsi.runs import BoundRun, load_run, load_run_items, rows_to_items
+from evalsi.runs import BoundRun, load_run
+from evalsi.runs._datasets import rows_to_items
+from evalsi.runs._driver import load_run_items
 
 Rows = TypeVar("Rows")
 

@@ -30,7 +30,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from evalsi._util.trainer_logs import RewardStream
 from evalsi.errors import DataError
-from evalsi.runs import RECORD, compare_runs, comparison_to_dict, validation_message
+from evalsi.runs import compare_runs
+from evalsi.runs._compare import comparison_to_dict
+from evalsi.runs._document import RECORD, validation_message
 from evalsi.stats import describe_method
 from evalsi.view import _charts
 from evalsi.view._catalog import Catalog, Kind, Source

@@ -22,18 +22,11 @@ import orjson
 from pydantic import ValidationError
 
 from evalsi.errors import DataError
-from evalsi.runs import (
-    LoadedRun,
-    MetricInfo,
-    RecordResult,
-    RunHeader,
-    header_of,
-    journal_path,
-    read_results,
-    summarize,
-    validation_message,
-)
+from evalsi.runs import LoadedRun, MetricInfo, RecordResult, RunHeader
+from evalsi.runs._document import header_of, validation_message
 from evalsi.runs._result_file import migrate_result
+from evalsi.runs._results import journal_path, read_results
+from evalsi.runs._summary import summarize
 from evalsi.specs import GateSpec, OnError, PassKSpec
 
 STATUSES = ("ok", "error", "skipped")

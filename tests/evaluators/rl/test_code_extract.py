@@ -163,6 +163,13 @@ def test_called_names_come_from_entry_point_fn_name_and_asserts() -> None:
     assert called_names({"entry_point": 3, "test_list": "not a list"}) == []
 
 
+def test_called_names_are_listed_once_and_skip_what_the_caller_ignores() -> None:
+    meta = {"entry_point": "f", "fn_name": "f", "test_list": ["assert f(1) == g(2) + g(3)", "assert isclose(g(4), 1)"]}
+    assert called_names(meta) == ["f", "g", "isclose"]
+    assert called_names(meta, ignore={"isclose", "g"}) == ["f"]
+    assert called_names({"entry_point": "len", "test_list": ["assert len(len([1])) == 1"]}) == ["len"]
+
+
 def test_the_rule_is_in_the_evaluator_description() -> None:
     from typer.testing import CliRunner
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 from playwright.sync_api import Page, expect
 
-from evalsi.runs import ResultsWriter, journal_path
+from evalsi.runs._results import ResultsWriter, journal_path
 from tests.view.make import HOSTILE, record, simple_run, write_run
 
 

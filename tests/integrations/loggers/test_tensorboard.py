@@ -14,7 +14,7 @@ import orjson
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from evalsi.runs import LoggedRun, log_step, make_loggers
+from evalsi.runs._loggers import LoggedRun, log_step, make_loggers
 from evalsi.specs import LoggersSpec, TensorBoardLoggerSpec
 from evalsi.stats import Estimate
 from tests.helpers.openai_server import OpenAIServer

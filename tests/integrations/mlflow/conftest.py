@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from evalsi.training import free_port, stop_process
+from evalsi.training._vllm import free_port, stop_process
 
 if not os.environ.get("EVALSI_INTEGRATION"):
     collect_ignore_glob = ["*"]

@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from evalsi.cli.main import app
-from evalsi.training import stop_process
+from evalsi.training._vllm import stop_process
 from tests.helpers.vllm_standin import read_log, standin_executable
 from tests.integrations.mlflow.conftest import register
 from tests.training.conftest import RunningVLLM, answers, lora_arguments, start_standin, write_adapter, write_model

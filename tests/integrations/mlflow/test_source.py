@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from evalsi.errors import DataError
-from evalsi.training import CheckpointEvaluator, Endpoint, SourceError, Watcher, free_port, open_source
+from evalsi.training import CheckpointEvaluator, Endpoint, SourceError, Watcher, open_source
 from evalsi.training._mlflow_source import MlflowModel
+from evalsi.training._vllm import free_port
 from tests.helpers.openai_server import OpenAIServer
 from tests.integrations.mlflow.conftest import TrackingServer, register
 from tests.training.conftest import answers, write_adapter, write_model, write_spec

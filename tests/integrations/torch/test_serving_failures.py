@@ -20,7 +20,8 @@ from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast, T
 from typer.testing import CliRunner
 
 from evalsi.cli.main import app
-from evalsi.training import CheckpointEvaluator, ServingError, Transformers, model_ref
+from evalsi.training import CheckpointEvaluator, ServingError, Transformers
+from evalsi.training._serving import model_ref
 from tests.integrations.torch.test_transformers_serving import tiny_model
 from tests.training.conftest import write_spec
 

@@ -18,7 +18,10 @@ from transformers import AutoModelForCausalLM
 from typer.testing import CliRunner
 
 from evalsi.cli.main import app
-from evalsi.training import Transformers, discover, find_model, free_port, model_ref
+from evalsi.training import Transformers, discover
+from evalsi.training._checkpoints import find_model
+from evalsi.training._serving import model_ref
+from evalsi.training._vllm import free_port
 from tests.integrations.torch.test_transformers_serving import tiny_model
 from tests.training.conftest import write_spec
 

@@ -85,7 +85,8 @@ def test_pytorch_hook_publishes_state_dicts_atomically_and_evaluates_them(tmp_pa
 
     import torch
 
-    from evalsi.training import PyTorchCheckpointHook, Transformers, find_model
+    from evalsi.training import PyTorchCheckpointHook, Transformers
+    from evalsi.training._checkpoints import find_model
     from tests.integrations.torch.test_transformers_serving import tiny_model
 
     model = tiny_model(tmp_path / "base")

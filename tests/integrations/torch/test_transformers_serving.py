@@ -10,7 +10,8 @@ import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
-from evalsi.training import ServingError, Transformers, model_ref
+from evalsi.training import ServingError, Transformers
+from evalsi.training._serving import model_ref
 
 WORDS = ["<eos>", "<unk>", "what", "is", "2+2?", "4", "5", "hello"]
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from evalsi.runs import read_results
+from evalsi.runs._results import read_results
 from tests.integrations.torch.events import scalars
 
 EXAMPLE = Path(__file__).parents[3] / "examples" / "finetuning" / "grpo_trl.py"

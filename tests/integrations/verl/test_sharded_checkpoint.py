@@ -12,7 +12,10 @@ import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
-from evalsi.training import Transformers, discover, find_model, free_port, model_ref
+from evalsi.training import Transformers, discover
+from evalsi.training._checkpoints import find_model
+from evalsi.training._serving import model_ref
+from evalsi.training._vllm import free_port
 
 HERE = Path(__file__).resolve().parent
 WORDS = ["<eos>", "<unk>", "what", "is", "2+2?", "4", "5", "hello"]

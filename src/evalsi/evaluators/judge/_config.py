@@ -15,7 +15,7 @@ from pydantic import Field, field_validator, model_validator
 from evalsi.evaluators._operator import OPERATOR_ONLY
 from evalsi.evaluators._patterns import compile_pattern
 from evalsi.evaluators.judge._template import FIXED_FIELDS, placeholders
-from evalsi.specs import SpecModel as _Model
+from evalsi.specs._model import SpecModel as _Model
 
 DEFAULT_NUMBER_PATTERN = r"(?im)^[\W_]*(?:final\s+)?(?:score|rating|grade)\s*[:=]\s*\**\s*(-?\d+(?:\.\d+)?)"
 """A line such as ``Score: 7`` or ``**Final score:** 7.5``; the last such line counts."""

@@ -25,7 +25,7 @@ import ast
 import builtins
 import keyword
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -33,6 +33,7 @@ _OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 _PYTHON_TAGS = frozenset({"python", "py", "python3", "py3"})
 _CALLED = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\s*\(")
 _NOT_USER_NAMES = frozenset(dir(builtins)) | frozenset(keyword.kwlist)
+"""Names a test calls that no program defines for it: Python's builtins and keywords."""
 _CODE_START = re.compile(
     r"^(?:import\s|from\s+[\w.]+\s+import\s|(?:async\s+)?def\s|class\s|@\w|if\s+__name__\s*==|"
     r"[A-Za-z_][\w, ]*=.*(?:\binput\(|\bsys\.stdin|\bopen\(0))"
@@ -147,19 +148,25 @@ def _first_error_line(text: str) -> int | None:
     return None
 
 
-def called_names(meta: Mapping[str, Any]) -> list[str]:
-    """Names the record's tests call in the program: ``entry_point``, ``fn_name``, and the asserts' functions."""
-    names: list[str] = []
-    for key in ("entry_point", "fn_name"):
-        value = meta.get(key)
-        if isinstance(value, str) and value.isidentifier():
-            names.append(value)
+def called_names(meta: Mapping[str, Any], ignore: Collection[str] = _NOT_USER_NAMES) -> list[str]:
+    """Names the record's tests call in the program: ``entry_point``, ``fn_name``, and the asserts' functions.
+
+    Args:
+        meta: The record's metadata (``entry_point``, ``fn_name``, ``test_list``).
+        ignore: Functions an assert may call that the program is not expected to define (builtins, keywords).
+
+    Returns:
+        Each name once, in the order first met.
+
+    """
+    declared = (meta.get(key) for key in ("entry_point", "fn_name"))
+    names = [name for name in declared if isinstance(name, str) and name.isidentifier()]
     asserts = meta.get("test_list")
     if isinstance(asserts, list):
         for line in asserts:
             if isinstance(line, str):
-                names += [n for n in _CALLED.findall(line) if n not in _NOT_USER_NAMES and n not in names]
-    return names
+                names += [n for n in _CALLED.findall(line) if n not in ignore]
+    return list(dict.fromkeys(names))
 
 
 def _kind(info: str) -> Kind:

@@ -10,15 +10,14 @@ scored once per spec.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalsi.evaluators.rl._code_extract import called_names
 from evalsi.records import Record, reference_options
 from evalsi.rewards.probes._reads import SOLUTION_FIELDS, TEST_FIELDS, ComponentReads, Key
 
-_CALL = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\s*\(")
 _NOT_UNDER_TEST = frozenset(
     {"assert", "print", "set", "list", "tuple", "sorted", "abs", "len", "round", "int", "float", "str", "isclose",
      "all", "any", "sum", "min", "max", "dict", "frozenset", "bool", "type", "range", "map", "zip", "enumerate"}
@@ -87,18 +86,7 @@ class ProbeRow:
 
     def called_names(self) -> list[str]:
         """Names of the functions the row's tests call (``entry_point``, ``fn_name``, those ``test_list`` calls)."""
-        meta = self.record.metadata
-        names: list[str] = []
-        for key in ("entry_point", "fn_name"):
-            value = meta.get(key)
-            if isinstance(value, str) and value.isidentifier():
-                names.append(value)
-        tests = meta.get("test_list")
-        if isinstance(tests, list):
-            for test in tests:
-                if isinstance(test, str):
-                    names += _CALL.findall(test)
-        return [n for i, n in enumerate(names) if n not in _NOT_UNDER_TEST and n not in names[:i]]
+        return called_names(self.record.metadata, _NOT_UNDER_TEST)
 
 
 @dataclass(frozen=True)

@@ -33,8 +33,8 @@ from pathlib import Path
 from pydantic import Field, field_validator, model_validator
 
 from evalsi.server._durations import Duration
-from evalsi.specs import SpecModel as _Model
 from evalsi.specs import TargetSpec
+from evalsi.specs._model import SpecModel as _Model
 
 
 class EvaluatorsConfig(_Model):

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from evalsi.evaluators.judge import JudgeConfig
 from evalsi.evaluators.rl.reward_model import RewardModelParams
 from evalsi.server._durations import Duration
-from evalsi.specs import SpecModel as _Model
+from evalsi.specs._model import SpecModel as _Model
 
 ONE_WEEK = 7 * 24 * 3600.0
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from evalsi.specs import SpecModel as _Model
+from evalsi.specs._model import SpecModel as _Model
 
 
 class RunsConfig(_Model):

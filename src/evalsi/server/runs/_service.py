@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from evalsi.errors import DataError
-from evalsi.runs import compare_runs, comparison_to_dict
+from evalsi.runs import compare_runs
+from evalsi.runs._compare import comparison_to_dict
 from evalsi.runs._curve import failed_rules
 from evalsi.server._errors import ServiceError
 from evalsi.server._metrics import Metrics

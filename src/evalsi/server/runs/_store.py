@@ -23,7 +23,8 @@ from sqlalchemy import Engine, delete, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from evalsi.evaluators import STATUSES, Score, Status
-from evalsi.runs import LoadedRun, RecordResult, SampleResult, run_from_document
+from evalsi.runs import LoadedRun, RecordResult, SampleResult
+from evalsi.runs._compare import run_from_document
 from evalsi.runs._document import RESULTS_VERSION
 from evalsi.server._errors import ServiceError
 from evalsi.server._quota_store import Kind, StorageQuotas

@@ -7,7 +7,7 @@ import ipaddress
 from pydantic import Field, field_validator
 
 from evalsi.server._durations import Duration
-from evalsi.specs import SpecModel as _Model
+from evalsi.specs._model import SpecModel as _Model
 
 
 class ListenConfig(_Model):

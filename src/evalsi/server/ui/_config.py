@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from evalsi.server._durations import Duration
-from evalsi.specs import SpecModel as _Model
+from evalsi.specs._model import SpecModel as _Model
 
 
 class UiConfig(_Model):

@@ -20,7 +20,8 @@ from typing import Any
 import orjson
 
 from evalsi.evaluators import Score
-from evalsi.runs import MetricInfo, RecordResult, SampleResult, summarize
+from evalsi.runs import MetricInfo, RecordResult, SampleResult
+from evalsi.runs._summary import summarize
 from evalsi.server._errors import ServiceError
 from evalsi.server.evaluation._datasets import Datasets
 from evalsi.server.evaluation._overview_store import EvaluationOverview

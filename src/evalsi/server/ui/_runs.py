@@ -23,8 +23,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from evalsi.runs import header_of, validation_message
-from evalsi.runs._document import RESULTS_VERSION
+from evalsi.runs._document import RESULTS_VERSION, header_of, validation_message
 from evalsi.server.runs._listing_store import RunListing, RunRow
 from evalsi.view import Records, headline
 
