@@ -50,7 +50,7 @@ cached one is answered there, with no thread hand-off. Larger batches are scored
 
 VERDICT_ROWS = 16384
 """Rows of cached scores whose composed results (and JSON) are kept for reuse (see :mod:`._verdicts`): a warm
-batch of ``max_rollouts``' default size, about 13 MiB."""
+batch of ``max_rollouts``' default size, about 12 MiB for a one-component spec."""
 
 
 class SpecResolver(Protocol):
