@@ -1,10 +1,17 @@
-"""Shared test configuration: no test inherits evalsi's environment variables from the developer's shell."""
+"""Shared test configuration: no test inherits evalsi's environment variables from the developer's shell, and
+property tests have no deadline."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
+
+# Property tests check what holds, never how fast: on a busy shared machine an example can take far longer than
+# hypothesis's default 200 ms deadline, which would fail a correct test.
+settings.register_profile("evalsi", deadline=None)
+settings.load_profile("evalsi")
 
 
 @pytest.fixture(autouse=True)

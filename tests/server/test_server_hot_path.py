@@ -1,5 +1,6 @@
 """What every call pays on the server: labelled metrics looked up once, startup objects out of the collector's way,
-fixed-path routes dispatched without walking the router (and every other request routed as before)."""
+fixed-path routes dispatched without walking the router (and every other request routed as before), and the event
+loop (uvloop's when installed)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,17 @@ import asyncio
 import gc
 import os
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from prometheus_client import Histogram
 
 from evalsi.server._config import config_from_mapping
 from evalsi.server._metrics import Metrics
-from evalsi.server._run import build, serve_async
+from evalsi.server._run import _event_loop, build, serve_async
 from evalsi.server.transport._http import _direct_routes
 from tests.server.harness import ServerProcess, make_token, metric, post_http, write_config
 
@@ -96,3 +99,18 @@ def test_fixed_path_routes_are_dispatched_directly_and_the_rest_through_the_rout
         missing = httpx.get(server.http + "/v1alpha1/runs/nope", headers=headers, timeout=60)  # a path parameter
         assert missing.status_code == 404, missing.text
         assert httpx.get(server.http + "/nowhere", timeout=60).status_code == 404
+
+
+def test_the_server_loop_is_uvloops_when_installed_and_asyncios_without_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    uvloop = pytest.importorskip("uvloop")  # the server extra installs it
+    loop = _event_loop()
+    try:
+        assert isinstance(loop, uvloop.Loop)
+    finally:
+        loop.close()
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # as if it were not installed: the import fails
+    loop = _event_loop()
+    try:
+        assert isinstance(loop, asyncio.SelectorEventLoop)  # asyncio's own
+    finally:
+        loop.close()

@@ -13,6 +13,7 @@ import json
 import os
 import socket
 import struct
+import time
 from typing import Any
 
 MAX_FRAME = 64 << 20
@@ -26,47 +27,73 @@ def send_frame(sock: socket.socket, obj: Any) -> None:
         obj: A JSON-serialisable value.
 
     """
+    sock.sendall(frame(obj))
+
+
+def frame(obj: Any) -> bytes:
+    """``obj`` as one frame: its JSON's 4-byte big-endian length, then the JSON.
+
+    Args:
+        obj: A JSON-serialisable value.
+
+    Returns:
+        The frame's bytes.
+
+    """
     data = json.dumps(obj).encode()
-    sock.sendall(struct.pack(">I", len(data)) + data)
+    return struct.pack(">I", len(data)) + data
 
 
-def recv_exact(sock: socket.socket, n: int) -> bytes:
+def recv_exact(sock: socket.socket, n: int, deadline: float | None = None, peer: str = "the peer") -> bytes:
     """Exactly ``n`` bytes from ``sock``, read in chunks of at most 1 MiB.
 
     Args:
         sock: The socket.
         n: How many bytes.
+        deadline: When to give up (a :func:`time.monotonic` time); None: wait as long as the socket does.
+        peer: Who is at the other end, as the errors name it.
 
     Raises:
         EOFError: The peer closed the socket first.
+        TimeoutError: The deadline passed first.
 
     """
     chunks = []
     while n:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no answer from {peer} in time")
+            sock.settimeout(left)
         chunk = sock.recv(min(n, 1 << 20))
         if not chunk:
-            raise EOFError("peer closed")
+            raise EOFError(f"{peer} closed the channel")
         chunks.append(chunk)
         n -= len(chunk)
     return b"".join(chunks)
 
 
-def recv_frame(sock: socket.socket, limit: int = MAX_FRAME) -> Any:
+def recv_frame(
+    sock: socket.socket, limit: int = MAX_FRAME, deadline: float | None = None, peer: str = "the peer"
+) -> Any:
     """One frame's JSON value (see :func:`send_frame`).
 
     Args:
         sock: The socket.
         limit: The largest frame accepted, in bytes.
+        deadline: When to give up (a :func:`time.monotonic` time); None: wait as long as the socket does.
+        peer: Who is at the other end, as the errors name it.
 
     Raises:
         ValueError: The frame is larger than ``limit``.
         EOFError: The peer closed the socket first.
+        TimeoutError: The deadline passed first.
 
     """
-    (n,) = struct.unpack(">I", recv_exact(sock, 4))
+    (n,) = struct.unpack(">I", recv_exact(sock, 4, deadline, peer))
     if n > limit:
-        raise ValueError(f"frame of {n} bytes exceeds {limit}")
-    return json.loads(recv_exact(sock, n))
+        raise ValueError(f"a frame of {n} bytes from {peer} exceeds {limit}")
+    return json.loads(recv_exact(sock, n, deadline, peer))
 
 
 # ---- plain-data codec: the only values that cross between P and T --------------------------------------------

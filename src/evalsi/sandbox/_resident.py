@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from evalsi.errors import SandboxError
+from evalsi.sandbox._calls import recv_exact
 from evalsi.sandbox._rungs import Rung
-from evalsi.sandbox._sandbox import Sandbox, _recv, _recv_exact, _send
+from evalsi.sandbox._sandbox import Sandbox, _recv, _send
 from evalsi.sandbox._types import Limits
 
 Status = Literal["ok", "timeout", "output", "exited", "memory", "sandbox"]
@@ -140,7 +141,8 @@ class Resident:
             if payload:
                 ctl.sendall(payload)
             reply = _recv(ctl, deadline)
-            body = _recv_exact(ctl, int(reply.get("size", 0)), deadline) if reply.get("status") == "ok" else b""
+            size = int(reply.get("size", 0)) if reply.get("status") == "ok" else 0
+            body = recv_exact(ctl, size, deadline, "the sandbox")
         except (OSError, EOFError, ValueError) as exc:
             stopped = self._killed.is_set()  # by another thread (a cancel): not the sandbox's failure
             self.kill()

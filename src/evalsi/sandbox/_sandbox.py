@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import json
 import os
 import secrets
 import shutil
@@ -27,6 +26,7 @@ from importlib import resources
 from typing import Any, Literal
 
 from evalsi.errors import SandboxError
+from evalsi.sandbox._calls import frame, recv_frame
 from evalsi.sandbox._cgroups import SandboxCgroup, new_cgroup
 from evalsi.sandbox._host import acquire_slot, as_user, release_slot, sandbox_python
 from evalsi.sandbox._rungs import Launch, Rung, run_cleanup
@@ -396,13 +396,8 @@ def _read_verdict(sock: socket.socket, nonce: str) -> dict[str, Any] | None:
     return verdict
 
 
-def _frame(obj: Any) -> bytes:
-    data = json.dumps(obj).encode()
-    return struct.pack(">I", len(data)) + data
-
-
 def _send(sock: socket.socket, obj: Any, fds: list[int]) -> None:
-    data = _frame(obj)
+    data = frame(obj)
     if fds:
         sent = sock.sendmsg([data[:4]], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack(f"{len(fds)}i", *fds))])
         data = data[sent:]
@@ -412,7 +407,7 @@ def _send(sock: socket.socket, obj: Any, fds: list[int]) -> None:
 
 def _send_async(sock: socket.socket, obj: Any) -> None:
     """Queue a payload for a tester; big payloads go from a thread so they never block the request."""
-    data = _frame(obj)
+    data = frame(obj)
     if len(data) <= 64 << 10:
         sock.sendall(data)
         return
@@ -424,23 +419,6 @@ def _sendall_quietly(sock: socket.socket, data: bytes) -> None:
         sock.sendall(data)
 
 
-def _recv_exact(sock: socket.socket, n: int, deadline: float) -> bytes:
-    chunks: list[bytes] = []
-    while n:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("no answer from the sandbox in time")
-        sock.settimeout(left)
-        chunk = sock.recv(min(n, 1 << 20))
-        if not chunk:
-            raise EOFError("the sandbox closed the channel")
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)
-
-
 def _recv(sock: socket.socket, deadline: float, limit: int = MAX_REPLY) -> Any:
-    (n,) = struct.unpack(">I", _recv_exact(sock, 4, deadline))
-    if n > limit:
-        raise ValueError(f"answer of {n} bytes exceeds {limit}")
-    return json.loads(_recv_exact(sock, n, deadline))
+    """The sandbox's next answer (a frame), before ``deadline``."""
+    return recv_frame(sock, limit, deadline, "the sandbox")

@@ -7,6 +7,7 @@ operator's tokens), registered evaluator names and the Run Service's methods; ne
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -25,94 +26,67 @@ class Metrics:
         self.registry = CollectorRegistry()
         self._children: dict[tuple[Any, ...], Any] = {}
         r = self.registry
-        self.calls = Counter(
-            "evalsi_reward_calls", "ScoreRewards calls by protocol and result code.", ["protocol", "code"], registry=r
+        counter, gauge = partial(Counter, registry=r), partial(Gauge, registry=r)
+        histogram = partial(Histogram, registry=r)
+        self.calls = counter(
+            "evalsi_reward_calls", "ScoreRewards calls by protocol and result code.", ["protocol", "code"]
         )
-        self.call_seconds = Histogram(
+        self.call_seconds = histogram(
             "evalsi_reward_call_seconds",
             "Wall time of a ScoreRewards call, waiting included.",
             ["protocol"],
             buckets=_LATENCY_BUCKETS,
-            registry=r,
         )
-        self.rollouts = Counter(
+        self.rollouts = counter(
             "evalsi_reward_rollouts",
             "Rollouts scored, by project and result status (failed: the batch failed).",
             ["project", "status"],
-            registry=r,
         )
-        self.component_seconds = Histogram(
+        self.component_seconds = histogram(
             "evalsi_reward_component_seconds",
             "Wall time of one component over one batch (cache look-ups included).",
             ["evaluator"],
             buckets=_LATENCY_BUCKETS,
-            registry=r,
         )
-        self.component_errors = Counter(
-            "evalsi_reward_component_errors",
-            "Component scores with status error, by evaluator.",
-            ["evaluator"],
-            registry=r,
+        self.component_errors = counter(
+            "evalsi_reward_component_errors", "Component scores with status error, by evaluator.", ["evaluator"]
         )
-        self.cache_hits = Counter(
-            "evalsi_reward_cache_hits", "Component score cache hits by tier.", ["tier"], registry=r
+        self.cache_hits = counter("evalsi_reward_cache_hits", "Component score cache hits by tier.", ["tier"])
+        self.cache_misses = counter("evalsi_reward_cache_misses", "Component score cache misses by tier.", ["tier"])
+        self.inflight = gauge("evalsi_reward_inflight_rollouts", "Rollouts being scored, by project.", ["project"])
+        self.waiting = gauge(
+            "evalsi_reward_waiting_rollouts", "Rollouts waiting for capacity (back-pressure), by project.", ["project"]
         )
-        self.cache_misses = Counter(
-            "evalsi_reward_cache_misses", "Component score cache misses by tier.", ["tier"], registry=r
+        self.request_bytes = gauge(
+            "evalsi_reward_request_bytes", "Bytes of JSON request bodies held (read, or admitted to be read)."
         )
-        self.inflight = Gauge(
-            "evalsi_reward_inflight_rollouts", "Rollouts being scored, by project.", ["project"], registry=r
-        )
-        self.waiting = Gauge(
-            "evalsi_reward_waiting_rollouts",
-            "Rollouts waiting for capacity (back-pressure), by project.",
-            ["project"],
-            registry=r,
-        )
-        self.request_bytes = Gauge(
-            "evalsi_reward_request_bytes",
-            "Bytes of JSON request bodies held (read, or admitted to be read).",
-            registry=r,
-        )
-        self.requests_waiting_to_read = Gauge(
+        self.requests_waiting_to_read = gauge(
             "evalsi_reward_requests_waiting_to_read",
             "Calls waiting for rewards.max_inflight_bytes before their body is read.",
-            registry=r,
         )
-        self.spec_cache_bytes = Gauge(
+        self.spec_cache_bytes = gauge(
             "evalsi_reward_spec_cache_bytes",
             "Estimated memory of the bound specs kept for reuse, by project.",
             ["project"],
-            registry=r,
         )
-        self.cancelled = Counter(
-            "evalsi_reward_cancelled_calls",
-            "Calls whose caller went away while their batch was being scored.",
-            registry=r,
+        self.cancelled = counter(
+            "evalsi_reward_cancelled_calls", "Calls whose caller went away while their batch was being scored."
         )
-        self.shared_cache_pruned = Counter(
-            "evalsi_reward_shared_cache_pruned",
-            "Shared cache entries deleted after rewards.shared_cache_ttl.",
-            registry=r,
+        self.shared_cache_pruned = counter(
+            "evalsi_reward_shared_cache_pruned", "Shared cache entries deleted after rewards.shared_cache_ttl."
         )
-
-        self.run_calls = Counter(
-            "evalsi_run_calls",
-            "Run Service calls by method, protocol and result code.",
-            ["method", "protocol", "code"],
-            registry=r,
+        self.run_calls = counter(
+            "evalsi_run_calls", "Run Service calls by method, protocol and result code.", ["method", "protocol", "code"]
         )
-        self.run_call_seconds = Histogram(
+        self.run_call_seconds = histogram(
             "evalsi_run_call_seconds",
             "Wall time of a Run Service call from its request read to its answer, by method and protocol.",
             ["method", "protocol"],
             buckets=_LATENCY_BUCKETS,
-            registry=r,
         )
-        self.run_replays = Counter(
+        self.run_replays = counter(
             "evalsi_run_create_replays",
             "CreateRun calls answered with the run an earlier call with the same requestId stored (a retry).",
-            registry=r,
         )
 
     def child(self, metric: M, *values: str) -> M:

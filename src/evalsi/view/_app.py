@@ -127,6 +127,14 @@ class Viewer:
         html = self.env.get_template(template).render(base=base, request=request, **context)
         return HTMLResponse(html, status_code=status)
 
+    def live_page(self, request: Request, name: str, **context: Any) -> HTMLResponse:
+        """The page ``<name>.html``, or only its live part ``_<name>_live.html`` when the page's script asks for it.
+
+        ``view.js`` fetches ``?fragment=live`` when the page's stamp changes and swaps the live part in place.
+        """
+        live = request.query_params.get("fragment") == "live"
+        return self.page(request, f"_{name}_live.html" if live else f"{name}.html", **context)
+
     def run(self, path: Path) -> RunData:
         """The run at ``path`` (a source's, or a curve step's), read through the catalog and kept in the cache."""
         return self.runs.get(path, self.catalog.version(path), self.catalog.load)
@@ -242,10 +250,9 @@ class Viewer:
             for c in curves
             for p in c.get("data", {}).get("points", [])
         }
-        template = "_list_live.html" if request.query_params.get("fragment") == "live" else "list.html"
-        return self.page(
+        return self.live_page(
             request,
-            template,
+            "list",
             listing=listing,
             training=training,
             headlines={r["id"]: r for r in listing["runs"]},
@@ -259,10 +266,9 @@ class Viewer:
         run = self.run(source.path)
         query = parse_query(request.query_params, run)
         table = run_query(run, query)
-        template = "_run_live.html" if request.query_params.get("fragment") == "live" else "run.html"
-        response = self.page(
+        response = self.live_page(
             request,
-            template,
+            "run",
             source=source,
             run=run,
             summary=self.run_summary(source),
@@ -411,10 +417,9 @@ class Viewer:
             for name, points in stream.series.items()
         }
         monitors = monitor_views(stream, x_range)
-        template = "_curve_live.html" if request.query_params.get("fragment") == "live" else "curve.html"
-        return self.page(
+        return self.live_page(
             request,
-            template,
+            "curve",
             source=source,
             data=data,
             charts=charts,

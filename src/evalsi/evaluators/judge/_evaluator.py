@@ -59,13 +59,29 @@ def request_body(config: JudgeConfig, record: Record) -> dict[str, Any]:
     if template is None:
         template = DEFAULT_TEMPLATE if record.reference is None else DEFAULT_TEMPLATE_WITH_REFERENCE
     user = render(template, record, config.rubric, format_hint(config.verdict))
+    if isinstance(config.verdict, JsonVerdict) and config.verdict.json_mode:
+        return chat_body(config, user, response_format={"type": "json_object"})
+    return chat_body(config, user)
+
+
+def chat_body(config: JudgeConfig, user: str, **fields: Any) -> dict[str, Any]:
+    """The chat-completions body asking the judge ``user`` (after the config's system prompt, when it has one).
+
+    Args:
+        config: The judge: model, system prompt, sampling, and the ``extra_body`` sent with every request.
+        user: The user message, the rendered question.
+        fields: Further fields of the request (``extra_body`` wins over them).
+
+    Returns:
+        The request body.
+
+    """
     messages = [{"role": "system", "content": config.system}] if config.system else []
     messages.append({"role": "user", "content": user})
     body: dict[str, Any] = {"model": config.model, "messages": messages, "temperature": config.temperature}
     if config.max_tokens is not None:
         body["max_tokens"] = config.max_tokens
-    if isinstance(config.verdict, JsonVerdict) and config.verdict.json_mode:
-        body["response_format"] = {"type": "json_object"}
+    body.update(fields)
     body.update(config.extra_body)
     return body
 

@@ -37,7 +37,7 @@ from evalsi.evaluators._registry import register
 from evalsi.evaluators._score import Score
 from evalsi.evaluators.judge._client import MAX_REPLY_CHARS, JudgeCallError, JudgeClient
 from evalsi.evaluators.judge._config import JudgeConfig, resolve_judge
-from evalsi.evaluators.judge._evaluator import JudgeClients, drop_when_cancelled
+from evalsi.evaluators.judge._evaluator import JudgeClients, chat_body, drop_when_cancelled
 from evalsi.evaluators.judge._template import prompt_text
 from evalsi.records import Record
 
@@ -188,13 +188,7 @@ def request_body(config: JudgeConfig, question: str, reference: str | None, firs
         "format": FORMAT_HINT,
     }
     user = re.sub(r"\{\{(\w+)\}\}", lambda m: values[m.group(1)], DEFAULT_PAIRWISE_TEMPLATE)
-    messages = [{"role": "system", "content": config.system}] if config.system else []
-    messages.append({"role": "user", "content": user})
-    body: dict[str, Any] = {"model": config.model, "messages": messages, "temperature": config.temperature}
-    if config.max_tokens is not None:
-        body["max_tokens"] = config.max_tokens
-    body.update(config.extra_body)
-    return body
+    return chat_body(config, user)
 
 
 @dataclass

@@ -8,12 +8,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Engine, delete, select
+from sqlalchemy import ColumnElement, Engine, delete, select
 
 from evalsi.server._config import ServerConfig
 from evalsi.server._quota_store import Kind, StorageQuotas
 from evalsi.server.evaluation._page_store import page
-from evalsi.server.evaluation._row_store import first_row, insert_row
+from evalsi.server.evaluation._row_store import changed, first_row, insert_row
 from evalsi.server.evaluation._tables import datasets
 
 QUOTA = Kind("datasets", datasets, datasets.c.size_bytes, "max_datasets", "max_dataset_bytes", "delete datasets first")
@@ -43,16 +43,11 @@ class DatasetStore:
 
     def fetch(self, project: str, dataset_id: str) -> dict[str, Any] | None:
         """The stored dataset row (with its content), or None."""
-        query = select(datasets).where(datasets.c.project == project, datasets.c.dataset_id == dataset_id)
-        return first_row(self.engine, query)
+        return first_row(self.engine, select(datasets).where(*_key(project, dataset_id)))
 
     def remove(self, project: str, dataset_id: str) -> bool:
         """Delete a dataset; whether there was one."""
-        with self.engine.begin() as connection:
-            done = connection.execute(
-                delete(datasets).where(datasets.c.project == project, datasets.c.dataset_id == dataset_id)
-            )
-        return bool(done.rowcount)
+        return bool(changed(self.engine, delete(datasets).where(*_key(project, dataset_id))))
 
     def page(self, project: str, size: int, token: str) -> tuple[Sequence[Any], str]:
         """One page of the project's dataset rows without their content, newest first, and the next page's token.
@@ -78,6 +73,11 @@ class DatasetStore:
 
     def exists(self, project: str, dataset_id: str) -> bool:
         """Whether the project has a dataset of that id."""
-        query = select(datasets.c.dataset_id).where(datasets.c.project == project, datasets.c.dataset_id == dataset_id)
+        query = select(datasets.c.dataset_id).where(*_key(project, dataset_id))
         with self.engine.connect() as connection:
             return connection.execute(query).first() is not None
+
+
+def _key(project: str, dataset_id: str) -> tuple[ColumnElement[bool], ...]:
+    """The conditions selecting one dataset of the project."""
+    return datasets.c.project == project, datasets.c.dataset_id == dataset_id

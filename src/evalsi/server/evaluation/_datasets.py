@@ -17,8 +17,9 @@ from evalsi.server._config import ServerConfig
 from evalsi.server._errors import ServiceError
 from evalsi.server._tokens import Principal
 from evalsi.server._trust import check_depth
+from evalsi.server.evaluation._answers import answer
 from evalsi.server.evaluation._dataset_store import DatasetStore, DatasetTaken
-from evalsi.server.evaluation._ids import check_id, resource_id
+from evalsi.server.evaluation._ids import check_id, not_found, resource_id
 from evalsi.server.evaluation._pages import Page
 
 if TYPE_CHECKING:
@@ -197,7 +198,7 @@ class Datasets:
         """
         dataset_id = resource_id(dataset_id, "datasets", "datasetId")
         if not self._store.remove(principal.project, dataset_id):
-            raise _missing(principal.project, dataset_id, "datasetId")
+            raise not_found("dataset", dataset_id, principal.project, "datasetId")
         return f"datasets/{dataset_id}"
 
     def listing(self, principal: Principal, page_size: int, page_token: str) -> Page[Dataset]:
@@ -232,7 +233,7 @@ class Datasets:
         """
         found = self._store.fetch(project, dataset_id)
         if found is None:
-            raise _missing(project, dataset_id, where)
+            raise not_found("dataset", dataset_id, project, where)
         return found
 
     def rows(self, project: str, dataset_id: str, where: str) -> list[dict[str, Any]]:
@@ -241,16 +242,5 @@ class Datasets:
         return [orjson.loads(line) for line in content.splitlines() if line.strip()]
 
 
-def _missing(project: str, dataset_id: str, where: str) -> ServiceError:
-    return ServiceError("not_found", f"{where}: no dataset {dataset_id!r} in project {project!r}", path=where)
-
-
 def _dataset(row: dict[str, Any], with_rows: bool) -> Dataset:
-    return Dataset(
-        dataset_id=row["dataset_id"],
-        row_count=row["row_count"],
-        size_bytes=row["size_bytes"],
-        source_job=row["source_job"],
-        created_at=row["created_at"],
-        jsonl=bytes(row["content"]).decode() if with_rows else "",
-    )
+    return answer(Dataset, row, jsonl=bytes(row["content"]).decode() if with_rows else "")

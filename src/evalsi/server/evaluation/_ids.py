@@ -34,6 +34,22 @@ def resource_id(value: str, collection: str, field: str) -> str:
     return check_id(value[len(prefix) :] if value.startswith(prefix) else value, field)
 
 
+def not_found(noun: str, resource_id: str, project: str, where: str) -> ServiceError:
+    """The error answering a request that names a resource the caller's project does not have.
+
+    Args:
+        noun: What kind of resource (``evaluator``, ``dataset``, ``job``).
+        resource_id: The id asked for.
+        project: The caller's project.
+        where: The request field that named it.
+
+    Returns:
+        A ``not_found`` error naming the field, the id and the project.
+
+    """
+    return ServiceError("not_found", f"{where}: no {noun} {resource_id!r} in project {project!r}", path=where)
+
+
 def project_dir(project: str) -> str:
     """A directory name for a project (its name is the operator's free text: never a path)."""
     return hashlib.sha256(project.encode()).hexdigest()[:24]

@@ -10,6 +10,8 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Engine, Table, func, or_, update
 
+from evalsi.server.evaluation._row_store import changed
+
 
 def orphaned(table: Table, instance: str, cutoff: float) -> ColumnElement[bool]:
     """Rows of ``table`` owned by another instance (or none) whose last heartbeat is older than ``cutoff``."""
@@ -34,14 +36,10 @@ def fail_orphaned(
         How many rows were failed.
 
     """
-    with engine.begin() as connection:
-        done = connection.execute(
-            update(table).where(unfinished, orphaned(table, instance, before)).values(**values, updated_at=time.time())
-        )
-    return int(done.rowcount or 0)
+    statement = update(table).where(unfinished, orphaned(table, instance, before))
+    return changed(engine, statement.values(**values, updated_at=time.time()))
 
 
 def refresh_heartbeat(engine: Engine, table: Table, unfinished: ColumnElement[bool], instance: str) -> None:
     """Refresh the heartbeat of ``instance``'s ``unfinished`` rows of ``table``."""
-    with engine.begin() as connection:
-        connection.execute(update(table).where(table.c.owner == instance, unfinished).values(heartbeat_at=time.time()))
+    changed(engine, update(table).where(table.c.owner == instance, unfinished).values(heartbeat_at=time.time()))

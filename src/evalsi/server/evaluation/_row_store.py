@@ -1,4 +1,4 @@
-"""The row statements the evaluation stores share: insert one row (within a quota), read one row or a list.
+"""The row statements the evaluation stores share: insert one row (within a quota), change rows, read rows.
 
 Each store keeps its own queries (what it selects, for which project); these run them the same way everywhere:
 a row comes back as a plain ``dict`` (the store's callers never see SQLAlchemy rows), an insert that hits the
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Engine, Select, Table, insert
+from sqlalchemy import Delete, Engine, Select, Table, Update, insert
 from sqlalchemy.exc import IntegrityError
 
 from evalsi.server._quota_store import Kind, StorageQuotas
@@ -59,3 +59,9 @@ def all_rows(engine: Engine, query: Select[Any]) -> list[dict[str, Any]]:
     """Every row ``query`` selects, as dicts."""
     with engine.connect() as connection:
         return [dict(row) for row in connection.execute(query).mappings()]
+
+
+def changed(engine: Engine, statement: Update | Delete) -> int:
+    """Run one UPDATE or DELETE in its own transaction; how many rows it changed."""
+    with engine.begin() as connection:
+        return int(connection.execute(statement).rowcount or 0)

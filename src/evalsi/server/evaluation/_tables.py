@@ -9,15 +9,31 @@ Every row belongs to a project; every query names the caller's project, so one p
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import BigInteger, Column, Float, Integer, LargeBinary, MetaData, String, Table, Text
 
 metadata = MetaData()
 
-evaluators = Table(
+
+def _project_table(name: str, id_column: str, *columns: Column[Any]) -> Table:
+    """A table of one kind of a project's resources, keyed by the project and the resource's id."""
+    project = Column("project", String(200), primary_key=True)
+    resource_id = Column(id_column, String(63), primary_key=True)
+    return Table(name, metadata, project, resource_id, *columns)
+
+
+def _owner_columns() -> tuple[Column[Any], ...]:
+    """The server process owning unfinished work and its last heartbeat (see :mod:`._work_owners`)."""
+    return (
+        Column("owner", String(36), nullable=True),  # the instance id of the server process working on it
+        Column("heartbeat_at", Float, nullable=True),  # its owner's last sign of life (NULL: use updated_at)
+    )
+
+
+evaluators = _project_table(
     "evaluators",
-    metadata,
-    Column("project", String(200), primary_key=True),
-    Column("evaluator_id", String(63), primary_key=True),
+    "evaluator_id",
     Column("entry", Text, nullable=False),
     Column("state", String(20), nullable=False),  # BUILDING, ACTIVE, BUILD_FAILED
     Column("message", Text, nullable=False, default=""),
@@ -27,16 +43,13 @@ evaluators = Table(
     Column("archive_sha256", String(64), nullable=False),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
-    Column("owner", String(36), nullable=True),  # the instance id of the server building it
-    Column("heartbeat_at", Float, nullable=True),  # its owner's last sign of life (NULL: use updated_at)
+    *_owner_columns(),  # while BUILDING: the server building it
 )
 """Uploaded evaluators; the archive and the built environment are files under ``evaluators.storage_dir``."""
 
-datasets = Table(
+datasets = _project_table(
     "datasets",
-    metadata,
-    Column("project", String(200), primary_key=True),
-    Column("dataset_id", String(63), primary_key=True),
+    "dataset_id",
     Column("row_count", Integer, nullable=False),
     Column("size_bytes", Integer, nullable=False),
     Column("source_job", String(63), nullable=False, default=""),
@@ -45,11 +58,9 @@ datasets = Table(
 )
 """Datasets: JSONL rows (uploaded, or written by an evaluation job)."""
 
-evaluation_jobs = Table(
+evaluation_jobs = _project_table(
     "evaluation_jobs",
-    metadata,
-    Column("project", String(200), primary_key=True),
-    Column("job_id", String(63), primary_key=True),
+    "job_id",
     Column("evaluator_id", String(63), nullable=False),
     Column("input_dataset", String(63), nullable=False),
     Column("output_dataset", String(63), nullable=False),
@@ -61,8 +72,7 @@ evaluation_jobs = Table(
     Column("completion_params", Text, nullable=False, default="{}"),  # JSON: the checked sampling fields
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
-    Column("owner", String(36), nullable=True),  # the instance id of the server queueing and running it
-    Column("heartbeat_at", Float, nullable=True),  # its owner's last sign of life (NULL: use updated_at)
+    *_owner_columns(),  # while queued or running: the server queueing and running it
     Column("rows_done", BigInteger, nullable=False, server_default="0"),  # scored or errored so far
 )
 """Evaluation jobs and their outcome."""

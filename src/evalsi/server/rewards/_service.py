@@ -40,12 +40,17 @@ from evalsi.server.rewards._records import records_of
 from evalsi.server.rewards._score_store import SharedScores
 from evalsi.server.rewards._shared_cache import ProjectCache, TieredCache
 from evalsi.server.rewards._spec_cache import BoundSpecs
+from evalsi.server.rewards._verdicts import Verdicts
 
 log = logging.getLogger("evalsi.server")
 
 INLINE_ROLLOUTS = 1024
 """Largest batch whose records and cache look-ups run on the event loop (a few milliseconds at most); a fully
 cached one is answered there, with no thread hand-off. Larger batches are scored wholly on the cpu pool."""
+
+VERDICT_ROWS = 16384
+"""Rows of cached scores whose composed results (and JSON) are kept for reuse (see :mod:`._verdicts`): a warm
+batch of ``max_rollouts``' default size, about 12 MiB for a one-component spec."""
 
 
 class SpecResolver(Protocol):
@@ -100,6 +105,8 @@ class RewardService:
         """Fills in components that name the caller's server resources (``ref: evaluator/ID``) before binding."""
         self.probes = FirstUseProbes(self)
         """Probes each spec on a project's first use of it (``rewards.probe_on_first_use``)."""
+        self.verdicts = Verdicts(min(VERDICT_ROWS, rewards.cache_size))
+        """Results of fully cached rows, composed and encoded once (see :mod:`evalsi.server.rewards._verdicts`)."""
 
     @property
     def admission(self) -> Admission:
@@ -301,7 +308,7 @@ class RewardService:
             pools = Pools(self.components.for_project(project), self.sandboxes.for_project(project), self._observe)
         try:
             columns = finish_components(looked.scores, looked.cache, pools, cancelled)
-            results = reward.compose(columns)
+            results = self.verdicts.compose(reward, columns) if looked.scores.done else reward.compose(columns)
         except ScoringCancelled:
             raise
         except RewardBatchError as exc:

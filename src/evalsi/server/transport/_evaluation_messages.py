@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+from typing import TYPE_CHECKING, TypeVar
+
+from google.protobuf.message import Message
+
 from evalsi.server._convert import message_dict
 from evalsi.server._proto.evalsi.v1alpha1 import evaluation_pb2 as pb
 from evalsi.server.evaluation._datasets import Dataset
@@ -11,18 +16,15 @@ from evalsi.server.evaluation.evaluators._service import BuildLog, Evaluator
 from evalsi.server.evaluation.jobs._generation import PARAMS_PATH
 from evalsi.server.evaluation.jobs._service import EvaluationJob, JobSpec
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+M = TypeVar("M", bound=Message)
+
 
 def dataset(value: Dataset) -> pb.Dataset:
     """A dataset as its message (``jsonl`` empty unless its rows were asked for)."""
-    return pb.Dataset(
-        name=f"datasets/{value.dataset_id}",
-        dataset_id=value.dataset_id,
-        row_count=value.row_count,
-        size_bytes=value.size_bytes,
-        source_job=value.source_job,
-        create_time=timestamp(value.created_at),
-        jsonl=value.jsonl,
-    )
+    return _resource(pb.Dataset, value, f"datasets/{value.dataset_id}")
 
 
 def datasets(value: Page[Dataset]) -> pb.ListDatasetsResponse:
@@ -32,18 +34,7 @@ def datasets(value: Page[Dataset]) -> pb.ListDatasetsResponse:
 
 def evaluator(value: Evaluator) -> pb.Evaluator:
     """An evaluator as its message."""
-    return pb.Evaluator(
-        name=f"evaluators/{value.evaluator_id}",
-        evaluator_id=value.evaluator_id,
-        entry=value.entry,
-        state=value.state,
-        message=value.message,
-        mode=value.mode,
-        archive_bytes=value.archive_bytes,
-        archive_sha256=value.archive_sha256,
-        create_time=timestamp(value.created_at),
-        update_time=timestamp(value.updated_at),
-    )
+    return _resource(pb.Evaluator, value, f"evaluators/{value.evaluator_id}")
 
 
 def evaluators(value: Page[Evaluator]) -> pb.ListEvaluatorsResponse:
@@ -101,3 +92,20 @@ def jobs(value: Page[EvaluationJob]) -> pb.ListEvaluationJobsResponse:
     return pb.ListEvaluationJobsResponse(
         evaluation_jobs=[job(j) for j in value.items], next_page_token=value.next_page_token
     )
+
+
+_TIMES = {"created_at": "create_time", "updated_at": "update_time"}
+"""An answer's times (seconds since the epoch) and the message fields that carry them (RFC 3339)."""
+
+
+def _resource(kind: type[M], value: DataclassInstance, name: str) -> M:
+    """The message of a resource the service answered: its resource ``name``, then each field of the answer.
+
+    A field goes into the message field of the same name, but its times, written as RFC 3339; a field the message
+    lacks is refused (``ValueError``), never dropped.
+    """
+    fields: dict[str, object] = {"name": name}
+    for field in dataclasses.fields(value):
+        answered = getattr(value, field.name)
+        fields[_TIMES.get(field.name, field.name)] = timestamp(answered) if field.name in _TIMES else answered
+    return kind(**fields)

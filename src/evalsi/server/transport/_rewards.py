@@ -10,6 +10,7 @@ request), and the answer is the library's own results JSON; Connect and gRPC car
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -17,13 +18,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from evalsi.rewards import RewardResult
-from evalsi.rewards.wire import results_json
 from evalsi.server._convert import request_parts, results_message
 from evalsi.server._errors import ServiceError
 from evalsi.server._metrics import Metrics
 from evalsi.server._proto.evalsi.v1alpha1 import rewards_pb2 as pb
 from evalsi.server._tokens import RUN, Principal
 from evalsi.server.rewards._service import RewardService
+from evalsi.server.rewards._verdicts import Verdicts
 from evalsi.server.transport._methods import HttpRoute, Method, Observer, Scope
 
 SCORE_PATH = "/v1alpha1/rewards:score"
@@ -67,11 +68,15 @@ async def read_score(request: Request) -> tuple[dict[str, Any], list[dict[str, A
     return parse_score_body(data)
 
 
-async def write_results(results: list[RewardResult]) -> Response:
-    """The results as the library's JSON (encoded off the event loop when many)."""
-    body = results_json(results)
-    encoded = await asyncio.to_thread(orjson.dumps, body) if len(results) > _OFFLOAD_RESULTS else orjson.dumps(body)
-    return Response(encoded, media_type="application/json")
+def results_writer(verdicts: Verdicts) -> Callable[[list[RewardResult]], Awaitable[Response]]:
+    """The answer's writer: the results as the library's JSON, a cached verdict's JSON built once (``verdicts``)."""
+
+    async def write_results(results: list[RewardResult]) -> Response:
+        many = len(results) > _OFFLOAD_RESULTS  # encoded off the event loop
+        encoded = await asyncio.to_thread(verdicts.encode, results) if many else verdicts.encode(results)
+        return Response(encoded, media_type="application/json")
+
+    return write_results
 
 
 def count_calls(metrics: Metrics) -> Observer:
@@ -103,7 +108,7 @@ def reward_methods(service: RewardService) -> list[Method]:
             scopes=(Scope(RUN),),
             decode=request_parts,
             encode=results_message,
-            http=(HttpRoute("POST", SCORE_PATH, read_score, write_results, body=True),),
+            http=(HttpRoute("POST", SCORE_PATH, read_score, results_writer(service.verdicts), body=True),),
             observe=count_calls(service.metrics),
         )
     ]

@@ -32,7 +32,8 @@ from evalsi.server._config import ServerConfig
 from evalsi.server._errors import ServiceError
 from evalsi.server._fair import FairPool, share_of
 from evalsi.server._tokens import Principal
-from evalsi.server.evaluation._ids import check_id, project_dir, resource_id
+from evalsi.server.evaluation._answers import answer
+from evalsi.server.evaluation._ids import check_id, not_found, project_dir, resource_id
 from evalsi.server.evaluation._metrics import EvaluationMetrics
 from evalsi.server.evaluation._pages import Page
 from evalsi.server.evaluation._work_owners import new_instance
@@ -360,9 +361,7 @@ class Evaluators:
     def _row(self, project: str, evaluator_id: str, where: str = "evaluatorId") -> dict[str, Any]:
         found = self.store.fetch(project, evaluator_id)
         if found is None:
-            raise ServiceError(
-                "not_found", f"{where}: no evaluator {evaluator_id!r} in project {project!r}", path=where
-            )
+            raise not_found("evaluator", evaluator_id, project, where)
         return found
 
     def close(self) -> None:
@@ -444,14 +443,4 @@ def _check_entry(entry: str) -> str:
 
 
 def _evaluator(row: dict[str, Any]) -> Evaluator:
-    return Evaluator(
-        evaluator_id=str(row["evaluator_id"]),
-        entry=str(row["entry"]),
-        state=str(row["state"]),
-        message=str(row["message"]),
-        mode=str(row["mode"]),
-        archive_bytes=int(row["archive_bytes"]),
-        archive_sha256=str(row["archive_sha256"]),
-        created_at=float(row["created_at"]),
-        updated_at=float(row["updated_at"]),
-    )
+    return answer(Evaluator, row)

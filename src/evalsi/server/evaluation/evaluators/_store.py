@@ -10,14 +10,15 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, delete, select, update
+from sqlalchemy import ColumnElement, Engine, delete, select, update
 
 from evalsi.server._config import ServerConfig
 from evalsi.server._errors import ServiceError
 from evalsi.server._quota_store import Kind, StorageQuotas
+from evalsi.server.evaluation._ids import not_found
 from evalsi.server.evaluation._owner_store import fail_orphaned, refresh_heartbeat
 from evalsi.server.evaluation._page_store import page
-from evalsi.server.evaluation._row_store import first_row, insert_row
+from evalsi.server.evaluation._row_store import changed, first_row, insert_row
 from evalsi.server.evaluation._states import ACTIVE_STATES
 from evalsi.server.evaluation._tables import evaluation_jobs, evaluators
 
@@ -66,21 +67,13 @@ class EvaluatorStore:
 
     def finish(self, project: str, evaluator_id: str, state: str, mode: str, message: str, build_log: str) -> None:
         """Record a build's outcome, unless another server already failed the build as abandoned."""
-        with self.engine.begin() as connection:
-            connection.execute(
-                update(evaluators)
-                .where(
-                    evaluators.c.project == project,
-                    evaluators.c.evaluator_id == evaluator_id,
-                    evaluators.c.state == BUILDING,
-                )
-                .values(state=state, mode=mode, message=message, build_log=build_log, updated_at=time.time())
-            )
+        building = (*_key(project, evaluator_id), evaluators.c.state == BUILDING)
+        values = {"state": state, "mode": mode, "message": message, "build_log": build_log, "updated_at": time.time()}
+        changed(self.engine, update(evaluators).where(*building).values(**values))
 
     def fetch(self, project: str, evaluator_id: str) -> dict[str, Any] | None:
         """The stored evaluator row, or None."""
-        query = select(evaluators).where(evaluators.c.project == project, evaluators.c.evaluator_id == evaluator_id)
-        return first_row(self.engine, query)
+        return first_row(self.engine, select(evaluators).where(*_key(project, evaluator_id)))
 
     def page(self, project: str, size: int, token: str) -> tuple[Sequence[Any], str]:
         """One page of the project's evaluator rows, newest first, and the next page's token.
@@ -114,17 +107,9 @@ class EvaluatorStore:
             .order_by(evaluation_jobs.c.created_at)
         )
         with self.engine.begin() as connection:
-            row = connection.execute(
-                select(evaluators.c.state).where(
-                    evaluators.c.project == project, evaluators.c.evaluator_id == evaluator_id
-                )
-            ).first()
+            row = connection.execute(select(evaluators.c.state).where(*_key(project, evaluator_id))).first()
             if row is None:
-                raise ServiceError(
-                    "not_found",
-                    f"evaluatorId: no evaluator {evaluator_id!r} in project {project!r}",
-                    path="evaluatorId",
-                )
+                raise not_found("evaluator", evaluator_id, project, "evaluatorId")
             if row.state == BUILDING:
                 raise ServiceError(
                     "failed_precondition",
@@ -140,7 +125,10 @@ class EvaluatorStore:
                     "cancel them or wait for them to end",
                     "evaluator_in_use",
                 )
-            connection.execute(
-                delete(evaluators).where(evaluators.c.project == project, evaluators.c.evaluator_id == evaluator_id)
-            )
+            connection.execute(delete(evaluators).where(*_key(project, evaluator_id)))
             return before_commit()
+
+
+def _key(project: str, evaluator_id: str) -> tuple[ColumnElement[bool], ...]:
+    """The conditions selecting one evaluator of the project."""
+    return evaluators.c.project == project, evaluators.c.evaluator_id == evaluator_id

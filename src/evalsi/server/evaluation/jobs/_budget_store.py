@@ -14,10 +14,11 @@ import math
 import time
 from dataclasses import dataclass
 
-from sqlalchemy import Engine, insert, select, update
+from sqlalchemy import ColumnElement, Engine, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from evalsi.server.evaluation._config import TargetBudget
+from evalsi.server.evaluation._row_store import changed
 from evalsi.server.evaluation._tables import target_usage
 
 _ATTEMPTS = 50
@@ -44,11 +45,7 @@ class Budgets:
     def reserve(self, project: str, target: str, budget: TargetBudget, rows: int, tokens_each: int) -> Grant:
         """Reserve up to ``rows`` requests of ``tokens_each`` tokens; the grant may be fewer (zero: used up)."""
         window = math.floor(time.time() / budget.window) * budget.window
-        key = (
-            target_usage.c.project == project,
-            target_usage.c.target == target,
-            target_usage.c.window_start == window,
-        )
+        key = _key(project, target, window)
         for _ in range(_ATTEMPTS):
             with self.engine.connect() as connection:
                 found = connection.execute(select(target_usage.c.requests, target_usage.c.tokens).where(*key)).first()
@@ -71,13 +68,9 @@ class Budgets:
                 granted = min(granted, max(0, budget.max_tokens - used_tokens) // max(1, tokens_each))
             if granted == 0:
                 return Grant(0, tokens_each, window)
-            with self.engine.begin() as connection:
-                done = connection.execute(
-                    update(target_usage)
-                    .where(*key, target_usage.c.requests == used_requests, target_usage.c.tokens == used_tokens)
-                    .values(requests=used_requests + granted, tokens=used_tokens + granted * tokens_each)
-                )
-            if done.rowcount:
+            unchanged = (*key, target_usage.c.requests == used_requests, target_usage.c.tokens == used_tokens)
+            taken = {"requests": used_requests + granted, "tokens": used_tokens + granted * tokens_each}
+            if changed(self.engine, update(target_usage).where(*unchanged).values(taken)):
                 return Grant(granted, tokens_each, window)
         return Grant(0, tokens_each, window)  # contended past reason: treat as used up for this batch
 
@@ -85,16 +78,14 @@ class Budgets:
         """Give back the requests of ``unsent`` rows and ``unused_tokens`` tokens of a grant."""
         if not unsent and not unused_tokens:
             return
-        with self.engine.begin() as connection:
-            connection.execute(
-                update(target_usage)
-                .where(
-                    target_usage.c.project == project,
-                    target_usage.c.target == target,
-                    target_usage.c.window_start == grant.window_start,
-                )
-                .values(
-                    requests=target_usage.c.requests - unsent,
-                    tokens=target_usage.c.tokens - unused_tokens,
-                )
-            )
+        given_back = {"requests": target_usage.c.requests - unsent, "tokens": target_usage.c.tokens - unused_tokens}
+        changed(self.engine, update(target_usage).where(*_key(project, target, grant.window_start)).values(given_back))
+
+
+def _key(project: str, target: str, window_start: float) -> tuple[ColumnElement[bool], ...]:
+    """The conditions selecting the project's usage of a target in one window."""
+    return (
+        target_usage.c.project == project,
+        target_usage.c.target == target,
+        target_usage.c.window_start == window_start,
+    )

@@ -36,9 +36,10 @@ from evalsi.server._config import ServerConfig
 from evalsi.server._errors import ServiceError, redact
 from evalsi.server._fair import FairPool, share_of
 from evalsi.server._tokens import Principal
+from evalsi.server.evaluation._answers import answer
 from evalsi.server.evaluation._config import TargetBudget
 from evalsi.server.evaluation._datasets import Datasets, has_reply
-from evalsi.server.evaluation._ids import check_id, resource_id
+from evalsi.server.evaluation._ids import check_id, not_found, resource_id
 from evalsi.server.evaluation._metrics import EvaluationMetrics
 from evalsi.server.evaluation._pages import Page
 from evalsi.server.evaluation._states import (
@@ -524,9 +525,7 @@ class Jobs:
     def _row(self, project: str, job_id: str) -> dict[str, Any]:
         found = self.store.fetch(project, job_id)
         if found is None:
-            raise ServiceError(
-                "not_found", f"evaluationJobId: no job {job_id!r} in project {project!r}", path="evaluationJobId"
-            )
+            raise not_found("job", job_id, project, "evaluationJobId")
         return found
 
     def close(self) -> None:
@@ -584,15 +583,9 @@ def _sandbox_row(row: dict[str, Any], index: int) -> dict[str, Any]:
 
 
 def _job(row: dict[str, Any]) -> EvaluationJob:
-    return EvaluationJob(
-        job_id=row["job_id"],
-        evaluator_id=row["evaluator_id"],
-        input_dataset=row["input_dataset"],
-        output_dataset=row["output_dataset"],
-        state=row["state"],
-        message=row["message"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
+    return answer(
+        EvaluationJob,
+        row,
         target=row.get("target") or "",
         metrics=orjson.loads(row["metrics"] or "{}"),
         output_stats=orjson.loads(row["output_stats"] or "{}"),

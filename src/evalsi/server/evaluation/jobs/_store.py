@@ -15,7 +15,7 @@ from sqlalchemy import ColumnElement, Engine, delete, func, select, update
 
 from evalsi.server.evaluation._owner_store import fail_orphaned, refresh_heartbeat
 from evalsi.server.evaluation._page_store import page
-from evalsi.server.evaluation._row_store import first_row, insert_row
+from evalsi.server.evaluation._row_store import changed, first_row, insert_row
 from evalsi.server.evaluation._states import ACTIVE_STATES, FAILED, TERMINAL_STATES
 from evalsi.server.evaluation._tables import evaluation_jobs
 
@@ -41,12 +41,9 @@ class JobStore:
 
     def fail_owned(self, instance: str, message: str) -> None:
         """Fail every unfinished job of ``instance`` (the server stopping)."""
-        with self.engine.begin() as connection:
-            connection.execute(
-                update(evaluation_jobs)
-                .where(evaluation_jobs.c.owner == instance, evaluation_jobs.c.state.in_(ACTIVE_STATES))
-                .values(state=FAILED, message=message, updated_at=time.time())
-            )
+        owned = (evaluation_jobs.c.owner == instance, evaluation_jobs.c.state.in_(ACTIVE_STATES))
+        failed = {"state": FAILED, "message": message, "updated_at": time.time()}
+        changed(self.engine, update(evaluation_jobs).where(*owned).values(failed))
 
     def active(self, project: str) -> int:
         """How many of the project's jobs are queued or running."""
@@ -70,8 +67,7 @@ class JobStore:
 
     def fetch(self, project: str, job_id: str) -> dict[str, Any] | None:
         """The stored job row, or None."""
-        query = select(evaluation_jobs).where(evaluation_jobs.c.project == project, evaluation_jobs.c.job_id == job_id)
-        return first_row(self.engine, query)
+        return first_row(self.engine, select(evaluation_jobs).where(*_key(project, job_id)))
 
     def page(self, project: str, size: int, token: str, state: str, evaluator_id: str) -> tuple[Sequence[Any], str]:
         """One page of the project's job rows, newest first, of one state or evaluator when given (not empty).
@@ -90,36 +86,24 @@ class JobStore:
 
     def remove_finished(self, project: str, job_id: str) -> bool:
         """Delete a job if it is COMPLETED, FAILED or CANCELLED; whether it was."""
-        with self.engine.begin() as connection:
-            done = connection.execute(
-                delete(evaluation_jobs).where(
-                    evaluation_jobs.c.project == project,
-                    evaluation_jobs.c.job_id == job_id,
-                    evaluation_jobs.c.state.in_(TERMINAL_STATES),
-                )
-            )
-        return bool(done.rowcount)
+        finished = (*_key(project, job_id), evaluation_jobs.c.state.in_(TERMINAL_STATES))
+        return bool(changed(self.engine, delete(evaluation_jobs).where(*finished)))
 
     def set_progress(self, project: str, job_id: str, rows_done: int) -> None:
         """Store how many rows an unfinished job has scored or errored, for the pages of every replica."""
-        with self.engine.begin() as connection:
-            connection.execute(update(evaluation_jobs).where(*_unfinished(project, job_id)).values(rows_done=rows_done))
+        changed(self.engine, update(evaluation_jobs).where(*_unfinished(project, job_id)).values(rows_done=rows_done))
 
     def set_state(self, project: str, job_id: str, state: str, **values: Any) -> bool:
         """Move an unfinished job to ``state`` with ``values``; whether it was still unfinished."""
-        with self.engine.begin() as connection:
-            done = connection.execute(
-                update(evaluation_jobs)
-                .where(*_unfinished(project, job_id))
-                .values(state=state, updated_at=time.time(), **values)
-            )
-        return bool(done.rowcount)
+        statement = update(evaluation_jobs).where(*_unfinished(project, job_id))
+        return bool(changed(self.engine, statement.values(state=state, updated_at=time.time(), **values)))
 
 
 def _unfinished(project: str, job_id: str) -> tuple[ColumnElement[bool], ...]:
     """The conditions selecting a job of the project while it is queued or running."""
-    return (
-        evaluation_jobs.c.project == project,
-        evaluation_jobs.c.job_id == job_id,
-        evaluation_jobs.c.state.in_(ACTIVE_STATES),
-    )
+    return (*_key(project, job_id), evaluation_jobs.c.state.in_(ACTIVE_STATES))
+
+
+def _key(project: str, job_id: str) -> tuple[ColumnElement[bool], ...]:
+    """The conditions selecting one job of the project."""
+    return evaluation_jobs.c.project == project, evaluation_jobs.c.job_id == job_id
