@@ -64,3 +64,7 @@ _lazy = lazy_names(__name__, {"RemoteReward": "evalsi.rewards._remote"})
 def __getattr__(name: str) -> Any:
     """``RemoteReward``, imported on first use: its HTTP client (httpx) costs in-process scoring nothing."""
     return _lazy(name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -86,3 +86,7 @@ _lazy = lazy_names(__name__, dict.fromkeys(("RunNotFoundError", "RunServiceError
 def __getattr__(name: str) -> Any:
     """The runs service's client and its errors, imported on first use: a local run never loads httpx."""
     return _lazy(name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -98,3 +98,7 @@ _lazy = lazy_names(__name__, dict.fromkeys(_TASK_NAMES, "evalsi.specs._task"))
 def __getattr__(name: str) -> Any:
     """The Task resource's models and loaders (agent tasks), imported on first use: runs and rewards never need them."""
     return _lazy(name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
