@@ -12,7 +12,7 @@ from typing import ClassVar
 import typer
 
 from evalsi import __version__
-from evalsi.cli._lazy import LazyGroup
+from evalsi.cli._lazy import LazyGroup, resume_collection
 
 ENVIRONMENT = (
     "Environment (no other variable changes behaviour):\n\n"
@@ -88,6 +88,7 @@ def _root(
     ),
 ) -> None:
     """evalsi: evaluators as RL rewards, sandboxed code tests and checkpoint evaluation."""
+    resume_collection()  # the command is loaded by now; a command that never went through the lazy loader too
 
 
 def main() -> None:
