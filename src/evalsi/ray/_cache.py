@@ -4,6 +4,7 @@ Keys are the engine's content keys (sha256 over evaluator, canonical params and 
 actor that scores a rollout leaves its verdicts for every other actor of the pool, and a restarted actor finds
 them again. Errors are never stored. The cache actor is an optimisation, never a dependency: when it cannot be
 reached (it is restarting, or the call times out) a look-up counts as a miss and the score is computed.
+Scores travel to and from it as tuples (:mod:`evalsi.ray._wire`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from evalsi.engine import ScoreCache
 from evalsi.evaluators import Score
 from evalsi.ray._options import PoolOptions
+from evalsi.ray._wire import PackedScore, pack_score, unpack_score
 
 log = logging.getLogger("evalsi.ray")
 
@@ -27,14 +29,14 @@ class CacheActor:
     def __init__(self, max_entries: int) -> None:
         self.cache = ScoreCache(max_entries)
 
-    def get_many(self, keys: list[bytes]) -> dict[bytes, Score]:
-        """The held scores of ``keys`` (a key not held is absent)."""
+    def get_many(self, keys: list[bytes]) -> dict[bytes, PackedScore]:
+        """The held scores of ``keys``, packed (a key not held is absent)."""
         found = self.cache.get_many(keys)
-        return {key: score for key, score in zip(keys, found, strict=True) if score is not None}
+        return {key: pack_score(score) for key, score in zip(keys, found, strict=True) if score is not None}
 
-    def put_many(self, items: list[tuple[bytes, Score]]) -> None:
-        """Store decided and skipped scores."""
-        self.cache.put_many(items)
+    def put_many(self, items: list[tuple[bytes, PackedScore]]) -> None:
+        """Store decided and skipped scores (packed)."""
+        self.cache.put_many([(key, unpack_score(packed)) for key, packed in items])
 
     def stats(self) -> dict[str, int]:
         """Entries held, and the look-ups answered and missed."""
@@ -86,11 +88,12 @@ class ActorCache(ScoreCache):
 
     def _remote(self, keys: list[bytes]) -> dict[bytes, Score]:
         try:
-            found: dict[bytes, Score] = self._ray.get(self.handle.get_many.remote(keys), timeout=LOOKUP_TIMEOUT)
+            packed: dict[bytes, PackedScore] = self._ray.get(self.handle.get_many.remote(keys), timeout=LOOKUP_TIMEOUT)
         except Exception as exc:  # the shared tier is an optimisation: compute instead
             self.failures += 1
             log.warning("the pool's cache actor did not answer (scores are computed instead): %s", exc)
-            found = {}
+            packed = {}
+        found = {key: unpack_score(fields) for key, fields in packed.items()}
         self.shared_hits += len(found)
         self.shared_misses += len(keys) - len(found)
         return found
@@ -98,7 +101,7 @@ class ActorCache(ScoreCache):
     def put_many(self, items: list[tuple[bytes, Score]]) -> None:
         """Store in memory, and send to the cache actor without waiting for it."""
         super().put_many(items)
-        kept = [(key, score) for key, score in items if score.status != "error"]
+        kept = [(key, pack_score(score)) for key, score in items if score.status != "error"]
         if kept:
             try:
                 self.handle.put_many.remote(kept)

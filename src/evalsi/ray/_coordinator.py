@@ -40,12 +40,12 @@ from typing import Any
 from evalsi.engine import ComponentJob
 from evalsi.engine._keys import record_key
 from evalsi.errors import EvalsiError
-from evalsi.evaluators import Score
 from evalsi.evaluators._group import group_of
 from evalsi.ray._cache import CacheActor
 from evalsi.ray._metrics import PoolMetrics, quantiles
 from evalsi.ray._options import NAMESPACE, PoolOptions
 from evalsi.ray._scorer import ScorerActor
+from evalsi.ray._wire import PackedRecord, PackedRow, unpack_records
 from evalsi.records import Record
 from evalsi.rewards import from_mapping
 
@@ -57,7 +57,10 @@ PROBE_BACKOFF = (0.5, 5.0)
 """First and longest pause between looks at a restarting actor (doubling in between)."""
 
 Outcome = tuple[Any, ...]
-"""What a call answers: ``("ok", rows)``, ``("failed", position, message)`` or ``("spec_error", message)``."""
+"""What a call answers: ``("ok", rows)``, ``("failed", position, message)`` or ``("spec_error", message)``.
+
+Records come in and rows of scores go out as tuples (:mod:`evalsi.ray._wire`): the coordinator passes them
+between callers and actors as they are, building a ``Record`` only to read a rollout's keys and group."""
 
 
 class ChunkFailed(EvalsiError, RuntimeError):
@@ -67,11 +70,11 @@ class ChunkFailed(EvalsiError, RuntimeError):
 @dataclass
 class _Item:
     signature: bytes
-    record: Record
+    record: PackedRecord
     spec_id: str
     resource: dict[str, Any]
     eager: bool
-    future: asyncio.Future[list[Score]]
+    future: asyncio.Future[PackedRow]
     queued_at: float = field(default_factory=time.monotonic)
     attempts: int = 0
     share: int = 0
@@ -135,7 +138,7 @@ class Coordinator:
         self._pending: OrderedDict[str, deque[_Item]] = OrderedDict()
         self._queued = 0
         self._eager = 0
-        self._inflight: dict[bytes, asyncio.Future[list[Score]]] = {}
+        self._inflight: dict[bytes, asyncio.Future[PackedRow]] = {}
         self._on_actors = 0
         self._waiting = 0
         self._admitted = 0
@@ -176,8 +179,10 @@ class Coordinator:
 
         return list(await asyncio.gather(*(hello(index) for index in range(len(self.actors)))))
 
-    async def score(self, spec_id: str, resource: dict[str, Any], records: list[Record], eager: bool = True) -> Outcome:
-        """Raw component scores of ``records`` by record (the caller composes them).
+    async def score(
+        self, spec_id: str, resource: dict[str, Any], packed: list[PackedRecord], eager: bool = True
+    ) -> Outcome:
+        """Raw component scores of the records (as tuples) by record, packed (the caller composes them).
 
         ``eager`` sends the rollouts at once; otherwise they wait up to ``window_ms`` for company (``score_one``).
         """
@@ -188,14 +193,15 @@ class Coordinator:
             jobs = self._spec_jobs(spec_id, resource)
         except EvalsiError as exc:
             return ("spec_error", str(exc))
+        records = unpack_records(packed)
         group_bys = [getattr(job.params, "group_by", None) for job in jobs if job.evaluator.scope == "group"]
         if group_bys:
             try:
-                futures, new = self._unit_items(spec_id, resource, records, group_bys, eager)
+                futures, new = self._unit_items(spec_id, resource, records, packed, group_bys, eager)
             except GroupTooLarge as exc:
                 return ("failed", exc.position, str(exc))
         else:
-            futures, new = self._record_items(spec_id, resource, records, eager)
+            futures, new = self._record_items(spec_id, resource, records, packed, eager)
         # shielded: were this call cancelled while it waits for room, its rollouts are still admitted and
         # scored, so another call waiting on the same computation is never left waiting for good
         await asyncio.shield(self._admit(new))
@@ -297,21 +303,21 @@ class Coordinator:
         return list(await asyncio.gather(*(self._where(index) for index in range(len(self.actors)))))
 
     def _record_items(
-        self, spec_id: str, resource: dict[str, Any], records: list[Record], eager: bool
-    ) -> tuple[list[asyncio.Future[list[Score]]], list[_Item]]:
+        self, spec_id: str, resource: dict[str, Any], records: list[Record], packed: list[PackedRecord], eager: bool
+    ) -> tuple[list[asyncio.Future[PackedRow]], list[_Item]]:
         """Futures of every record, and the items to queue: one per distinct computation not already under way."""
         jobs = self._jobs[spec_id]
         loop = asyncio.get_running_loop()
-        futures: list[asyncio.Future[list[Score]]] = []
+        futures: list[asyncio.Future[PackedRow]] = []
         new: list[_Item] = []
-        for record in records:
+        for record, fields in zip(records, packed, strict=True):
             signature = _signature(jobs, record)
             future = self._inflight.get(signature)
             if future is None:
                 future = loop.create_future()
                 self._inflight[signature] = future
                 future.add_done_callback(self._forget(signature))
-                new.append(_Item(signature, record, spec_id, resource, eager, future))
+                new.append(_Item(signature, fields, spec_id, resource, eager, future))
             else:
                 self.counters["deduplicated"] += 1
                 self.metrics.shared.inc()
@@ -319,8 +325,14 @@ class Coordinator:
         return futures, new
 
     def _unit_items(
-        self, spec_id: str, resource: dict[str, Any], records: list[Record], group_bys: list[str | None], eager: bool
-    ) -> tuple[list[asyncio.Future[list[Score]]], list[_Item]]:
+        self,
+        spec_id: str,
+        resource: dict[str, Any],
+        records: list[Record],
+        packed: list[PackedRecord],
+        group_bys: list[str | None],
+        eager: bool,
+    ) -> tuple[list[asyncio.Future[PackedRow]], list[_Item]]:
         """One item per record, queued unit by unit (whole groups together); none shared with other calls.
 
         A group-level score depends on the rest of the group as this call sent it, so equal rollouts of other
@@ -332,20 +344,20 @@ class Coordinator:
         """
         loop = asyncio.get_running_loop()
         call = next(self._ids)
-        futures: list[asyncio.Future[list[Score]]] = [loop.create_future() for _ in records]
+        futures: list[asyncio.Future[PackedRow]] = [loop.create_future() for _ in records]
         new: list[_Item] = []
         for unit in group_units(records, group_bys):
             if len(unit) > self.options.max_queued:
                 raise GroupTooLarge(unit[0], len(unit), self.options.max_queued)
             unit_id = next(self._ids)
             for position in unit:
-                item = _Item(b"", records[position], spec_id, resource, eager, futures[position], call=call)
+                item = _Item(b"", packed[position], spec_id, resource, eager, futures[position], call=call)
                 item.unit = unit_id
                 new.append(item)
         return futures, new
 
     def _forget(self, signature: bytes) -> Any:
-        def forget(future: asyncio.Future[list[Score]]) -> None:
+        def forget(future: asyncio.Future[PackedRow]) -> None:
             if self._inflight.get(signature) is future:
                 del self._inflight[signature]
 
@@ -373,6 +385,7 @@ class Coordinator:
         self._waiting += len(items)
         self.metrics.waiting.set(self._waiting)
         for unit in _runs(items):
+            waits = len(unit) > 1 or self._room.locked()
             if len(unit) == 1:
                 await self._room.acquire()
             else:
@@ -380,13 +393,20 @@ class Coordinator:
                     for _ in unit:
                         await self._room.acquire()
             self._waiting -= len(unit)
-            self.metrics.waiting.set(self._waiting)
             self._admitted += len(unit)
             self.counters["max_admitted"] = max(self.counters["max_admitted"], self._admitted)
             now = time.monotonic()
             for item in unit:
                 item.queued_at = now
                 self._enqueue(item)
+            if waits:  # the gauges follow a call that waits for room; one that does not sets them once, after
+                self._gauge_queue()
+        self._gauge_queue()
+
+    def _gauge_queue(self) -> None:
+        """Set the gauges of rollouts waiting for room and queued (per admission, not per rollout: they cost)."""
+        self.metrics.waiting.set(self._waiting)
+        self.metrics.queued.set(self._queued)
 
     def _enqueue(self, item: _Item, front: bool = False) -> None:
         queue = self._pending.get(item.spec_id)
@@ -398,7 +418,6 @@ class Coordinator:
             queue.append(item)
         self._queued += 1
         self._eager += item.eager
-        self.metrics.queued.set(self._queued)
         self._work.set()
 
     def _take_chunk(self) -> list[_Item]:
@@ -523,8 +542,9 @@ class Coordinator:
                 self._fail([item], f"gave up after {item.attempts} attempts; last: {cause}")
             else:
                 self._enqueue(item, front=True)
+        self.metrics.queued.set(self._queued)
 
-    def _finish(self, item: _Item, row: list[Score]) -> None:
+    def _finish(self, item: _Item, row: PackedRow) -> None:
         if not item.future.done():
             item.future.set_result(row)
         self._release()

@@ -17,6 +17,7 @@ from evalsi.evaluators import Score
 from evalsi.ray._coordinator import Coordinator
 from evalsi.ray._options import NAMESPACE, PoolOptions
 from evalsi.ray._ray import connect
+from evalsi.ray._wire import pack_records, unpack_columns
 from evalsi.records import Record, canonical_json
 from evalsi.rewards import Reward, RewardResult, from_mapping, load
 from evalsi.rewards._compose import ComponentRule
@@ -270,9 +271,7 @@ class RewardPool:
         """
         if not records:
             return []
-        ref = self.coordinator.score.remote(self._spec_id, self._resource, list(records), eager)
-        outcome = self._ray.get(ref)
-        return self._compose(outcome)
+        return self._compose(self._ray.get(self._submit(records, eager)))
 
     def component_scores(self, records: Sequence[Record]) -> list[list[Score]]:
         """Raw scores indexed ``[component][record]``, before composition, as ``Reward.component_scores`` gives them.
@@ -288,8 +287,7 @@ class RewardPool:
         """
         if not records:
             return [[] for _ in self.reward.components]
-        ref = self.coordinator.score.remote(self._spec_id, self._resource, list(records), True)
-        return self._columns(self._ray.get(ref))
+        return self._columns(self._ray.get(self._submit(records, True)))
 
     async def score_async(self, rollouts: Iterable[Mapping[str, Any]]) -> list[RewardResult]:
         """:meth:`score` for an event loop: awaits the pool without holding a thread.
@@ -310,8 +308,7 @@ class RewardPool:
         """
         if not records:
             return []
-        ref = self.coordinator.score.remote(self._spec_id, self._resource, list(records), eager)
-        return self._compose(await ref)
+        return self._compose(await self._submit(records, eager))
 
     async def score_one(self, rollout: Mapping[str, Any]) -> RewardResult:
         """Score one rollout as it finishes, batched with those of every other caller of the pool.
@@ -417,6 +414,10 @@ class RewardPool:
             )
         return actors
 
+    def _submit(self, records: Sequence[Record], eager: bool) -> Any:
+        """The coordinator's call scoring ``records`` (an object ref), records sent as tuples (``_wire``)."""
+        return self.coordinator.score.remote(self._spec_id, self._resource, pack_records(records), eager)
+
     def _compose(self, outcome: tuple[Any, ...]) -> list[RewardResult]:
         return self.reward.compose(self._columns(outcome))
 
@@ -426,9 +427,7 @@ class RewardPool:
             raise SpecError(outcome[1])
         if kind == "failed":
             raise RewardPoolError(outcome[1], outcome[2])
-        rows: list[list[Score]] = outcome[1]
-        width = len(self.reward.components)
-        return [[row[c] for row in rows] for c in range(width)]
+        return unpack_columns(outcome[1], len(self.reward.components))
 
     def __enter__(self) -> RewardPool:
         return self

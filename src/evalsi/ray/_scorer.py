@@ -21,18 +21,15 @@ from typing import Any
 
 from evalsi.engine import ComponentJob, Pools
 from evalsi.engine._keys import record_key
-from evalsi.evaluators import Score
 from evalsi.ray._cache import ActorCache, cache_counts, open_cache
 from evalsi.ray._metrics import ActorMetrics
 from evalsi.ray._options import PoolOptions
+from evalsi.ray._wire import PackedRecord, PackedRow, pack_rows, unpack_records
 from evalsi.records import Record
 from evalsi.rewards import Reward, from_mapping
 
 MAX_SPECS = 32
 """Bound RewardSpecs an actor keeps (least recently used first out)."""
-
-Rows = list[list[Score]]
-"""Scores indexed ``[record][component]``: what an actor hands back for a chunk."""
 
 
 class ScorerActor:
@@ -106,14 +103,19 @@ class ScorerActor:
             time.sleep(0.05)
         return self.where()
 
-    def score(self, spec_id: str, resource: dict[str, Any], records: Sequence[Record]) -> tuple[Rows, dict[str, Any]]:
-        """Raw component scores of ``records`` under the spec, by record; and this actor's counters.
+    def score(
+        self, spec_id: str, resource: dict[str, Any], packed: Sequence[PackedRecord]
+    ) -> tuple[list[PackedRow], dict[str, Any]]:
+        """Raw component scores of the records under the spec, by record; and this actor's counters.
+
+        Records come and scores go as tuples (:mod:`evalsi.ray._wire`): what Ray pickles fastest.
 
         Raises:
             SpecError: The spec does not bind here (an evaluator this process does not have).
 
         """
         started = time.perf_counter()
+        records = unpack_records(packed)
         self.metrics.inflight(len(records))
         try:
             reward, jobs = self._reward(spec_id, resource)
@@ -131,7 +133,7 @@ class ScorerActor:
         elapsed = time.perf_counter() - started
         self.seconds += elapsed
         self.metrics.observe_chunk(len(records), elapsed, counts)
-        rows = [list(row) for row in zip(*columns, strict=True)] if columns else [[] for _ in records]
+        rows = pack_rows(columns, len(records))
         info = {
             "index": self.index,
             "node_id": self._node,
