@@ -13,7 +13,9 @@ named actor, so:
   call only, and such rollouts are never merged with equal ones of other calls.
 - **Computed once cluster-wide.** A rollout whose component keys equal those of one already queued or being
   scored (GRPO's repeats, in one batch or across concurrent calls) waits for that computation instead of
-  starting another; the pool's cache serves the ones scored before.
+  starting another; the pool's cache serves the ones scored before. Its shared tier is held here (``cache="ray"``):
+  a chunk goes out with the verdicts held for its keys, and the verdicts its actor computed come back with its
+  scores, so sharing them costs no message of its own.
 - **Back-pressure.** At most ``max_queued`` distinct rollouts are admitted (queued or on an actor); a call
   beyond that waits for room, so memory stays bounded while every actor is busy.
 - **Faults.** A chunk whose actor died (killed, out of memory, its node lost) is scored again on another actor,
@@ -41,11 +43,11 @@ from evalsi.engine import ComponentJob
 from evalsi.engine._keys import record_key
 from evalsi.errors import EvalsiError
 from evalsi.evaluators._group import group_of
-from evalsi.ray._cache import CacheActor
+from evalsi.ray._cache import keep, look_up, shared_tier, tier_stats
 from evalsi.ray._metrics import PoolMetrics, quantiles
-from evalsi.ray._options import NAMESPACE, PoolOptions
+from evalsi.ray._options import PoolOptions
 from evalsi.ray._scorer import ScorerActor
-from evalsi.ray._wire import PackedRecord, PackedRow, unpack_records
+from evalsi.ray._wire import PackedRecord, PackedRow, PackedScore, unpack_records
 from evalsi.records import Record
 from evalsi.rewards import from_mapping
 
@@ -75,6 +77,8 @@ class _Item:
     resource: dict[str, Any]
     eager: bool
     future: asyncio.Future[PackedRow]
+    keys: tuple[bytes, ...] = ()
+    """The rollout's content key under each component of the spec (what the shared tier is looked up by)."""
     queued_at: float = field(default_factory=time.monotonic)
     attempts: int = 0
     share: int = 0
@@ -106,22 +110,8 @@ class Coordinator:
 
         self.ray = ray
         self.options = options
-        lifetime = "detached" if options.detached else None
-        self.cache_handle: Any = None
-        if options.cache == "ray":
-            self.cache_handle = (
-                ray.remote(CacheActor)
-                .options(
-                    name=options.cache_name,
-                    namespace=NAMESPACE,
-                    get_if_exists=True,
-                    lifetime=lifetime,
-                    max_restarts=-1,
-                    num_cpus=0,
-                    max_concurrency=1,
-                )
-                .remote(options.cache_size)
-            )
+        self.shared = shared_tier(options)
+        """The pool's shared verdict cache (``cache="ray"``), looked up for each chunk before it goes out."""
         scorer = ray.remote(ScorerActor).options(
             num_cpus=options.num_cpus,
             resources=dict(options.resources),
@@ -129,7 +119,7 @@ class Coordinator:
             max_task_retries=0,  # a died chunk is re-dispatched here, to whichever actor is idle first
             runtime_env=dict(options.runtime_env) if options.runtime_env else None,
         )
-        self.actors = [scorer.remote(options, index, self.cache_handle) for index in range(options.num_workers)]
+        self.actors = [scorer.remote(options, index) for index in range(options.num_workers)]
         self.metrics = PoolMetrics(options.name)
         self._jobs: OrderedDict[str, list[ComponentJob]] = OrderedDict()
         self._ids = itertools.count()
@@ -217,12 +207,7 @@ class Coordinator:
 
     async def stats(self) -> dict[str, Any]:
         """Counters, queue depth, in-flight, retries, latencies (p50/p99) and cache figures of the pool."""
-        cache: dict[str, int] | None = None
-        if self.cache_handle is not None:
-            try:
-                cache = await asyncio.wait_for(self.cache_handle.stats.remote(), timeout=30)
-            except Exception:
-                cache = None
+        cache = tier_stats(self.shared) if self.shared is not None else None
         actors = []
         for index in range(len(self.actors)):
             info = dict(self.actor_info.get(index, {"index": index}))
@@ -311,13 +296,14 @@ class Coordinator:
         futures: list[asyncio.Future[PackedRow]] = []
         new: list[_Item] = []
         for record, fields in zip(records, packed, strict=True):
-            signature = _signature(jobs, record)
+            keys = _keys(jobs, record)
+            signature = hashlib.sha256(b"".join(keys)).digest()
             future = self._inflight.get(signature)
             if future is None:
                 future = loop.create_future()
                 self._inflight[signature] = future
                 future.add_done_callback(self._forget(signature))
-                new.append(_Item(signature, fields, spec_id, resource, eager, future))
+                new.append(_Item(signature, fields, spec_id, resource, eager, future, keys))
             else:
                 self.counters["deduplicated"] += 1
                 self.metrics.shared.inc()
@@ -343,6 +329,7 @@ class Coordinator:
 
         """
         loop = asyncio.get_running_loop()
+        jobs = self._jobs[spec_id]
         call = next(self._ids)
         futures: list[asyncio.Future[PackedRow]] = [loop.create_future() for _ in records]
         new: list[_Item] = []
@@ -352,6 +339,7 @@ class Coordinator:
             unit_id = next(self._ids)
             for position in unit:
                 item = _Item(b"", packed[position], spec_id, resource, eager, futures[position], call=call)
+                item.keys = _keys(jobs, records[position])
                 item.unit = unit_id
                 new.append(item)
         return futures, new
@@ -481,8 +469,9 @@ class Coordinator:
         started = time.perf_counter()
         cause: str | None = None
         try:
-            ref = actor.score.remote(first.spec_id, first.resource, [item.record for item in chunk])
-            rows, info = await asyncio.wait_for(_awaitable(ref), timeout=self.options.chunk_timeout)
+            found, asked = self._look_up(chunk)
+            ref = actor.score.remote(first.spec_id, first.resource, [item.record for item in chunk], found, asked)
+            rows, info, computed = await asyncio.wait_for(_awaitable(ref), timeout=self.options.chunk_timeout)
         except TimeoutError:
             self._down.add(index)
             cause = f"actor {index} took longer than chunk_timeout ({self.options.chunk_timeout:g} s) and was restarted"
@@ -495,6 +484,8 @@ class Coordinator:
         except Exception as exc:
             self._fail(chunk, f"actor {index} failed: {type(exc).__name__}: {exc}")
         else:
+            if self.shared is not None:
+                keep(self.shared, computed)
             self.actor_info[index] = info
             self.actor_latency[index].append(time.perf_counter() - started)
             for item, row in zip(chunk, rows, strict=True):
@@ -507,6 +498,13 @@ class Coordinator:
         if cause is not None:
             self._retry(chunk, cause)
             await self._recover(index)
+
+    def _look_up(self, chunk: list[_Item]) -> tuple[dict[bytes, PackedScore], int]:
+        """The shared tier's verdicts for a chunk's keys (packed, sent with it), and how many keys were looked up."""
+        if self.shared is None:
+            return {}, 0
+        keys = list(dict.fromkeys(key for item in chunk for key in item.keys))
+        return look_up(self.shared, keys), len(keys)
 
     async def _recover(self, index: int) -> None:
         """Give a died (or killed) actor chunks again once it answers: Ray restarts it, elsewhere if need be.
@@ -601,12 +599,9 @@ def _runs(items: list[_Item]) -> list[list[_Item]]:
     return runs
 
 
-def _signature(jobs: list[ComponentJob], record: Record) -> bytes:
-    """What a rollout's scores depend on: its content keys under every component of the spec."""
-    digest = hashlib.sha256()
-    for job in jobs:
-        digest.update(record_key(job.key_prefix, record, job.fields))
-    return digest.digest()
+def _keys(jobs: list[ComponentJob], record: Record) -> tuple[bytes, ...]:
+    """A rollout's content key under each component of the spec: what its scores depend on."""
+    return tuple(record_key(job.key_prefix, record, job.fields) for job in jobs)
 
 
 async def _awaitable(ref: Any) -> Any:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import socket
@@ -77,8 +76,8 @@ class RewardPool:
         max_retries: Further attempts of a chunk whose actor died or hung.
         chunk_timeout: Seconds after which a chunk's actor counts as hung: it is killed and restarted, and the
             chunk is scored again; None never.
-        cache: ``"ray"`` (a cache actor shared by the actors), None (each actor's own), or the evalsi server's
-            database URL (``postgresql+psycopg://...``) to share its shared cache.
+        cache: ``"ray"`` (a cache shared by the actors, held by the pool's coordinator), None (each actor's own),
+            or the evalsi server's database URL (``postgresql+psycopg://...``) to share its shared cache.
         cache_size: Entries of each in-memory cache.
         cache_project: With a server database: the project whose cache keys to use.
         imports: Modules each actor imports first (evaluator packs that register on import).
@@ -354,7 +353,7 @@ class RewardPool:
     def stats(self) -> dict[str, Any]:
         """The pool's counters: calls, rollouts, chunks, retries, queue depth, in-flight, p50/p99 latency.
 
-        Also each actor's node, process, cache hits and latency, and the cache actor's figures.
+        Also each actor's node, process, cache hits and latency, and the shared cache's figures.
         """
         return dict(self._ray.get(self.coordinator.stats.remote()))
 
@@ -369,7 +368,7 @@ class RewardPool:
         """Stop the pool and wait, up to ``timeout`` seconds, until its processes are gone.
 
         Each scorer actor first stops its math workers and sandboxes, then is killed for good; then the
-        coordinator and the cache actor. The call returns once Ray reports every actor dead and the actors'
+        coordinator. The call returns once Ray reports every actor dead and the actors'
         processes on this host have exited, so a pool started next gets the CPUs this one held.
 
         Args:
@@ -386,14 +385,8 @@ class RewardPool:
             actors = list(self._ray.get(self.coordinator.stop.remote(timeout * 0.8), timeout=timeout * 0.9))
         except Exception as exc:  # the coordinator is gone already, or did not answer: killed all the same
             log.debug("reward pool %r: stopping its actors: %s", self.options.name, exc)
-        handles = [self.coordinator]
-        if self.options.cache == "ray":
-            with contextlib.suppress(ValueError):  # never started, or gone already
-                handles.append(self._ray.get_actor(self.options.cache_name, namespace=NAMESPACE))
-        for handle in handles:
-            self._ray.kill(handle, no_restart=True)
-        for handle in handles:
-            _wait_dead(self._ray, handle, deadline)
+        self._ray.kill(self.coordinator, no_restart=True)
+        _wait_dead(self._ray, self.coordinator, deadline)
         host = socket.gethostname()
         local = [pid for a in actors if a.get("host") == host for pid in (a.get("pid"), *a.get("children", ()))]
         while any(_alive(pid) for pid in local if pid) and time.monotonic() < deadline:

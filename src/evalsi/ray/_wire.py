@@ -4,8 +4,8 @@ Ray pickles with cloudpickle, which calls back into Python (``reducer_override``
 of its own, a ``Record`` or a ``Score`` included, and that callback costs far more than the object's fields
 (a chunk of 256 records and its 768 scores paid milliseconds of it at each hop, more when the node is busy).
 Tuples of strings, numbers, lists and dicts go through the C pickler without it. So records travel caller →
-coordinator → actor, and scores actor → coordinator → caller and actor ↔ cache actor, as tuples of their
-fields; each side builds the objects back only where it reads them.
+coordinator → actor, and scores actor → coordinator → caller (the shared cache's verdicts both ways), as
+tuples of their fields; each side builds the objects back only where it reads them.
 """
 
 from __future__ import annotations
