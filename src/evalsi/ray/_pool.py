@@ -148,6 +148,9 @@ class RewardPool:
                 max_task_retries=max_retries,  # a call in flight when the coordinator restarts is sent again
                 max_concurrency=10_000,
                 num_cpus=0,
+                # on this process's node while it is up: a pool outlives a lost node only if its coordinator
+                # is not on it, and this process (the trainer's driver) is lost with its own node anyway
+                scheduling_strategy=_here(self._ray),
             )
             .remote(self.options)
         )
@@ -430,6 +433,13 @@ class RewardPool:
 
     def __repr__(self) -> str:
         return f"RewardPool({self.reward.name!r}, pool={self.options.name!r})"
+
+
+def _here(ray: Any) -> Any:
+    """A scheduling strategy for this process's node, elsewhere when it is gone (soft node affinity)."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=True)
 
 
 def _wait_dead(ray: Any, handle: Any, deadline: float) -> None:
