@@ -15,10 +15,12 @@ that math-equiv decides by a string comparison, so the pool's hops are most of i
 2. rollouts/s of a ``RewardPool`` with 1, 2 and 4 actors (``pool.score`` of the same batches), and each one's
    ratio to in-process. Each configuration runs on a clean pool: the previous pool's ``shutdown()`` has
    returned only once its actors, their math workers and sandboxes are gone (the bench checks that no
-   ``ScorerActor`` process is left before it starts the next), and ``pool.warm`` has started every actor's
-   workers before the clock starts (an actor's math-equiv template imports sympy on first use: seconds);
+   process of its actors is left before it starts the next), and ``pool.warm`` has started every actor's
+   workers before the clock starts (an actor's math-equiv template imports sympy on first use: seconds). The
+   1-actor pool's rate is taken after the paired batches of 3., so it has seen more rollouts than in-process
+   has (the example's problems repeat, and its memo answers them): 3. is the like-for-like comparison;
 3. the per-rollout overhead of the pool over in-process at that batch size, the cost of the hops (caller →
-   coordinator → actor and back, the pickling of records and scores, the shared-cache round trip): the same
+   coordinator → actor and back, the pickling of records and scores, the shared cache's verdicts): the same
    batches are scored in turn by a fresh in-process reward and the 1-actor pool (each from the same start, so
    both have seen the same rollouts), and the overhead is the median over batches of (pool time / in-process
    time) − 1, so a burst of load on a shared machine lands on one pair, not on one side. The target is under
@@ -112,19 +114,21 @@ def breakdown(pool: RewardPool, batches: list[list[dict[str, Any]]]) -> tuple[fl
     return sum(len(b) for b in batches[1:]) / elapsed, scoring / elapsed
 
 
-def paired(pool: RewardPool, reward: evalsi.rewards.Reward, batches: list[list[dict[str, Any]]]) -> list[float]:
-    """Per batch (the first a warm-up), the pool's time over in-process time on the same batch, taking turns first."""
+def paired(
+    pool: RewardPool, reward: evalsi.rewards.Reward, batches: list[list[dict[str, Any]]]
+) -> list[tuple[float, float]]:
+    """Per batch (the first a warm-up), the pool's and in-process seconds on the same batch, taking turns first."""
     pool.score(batches[0])
     reward.score(batches[0])
-    ratios = []
+    pairs = []
     for turn, batch in enumerate(batches[1:]):
         times = {}
         for side in ("pool", "in-process") if turn % 2 else ("in-process", "pool"):
             started = time.perf_counter()
             (pool.score if side == "pool" else reward.score)(batch)
             times[side] = time.perf_counter() - started
-        ratios.append(times["pool"] / times["in-process"])
-    return ratios
+        pairs.append((times["pool"], times["in-process"]))
+    return pairs
 
 
 def left_running(pids: set[int]) -> list[str]:
@@ -191,7 +195,7 @@ def main() -> None:
     first = timed(fresh_reward(warm_up).score, batches())
     rates: dict[int, float] = {}
     busy: dict[int, float] = {}
-    ratios: list[float] = []
+    pairs: list[tuple[float, float]] = []
     previous: set[int] = set()
     for count in (int(c) for c in args.actors.split(",")):
         left = left_running(previous)
@@ -201,7 +205,7 @@ def main() -> None:
         try:
             pool.warm(warm_up)  # every actor's workers started before the clock does
             if count == 1:  # before its rate: the pool and a fresh reward start from the same place
-                ratios = paired(pool, fresh_reward(warm_up), batches())
+                pairs = paired(pool, fresh_reward(warm_up), batches())
             rates[count], busy[count] = breakdown(pool, batches())
             previous = {pid for actor in pool.where() for pid in (actor["pid"], *actor["children"])}
         finally:
@@ -217,15 +221,19 @@ def main() -> None:
             f"{rate / in_process:5.2f}x in-process  (actors scoring {busy[count]:.0%} of the time)"
         )
     if 1 in rates:
+        ratios = [on_pool / here for on_pool, here in pairs]
         ratio = statistics.median(ratios)
         print(
             f"per-rollout overhead of the pool (1 actor) over in-process at {args.batch}-rollout batches: "
             f"{ratio - 1:+.1%} (median over {len(ratios)} batches of pool / in-process time on the same batch; "
             f"quartiles {quartiles(ratios)}; target < 1.10 at 256)"
         )
+        extra = statistics.median(on_pool - here for on_pool, here in pairs)
+        alone = statistics.median(here for _, here in pairs)
+        print(f"  a batch took {extra * 1000:.1f} ms more on the pool (median), in-process {alone * 1000:.1f} ms")
         print(
             f"  of a 1-actor call's time, {busy[1]:.0%} is the actor scoring, {1 - busy[1]:.0%} the hops (caller -> "
-            "coordinator -> actor and back, pickling, the cache actor's round trip)"
+            "coordinator -> actor and back, pickling, the shared cache's look-ups)"
         )
     print(f"(cpus: {os.cpu_count()}; ratios are of this run on this machine)")
     ray.shutdown()
