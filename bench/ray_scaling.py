@@ -15,11 +15,16 @@ that math-equiv decides by a string comparison, so the pool's hops are most of i
 2. rollouts/s of a ``RewardPool`` with 1, 2 and 4 actors (``pool.score`` of the same batches), and each one's
    ratio to in-process. Each configuration runs on a clean pool: the previous pool's ``shutdown()`` has
    returned only once its actors, their math workers and sandboxes are gone (the bench checks that no
-   ``ScorerActor`` process is left before it starts the next), and ``pool.warm`` has started every actor's
-   workers before the clock starts (an actor's math-equiv template imports sympy on first use: seconds);
-3. the per-rollout overhead of the pool over in-process at that batch size: (pool with 1 actor − in-process) /
-   in-process, the cost of the hops (caller → coordinator → actor and back, the pickling of records and
-   scores, the shared-cache round trip). The target is under 10% at 256-rollout batches.
+   process of its actors is left before it starts the next), and ``pool.warm`` has started every actor's
+   workers before the clock starts (an actor's math-equiv template imports sympy on first use: seconds). The
+   1-actor pool's rate is taken after the paired batches of 3., so it has seen more rollouts than in-process
+   has (the example's problems repeat, and its memo answers them): 3. is the like-for-like comparison;
+3. the per-rollout overhead of the pool over in-process at that batch size, the cost of the hops (caller →
+   coordinator → actor and back, the pickling of records and scores, the shared cache's verdicts): the same
+   batches are scored in turn by a fresh in-process reward and the 1-actor pool (each from the same start, so
+   both have seen the same rollouts), and the overhead is the median over batches of (pool time / in-process
+   time) − 1, so a burst of load on a shared machine lands on one pair, not on one side. The target is under
+   10% at 256-rollout batches.
 
 Ratios, not absolute numbers, are the result: they are measured in the same run on the same machine. The
 machine's load average is printed before and after, so a figure taken on a busy machine says so.
@@ -32,6 +37,7 @@ import importlib.util
 import os
 import random
 import secrets
+import statistics
 import subprocess
 import time
 from pathlib import Path
@@ -108,10 +114,39 @@ def breakdown(pool: RewardPool, batches: list[list[dict[str, Any]]]) -> tuple[fl
     return sum(len(b) for b in batches[1:]) / elapsed, scoring / elapsed
 
 
-def scorer_processes() -> list[str]:
-    """Processes of scorer actors on this machine (``ray::ScorerActor``), as ``ps`` lists them."""
+def paired(
+    pool: RewardPool, reward: evalsi.rewards.Reward, batches: list[list[dict[str, Any]]]
+) -> list[tuple[float, float]]:
+    """Per batch (the first a warm-up), the pool's and in-process seconds on the same batch, taking turns first."""
+    pool.score(batches[0])
+    reward.score(batches[0])
+    pairs = []
+    for turn, batch in enumerate(batches[1:]):
+        times = {}
+        for side in ("pool", "in-process") if turn % 2 else ("in-process", "pool"):
+            started = time.perf_counter()
+            (pool.score if side == "pool" else reward.score)(batch)
+            times[side] = time.perf_counter() - started
+        pairs.append((times["pool"], times["in-process"]))
+    return pairs
+
+
+def left_running(pids: set[int]) -> list[str]:
+    """Which of ``pids`` (a stopped pool's actors and their workers) still run on this machine, as ``ps`` lists them.
+
+    Only this run's own processes: other Ray clusters on the machine have scorer actors of their own.
+    """
     out = subprocess.run(["ps", "-eo", "pid,stat,args"], capture_output=True, text=True, check=False).stdout
-    return [line.strip() for line in out.splitlines() if "ray::ScorerActor" in line and " Z" not in line]
+    rows = (line.strip().split(None, 2) for line in out.splitlines()[1:])
+    return [" ".join(row) for row in rows if len(row) == 3 and int(row[0]) in pids and not row[1].startswith("Z")]
+
+
+def quartiles(values: list[float]) -> str:
+    """The first and third quartiles of ``values``, as ratios."""
+    if len(values) < 2:
+        return "-"
+    low, _, high = statistics.quantiles(values, n=4)
+    return f"{low:.3f}-{high:.3f}"
 
 
 def load() -> str:
@@ -160,14 +195,19 @@ def main() -> None:
     first = timed(fresh_reward(warm_up).score, batches())
     rates: dict[int, float] = {}
     busy: dict[int, float] = {}
+    pairs: list[tuple[float, float]] = []
+    previous: set[int] = set()
     for count in (int(c) for c in args.actors.split(",")):
-        left = scorer_processes()
+        left = left_running(previous)
         if left:
             raise SystemExit(f"scorer actors of the previous pool are still running: {left}")
         pool = RewardPool(SPEC, num_workers=count, num_cpus=0.5, name=f"bench-{count}")
         try:
             pool.warm(warm_up)  # every actor's workers started before the clock does
+            if count == 1:  # before its rate: the pool and a fresh reward start from the same place
+                pairs = paired(pool, fresh_reward(warm_up), batches())
             rates[count], busy[count] = breakdown(pool, batches())
+            previous = {pid for actor in pool.where() for pid in (actor["pid"], *actor["children"])}
         finally:
             stopped = pool.shutdown()
         if not all(actor["dead"] for actor in stopped):
@@ -181,14 +221,19 @@ def main() -> None:
             f"{rate / in_process:5.2f}x in-process  (actors scoring {busy[count]:.0%} of the time)"
         )
     if 1 in rates:
-        ratio = in_process / rates[1]
+        ratios = [on_pool / here for on_pool, here in pairs]
+        ratio = statistics.median(ratios)
         print(
             f"per-rollout overhead of the pool (1 actor) over in-process at {args.batch}-rollout batches: "
-            f"{ratio - 1:+.1%} (time per rollout ratio {ratio:.3f}; target < 1.10 at 256)"
+            f"{ratio - 1:+.1%} (median over {len(ratios)} batches of pool / in-process time on the same batch; "
+            f"quartiles {quartiles(ratios)}; target < 1.10 at 256)"
         )
+        extra = statistics.median(on_pool - here for on_pool, here in pairs)
+        alone = statistics.median(here for _, here in pairs)
+        print(f"  a batch took {extra * 1000:.1f} ms more on the pool (median), in-process {alone * 1000:.1f} ms")
         print(
             f"  of a 1-actor call's time, {busy[1]:.0%} is the actor scoring, {1 - busy[1]:.0%} the hops (caller -> "
-            "coordinator -> actor and back, pickling, the cache actor's round trip)"
+            "coordinator -> actor and back, pickling, the shared cache's look-ups)"
         )
     print(f"(cpus: {os.cpu_count()}; ratios are of this run on this machine)")
     ray.shutdown()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pyarrow as pa
@@ -12,7 +13,7 @@ import pytest
 from evalsi.errors import DataError
 from evalsi.ray._metrics import quantiles
 from evalsi.ray._options import PoolOptions
-from evalsi.ray._shards import Shard, fingerprint, plan, read_shard
+from evalsi.ray._shards import Shard, cut, ends, fingerprint, first_regroup, group_keys, plan, read_shard
 from evalsi.rewards import from_mapping
 
 
@@ -97,3 +98,66 @@ def test_quantiles_are_nearest_rank() -> None:
     assert quantiles([]) == {"p50": None, "p99": None}
     assert quantiles([float(i) for i in range(1, 101)]) == {"p50": 50.0, "p99": 99.0}
     assert quantiles([3.0]) == {"p50": 3.0, "p99": 3.0}
+
+
+GROUP_SPEC = {"components": [{"ref": "exact-match"}, {"ref": "group-diversity"}]}
+
+
+def grouped_rollouts(sizes: list[int]) -> list[dict[str, Any]]:
+    """Groups of the given sizes, one after another (each group's prompt is its number)."""
+    return [{"prompt": f"p{g}", "completion": f"c{g}-{i}"} for g, size in enumerate(sizes) for i in range(size)]
+
+
+def test_a_record_level_spec_groups_nothing() -> None:
+    assert group_keys(from_mapping({"components": [{"ref": "exact-match"}]})) is None
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_a_group_level_spec_never_splits_a_group_over_shards(tmp_path: Path, suffix: str) -> None:
+    rollouts = grouped_rollouts([3, 4, 2, 5, 1, 3])
+    data = tmp_path / f"r{suffix}"
+    if suffix == ".parquet":
+        pq.write_table(pa.Table.from_pylist(rollouts), data, row_group_size=1)
+    else:
+        write_jsonl(data, [orjson.dumps(r) for r in rollouts[:5]] + [b""] + [orjson.dumps(r) for r in rollouts[5:]])
+    reward = from_mapping(GROUP_SPEC)
+    shards = plan(data, 4, group_keys(reward))
+    # without groups: shards of 4 (cutting groups 1 and 3); with them: each ends at the first group end after 4
+    assert [(s.first, s.rows) for s in shards] == [(0, 7), (7, 7), (14, 4)]
+    assert [(s.first, s.rows) for s in plan(data, 4)][:2] == [(0, 4), (4, 4)]
+    seen: list[list[str]] = []
+    for shard in shards:
+        rows, _ = read_shard(data, Shard.from_item(shard.to_item()))
+        assert len(rows) == shard.rows
+        seen.append([r["prompt"] for r in rows])
+    assert [r["completion"] for shard in shards for r in read_shard(data, shard)[0]] == [
+        r["completion"] for r in rollouts
+    ]
+    assert [sorted(set(prompts)) for prompts in seen] == [["p0", "p1"], ["p2", "p3"], ["p4", "p5"]]
+
+
+def test_interleaved_groups_over_several_shards_are_refused_naming_the_line(tmp_path: Path) -> None:
+    rollouts = grouped_rollouts([2, 2, 2])
+    rollouts.append({"prompt": "p0", "completion": "late"})  # group p0 comes back after p1 and p2
+    data = write_jsonl(tmp_path / "r.jsonl", [orjson.dumps(r) for r in rollouts])
+    keys = group_keys(from_mapping(GROUP_SPEC))
+    with pytest.raises(DataError, match=r"r\.jsonl:7: this rollout's group has rollouts earlier.*sort the file"):
+        plan(data, 3, keys)
+    (whole,) = plan(data, 10, keys)  # one shard holds every group whole: nothing to refuse
+    assert (whole.first, whole.rows) == (0, 7)
+
+
+def test_a_malformed_rollout_found_while_grouping_is_named_by_file_and_line(tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "r.jsonl", [b'{"prompt": "p", "completion": "a"}', b"", b'{"prompt": "p"}'])
+    with pytest.raises(DataError, match=r"r\.jsonl:3: "):
+        plan(data, 10, group_keys(from_mapping(GROUP_SPEC)))
+
+
+def test_shards_end_where_no_group_crosses() -> None:
+    found: list[tuple[bytes | None, ...]] = [(b"a",), (b"b",), (b"a",), (None,), (b"c",), (b"c",)]
+    assert ends(found, [1] * 6) == [False, False, True, True, False, True]
+    assert ends(found, [2, 2, 2]) == [False, True, True]
+    assert first_regroup(found) == 2
+    assert first_regroup([(b"a", b"x"), (b"a", b"y"), (None, b"y"), (b"b", b"z")]) is None
+    assert cut([1] * 6, [False, False, True, True, False, True], 2) == [(0, 3), (3, 6)]
+    assert cut([1, 1, 1], [True, True, True], 5) == [(0, 3)]

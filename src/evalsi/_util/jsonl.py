@@ -10,7 +10,7 @@ import orjson
 from evalsi.errors import DataError
 
 
-def json_lines(raw: bytes, file: str) -> Iterator[tuple[int, Any]]:
+def json_lines(raw: bytes, file: str, first_line: int = 1) -> Iterator[tuple[int, Any]]:
     """Each non-blank line of ``raw`` with its 1-based line number, parsed as JSON.
 
     What a line must hold (an object, a rollout, a row) is the caller's to check, with the line number given.
@@ -18,12 +18,13 @@ def json_lines(raw: bytes, file: str) -> Iterator[tuple[int, Any]]:
     Args:
         raw: The file's bytes.
         file: The file's name, for errors.
+        first_line: The line number of ``raw``'s first line (a slice of a larger file starts further on).
 
     Raises:
         DataError: A line is not valid JSON (names the file and line).
 
     """
-    for number, line in enumerate(raw.splitlines(), start=1):
+    for number, line in enumerate(raw.splitlines(), start=first_line):
         if not line.strip():
             continue
         try:

@@ -13,7 +13,9 @@ named actor, so:
   call only, and such rollouts are never merged with equal ones of other calls.
 - **Computed once cluster-wide.** A rollout whose component keys equal those of one already queued or being
   scored (GRPO's repeats, in one batch or across concurrent calls) waits for that computation instead of
-  starting another; the pool's cache serves the ones scored before.
+  starting another; the pool's cache serves the ones scored before. Its shared tier is held here (``cache="ray"``):
+  a chunk goes out with the verdicts held for its keys, and the verdicts its actor computed come back with its
+  scores, so sharing them costs no message of its own.
 - **Back-pressure.** At most ``max_queued`` distinct rollouts are admitted (queued or on an actor); a call
   beyond that waits for room, so memory stays bounded while every actor is busy.
 - **Faults.** A chunk whose actor died (killed, out of memory, its node lost) is scored again on another actor,
@@ -40,12 +42,12 @@ from typing import Any
 from evalsi.engine import ComponentJob
 from evalsi.engine._keys import record_key
 from evalsi.errors import EvalsiError
-from evalsi.evaluators import Score
 from evalsi.evaluators._group import group_of
-from evalsi.ray._cache import CacheActor
+from evalsi.ray._cache import keep, look_up, shared_tier, tier_stats
 from evalsi.ray._metrics import PoolMetrics, quantiles
-from evalsi.ray._options import NAMESPACE, PoolOptions
+from evalsi.ray._options import PoolOptions
 from evalsi.ray._scorer import ScorerActor
+from evalsi.ray._wire import PackedRecord, PackedRow, PackedScore, unpack_records
 from evalsi.records import Record
 from evalsi.rewards import from_mapping
 
@@ -57,7 +59,10 @@ PROBE_BACKOFF = (0.5, 5.0)
 """First and longest pause between looks at a restarting actor (doubling in between)."""
 
 Outcome = tuple[Any, ...]
-"""What a call answers: ``("ok", rows)``, ``("failed", position, message)`` or ``("spec_error", message)``."""
+"""What a call answers: ``("ok", rows)``, ``("failed", position, message)`` or ``("spec_error", message)``.
+
+Records come in and rows of scores go out as tuples (:mod:`evalsi.ray._wire`): the coordinator passes them
+between callers and actors as they are, building a ``Record`` only to read a rollout's keys and group."""
 
 
 class ChunkFailed(EvalsiError, RuntimeError):
@@ -67,11 +72,13 @@ class ChunkFailed(EvalsiError, RuntimeError):
 @dataclass
 class _Item:
     signature: bytes
-    record: Record
+    record: PackedRecord
     spec_id: str
     resource: dict[str, Any]
     eager: bool
-    future: asyncio.Future[list[Score]]
+    future: asyncio.Future[PackedRow]
+    keys: tuple[bytes, ...] = ()
+    """The rollout's content key under each component of the spec (what the shared tier is looked up by)."""
     queued_at: float = field(default_factory=time.monotonic)
     attempts: int = 0
     share: int = 0
@@ -103,22 +110,8 @@ class Coordinator:
 
         self.ray = ray
         self.options = options
-        lifetime = "detached" if options.detached else None
-        self.cache_handle: Any = None
-        if options.cache == "ray":
-            self.cache_handle = (
-                ray.remote(CacheActor)
-                .options(
-                    name=options.cache_name,
-                    namespace=NAMESPACE,
-                    get_if_exists=True,
-                    lifetime=lifetime,
-                    max_restarts=-1,
-                    num_cpus=0,
-                    max_concurrency=1,
-                )
-                .remote(options.cache_size)
-            )
+        self.shared = shared_tier(options)
+        """The pool's shared verdict cache (``cache="ray"``), looked up for each chunk before it goes out."""
         scorer = ray.remote(ScorerActor).options(
             num_cpus=options.num_cpus,
             resources=dict(options.resources),
@@ -126,7 +119,7 @@ class Coordinator:
             max_task_retries=0,  # a died chunk is re-dispatched here, to whichever actor is idle first
             runtime_env=dict(options.runtime_env) if options.runtime_env else None,
         )
-        self.actors = [scorer.remote(options, index, self.cache_handle) for index in range(options.num_workers)]
+        self.actors = [scorer.remote(options, index) for index in range(options.num_workers)]
         self.metrics = PoolMetrics(options.name)
         self._jobs: OrderedDict[str, list[ComponentJob]] = OrderedDict()
         self._ids = itertools.count()
@@ -135,7 +128,7 @@ class Coordinator:
         self._pending: OrderedDict[str, deque[_Item]] = OrderedDict()
         self._queued = 0
         self._eager = 0
-        self._inflight: dict[bytes, asyncio.Future[list[Score]]] = {}
+        self._inflight: dict[bytes, asyncio.Future[PackedRow]] = {}
         self._on_actors = 0
         self._waiting = 0
         self._admitted = 0
@@ -176,8 +169,10 @@ class Coordinator:
 
         return list(await asyncio.gather(*(hello(index) for index in range(len(self.actors)))))
 
-    async def score(self, spec_id: str, resource: dict[str, Any], records: list[Record], eager: bool = True) -> Outcome:
-        """Raw component scores of ``records`` by record (the caller composes them).
+    async def score(
+        self, spec_id: str, resource: dict[str, Any], packed: list[PackedRecord], eager: bool = True
+    ) -> Outcome:
+        """Raw component scores of the records (as tuples) by record, packed (the caller composes them).
 
         ``eager`` sends the rollouts at once; otherwise they wait up to ``window_ms`` for company (``score_one``).
         """
@@ -188,14 +183,15 @@ class Coordinator:
             jobs = self._spec_jobs(spec_id, resource)
         except EvalsiError as exc:
             return ("spec_error", str(exc))
+        records = unpack_records(packed)
         group_bys = [getattr(job.params, "group_by", None) for job in jobs if job.evaluator.scope == "group"]
         if group_bys:
             try:
-                futures, new = self._unit_items(spec_id, resource, records, group_bys, eager)
+                futures, new = self._unit_items(spec_id, resource, records, packed, group_bys, eager)
             except GroupTooLarge as exc:
                 return ("failed", exc.position, str(exc))
         else:
-            futures, new = self._record_items(spec_id, resource, records, eager)
+            futures, new = self._record_items(spec_id, resource, records, packed, eager)
         # shielded: were this call cancelled while it waits for room, its rollouts are still admitted and
         # scored, so another call waiting on the same computation is never left waiting for good
         await asyncio.shield(self._admit(new))
@@ -211,12 +207,7 @@ class Coordinator:
 
     async def stats(self) -> dict[str, Any]:
         """Counters, queue depth, in-flight, retries, latencies (p50/p99) and cache figures of the pool."""
-        cache: dict[str, int] | None = None
-        if self.cache_handle is not None:
-            try:
-                cache = await asyncio.wait_for(self.cache_handle.stats.remote(), timeout=30)
-            except Exception:
-                cache = None
+        cache = tier_stats(self.shared) if self.shared is not None else None
         actors = []
         for index in range(len(self.actors)):
             info = dict(self.actor_info.get(index, {"index": index}))
@@ -297,21 +288,22 @@ class Coordinator:
         return list(await asyncio.gather(*(self._where(index) for index in range(len(self.actors)))))
 
     def _record_items(
-        self, spec_id: str, resource: dict[str, Any], records: list[Record], eager: bool
-    ) -> tuple[list[asyncio.Future[list[Score]]], list[_Item]]:
+        self, spec_id: str, resource: dict[str, Any], records: list[Record], packed: list[PackedRecord], eager: bool
+    ) -> tuple[list[asyncio.Future[PackedRow]], list[_Item]]:
         """Futures of every record, and the items to queue: one per distinct computation not already under way."""
         jobs = self._jobs[spec_id]
         loop = asyncio.get_running_loop()
-        futures: list[asyncio.Future[list[Score]]] = []
+        futures: list[asyncio.Future[PackedRow]] = []
         new: list[_Item] = []
-        for record in records:
-            signature = _signature(jobs, record)
+        for record, fields in zip(records, packed, strict=True):
+            keys = _keys(jobs, record)
+            signature = hashlib.sha256(b"".join(keys)).digest()
             future = self._inflight.get(signature)
             if future is None:
                 future = loop.create_future()
                 self._inflight[signature] = future
                 future.add_done_callback(self._forget(signature))
-                new.append(_Item(signature, record, spec_id, resource, eager, future))
+                new.append(_Item(signature, fields, spec_id, resource, eager, future, keys))
             else:
                 self.counters["deduplicated"] += 1
                 self.metrics.shared.inc()
@@ -319,8 +311,14 @@ class Coordinator:
         return futures, new
 
     def _unit_items(
-        self, spec_id: str, resource: dict[str, Any], records: list[Record], group_bys: list[str | None], eager: bool
-    ) -> tuple[list[asyncio.Future[list[Score]]], list[_Item]]:
+        self,
+        spec_id: str,
+        resource: dict[str, Any],
+        records: list[Record],
+        packed: list[PackedRecord],
+        group_bys: list[str | None],
+        eager: bool,
+    ) -> tuple[list[asyncio.Future[PackedRow]], list[_Item]]:
         """One item per record, queued unit by unit (whole groups together); none shared with other calls.
 
         A group-level score depends on the rest of the group as this call sent it, so equal rollouts of other
@@ -331,21 +329,23 @@ class Coordinator:
 
         """
         loop = asyncio.get_running_loop()
+        jobs = self._jobs[spec_id]
         call = next(self._ids)
-        futures: list[asyncio.Future[list[Score]]] = [loop.create_future() for _ in records]
+        futures: list[asyncio.Future[PackedRow]] = [loop.create_future() for _ in records]
         new: list[_Item] = []
         for unit in group_units(records, group_bys):
             if len(unit) > self.options.max_queued:
                 raise GroupTooLarge(unit[0], len(unit), self.options.max_queued)
             unit_id = next(self._ids)
             for position in unit:
-                item = _Item(b"", records[position], spec_id, resource, eager, futures[position], call=call)
+                item = _Item(b"", packed[position], spec_id, resource, eager, futures[position], call=call)
+                item.keys = _keys(jobs, records[position])
                 item.unit = unit_id
                 new.append(item)
         return futures, new
 
     def _forget(self, signature: bytes) -> Any:
-        def forget(future: asyncio.Future[list[Score]]) -> None:
+        def forget(future: asyncio.Future[PackedRow]) -> None:
             if self._inflight.get(signature) is future:
                 del self._inflight[signature]
 
@@ -373,6 +373,7 @@ class Coordinator:
         self._waiting += len(items)
         self.metrics.waiting.set(self._waiting)
         for unit in _runs(items):
+            waits = len(unit) > 1 or self._room.locked()
             if len(unit) == 1:
                 await self._room.acquire()
             else:
@@ -380,13 +381,20 @@ class Coordinator:
                     for _ in unit:
                         await self._room.acquire()
             self._waiting -= len(unit)
-            self.metrics.waiting.set(self._waiting)
             self._admitted += len(unit)
             self.counters["max_admitted"] = max(self.counters["max_admitted"], self._admitted)
             now = time.monotonic()
             for item in unit:
                 item.queued_at = now
                 self._enqueue(item)
+            if waits:  # the gauges follow a call that waits for room; one that does not sets them once, after
+                self._gauge_queue()
+        self._gauge_queue()
+
+    def _gauge_queue(self) -> None:
+        """Set the gauges of rollouts waiting for room and queued (per admission, not per rollout: they cost)."""
+        self.metrics.waiting.set(self._waiting)
+        self.metrics.queued.set(self._queued)
 
     def _enqueue(self, item: _Item, front: bool = False) -> None:
         queue = self._pending.get(item.spec_id)
@@ -398,7 +406,6 @@ class Coordinator:
             queue.append(item)
         self._queued += 1
         self._eager += item.eager
-        self.metrics.queued.set(self._queued)
         self._work.set()
 
     def _take_chunk(self) -> list[_Item]:
@@ -462,8 +469,9 @@ class Coordinator:
         started = time.perf_counter()
         cause: str | None = None
         try:
-            ref = actor.score.remote(first.spec_id, first.resource, [item.record for item in chunk])
-            rows, info = await asyncio.wait_for(_awaitable(ref), timeout=self.options.chunk_timeout)
+            found, asked = self._look_up(chunk)
+            ref = actor.score.remote(first.spec_id, first.resource, [item.record for item in chunk], found, asked)
+            rows, info, computed = await asyncio.wait_for(_awaitable(ref), timeout=self.options.chunk_timeout)
         except TimeoutError:
             self._down.add(index)
             cause = f"actor {index} took longer than chunk_timeout ({self.options.chunk_timeout:g} s) and was restarted"
@@ -476,6 +484,8 @@ class Coordinator:
         except Exception as exc:
             self._fail(chunk, f"actor {index} failed: {type(exc).__name__}: {exc}")
         else:
+            if self.shared is not None:
+                keep(self.shared, computed)
             self.actor_info[index] = info
             self.actor_latency[index].append(time.perf_counter() - started)
             for item, row in zip(chunk, rows, strict=True):
@@ -488,6 +498,13 @@ class Coordinator:
         if cause is not None:
             self._retry(chunk, cause)
             await self._recover(index)
+
+    def _look_up(self, chunk: list[_Item]) -> tuple[dict[bytes, PackedScore], int]:
+        """The shared tier's verdicts for a chunk's keys (packed, sent with it), and how many keys were looked up."""
+        if self.shared is None:
+            return {}, 0
+        keys = list(dict.fromkeys(key for item in chunk for key in item.keys))
+        return look_up(self.shared, keys), len(keys)
 
     async def _recover(self, index: int) -> None:
         """Give a died (or killed) actor chunks again once it answers: Ray restarts it, elsewhere if need be.
@@ -523,8 +540,9 @@ class Coordinator:
                 self._fail([item], f"gave up after {item.attempts} attempts; last: {cause}")
             else:
                 self._enqueue(item, front=True)
+        self.metrics.queued.set(self._queued)
 
-    def _finish(self, item: _Item, row: list[Score]) -> None:
+    def _finish(self, item: _Item, row: PackedRow) -> None:
         if not item.future.done():
             item.future.set_result(row)
         self._release()
@@ -581,12 +599,9 @@ def _runs(items: list[_Item]) -> list[list[_Item]]:
     return runs
 
 
-def _signature(jobs: list[ComponentJob], record: Record) -> bytes:
-    """What a rollout's scores depend on: its content keys under every component of the spec."""
-    digest = hashlib.sha256()
-    for job in jobs:
-        digest.update(record_key(job.key_prefix, record, job.fields))
-    return digest.digest()
+def _keys(jobs: list[ComponentJob], record: Record) -> tuple[bytes, ...]:
+    """A rollout's content key under each component of the spec: what its scores depend on."""
+    return tuple(record_key(job.key_prefix, record, job.fields) for job in jobs)
 
 
 async def _awaitable(ref: Any) -> Any:

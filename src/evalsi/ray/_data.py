@@ -23,7 +23,7 @@ import orjson
 from evalsi._util.atomic import atomic_writer
 from evalsi.errors import DataError, EvalsiError, RewardBatchError, SpecError
 from evalsi.ray._ray import connect
-from evalsi.ray._shards import Shard, fingerprint, plan, read_shard
+from evalsi.ray._shards import Shard, fingerprint, group_keys, plan, read_shard
 from evalsi.rewards import Reward, from_mapping, load
 from evalsi.rewards.wire import result_json
 
@@ -167,7 +167,7 @@ def score_dataset(
     reward = spec if isinstance(spec, Reward) else from_mapping(spec) if isinstance(spec, Mapping) else load(spec)
     source, target = Path(data), Path(output)
     resource = reward.to_resource()
-    shards = plan(source, shard_rows)
+    shards = plan(source, shard_rows, group_keys(reward))
     connect(address)  # before anything is written: without Ray, nothing is left behind
     parts = target.with_name(target.name + ".parts")
     done = _finished(parts, fingerprint(source, resource, shard_rows, details))

@@ -49,7 +49,7 @@ class PoolOptions:
                 raise ValueError(f"RewardPool: {message}")
         if not (self.cache in (None, "ray") or "://" in str(self.cache)):
             raise ValueError(
-                f"RewardPool: cache={self.cache!r}; use 'ray' (a cache actor), None (each actor's own), or the "
+                f"RewardPool: cache={self.cache!r}; use 'ray' (the coordinator's), None (each actor's own), or the "
                 "evalsi server's database URL (postgresql+psycopg://...)"
             )
 
@@ -57,8 +57,3 @@ class PoolOptions:
     def coordinator_name(self) -> str:
         """The coordinator actor's name: what another process attaches to."""
         return f"evalsi-pool-{self.name}"
-
-    @property
-    def cache_name(self) -> str:
-        """The cache actor's name."""
-        return f"evalsi-cache-{self.name}"

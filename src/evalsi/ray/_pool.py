@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import socket
@@ -17,6 +16,7 @@ from evalsi.evaluators import Score
 from evalsi.ray._coordinator import Coordinator
 from evalsi.ray._options import NAMESPACE, PoolOptions
 from evalsi.ray._ray import connect
+from evalsi.ray._wire import pack_records, unpack_columns
 from evalsi.records import Record, canonical_json
 from evalsi.rewards import Reward, RewardResult, from_mapping, load
 from evalsi.rewards._compose import ComponentRule
@@ -76,8 +76,8 @@ class RewardPool:
         max_retries: Further attempts of a chunk whose actor died or hung.
         chunk_timeout: Seconds after which a chunk's actor counts as hung: it is killed and restarted, and the
             chunk is scored again; None never.
-        cache: ``"ray"`` (a cache actor shared by the actors), None (each actor's own), or the evalsi server's
-            database URL (``postgresql+psycopg://...``) to share its shared cache.
+        cache: ``"ray"`` (a cache shared by the actors, held by the pool's coordinator), None (each actor's own),
+            or the evalsi server's database URL (``postgresql+psycopg://...``) to share its shared cache.
         cache_size: Entries of each in-memory cache.
         cache_project: With a server database: the project whose cache keys to use.
         imports: Modules each actor imports first (evaluator packs that register on import).
@@ -148,6 +148,9 @@ class RewardPool:
                 max_task_retries=max_retries,  # a call in flight when the coordinator restarts is sent again
                 max_concurrency=10_000,
                 num_cpus=0,
+                # on this process's node while it is up: a pool outlives a lost node only if its coordinator
+                # is not on it, and this process (the trainer's driver) is lost with its own node anyway
+                scheduling_strategy=_here(self._ray),
             )
             .remote(self.options)
         )
@@ -270,9 +273,7 @@ class RewardPool:
         """
         if not records:
             return []
-        ref = self.coordinator.score.remote(self._spec_id, self._resource, list(records), eager)
-        outcome = self._ray.get(ref)
-        return self._compose(outcome)
+        return self._compose(self._ray.get(self._submit(records, eager)))
 
     def component_scores(self, records: Sequence[Record]) -> list[list[Score]]:
         """Raw scores indexed ``[component][record]``, before composition, as ``Reward.component_scores`` gives them.
@@ -288,8 +289,7 @@ class RewardPool:
         """
         if not records:
             return [[] for _ in self.reward.components]
-        ref = self.coordinator.score.remote(self._spec_id, self._resource, list(records), True)
-        return self._columns(self._ray.get(ref))
+        return self._columns(self._ray.get(self._submit(records, True)))
 
     async def score_async(self, rollouts: Iterable[Mapping[str, Any]]) -> list[RewardResult]:
         """:meth:`score` for an event loop: awaits the pool without holding a thread.
@@ -310,8 +310,7 @@ class RewardPool:
         """
         if not records:
             return []
-        ref = self.coordinator.score.remote(self._spec_id, self._resource, list(records), eager)
-        return self._compose(await ref)
+        return self._compose(await self._submit(records, eager))
 
     async def score_one(self, rollout: Mapping[str, Any]) -> RewardResult:
         """Score one rollout as it finishes, batched with those of every other caller of the pool.
@@ -357,7 +356,7 @@ class RewardPool:
     def stats(self) -> dict[str, Any]:
         """The pool's counters: calls, rollouts, chunks, retries, queue depth, in-flight, p50/p99 latency.
 
-        Also each actor's node, process, cache hits and latency, and the cache actor's figures.
+        Also each actor's node, process, cache hits and latency, and the shared cache's figures.
         """
         return dict(self._ray.get(self.coordinator.stats.remote()))
 
@@ -372,7 +371,7 @@ class RewardPool:
         """Stop the pool and wait, up to ``timeout`` seconds, until its processes are gone.
 
         Each scorer actor first stops its math workers and sandboxes, then is killed for good; then the
-        coordinator and the cache actor. The call returns once Ray reports every actor dead and the actors'
+        coordinator. The call returns once Ray reports every actor dead and the actors'
         processes on this host have exited, so a pool started next gets the CPUs this one held.
 
         Args:
@@ -389,14 +388,8 @@ class RewardPool:
             actors = list(self._ray.get(self.coordinator.stop.remote(timeout * 0.8), timeout=timeout * 0.9))
         except Exception as exc:  # the coordinator is gone already, or did not answer: killed all the same
             log.debug("reward pool %r: stopping its actors: %s", self.options.name, exc)
-        handles = [self.coordinator]
-        if self.options.cache == "ray":
-            with contextlib.suppress(ValueError):  # never started, or gone already
-                handles.append(self._ray.get_actor(self.options.cache_name, namespace=NAMESPACE))
-        for handle in handles:
-            self._ray.kill(handle, no_restart=True)
-        for handle in handles:
-            _wait_dead(self._ray, handle, deadline)
+        self._ray.kill(self.coordinator, no_restart=True)
+        _wait_dead(self._ray, self.coordinator, deadline)
         host = socket.gethostname()
         local = [pid for a in actors if a.get("host") == host for pid in (a.get("pid"), *a.get("children", ()))]
         while any(_alive(pid) for pid in local if pid) and time.monotonic() < deadline:
@@ -417,6 +410,10 @@ class RewardPool:
             )
         return actors
 
+    def _submit(self, records: Sequence[Record], eager: bool) -> Any:
+        """The coordinator's call scoring ``records`` (an object ref), records sent as tuples (``_wire``)."""
+        return self.coordinator.score.remote(self._spec_id, self._resource, pack_records(records), eager)
+
     def _compose(self, outcome: tuple[Any, ...]) -> list[RewardResult]:
         return self.reward.compose(self._columns(outcome))
 
@@ -426,9 +423,7 @@ class RewardPool:
             raise SpecError(outcome[1])
         if kind == "failed":
             raise RewardPoolError(outcome[1], outcome[2])
-        rows: list[list[Score]] = outcome[1]
-        width = len(self.reward.components)
-        return [[row[c] for row in rows] for c in range(width)]
+        return unpack_columns(outcome[1], len(self.reward.components))
 
     def __enter__(self) -> RewardPool:
         return self
@@ -438,6 +433,13 @@ class RewardPool:
 
     def __repr__(self) -> str:
         return f"RewardPool({self.reward.name!r}, pool={self.options.name!r})"
+
+
+def _here(ray: Any) -> Any:
+    """A scheduling strategy for this process's node, elsewhere when it is gone (soft node affinity)."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=True)
 
 
 def _wait_dead(ray: Any, handle: Any, deadline: float) -> None:

@@ -19,38 +19,34 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from evalsi.engine import ComponentJob, Pools
-from evalsi.engine._keys import record_key
-from evalsi.evaluators import Score
-from evalsi.ray._cache import ActorCache, cache_counts, open_cache
+from evalsi.engine import Pools
+from evalsi.ray._cache import SeededCache, cache_counts, open_cache
 from evalsi.ray._metrics import ActorMetrics
 from evalsi.ray._options import PoolOptions
+from evalsi.ray._wire import PackedRecord, PackedRow, PackedScore, pack_rows, unpack_records
 from evalsi.records import Record
 from evalsi.rewards import Reward, from_mapping
 
 MAX_SPECS = 32
 """Bound RewardSpecs an actor keeps (least recently used first out)."""
 
-Rows = list[list[Score]]
-"""Scores indexed ``[record][component]``: what an actor hands back for a chunk."""
-
 
 class ScorerActor:
     """One scorer process of a pool (run as a Ray actor; one chunk at a time)."""
 
-    def __init__(self, options: PoolOptions, index: int, cache_handle: Any) -> None:
+    def __init__(self, options: PoolOptions, index: int) -> None:
         for module in options.imports:  # evaluator packs that register on import
             importlib.import_module(module)
         import ray
 
         self.options = options
         self.index = index
-        self.cache = open_cache(options, cache_handle, ray)
+        self.cache = open_cache(options)
         if options.limits:
             from evalsi.ray._limiter import limit_upstreams
 
             limit_upstreams(options.limits)
-        self._rewards: OrderedDict[str, tuple[Reward, list[ComponentJob]]] = OrderedDict()
+        self._rewards: OrderedDict[str, Reward] = OrderedDict()
         self._threads = ThreadPoolExecutor(max_workers=4, thread_name_prefix="evalsi-ray-components")
         self._lock = threading.Lock()
         self.metrics = ActorMetrics(options.name, index)
@@ -76,7 +72,7 @@ class ScorerActor:
         Math-equiv's worker template imports its symbolic backends and a code component starts its sandboxes on
         first use: seconds, that would otherwise land in whichever batch first reaches this actor.
         """
-        reward, _ = self._reward(spec_id, resource)
+        reward = self._reward(spec_id, resource)
         reward.component_scores(records, cache=None, pools=Pools(components=self._threads))
         return self.where()
 
@@ -94,11 +90,11 @@ class ScorerActor:
         with self._lock:
             bound = list(self._rewards.values())
             self._rewards.clear()
-        evaluators = {id(c.evaluator): c.evaluator for reward, _ in bound for c in reward.components}
+        evaluators = {id(c.evaluator): c.evaluator for reward in bound for c in reward.components}
         for evaluator in evaluators.values():
             with contextlib.suppress(Exception):  # one evaluator failing to close must not keep the others up
                 evaluator.close()
-        for reward, _ in bound:
+        for reward in bound:
             reward.close()
         self._threads.shutdown(wait=False, cancel_futures=True)
         deadline = time.monotonic() + timeout
@@ -106,24 +102,35 @@ class ScorerActor:
             time.sleep(0.05)
         return self.where()
 
-    def score(self, spec_id: str, resource: dict[str, Any], records: Sequence[Record]) -> tuple[Rows, dict[str, Any]]:
-        """Raw component scores of ``records`` under the spec, by record; and this actor's counters.
+    def score(
+        self,
+        spec_id: str,
+        resource: dict[str, Any],
+        packed: Sequence[PackedRecord],
+        found: dict[bytes, PackedScore] | None = None,
+        asked: int = 0,
+    ) -> tuple[list[PackedRow], dict[str, Any], list[tuple[bytes, PackedScore]]]:
+        """Raw component scores of the records under the spec, by record; this actor's counters; new verdicts.
+
+        Records come and scores go as tuples (:mod:`evalsi.ray._wire`): what Ray pickles fastest. ``found`` are
+        the verdicts the pool's shared tier (in the coordinator) holds for the chunk, of the ``asked`` keys it
+        looked up; the verdicts computed here go back with the scores, for the shared tier to keep.
 
         Raises:
             SpecError: The spec does not bind here (an evaluator this process does not have).
 
         """
         started = time.perf_counter()
+        records = unpack_records(packed)
         self.metrics.inflight(len(records))
         try:
-            reward, jobs = self._reward(spec_id, resource)
-            if isinstance(self.cache, ActorCache):  # one round trip to the cache actor for the whole chunk
-                self.cache.prefetch([record_key(job.key_prefix, r, job.fields) for job in jobs for r in records])
+            reward = self._reward(spec_id, resource)
+            if isinstance(self.cache, SeededCache):
+                self.cache.seed(found or {}, asked)
             pools = Pools(components=self._threads, observe=self.metrics.observe_component)
             columns = reward.component_scores(records, cache=self.cache, pools=pools)
         finally:
-            if isinstance(self.cache, ActorCache):
-                self.cache.end_prefetch()
+            new = self.cache.take_new() if isinstance(self.cache, SeededCache) else []
             self.metrics.inflight(-len(records))
         self.chunks += 1
         self.rollouts += len(records)
@@ -131,7 +138,7 @@ class ScorerActor:
         elapsed = time.perf_counter() - started
         self.seconds += elapsed
         self.metrics.observe_chunk(len(records), elapsed, counts)
-        rows = [list(row) for row in zip(*columns, strict=True)] if columns else [[] for _ in records]
+        rows = pack_rows(columns, len(records))
         info = {
             "index": self.index,
             "node_id": self._node,
@@ -141,18 +148,18 @@ class ScorerActor:
             "seconds": self.seconds,
             **counts,
         }
-        return rows, info
+        return rows, info, new
 
-    def _reward(self, spec_id: str, resource: dict[str, Any]) -> tuple[Reward, list[ComponentJob]]:
+    def _reward(self, spec_id: str, resource: dict[str, Any]) -> Reward:
         with self._lock:
             bound = self._rewards.get(spec_id)
             if bound is not None:
                 self._rewards.move_to_end(spec_id)
                 return bound
             reward = from_mapping(resource)
-            bound = self._rewards[spec_id] = (reward, [component.job for component in reward.components])
+            bound = self._rewards[spec_id] = reward
             while len(self._rewards) > MAX_SPECS:
-                _, (old, _jobs) = self._rewards.popitem(last=False)
+                _, old = self._rewards.popitem(last=False)
                 old.close()
             return bound
 

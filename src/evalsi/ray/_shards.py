@@ -3,11 +3,18 @@
 A JSONL file is cut every ``shard_rows`` rollouts at line boundaries (one streaming pass over its bytes); a
 Parquet file at row-group boundaries. A shard knows its first rollout's index and, for JSONL, each rollout's
 line, so errors found on any node name the file and line as ``evalsi rewards score`` does.
+
+A spec with a group-level component scores each rollout with the rest of its group, so no group may cross a
+shard: the rollouts are read once to find their groups, and a shard ends only where no group crosses (after
+``shard_rows`` rollouts, at the next such place). That needs each group's rollouts next to each other in the
+file; a file of more than one shard whose groups are interleaved is refused, naming the line where a group
+comes back.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -15,7 +22,9 @@ from typing import Any
 import orjson
 
 from evalsi.errors import DataError
-from evalsi.rewards import RowSource
+from evalsi.evaluators._group import group_of
+from evalsi.rewards import Reward, RowSource
+from evalsi.rewards._rollout_files import read_jsonl_rows
 
 
 @dataclass(frozen=True)
@@ -52,23 +61,57 @@ class Shard:
         )
 
 
-def plan(path: Path, shard_rows: int) -> list[Shard]:
-    """Cut a JSONL or Parquet file into shards of about ``shard_rows`` rollouts.
+GroupKey = tuple[bytes | None, ...]
+"""A rollout's group under each grouping of a spec's group-level components (None: in no group of it)."""
+GroupKeys = Callable[[list[dict[str, Any]]], list[GroupKey]]
+"""The keys of rollouts' groups, one per group-level component (None: the rollout is in no group of it)."""
+
+KEY_BATCH = 4096
+"""Rollouts normalised at once while a file is read for its groups."""
+
+
+def group_keys(reward: Reward) -> GroupKeys | None:
+    """How ``reward``'s group-level components group rollouts, as in-process scoring does; None without any.
 
     Raises:
-        DataError: The file is missing, or is neither JSONL nor Parquet (a JSON array cannot be cut unparsed).
+        DataError: A rollout is malformed (names its index in the list given).
+
+    """
+    group_bys = [getattr(c.job.params, "group_by", None) for c in reward.components if c.evaluator.scope == "group"]
+    if not group_bys:
+        return None
+    fields = list(dict.fromkeys(group_bys))
+
+    def keys(rows: list[dict[str, Any]]) -> list[GroupKey]:
+        return [tuple(group_of(record, field) for field in fields) for record in reward.records(rows)]
+
+    return keys
+
+
+def plan(path: Path, shard_rows: int, keys: GroupKeys | None = None) -> list[Shard]:
+    """Cut a JSONL or Parquet file into shards of about ``shard_rows`` rollouts.
+
+    Args:
+        path: The rollouts file.
+        shard_rows: Rollouts per shard.
+        keys: With a group-level spec (:func:`group_keys`), how rollouts are grouped: no group crosses a shard.
+
+    Raises:
+        DataError: The file is missing, or is neither JSONL nor Parquet (a JSON array cannot be cut unparsed);
+            with ``keys``, a rollout is malformed, or groups are interleaved in a file of several shards.
 
     """
     if not path.exists():
         raise DataError("no such file", file=str(path))
     suffix = path.suffix.lower()
-    if suffix == ".parquet":
-        return _plan_parquet(path, shard_rows)
     if suffix == ".json":
         raise DataError(
             "offline scoring on Ray reads JSONL or Parquet; convert the JSON array to JSONL", file=str(path)
         )
-    return _plan_jsonl(path, shard_rows)
+    parquet = suffix == ".parquet"
+    if keys is not None:
+        return _plan_groups(path, shard_rows, keys, parquet)
+    return _plan_parquet(path, shard_rows) if parquet else _plan_jsonl(path, shard_rows)
 
 
 def _plan_jsonl(path: Path, shard_rows: int) -> list[Shard]:
@@ -104,6 +147,152 @@ def _plan_parquet(path: Path, shard_rows: int) -> list[Shard]:
     return shards
 
 
+def _plan_groups(path: Path, shard_rows: int, keys: GroupKeys, parquet: bool) -> list[Shard]:
+    """Shards that keep every group whole: cut after ``shard_rows`` rollouts where no group crosses."""
+    file = str(path)
+    found: list[GroupKey] = []
+    if parquet:
+        sizes = []
+        for rows, source in _parquet_row_groups(path):
+            found += _keys(keys, rows, source)
+            sizes.append(len(rows))
+        lines = [0] * len(found)
+    else:
+        starts, lines, end = _jsonl_rows(path)
+        for offset in range(0, len(starts), KEY_BATCH):
+            stop = starts[offset + KEY_BATCH] if offset + KEY_BATCH < len(starts) else end
+            raw = _read_bytes(path, starts[offset], stop)
+            rows, source = read_jsonl_rows(raw, file, lines[offset])
+            found += _keys(keys, rows, source)
+        sizes = [1] * len(found)
+    if len(found) > shard_rows:
+        resumed = first_regroup(found)
+        if resumed is not None:
+            where = f"{file}: row {resumed + 1}" if parquet else f"{file}:{lines[resumed]}"
+            raise DataError(
+                f"{where}: this rollout's group has rollouts earlier in the file with other groups in between; "
+                "offline scoring on Ray keeps each group of a group-level component whole in one shard, which "
+                "needs each group's rollouts next to each other: sort the file by group (or score it without "
+                "--ray)"
+            )
+    shards: list[Shard] = []
+    row = 0
+    for first_unit, stop_unit in cut(sizes, ends(found, sizes), shard_rows):
+        count = sum(sizes[first_unit:stop_unit])
+        if parquet:
+            shards.append(Shard(len(shards), row, count, groups=tuple(range(first_unit, stop_unit))))
+        else:
+            stop = starts[stop_unit] if stop_unit < len(starts) else end
+            shards.append(Shard(len(shards), row, count, starts[first_unit], stop, lines[first_unit]))
+        row += count
+    return shards
+
+
+def _keys(keys: GroupKeys, rows: list[dict[str, Any]], source: RowSource | OffsetSource) -> list[GroupKey]:
+    """``keys(rows)``, a malformed rollout named by file and line (or row)."""
+    try:
+        return keys(rows)
+    except DataError as exc:
+        raise source.locate(exc) from None
+
+
+def _jsonl_rows(path: Path) -> tuple[list[int], list[int], int]:
+    """Each rollout's byte offset and line in a JSONL file (blank lines are not rollouts), and the file's size."""
+    starts: list[int] = []
+    lines: list[int] = []
+    offset = 0
+    with path.open("rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            if line.strip():
+                starts.append(offset)
+                lines.append(number)
+            offset += len(line)
+    return starts, lines, offset
+
+
+def _parquet_row_groups(path: Path) -> Iterator[tuple[list[dict[str, Any]], RowSource | OffsetSource]]:
+    """The rows of each row group of a Parquet file in turn, each with where its rows are in the file."""
+    metadata = _parquet_file(path).metadata
+    first = 0
+    for group in range(metadata.num_row_groups):
+        rows, source = read_shard(path, Shard(group, first, metadata.row_group(group).num_rows, groups=(group,)))
+        yield rows, source
+        first += len(rows)
+
+
+def ends(found: Sequence[GroupKey], sizes: Sequence[int]) -> list[bool]:
+    """For each unit of rows (a line, a row group), whether a shard may end after it: no group continues past it.
+
+    Args:
+        found: Each row's group keys, one per grouping (None: in no group of it, scored alone).
+        sizes: Rows of each unit, in order; they add up to ``len(found)``.
+
+    """
+    last: dict[tuple[int, bytes], int] = {}
+    for row, row_keys in enumerate(found):
+        for grouping, key in enumerate(row_keys):
+            if key is not None:
+                last[grouping, key] = row
+    out: list[bool] = []
+    reach = row = 0
+    for size in sizes:
+        for row_keys in found[row : row + size]:
+            for grouping, key in enumerate(row_keys):
+                if key is not None:
+                    reach = max(reach, last[grouping, key])
+        row += size
+        out.append(reach < row)
+    return out
+
+
+def first_regroup(found: Sequence[GroupKey]) -> int | None:
+    """The first row whose group has rows earlier on with another group's rows in between; None if none has.
+
+    Args:
+        found: Each row's group keys, one per grouping (None: in no group of it).
+
+    """
+    current: dict[int, bytes] = {}
+    done: set[tuple[int, bytes]] = set()
+    for row, row_keys in enumerate(found):
+        for grouping, key in enumerate(row_keys):
+            if key is None or current.get(grouping) == key:
+                continue
+            if (grouping, key) in done:
+                return row
+            if grouping in current:
+                done.add((grouping, current[grouping]))
+            current[grouping] = key
+    return None
+
+
+def cut(sizes: Sequence[int], may_end: Sequence[bool], shard_rows: int) -> list[tuple[int, int]]:
+    """Shards as ``[first, stop)`` ranges of units: each ends once it holds ``shard_rows`` rows, where it may.
+
+    Args:
+        sizes: Rows of each unit (a line, a row group).
+        may_end: Whether a shard may end after each unit (the last always may).
+        shard_rows: Rows after which a shard ends at the next place it may.
+
+    """
+    out: list[tuple[int, int]] = []
+    first = rows = 0
+    for unit, size in enumerate(sizes):
+        rows += size
+        if rows >= shard_rows and may_end[unit]:
+            out.append((first, unit + 1))
+            first, rows = unit + 1, 0
+    if first < len(sizes):
+        out.append((first, len(sizes)))
+    return out
+
+
+def _read_bytes(path: Path, start: int, stop: int) -> bytes:
+    with path.open("rb") as handle:
+        handle.seek(start)
+        return handle.read(stop - start)
+
+
 def read_shard(path: Path, shard: Shard) -> tuple[list[dict[str, Any]], RowSource | OffsetSource]:
     """The shard's rollouts, and where each came from (file and line, for errors).
 
@@ -120,25 +309,7 @@ def read_shard(path: Path, shard: Shard) -> tuple[list[dict[str, Any]], RowSourc
         except Exception as exc:  # pyarrow raises several unrelated types for a bad file
             raise DataError(f"not a readable Parquet file: {exc}", file=file) from None
         return rows, OffsetSource(file, shard.first)
-    with path.open("rb") as handle:
-        handle.seek(shard.start)
-        raw = handle.read(shard.stop - shard.start)
-    out: list[dict[str, Any]] = []
-    lines: list[int] = []
-    for number, text in enumerate(raw.splitlines(), start=shard.line):
-        if not text.strip():
-            continue
-        try:
-            value = orjson.loads(text)
-        except orjson.JSONDecodeError as exc:
-            raise DataError(f"not valid JSON: {exc}", file=file, line=number) from None
-        if not isinstance(value, dict):
-            raise DataError(
-                f"each line must be a JSON object (a rollout), got {type(value).__name__}", file=file, line=number
-            )
-        out.append(value)
-        lines.append(number)
-    return out, RowSource(file, tuple(lines))
+    return read_jsonl_rows(_read_bytes(path, shard.start, shard.stop), file, shard.line)
 
 
 class OffsetSource:

@@ -98,13 +98,24 @@ def read_rollout_file(path: str | Path) -> tuple[list[dict[str, Any]], RowSource
 def _read_text_rows(raw: bytes, file: str, json_array: bool) -> tuple[list[dict[str, Any]], RowSource]:
     if json_array or raw.lstrip()[:1] == b"[":
         return _read_json_array(raw, file), RowSource(file, unit="item")
-    return _read_jsonl(raw, file)
+    return read_jsonl_rows(raw, file)
 
 
-def _read_jsonl(raw: bytes, file: str) -> tuple[list[dict[str, Any]], RowSource]:
+def read_jsonl_rows(raw: bytes, file: str, first_line: int = 1) -> tuple[list[dict[str, Any]], RowSource]:
+    """The rollouts of JSON Lines ``raw`` (one object a line, blank lines skipped), and each one's line.
+
+    Args:
+        raw: The bytes: a whole file, or a slice of one that starts at a line boundary.
+        file: The file's name, for errors.
+        first_line: The line number of ``raw``'s first line.
+
+    Raises:
+        DataError: A line is not valid JSON or not an object (names the file and line).
+
+    """
     rows: list[dict[str, Any]] = []
     lines: list[int] = []
-    for number, value in json_lines(raw, file):
+    for number, value in json_lines(raw, file, first_line):
         if not isinstance(value, dict):
             raise DataError(
                 f"each line must be a JSON object (a rollout), got {type(value).__name__}", file=file, line=number

@@ -123,3 +123,26 @@ def test_a_failed_component_names_the_line_and_keeps_other_shards(cluster: Clust
     with pytest.raises(DatasetBatchError) as failed:
         score_dataset(body, data, tmp_path / "out.jsonl", shard_rows=5, num_workers=1, num_cpus=0.25)
     assert (failed.value.index, failed.value.component, failed.value.where) == (7, "a", f"{data}:8")
+
+
+def test_a_group_level_spec_scores_each_group_whole_as_in_process(cluster: Cluster, tmp_path: Path) -> None:
+    spec = {"components": [{"ref": "exact-match"}, {"ref": "group-diversity"}]}
+    # groups of 3, 4, 2, 5, 1 and 3: shards of 4 rollouts cut in the middle of groups; the groups' completions
+    # repeat in part, so a group scored in two pieces gets other diversity scores than in process
+    sizes = [3, 4, 2, 5, 1, 3]
+    rows = [
+        {"prompt": f"p{g}", "completion": f"answer {i % 2}", "answer": "answer 0"}
+        for g, size in enumerate(sizes)
+        for i in range(size)
+    ]
+    data = tmp_path / "rollouts.jsonl"
+    data.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    out = tmp_path / "scores.jsonl"
+    report = score_dataset(spec, data, out, shard_rows=4, num_workers=2, num_cpus=0.25)
+    assert report.shards == 3  # each ends at the first group boundary after 4 rollouts
+    assert read_lines(out) == expected_lines(spec, rows)
+    interleaved = tmp_path / "interleaved.jsonl"
+    interleaved.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in [*rows, rows[0]]))
+    with pytest.raises(DataError, match=r"interleaved\.jsonl:19: .*sort the file by group"):
+        score_dataset(spec, interleaved, tmp_path / "other.jsonl", shard_rows=4, num_workers=2, num_cpus=0.25)
+    assert not (tmp_path / "other.jsonl.parts").exists()

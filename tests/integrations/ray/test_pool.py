@@ -110,7 +110,7 @@ def test_one_actors_verdicts_reach_the_other(spread: RewardPool, tmp_path: Path)
     pool = spread.with_spec(probe_spec(log))
     first = pool.score([{"completion": "shared"}])
     # idle actors are taken in turn, so the next calls go to the other actor first: its own memory misses,
-    # the pool's cache actor answers
+    # the pool's shared cache (in the coordinator) answers
     for _ in range(4):
         assert dicts(pool.score([{"completion": "shared"}])) == dicts(first)
     assert probe.scored(log) == [(probe.scored(log)[0][0], "shared")]
