@@ -76,31 +76,23 @@ class Parts:
 
 _M_MMAP_THRESHOLD = -3
 """glibc's ``mallopt`` parameter for the size from which blocks are mapped on their own (and unmapped when freed)."""
-_M_TRIM_THRESHOLD = -1
-"""glibc's ``mallopt`` parameter for the free space at the heap's top past which it is given back to the system."""
-_MMAP_THRESHOLD = 4 << 20
-"""Above what a typical batch allocates at once: its body (256 rollouts of a few KiB of reasoning are ~300 KiB) and
-orjson's scratch space for decoding it (about 12 bytes per body byte, ~3.5 MiB). Mapping and unmapping these on
-every call cost ~70 page faults and two system calls per call; the bodies whose memory matters are MiBs."""
-_TRIM_THRESHOLD = 8 << 20
-"""Twice the mapping threshold: a call's freed scratch space stays in the heap for the next call instead of being
-given back and faulted in again (the default, 128 KiB, gives it back after every call)."""
+_MMAP_THRESHOLD = 512 << 10
+"""Above a typical batch's request body (256 rollouts of a few KiB of reasoning are ~300 KiB): mapping and unmapping
+every call's body costs page faults on each call; below the bodies whose memory matters (MiBs)."""
 
 
 def return_large_blocks() -> None:
-    """Have glibc map blocks of 4 MiB and more on their own, so freeing one gives its memory back to the system.
+    """Have glibc map blocks of 512 KiB and more on their own, so freeing one gives its memory back to the system.
 
     glibc raises this threshold to the largest block freed so far (up to 32 MiB): after one large request body,
     the next ones come from the heap, which keeps their memory when they are freed, and the process stays at the
-    peak a burst of large calls reached. Fixing the threshold keeps a server's memory at what it holds; the heap's
-    free top is given back past 8 MiB. Elsewhere than on glibc this does nothing.
+    peak a burst of large calls reached. Fixing the threshold keeps a server's memory at what it holds. Elsewhere
+    than on glibc this does nothing.
     """
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         return
     with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None)
-        libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
-        libc.mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD)
+        ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
 
 
 def freeze_startup_objects() -> None:
