@@ -12,8 +12,8 @@ import pytest
 
 pytest.importorskip("latex2sympy2_extended")
 
-from evalsi.evaluators.rl.math_equiv import _prediction_cache  # noqa: E402
-from evalsi.evaluators.rl.math_equiv._prediction_cache import PredictionCache  # noqa: E402
+from evalsi.evaluators.rl.math_equiv import _prediction_cache
+from evalsi.evaluators.rl.math_equiv._prediction_cache import PredictionCache
 
 TEXTS = [
     "\\frac{x+2}{7}",
@@ -107,7 +107,7 @@ def test_a_loaded_dfa_goes_on_learning_new_shapes(parser: Any, tmp_path: Path) -
 
 def _saved(parser: Any, tmp_path: Path) -> PredictionCache:
     cache = _cache(parser, tmp_path)
-    _trees(parser, TEXTS[:4])
+    _trees(parser, TEXTS[:2])
     assert cache.save()
     _fresh_dfas(parser)
     return cache
@@ -145,7 +145,7 @@ def test_a_damaged_or_foreign_file_is_ignored_and_nothing_is_installed(
     cache.path.write_bytes(damage(json.loads(cache.path.read_bytes())))
     assert _cache(parser, tmp_path).load() == 0
     assert cache.states() == 0
-    assert _trees(parser, TEXTS[:4])  # the parser still works, learning as it always did
+    assert _trees(parser, TEXTS[:2])  # the parser still works, learning as it always did
 
 
 def _damaged(data: dict[str, Any], change: Any) -> dict[str, Any]:
@@ -156,13 +156,18 @@ def _damaged(data: dict[str, Any], change: Any) -> dict[str, Any]:
 def test_a_worker_saves_only_when_its_dfa_grew_enough(
     parser: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_prediction_cache, "SAVE_INTERVAL", 0.0)
+    monkeypatch.setattr(_prediction_cache, "SAVE_SHARE", 1e-9)  # a write waits for a lot more CPU time
     cache = _cache(parser, tmp_path)
     cache.load()
     assert not cache.save_if_grown()  # nothing learnt
     _trees(parser, TEXTS)
-    assert cache.save_if_grown()
+    assert cache.save_if_grown()  # the first write waits for nothing
     assert not cache.save_if_grown()  # nothing new since
+    _trees(parser, ["\\sqrt{x+1}-\\sqrt{x}", "\\left(\\frac{3}{4}\\right)^{-2}", "\\cos(2\\theta)"])
+    assert cache.states() >= cache.saved_states + _prediction_cache.MIN_GROWTH
+    assert not cache.save_if_grown()  # grown, but the last write's cost is not yet paid back
+    monkeypatch.setattr(_prediction_cache, "SAVE_SHARE", 1e9)
+    assert cache.save_if_grown()
     monkeypatch.setattr(_prediction_cache, "MAX_STATES", 10)
     _trees(parser, ["\\int_0^1 x\\,dx", "\\binom{5}{2}", "|x-3|<2", "\\overline{AB}", "f'(x)=3x^2"])
     assert not cache.save_if_grown()  # too large to be worth loading

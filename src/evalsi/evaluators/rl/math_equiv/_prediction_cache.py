@@ -29,8 +29,9 @@ FORMAT = 1
 """The file layout's version; part of the key."""
 MAX_STATES = 4_000
 """A DFA with more states than this is not written (loading it would cost more than it saves)."""
-SAVE_INTERVAL = 1.0
-"""Seconds between two writes by one worker."""
+SAVE_SHARE = 0.1
+"""The most of a worker's CPU time spent writing the cache: after a write that took t seconds, the next waits
+until the worker has used t / SAVE_SHARE more seconds of CPU (a write costs about 0.15 ms per DFA state)."""
 MIN_GROWTH = 16
 """New states since the last write that make a worker write again (a few states cost less to learn again)."""
 
@@ -63,7 +64,8 @@ class PredictionCache:
         self.key = hashlib.sha256(json.dumps([FORMAT, *grammar]).encode()).hexdigest()
         self.path = directory / "math-equiv" / f"antlr-dfa-{self.key[:16]}.json"
         self.saved_states = 0
-        self.saved_at = time.monotonic()
+        self.saved_at = 0.0
+        self.save_cost = 0.0
 
     def states(self) -> int:
         """How many DFA states the parser holds now."""
@@ -93,20 +95,26 @@ class PredictionCache:
         from evalsi._util.atomic import atomic_writer
 
         count = self.states()
-        self.saved_states, self.saved_at = count, time.monotonic()
-        if count > MAX_STATES:
-            return False
+        started = time.process_time()
+        self.saved_states = count
         try:
+            if count > MAX_STATES:
+                return False
             body = json.dumps(_encode(self.parser, self.key), separators=(",", ":")).encode()
             with atomic_writer(self.path) as handle:
                 handle.write(body)
         except Exception:  # a read-only or full disk: the cache is an optimisation
             return False
+        finally:
+            self.saved_at = time.process_time()
+            self.save_cost = self.saved_at - started
         return True
 
     def save_if_grown(self) -> bool:
-        """Save when the DFA grew by :data:`MIN_GROWTH` states and the last save is :data:`SAVE_INTERVAL` old."""
-        if time.monotonic() - self.saved_at < SAVE_INTERVAL or self.states() < self.saved_states + MIN_GROWTH:
+        """Save when the DFA grew by :data:`MIN_GROWTH` states, keeping to :data:`SAVE_SHARE` of the CPU time."""
+        if self.states() < self.saved_states + MIN_GROWTH:
+            return False
+        if time.process_time() - self.saved_at < self.save_cost / SAVE_SHARE:
             return False
         return self.save()
 

@@ -84,6 +84,8 @@ def warm_up() -> None:
         _parsed_gold.cache_clear()
         _latex.cache_clear()
     if importlib.util.find_spec("sympy") is not None:
+        import sympy.physics.units  # noqa: F401  # simplify() imports it on its first call: once here, not per worker
+
         _sympy("\\sqrt{8}", "2\\sqrt{2}")
 
 
