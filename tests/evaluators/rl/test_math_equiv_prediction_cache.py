@@ -188,3 +188,24 @@ def test_an_unwritable_directory_only_means_no_cache(parser: Any, tmp_path: Path
     _trees(parser, TEXTS[:2])
     assert not cache.save()
     assert cache.load() == 0
+
+
+def test_a_worker_writes_after_a_comparison_only_when_it_ended_well_before_the_backstop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from evalsi.evaluators.rl.math_equiv import _pool
+
+    writes: list[bool] = []
+    monkeypatch.setattr(_prediction_cache, "save_if_grown", lambda: writes.append(True))
+    clock = iter([100.0, 100.2, 200.0, 203.0])
+
+    class _Clock:
+        @staticmethod
+        def monotonic() -> float:
+            return next(clock)
+
+    monkeypatch.setattr(_pool, "time", _Clock)
+    assert _pool.run_task(lambda x: x + 1, (1,), 1.0) == 2  # 0.2 s of a 1 s budget
+    assert writes == [True]
+    assert _pool.run_task(lambda x: x * 3, (2,), 1.0) == 6  # 3 s: closer to the backstop than a write should go
+    assert writes == [True]

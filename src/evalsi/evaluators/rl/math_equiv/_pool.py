@@ -24,6 +24,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from concurrent.futures import Future
 from multiprocessing import context as mp_context
 from multiprocessing import forkserver, popen_forkserver, reduction, spawn, util
@@ -156,14 +157,17 @@ def run_task(fn: Any, args: tuple[Any, ...], seconds: float) -> Any:
     """What a worker runs per comparison: ``fn(*args)`` within its CPU budget, then the prediction cache's turn.
 
     Outside the budget, the worker writes the parser's prediction cache when it grew, so later processes start
-    with it (:mod:`._prediction_cache`).
+    with it (:mod:`._prediction_cache`); not after a comparison that took longer than its budget in wall time, so
+    a write never brings a verdict near the wall-clock backstop.
     """
+    started = time.monotonic()
     try:
         return run_with_cpu_budget(fn, args, seconds)
     finally:
-        from evalsi.evaluators.rl.math_equiv._prediction_cache import save_if_grown
+        if time.monotonic() - started < seconds:
+            from evalsi.evaluators.rl.math_equiv._prediction_cache import save_if_grown
 
-        save_if_grown()
+            save_if_grown()
 
 
 def wall_backstop(seconds: float) -> float:
