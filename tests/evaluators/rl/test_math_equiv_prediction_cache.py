@@ -4,7 +4,6 @@ corrupt, for another grammar or malformed is ignored."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -177,18 +176,17 @@ def _damaged(data: dict[str, Any], change: Any) -> dict[str, Any]:
 def test_a_worker_saves_only_when_its_dfa_grew_enough(
     parser: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_prediction_cache, "FIRST_SAVE_CPU", 0.0)
+    monkeypatch.setattr(_prediction_cache, "SAVE_SHARE", 1e-9)  # a write waits for a lot more CPU time
     cache = _cache(parser, tmp_path)
     cache.load()
     assert not cache.save_if_grown()  # nothing learnt
     _trees(parser, TEXTS)
-    assert cache.save_if_grown()
+    assert cache.save_if_grown()  # the first write waits for nothing
     assert not cache.save_if_grown()  # nothing new since
     _trees(parser, ["\\sqrt{x+1}-\\sqrt{x}", "\\left(\\frac{3}{4}\\right)^{-2}", "\\cos(2\\theta)"])
     assert cache.states() >= cache.saved_states + _prediction_cache.MIN_GROWTH
-    cache.saved_at = time.process_time()  # as if the last write had just ended
-    assert not cache.save_if_grown()  # grown, but the CPU time has not doubled since the last write
-    cache.saved_at = time.process_time() / 2
+    assert not cache.save_if_grown()  # grown, but the last write's cost is not yet paid back
+    monkeypatch.setattr(_prediction_cache, "SAVE_SHARE", 1e9)
     assert cache.save_if_grown()
     monkeypatch.setattr(_prediction_cache, "MAX_STATES", 10)
     _trees(parser, ["\\int_0^1 x\\,dx", "\\binom{5}{2}", "|x-3|<2", "\\overline{AB}", "f'(x)=3x^2"])

@@ -29,10 +29,9 @@ FORMAT = 1
 """The file layout's version; part of the key."""
 MAX_STATES = 4_000
 """A DFA with more states than this is not written (loading it would cost more than it saves)."""
-FIRST_SAVE_CPU = 0.25
-"""A worker writes no earlier than after this many seconds of CPU time, and each later write waits until its CPU
-time has doubled since the last: a few writes in a short life, ever rarer in a long one (a write costs about
-0.3 ms per DFA state)."""
+SAVE_SHARE = 0.1
+"""The most of a worker's CPU time spent writing the cache: after a write that took t seconds, the next waits
+until the worker has used t / SAVE_SHARE more seconds of CPU (a write costs about 0.15 ms per DFA state)."""
 MIN_GROWTH = 16
 """New states since the last write that make a worker write again (a few states cost less to learn again)."""
 
@@ -66,6 +65,7 @@ class PredictionCache:
         self.path = directory / "math-equiv" / f"antlr-dfa-{self.key[:16]}.json"
         self.saved_states = 0
         self.saved_at = 0.0
+        self.save_cost = 0.0
 
     def states(self) -> int:
         """How many DFA states the parser holds now."""
@@ -99,6 +99,7 @@ class PredictionCache:
         """
         from evalsi._util.atomic import atomic_writer
 
+        started = time.process_time()
         try:
             self._join_saved()
             count = self.states()
@@ -112,6 +113,7 @@ class PredictionCache:
             return False
         finally:
             self.saved_at = time.process_time()
+            self.save_cost = self.saved_at - started
         return True
 
     def _join_saved(self) -> None:
@@ -129,10 +131,10 @@ class PredictionCache:
                 self.parser.sharedContextCache.add(context)
 
     def save_if_grown(self) -> bool:
-        """Save when the DFA grew by :data:`MIN_GROWTH` states and it is time (:data:`FIRST_SAVE_CPU`)."""
+        """Save when the DFA grew by :data:`MIN_GROWTH` states, keeping to :data:`SAVE_SHARE` of the CPU time."""
         if self.states() < self.saved_states + MIN_GROWTH:
             return False
-        if time.process_time() < max(FIRST_SAVE_CPU, 2 * self.saved_at):
+        if time.process_time() - self.saved_at < self.save_cost / SAVE_SHARE:
             return False
         return self.save()
 
