@@ -105,26 +105,6 @@ def test_a_loaded_dfa_goes_on_learning_new_shapes(parser: Any, tmp_path: Path) -
     assert _trees(parser, TEXTS) == expected
 
 
-def test_workers_that_learnt_different_shapes_leave_the_file_their_union(parser: Any, tmp_path: Path) -> None:
-    expected = _trees(parser, TEXTS)
-    _fresh_dfas(parser)
-    first, second = _cache(parser, tmp_path), _cache(parser, tmp_path)  # two workers of one pool, same start
-    _trees(parser, TEXTS[:8])
-    assert first.save()
-    _fresh_dfas(parser)
-    _trees(parser, TEXTS[8:])
-    assert second.save()  # written after the first: joins what the first wrote
-
-    _fresh_dfas(parser)
-    loaded = _cache(parser, tmp_path)
-    states = loaded.load()
-    assert _trees(parser, TEXTS) == expected
-    assert loaded.states() == states  # nothing either worker learnt is missing
-    _fresh_dfas(parser)
-    _trees(parser, TEXTS)
-    assert loaded.states() == states  # and nothing is there twice
-
-
 def _saved(parser: Any, tmp_path: Path) -> PredictionCache:
     cache = _cache(parser, tmp_path)
     _trees(parser, TEXTS[:2])

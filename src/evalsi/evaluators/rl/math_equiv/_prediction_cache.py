@@ -91,19 +91,13 @@ class PredictionCache:
         return loaded
 
     def save(self) -> bool:
-        """Write the parser's DFA (atomically), joined with what the file holds; False when too large or unwritable.
-
-        Workers of one pool learn different states; joining what another worker wrote since keeps the file their
-        union rather than the last writer's view (an edge of a DFA state depends on that state alone, so the
-        union of two of this grammar's DFAs is one).
-        """
+        """Write the parser's DFA (atomically); False when it is too large or cannot be written."""
         from evalsi._util.atomic import atomic_writer
 
+        count = self.states()
         started = time.process_time()
+        self.saved_states = count
         try:
-            self._join_saved()
-            count = self.states()
-            self.saved_states = count
             if count > MAX_STATES:
                 return False
             body = json.dumps(_encode(self.parser, self.key), separators=(",", ":")).encode()
@@ -115,20 +109,6 @@ class PredictionCache:
             self.saved_at = time.process_time()
             self.save_cost = self.saved_at - started
         return True
-
-    def _join_saved(self) -> None:
-        """Add to the parser's DFA the states and edges the file holds that it lacks."""
-        try:
-            data = json.loads(self.path.read_bytes())
-            if not isinstance(data, dict) or data.get("key") != self.key:
-                return
-            decoded = _decode(self.parser, data)
-        except Exception:  # no file yet, or one to be replaced
-            return
-        for decision, saved, contexts in decoded:
-            _join(self.parser.decisionsToDFA[decision], saved)
-            for context in contexts:
-                self.parser.sharedContextCache.add(context)
 
     def save_if_grown(self) -> bool:
         """Save when the DFA grew by :data:`MIN_GROWTH` states, keeping to :data:`SAVE_SHARE` of the CPU time."""
@@ -219,44 +199,6 @@ def _encode(parser: Any, key: str) -> dict[str, Any]:
             continue
         decisions.append({"decision": dfa.decision, "states": states, "edges": edges, "start": start})
     return {"key": key, "contexts": contexts, "decisions": decisions}
-
-
-def _join(ours: Any, theirs: Any) -> None:
-    """Add to DFA ``ours`` the states and edges of ``theirs`` (the same decision's, decoded) that it lacks."""
-    from antlr4.atn.ATNSimulator import ATNSimulator
-
-    same: dict[int, Any] = {}
-    added: list[Any] = []
-    for state in theirs._states:
-        existing = ours._states.get(state)
-        if existing is None:
-            state.stateNumber = len(ours._states)
-            existing = ours._states[state] = state
-            added.append(state)
-        same[id(state)] = existing
-
-    def mapped(target: Any) -> Any:
-        return target if target is None or target is ATNSimulator.ERROR else same[id(target)]
-
-    for state in theirs._states:
-        edges = state.edges
-        if edges is None:
-            continue
-        mine = same[id(state)]
-        if mine is state:  # new here: its edges point at the file's copies of states we may already hold
-            mine.edges = [mapped(target) for target in edges]
-            continue
-        if mine.edges is None:
-            mine.edges = [None] * len(edges)
-        for symbol, target in enumerate(edges):
-            if target is not None and mine.edges[symbol] is None:
-                mine.edges[symbol] = mapped(target)
-    if theirs.precedenceDfa:
-        for precedence, start in enumerate(theirs.s0.edges):
-            if start is not None and ours.getPrecedenceStartState(precedence) is None:
-                ours.setPrecedenceStartState(precedence, same[id(start)])
-    elif ours.s0 is None and theirs.s0 is not None:
-        ours.s0 = same[id(theirs.s0)]
 
 
 def _int(value: Any, low: int, high: int) -> int:
