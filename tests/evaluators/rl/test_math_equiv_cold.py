@@ -96,6 +96,7 @@ def two_stage(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
     monkeypatch.setattr(_Latex2Sympy, "parse", _Latex2Sympy.parse)
     monkeypatch.setattr(_Latex2Sympy, "create_parser", _Latex2Sympy.create_parser)
+    monkeypatch.setattr(_Latex2Sympy, "parse_number", _Latex2Sympy.parse_number)
     monkeypatch.setattr(_parsing, "_installed", False)
     yield
 
@@ -211,3 +212,28 @@ def test_the_workers_parse_in_two_stages() -> None:
         assert shared_pool(1, 2048).submit(installed, (), 30).result(timeout=200) is True
     finally:
         MathEquiv().close()
+
+
+@pytest.mark.timeout(240)
+def test_numbers_are_read_once_each_with_sympys_own_values(two_stage: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sympy
+    from latex2sympy2_extended import latex2sympy
+
+    from evalsi.evaluators.rl.math_equiv import _parsing
+
+    texts = ["12", "007", "1,234", "0.5", "3.14159265358979323846", "1e3", "2"]
+    expected = [sympy.srepr(latex2sympy(text)) for text in texts]
+    assert _parsing.install()
+    calls: list[str] = []
+    number = sympy.Number
+
+    def counting(*args: object) -> object:
+        calls.append(str(args[0]))
+        return number(*args)
+
+    monkeypatch.setattr(sympy, "Number", counting)
+    assert [sympy.srepr(latex2sympy(text)) for text in texts] == expected
+    first = len(calls)
+    assert first > 0
+    assert [sympy.srepr(latex2sympy(text)) for text in texts * 2] == expected * 2
+    assert len(calls) == first  # every text read again came from the memo

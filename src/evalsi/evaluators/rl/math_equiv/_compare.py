@@ -32,7 +32,7 @@ Every verdict carries how it was decided (``Verdict``): the comparison that deci
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 Verdict = tuple[bool | None, str]
 """(equal, how it was decided); ``None`` when it could not be decided."""
@@ -78,7 +78,21 @@ def split_items(text: str, *, as_list: bool) -> list[str]:
 def _split(text: str, separator: str) -> list[str]:
     """The non-empty pieces of ``text`` between top-level ``separator`` characters (outside any bracket)."""
     items: list[str] = []
-    depth = start = 0
+    start = 0
+    for index in _top_level(text, separator, floor=None):
+        items.append(text[start:index])
+        start = index + 1
+    items.append(text[start:])
+    return [item.strip() for item in items if item.strip()]
+
+
+def _top_level(text: str, target: str, *, floor: int | None) -> Iterator[int]:
+    r"""Positions of ``target`` outside every bracket (``\{`` and ``\}`` count as brackets).
+
+    ``floor`` is the lowest depth a stray closing bracket takes the count to (``None``: no floor, so what
+    follows a stray ``)`` counts as inside a bracket).
+    """
+    depth = 0
     index = 0
     while index < len(text):
         char = text[index]
@@ -89,13 +103,10 @@ def _split(text: str, separator: str) -> list[str]:
         if char in _OPEN:
             depth += 1
         elif char in _CLOSE:
-            depth -= 1
-        elif char == separator and depth == 0:
-            items.append(text[start:index])
-            start = index + 1
+            depth = depth - 1 if floor is None else max(floor, depth - 1)
+        elif char == target and depth == 0:
+            yield index
         index += 1
-    items.append(text[start:])
-    return [item.strip() for item in items if item.strip()]
 
 
 def is_list(text: str) -> bool:
@@ -119,23 +130,7 @@ def _plus_minus(item: str) -> list[str]:
 
 def equals_signs(item: str) -> list[int]:
     r"""Positions of the ``=`` signs outside every bracket (``\sum_{k=0}^{n}`` has none), not ``<=``/``>=``."""
-    positions: list[int] = []
-    depth = 0
-    index = 0
-    while index < len(item):
-        char = item[index]
-        if char == "\\" and item.startswith(("\\{", "\\}"), index):
-            depth += 1 if item[index + 1] == "{" else -1
-            index += 2
-            continue
-        if char in _OPEN:
-            depth += 1
-        elif char in _CLOSE:
-            depth = max(0, depth - 1)
-        elif char == "=" and depth == 0 and item[index - 1 : index] not in ("<", ">", "!"):
-            positions.append(index)
-        index += 1
-    return positions
+    return [index for index in _top_level(item, "=", floor=0) if item[index - 1 : index] not in ("<", ">", "!")]
 
 
 def named(item: str) -> tuple[str | None, str]:

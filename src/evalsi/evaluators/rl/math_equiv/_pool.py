@@ -24,6 +24,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from concurrent.futures import Future
 from multiprocessing import context as mp_context
 from multiprocessing import forkserver, popen_forkserver, reduction, spawn, util
@@ -152,6 +153,23 @@ def run_with_cpu_budget(fn: Any, args: tuple[Any, ...], seconds: float) -> Any:
         signal.signal(signal.SIGPROF, previous)
 
 
+def run_task(fn: Any, args: tuple[Any, ...], seconds: float) -> Any:
+    """What a worker runs per comparison: ``fn(*args)`` within its CPU budget, then the prediction cache's turn.
+
+    Outside the budget, the worker writes the parser's prediction cache when it grew, so later processes start
+    with it (:mod:`._prediction_cache`); not after a comparison that took longer than its budget in wall time, so
+    a write never brings a verdict near the wall-clock backstop.
+    """
+    started = time.monotonic()
+    try:
+        return run_with_cpu_budget(fn, args, seconds)
+    finally:
+        if time.monotonic() - started < seconds:
+            from evalsi.evaluators.rl.math_equiv._prediction_cache import save_if_grown
+
+            save_if_grown()
+
+
 def wall_backstop(seconds: float) -> float:
     """The wall-clock time after which a comparison with a CPU budget of ``seconds`` is killed."""
     return seconds * WALL_FACTOR + WALL_SLACK
@@ -174,7 +192,7 @@ class SymbolicPool:
         """
         pool = self._started()
         return pool.schedule(  # type: ignore[no-any-return]
-            run_with_cpu_budget, args=(fn, args, timeout), timeout=wall_backstop(timeout)
+            run_task, args=(fn, args, timeout), timeout=wall_backstop(timeout)
         )
 
     def prestart(self) -> None:

@@ -45,11 +45,14 @@ def compare(backend: str, gold: str, pred: str, float_rounding: int, significant
 def warm_up() -> None:
     """Import the installed backends and run one comparison of each kind, so workers start warm.
 
-    LaTeX is parsed in two stages from here on (:mod:`._parsing`): the same trees, at a fraction of the cost.
+    LaTeX is parsed in two stages from here on (:mod:`._parsing`): the same trees, at a fraction of the cost; the
+    parser's prediction cache saved by earlier workers is loaded first (:mod:`._prediction_cache`).
     """
+    from evalsi.evaluators.rl.math_equiv import _prediction_cache
     from evalsi.evaluators.rl.math_equiv._parsing import install
 
     install()
+    _prediction_cache.load()
     if importlib.util.find_spec("math_verify") is not None:
         import math_verify.grader
         import math_verify.parser
@@ -81,6 +84,8 @@ def warm_up() -> None:
         _parsed_gold.cache_clear()
         _latex.cache_clear()
     if importlib.util.find_spec("sympy") is not None:
+        import sympy.physics.units  # noqa: F401  # simplify() imports it on its first call: once here, not per worker
+
         _sympy("\\sqrt{8}", "2\\sqrt{2}")
 
 

@@ -1,0 +1,333 @@
+"""ANTLR's prediction cache (the parser's DFA) kept on disk, so a new worker does not learn it again.
+
+latex2sympy's parser predicts each decision with ANTLR's adaptive prediction, which caches what it works out in
+a DFA per decision. A fresh process starts with empty DFAs, and the first parses of each shape of answer cost
+several times a warm parse: over a few hundred symbolic comparisons, about half of a cold worker's time is spent
+filling this cache, and every worker fills its own.
+
+Here a worker writes the DFA it has built to a file under the user's cache directory (now and then, after a
+comparison, outside its CPU budget), and the pool's template process loads it before the workers are forked from
+it, so they all start with the predictions earlier processes made. The DFA is a cache of a deterministic
+computation: a state loaded here is the state the parser would have built, and the parse trees are the same.
+
+The file is plain JSON of integers (never pickle), keyed on the versions of ANTLR and latex2sympy and on the
+grammar's serialized ATN; it is written atomically, and a file that is unreadable, for another grammar or
+malformed in any way is ignored (the parser then starts with empty DFAs, as it always did).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+FORMAT = 1
+"""The file layout's version; part of the key."""
+MAX_STATES = 4_000
+"""A DFA with more states than this is not written (loading it would cost more than it saves)."""
+SAVE_SHARE = 0.1
+"""The most of a worker's CPU time spent writing the cache: after a write that took t seconds, the next waits
+until the worker has used t / SAVE_SHARE more seconds of CPU (a write costs about 0.15 ms per DFA state)."""
+MIN_GROWTH = 16
+"""New states since the last write that make a worker write again (a few states cost less to learn again)."""
+
+_NONE, _PREDICATE, _PRECEDENCE = 0, 1, 2
+_ERROR = -1
+"""An edge to ANTLR's error state (no alternative is viable)."""
+
+
+class _Skip(Exception):
+    """A decision whose DFA holds something this format does not store; it is left out of the file."""
+
+
+def cache_dir() -> Path:
+    """Where evalsi keeps caches: ``$EVALSI_CACHE_DIR``, else ``$XDG_CACHE_HOME/evalsi`` (``~/.cache/evalsi``)."""
+    configured = os.environ.get("EVALSI_CACHE_DIR")
+    if configured:
+        return Path(configured).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "evalsi"
+
+
+class PredictionCache:
+    """Loads and saves the DFA of one ANTLR parser class (latex2sympy's ``PSParser``).
+
+    ``grammar`` (the runtime's and the grammar package's versions, the serialized ATN) keys the file.
+    """
+
+    def __init__(self, parser_class: Any, grammar: list[Any], directory: Path) -> None:
+        self.parser = parser_class
+        self.key = hashlib.sha256(json.dumps([FORMAT, *grammar]).encode()).hexdigest()
+        self.path = directory / "math-equiv" / f"antlr-dfa-{self.key[:16]}.json"
+        self.saved_states = 0
+        self.saved_at = 0.0
+        self.save_cost = 0.0
+
+    def states(self) -> int:
+        """How many DFA states the parser holds now."""
+        return sum(len(dfa._states) for dfa in self.parser.decisionsToDFA)
+
+    def load(self) -> int:
+        """Install the saved DFA into decisions that have none yet; the number of states loaded (0: none)."""
+        try:
+            data = json.loads(self.path.read_bytes())
+            if not isinstance(data, dict) or data.get("key") != self.key:
+                return 0
+            decoded = _decode(self.parser, data)
+        except Exception:  # unreadable, truncated, malformed or for another grammar: start empty, as always
+            return 0
+        loaded = 0
+        for decision, dfa, contexts in decoded:
+            if not self.parser.decisionsToDFA[decision]._states:
+                self.parser.decisionsToDFA[decision] = dfa
+                loaded += len(dfa._states)
+                for context in contexts:
+                    self.parser.sharedContextCache.add(context)
+        self.saved_states = self.states()
+        return loaded
+
+    def save(self) -> bool:
+        """Write the parser's DFA (atomically); False when it is too large or cannot be written."""
+        from evalsi._util.atomic import atomic_writer
+
+        count = self.states()
+        started = time.process_time()
+        self.saved_states = count
+        try:
+            if count > MAX_STATES:
+                return False
+            body = json.dumps(_encode(self.parser, self.key), separators=(",", ":")).encode()
+            with atomic_writer(self.path) as handle:
+                handle.write(body)
+        except Exception:  # a read-only or full disk: the cache is an optimisation
+            return False
+        finally:
+            self.saved_at = time.process_time()
+            self.save_cost = self.saved_at - started
+        return True
+
+    def save_if_grown(self) -> bool:
+        """Save when the DFA grew by :data:`MIN_GROWTH` states, keeping to :data:`SAVE_SHARE` of the CPU time."""
+        if self.states() < self.saved_states + MIN_GROWTH:
+            return False
+        if time.process_time() - self.saved_at < self.save_cost / SAVE_SHARE:
+            return False
+        return self.save()
+
+
+def _encode(parser: Any, key: str) -> dict[str, Any]:
+    """The parser's DFAs as JSON-ready integers: a shared table of contexts, then each decision's states."""
+    from antlr4.atn.ATNSimulator import ATNSimulator
+    from antlr4.PredictionContext import PredictionContext, SingletonPredictionContext
+
+    contexts: list[Any] = [None]  # entry 0 is the empty context
+    numbered: dict[int, int] = {id(PredictionContext.EMPTY): 0}
+
+    def context_index(context: Any) -> int:
+        if context is None:
+            return -1
+        index = numbered.get(id(context))
+        if index is not None:
+            return index
+        if isinstance(context, SingletonPredictionContext):
+            entry: Any = [context.returnState, context_index(context.parentCtx)]
+        else:
+            entry = [list(context.returnStates), [context_index(parent) for parent in context.parents]]
+        numbered[id(context)] = len(contexts)
+        contexts.append(entry)
+        return len(contexts) - 1
+
+    def semantic(context: Any) -> list[int]:
+        from antlr4.atn.SemanticContext import PrecedencePredicate, Predicate, SemanticContext
+
+        if context is SemanticContext.NONE:
+            return [_NONE]
+        if type(context) is Predicate:
+            return [_PREDICATE, context.ruleIndex, context.predIndex, int(context.isCtxDependent)]
+        if type(context) is PrecedencePredicate:
+            return [_PRECEDENCE, context.precedence]
+        raise _Skip
+
+    decisions = []
+    for dfa in parser.decisionsToDFA:
+        if not dfa._states:
+            continue
+        try:
+            order = {id(state): index for index, state in enumerate(dfa._states)}
+            states = []
+            edges: list[int] = []
+            for state in dfa._states:
+                configs = state.configs
+                flat: list[int] = []
+                for config in configs.configs:
+                    flat += [config.state.stateNumber, config.alt, context_index(config.context)]
+                    flat += [config.reachesIntoOuterContext, int(config.precedenceFilterSuppressed)]
+                    flat += semantic(config.semanticContext)
+                predicates = None
+                if state.predicates is not None:
+                    predicates = [[p.alt, *semantic(p.pred)] for p in state.predicates]
+                conflicting = sorted(configs.conflictingAlts) if configs.conflictingAlts is not None else None
+                states.append(
+                    [
+                        state.stateNumber,
+                        int(state.isAcceptState),
+                        state.prediction,
+                        int(state.requiresFullContext),
+                        int(configs.fullCtx),
+                        configs.uniqueAlt,
+                        conflicting,
+                        int(configs.hasSemanticContext),
+                        int(configs.dipsIntoOuterContext),
+                        flat,
+                        predicates,
+                    ]
+                )
+                for symbol, target in enumerate(state.edges or ()):
+                    if target is not None:
+                        to = _ERROR if target is ATNSimulator.ERROR else order[id(target)]
+                        edges += [order[id(state)], symbol, to]
+            if dfa.precedenceDfa:
+                starts = [[p, order[id(s)]] for p, s in enumerate(dfa.s0.edges) if s is not None]
+                start: Any = starts
+            else:
+                start = order[id(dfa.s0)] if dfa.s0 is not None else -1
+        except (_Skip, KeyError):
+            continue
+        decisions.append({"decision": dfa.decision, "states": states, "edges": edges, "start": start})
+    return {"key": key, "contexts": contexts, "decisions": decisions}
+
+
+def _int(value: Any, low: int, high: int) -> int:
+    """``value`` when it is an integer in ``[low, high)``; raises ``ValueError`` otherwise."""
+    if type(value) is not int or not low <= value < high:
+        raise ValueError(f"{value!r} is not an integer in [{low}, {high})")
+    return value
+
+
+def _decode(parser: Any, data: dict[str, Any]) -> list[tuple[int, Any, list[Any]]]:
+    """Each saved decision's DFA, rebuilt and checked against the grammar; raises on anything malformed."""
+    from antlr4.atn.ATNConfig import ATNConfig
+    from antlr4.atn.ATNConfigSet import ATNConfigSet
+    from antlr4.atn.ATNSimulator import ATNSimulator
+    from antlr4.atn.SemanticContext import PrecedencePredicate, Predicate, SemanticContext
+    from antlr4.dfa.DFA import DFA
+    from antlr4.dfa.DFAState import DFAState, PredPrediction
+    from antlr4.PredictionContext import ArrayPredictionContext, PredictionContext, SingletonPredictionContext
+
+    atn = parser.atn
+    big = 1 << 31
+    contexts: list[Any] = [PredictionContext.EMPTY]
+    for entry in data["contexts"][1:]:
+        if type(entry[0]) is list:
+            returns = [_int(r, 0, big) for r in entry[0]]
+            parents = [None if p == -1 else contexts[_int(p, 0, len(contexts))] for p in entry[1]]
+            if not returns or len(returns) != len(parents):
+                raise ValueError("malformed context")
+            contexts.append(ArrayPredictionContext(parents, returns))
+        else:
+            parent = None if entry[1] == -1 else contexts[_int(entry[1], 0, len(contexts))]
+            contexts.append(SingletonPredictionContext(parent, _int(entry[0], 0, big)))
+
+    def semantic(flat: list[Any], at: int) -> tuple[Any, int]:
+        kind = flat[at]
+        if kind == _NONE:
+            return SemanticContext.NONE, at + 1
+        if kind == _PREDICATE:
+            return Predicate(_int(flat[at + 1], 0, big), _int(flat[at + 2], 0, big), bool(flat[at + 3])), at + 4
+        if kind == _PRECEDENCE:
+            return PrecedencePredicate(_int(flat[at + 1], 0, big)), at + 2
+        raise ValueError(f"unknown semantic context {kind!r}")
+
+    decoded = []
+    for saved in data["decisions"]:
+        decision = _int(saved["decision"], 0, len(atn.decisionToState))
+        dfa = DFA(atn.decisionToState[decision], decision)
+        states: list[Any] = []
+        used: list[Any] = []
+        for number, accept, prediction, full, full_ctx, unique, conflicting, has_sem, dips, flat, preds in saved[
+            "states"
+        ]:
+            configs = ATNConfigSet(fullCtx=bool(full_ctx))
+            at = 0
+            while at < len(flat):
+                config = ATNConfig.__new__(ATNConfig)
+                config.state = atn.states[_int(flat[at], 0, len(atn.states))]
+                config.alt = _int(flat[at + 1], 0, big)
+                config.context = contexts[_int(flat[at + 2], 0, len(contexts))]
+                config.reachesIntoOuterContext = _int(flat[at + 3], 0, big)
+                config.precedenceFilterSuppressed = bool(flat[at + 4])
+                config.semanticContext, at = semantic(flat, at + 5)
+                configs.configs.append(config)
+                used.append(config.context)
+            configs.uniqueAlt = _int(unique, 0, big)
+            configs.conflictingAlts = None if conflicting is None else {_int(a, 0, big) for a in conflicting}
+            configs.hasSemanticContext = bool(has_sem)
+            configs.dipsIntoOuterContext = bool(dips)
+            configs.setReadonly(True)
+            state = DFAState(_int(number, 0, big), configs)
+            state.isAcceptState = bool(accept)
+            state.prediction = _int(prediction, 0, big)
+            state.requiresFullContext = bool(full)
+            if preds is not None:
+                state.predicates = [PredPrediction(semantic(p, 1)[0], _int(p[0], 0, big)) for p in preds]
+            dfa._states[state] = state
+            states.append(state)
+        if len(dfa._states) != len(states):
+            raise ValueError("duplicate DFA states")
+        edges = saved["edges"]
+        width = atn.maxTokenType + 2
+        for at in range(0, len(edges), 3):
+            source = states[_int(edges[at], 0, len(states))]
+            target = ATNSimulator.ERROR if edges[at + 2] == _ERROR else states[_int(edges[at + 2], 0, len(states))]
+            if source.edges is None:
+                source.edges = [None] * width
+            source.edges[_int(edges[at + 1], 0, width)] = target
+        start = saved["start"]
+        if dfa.precedenceDfa:
+            for precedence, index in start:
+                dfa.setPrecedenceStartState(_int(precedence, 0, 1 << 16), states[_int(index, 0, len(states))])
+        elif start != -1:
+            dfa.s0 = states[_int(start, 0, len(states))]
+        decoded.append((decision, dfa, used))
+    return decoded
+
+
+_cache: PredictionCache | None = None
+
+
+def load() -> int:
+    """Load the saved DFA into latex2sympy's parser (once per process); the states loaded (0 when none).
+
+    Returns:
+        How many DFA states were loaded.
+
+    """
+    global _cache
+    if _cache is not None:
+        return 0
+    try:
+        from importlib.metadata import version
+
+        from latex2sympy2_extended.antlr_parser import PSParser
+
+        grammar = [version("antlr4-python3-runtime"), version("latex2sympy2_extended"), _serialized_atn(PSParser)]
+    except Exception:  # latex2sympy or ANTLR missing, or a layout this module does not know
+        return 0
+    _cache = PredictionCache(PSParser, grammar, cache_dir())
+    return _cache.load()
+
+
+def _serialized_atn(parser_class: Any) -> list[int]:
+    module = __import__(parser_class.__module__, fromlist=["serializedATN"])
+    return list(module.serializedATN())
+
+
+def save_if_grown() -> None:
+    """In a worker, between comparisons: write the DFA when it grew enough since the last write (never raises)."""
+    if _cache is not None:
+        with contextlib.suppress(Exception):
+            _cache.save_if_grown()

@@ -1,0 +1,211 @@
+"""The parser's prediction cache on disk: loaded, it gives the same parses without learning them again; a file that is
+corrupt, for another grammar or malformed is ignored."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("latex2sympy2_extended")
+
+from evalsi.evaluators.rl.math_equiv import _prediction_cache
+from evalsi.evaluators.rl.math_equiv._prediction_cache import PredictionCache
+
+TEXTS = [
+    "\\frac{x+2}{7}",
+    "\\tan^2(y)+1",
+    "x^2/4+y^2/3=1",
+    "\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}",
+    "\\sum_{k=0}^{n}x^k",
+    "\\frac{x^{n+1}-1}{x-1}",
+    "(-\\infty,-3]\\cup[2,\\infty)",
+    "\\{1,2\\}",
+    "a_n=a_{n-1}+a_{n-2}",
+    "10^{\\frac{\\sqrt{13}-5}{6}}",
+    "(a+b)^5",
+    "\\sqrt[3]{x}^2",
+    "\\log_2 8",
+    "e^{2\\pi i}",
+    "2x+4y-3=0",
+    "\\frac{1}{",  # a syntax error
+]
+
+
+def _fresh_dfas(parser: Any) -> None:
+    from antlr4.dfa.DFA import DFA
+    from antlr4.PredictionContext import PredictionContextCache
+
+    parser.decisionsToDFA[:] = [DFA(state, i) for i, state in enumerate(parser.atn.decisionToState)]
+    parser.sharedContextCache.cache = PredictionContextCache().cache
+
+
+@pytest.fixture
+def parser() -> Iterator[Any]:
+    """latex2sympy's parser class with empty DFAs, its own restored afterwards."""
+    from latex2sympy2_extended.antlr_parser import PSParser
+
+    saved, cache = list(PSParser.decisionsToDFA), PSParser.sharedContextCache.cache
+    _fresh_dfas(PSParser)
+    yield PSParser
+    PSParser.decisionsToDFA[:] = saved
+    PSParser.sharedContextCache.cache = cache
+
+
+def _trees(parser: Any, texts: list[str]) -> list[str]:
+    from antlr4 import CommonTokenStream, InputStream
+    from latex2sympy2_extended.antlr_parser import PSLexer
+
+    out = []
+    for text in texts:
+        instance = parser(CommonTokenStream(PSLexer(InputStream(text))))
+        instance.removeErrorListeners()
+        try:
+            out.append(instance.math().toStringTree(recog=instance))
+        except Exception as exc:
+            out.append(f"{type(exc).__name__}: {exc}")
+    return out
+
+
+def _cache(parser: Any, directory: Path) -> PredictionCache:
+    return PredictionCache(parser, ["antlr", "latex2sympy", [1, 2, 3]], directory)
+
+
+def test_a_loaded_dfa_is_the_saved_one_and_parses_the_same_without_learning_again(parser: Any, tmp_path: Path) -> None:
+    cache = _cache(parser, tmp_path)
+    assert cache.load() == 0  # no file yet
+    learnt = _trees(parser, TEXTS)
+    states = cache.states()
+    assert states > 50
+    assert cache.save()
+    assert cache.path.parent == tmp_path / "math-equiv"
+    assert [p.name for p in cache.path.parent.iterdir()] == [cache.path.name]  # written atomically, nothing left
+
+    _fresh_dfas(parser)
+    assert cache.states() == 0
+    again = _cache(parser, tmp_path)
+    assert again.load() == states
+    assert _prediction_cache._encode(parser, again.key) == json.loads(cache.path.read_bytes())
+    assert _trees(parser, TEXTS) == learnt
+    assert again.states() == states  # every prediction came from the loaded DFA
+
+
+def test_a_loaded_dfa_goes_on_learning_new_shapes(parser: Any, tmp_path: Path) -> None:
+    cache = _cache(parser, tmp_path)
+    _trees(parser, TEXTS[:3])
+    cache.save()
+    _fresh_dfas(parser)
+    expected = _trees(parser, TEXTS)
+
+    _fresh_dfas(parser)
+    assert _cache(parser, tmp_path).load() > 0
+    assert _trees(parser, TEXTS) == expected
+
+
+def _saved(parser: Any, tmp_path: Path) -> PredictionCache:
+    cache = _cache(parser, tmp_path)
+    _trees(parser, TEXTS[:2])
+    assert cache.save()
+    _fresh_dfas(parser)
+    return cache
+
+
+def _damaged_state_number(data: dict[str, Any]) -> None:
+    data["decisions"][-1]["states"][0][9][0] = 10**9  # an ATN state the grammar does not have
+
+
+def _damaged_edge(data: dict[str, Any]) -> None:
+    data["decisions"][-1]["edges"][:3] = [0, 10**6, 0]  # a token type the grammar does not have
+
+
+def _damaged_context(data: dict[str, Any]) -> None:
+    data["contexts"].append([5, len(data["contexts"]) + 7])  # a parent that comes later
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda data: b"not json",
+        lambda data: json.dumps(data).encode()[:-40],  # truncated
+        lambda data: json.dumps({**data, "key": "0" * 64}).encode(),  # another grammar's
+        lambda data: json.dumps(_damaged(data, _damaged_state_number)).encode(),
+        lambda data: json.dumps(_damaged(data, _damaged_edge)).encode(),
+        lambda data: json.dumps(_damaged(data, _damaged_context)).encode(),
+        lambda data: json.dumps(_damaged(data, lambda d: d["decisions"][0].update(states=[["x"]]))).encode(),
+    ],
+    ids=["not-json", "truncated", "other-key", "no-such-atn-state", "no-such-token", "context-order", "bad-state"],
+)
+def test_a_damaged_or_foreign_file_is_ignored_and_nothing_is_installed(
+    parser: Any, tmp_path: Path, damage: Any
+) -> None:
+    cache = _saved(parser, tmp_path)
+    cache.path.write_bytes(damage(json.loads(cache.path.read_bytes())))
+    assert _cache(parser, tmp_path).load() == 0
+    assert cache.states() == 0
+    assert _trees(parser, TEXTS[:2])  # the parser still works, learning as it always did
+
+
+def _damaged(data: dict[str, Any], change: Any) -> dict[str, Any]:
+    change(data)
+    return data
+
+
+def test_a_worker_saves_only_when_its_dfa_grew_enough(
+    parser: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_prediction_cache, "SAVE_SHARE", 1e-9)  # a write waits for a lot more CPU time
+    cache = _cache(parser, tmp_path)
+    cache.load()
+    assert not cache.save_if_grown()  # nothing learnt
+    _trees(parser, TEXTS)
+    assert cache.save_if_grown()  # the first write waits for nothing
+    assert not cache.save_if_grown()  # nothing new since
+    _trees(parser, ["\\sqrt{x+1}-\\sqrt{x}", "\\left(\\frac{3}{4}\\right)^{-2}", "\\cos(2\\theta)"])
+    assert cache.states() >= cache.saved_states + _prediction_cache.MIN_GROWTH
+    assert not cache.save_if_grown()  # grown, but the last write's cost is not yet paid back
+    monkeypatch.setattr(_prediction_cache, "SAVE_SHARE", 1e9)
+    assert cache.save_if_grown()
+    monkeypatch.setattr(_prediction_cache, "MAX_STATES", 10)
+    _trees(parser, ["\\int_0^1 x\\,dx", "\\binom{5}{2}", "|x-3|<2", "\\overline{AB}", "f'(x)=3x^2"])
+    assert not cache.save_if_grown()  # too large to be worth loading
+
+
+def test_the_cache_lives_under_the_users_cache_directory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("EVALSI_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert _prediction_cache.cache_dir() == tmp_path / "xdg" / "evalsi"
+    monkeypatch.setenv("EVALSI_CACHE_DIR", str(tmp_path / "own"))
+    assert _prediction_cache.cache_dir() == tmp_path / "own"
+
+
+def test_an_unwritable_directory_only_means_no_cache(parser: Any, tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    cache = _cache(parser, blocker)  # its math-equiv directory cannot be made under a file
+    _trees(parser, TEXTS[:2])
+    assert not cache.save()
+    assert cache.load() == 0
+
+
+def test_a_worker_writes_after_a_comparison_only_when_it_ended_well_before_the_backstop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from evalsi.evaluators.rl.math_equiv import _pool
+
+    writes: list[bool] = []
+    monkeypatch.setattr(_prediction_cache, "save_if_grown", lambda: writes.append(True))
+    clock = iter([100.0, 100.2, 200.0, 203.0])
+
+    class _Clock:
+        @staticmethod
+        def monotonic() -> float:
+            return next(clock)
+
+    monkeypatch.setattr(_pool, "time", _Clock)
+    assert _pool.run_task(lambda x: x + 1, (1,), 1.0) == 2  # 0.2 s of a 1 s budget
+    assert writes == [True]
+    assert _pool.run_task(lambda x: x * 3, (2,), 1.0) == 6  # 3 s: closer to the backstop than a write should go
+    assert writes == [True]
