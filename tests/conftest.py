@@ -3,6 +3,8 @@ property tests have no deadline."""
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Iterator
 
 import pytest
@@ -12,6 +14,10 @@ from hypothesis import settings
 # hypothesis's default 200 ms deadline, which would fail a correct test.
 settings.register_profile("evalsi", deadline=None)
 settings.load_profile("evalsi")
+
+# Caches evalsi keeps between runs (math-equiv's parser decisions) go to a folder of this test session, never the
+# user's own: a test sees no state left by an earlier run.
+os.environ.setdefault("EVALSI_CACHE_DIR", tempfile.mkdtemp(prefix="evalsi-test-cache-"))
 
 
 @pytest.fixture(autouse=True)

@@ -31,6 +31,8 @@ ENVIRONMENT = (
     "EVALSI_RESULTS_DB: where evaluation test results are stored (default .evalsi/results.sqlite);\n\n"
     "EVALSI_IMAGE_CACHE: where agent-task images are unpacked (default /var/cache/evalsi/images as root, else "
     "~/.cache/evalsi/images);\n\n"
+    "EVALSI_CACHE_DIR: where math-equiv's workers keep the LaTeX parser's learned decisions (default "
+    "$XDG_CACHE_HOME/evalsi, else ~/.cache/evalsi);\n\n"
     "EVALSI_PROVIDERS, <PROVIDER>_BASE_URL, <PROVIDER>_API_KEY: where an evaluation test's PROVIDER/NAME model is "
     "served, and its key;\n\n"
     "EVALSI_SANDBOX_CGROUP=off: bound a sandbox's memory per process (the budget divided by its processes) instead "
