@@ -194,14 +194,16 @@ def _start(nodes: Cluster, ray: Any) -> None:
 def add_node(nodes: Cluster, resources: dict[str, float], log: str) -> subprocess.Popen[bytes]:
     """Start one more node joined to the cluster (its own process session) and wait until it is alive.
 
-    A test that loses a node starts one of its own this way, so the session's two nodes stay as they were.
+    A test that loses a node starts one of its own this way, so the session's two nodes stay as they were. The node
+    has an address of its own (127.0.0.2): a driver joins a raylet of its own address, so this process, whenever it
+    connects, is never on the node that the test loses.
     """
     import ray
 
     before = {n["NodeID"] for n in ray.nodes()}
     join = [
         f"--address={nodes.address}",
-        "--node-ip-address=127.0.0.1",
+        "--node-ip-address=127.0.0.2",
         "--num-cpus=1",
         "--object-store-memory=" + str(100 * 1024 * 1024),
         "--resources=" + json.dumps(resources),
