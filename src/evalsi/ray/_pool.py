@@ -148,8 +148,8 @@ class RewardPool:
                 max_task_retries=max_retries,  # a call in flight when the coordinator restarts is sent again
                 max_concurrency=10_000,
                 num_cpus=0,
-                # on this process's node while it is up: a pool outlives a lost node only if its coordinator
-                # is not on it, and this process (the trainer's driver) is lost with its own node anyway
+                # on this process's node: a pool outlives a lost node only if its coordinator is not on it, and
+                # this process (the trainer's driver) is lost with its own node anyway
                 scheduling_strategy=_here(self._ray),
             )
             .remote(self.options)
@@ -436,10 +436,14 @@ class RewardPool:
 
 
 def _here(ray: Any) -> Any:
-    """A scheduling strategy for this process's node, elsewhere when it is gone (soft node affinity)."""
+    """A scheduling strategy for this process's node only.
+
+    Ray's soft node affinity was seen to place the coordinator on another node while this one was up, where losing
+    that node lost the pool; pinned here, the coordinator is lost only with this process's own node.
+    """
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    return NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=True)
+    return NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
 
 
 def _wait_dead(ray: Any, handle: Any, deadline: float) -> None:
