@@ -128,7 +128,7 @@ def test_a_client_gone_before_its_answer_prints_nothing(tmp_path: Path, capfd: p
     with Transformers().serve(model_ref(tmp_path / "checkpoint-1", 1, "t")) as served:
         existing = set(threading.enumerate())
         with pytest.raises(httpx.TimeoutException):
-            body = {"model": served.model, "prompt": "w1 w2", "max_tokens": 400}
+            body = {"model": served.model, "prompt": "w1 w2", "max_tokens": 4000}
             httpx.post(f"{served.base_url}/completions", json=body, timeout=0.5)
         handlers = [t for t in set(threading.enumerate()) - existing if "process_request_thread" in t.name]
         for thread in handlers:  # the generation ends (stopped early, or finished and answered nobody)
