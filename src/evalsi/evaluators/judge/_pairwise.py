@@ -242,6 +242,8 @@ class PairwiseJudge(JudgeClients, GroupEvaluator[PairwiseJudgeParams]):
         # The anchor is not shown twice: as the response to beat, and again as the reference.
         reference = None if params.pairing == "anchor" and params.anchor == "reference" else _reference(records[0])
         asked: list[_Asked] = []
+        # The same request twice in one group (a completion equal to its anchor, asked in both orders) is one call.
+        answers: dict[bytes, Future[str] | Outcome] = {}
         for pair in pairs:
             first = texts[pair.first]
             second = anchors[pair.first] if pair.second is None else texts[pair.second]
@@ -250,15 +252,16 @@ class PairwiseJudge(JudgeClients, GroupEvaluator[PairwiseJudgeParams]):
             for swapped in orders:
                 a, b = (second, first) if swapped else (first, second)
                 body = request_body(config, question, reference, a, b)
-                asked.append(_Asked(pair, swapped, self._ask(client, body)))
+                key = _request_key(client, body)
+                if key not in answers:
+                    answers[key] = self._ask(client, key, body)
+                asked.append(_Asked(pair, swapped, answers[key]))
         futures = [item.answer for item in asked if isinstance(item.answer, Future)]
         if ctx.cancelled is not None and futures:
             drop_when_cancelled(futures, ctx.cancelled)
         return self._win_rates(records, params, anchors, asked)
 
-    def _ask(self, client: JudgeClient, body: dict[str, Any]) -> Future[str] | Outcome:
-        content = client.endpoint.url.encode() + b"\0" + orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
-        key = hashlib.sha256(content).digest()
+    def _ask(self, client: JudgeClient, key: bytes, body: dict[str, Any]) -> Future[str] | Outcome:
         with self._verdicts_lock:
             cached = self._verdicts.get(key)
             if cached is not None:
@@ -393,3 +396,9 @@ def _where(config: JudgeConfig) -> str:
 
 def _clip(text: str) -> str:
     return "…" + text[-(MAX_REPLY_CHARS - 1) :] if len(text) > MAX_REPLY_CHARS else text
+
+
+def _request_key(client: JudgeClient, body: dict[str, Any]) -> bytes:
+    """The verdict cache's key for one request: the endpoint and the whole request body."""
+    content = client.endpoint.url.encode() + b"\0" + orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(content).digest()
