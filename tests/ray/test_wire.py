@@ -5,7 +5,15 @@ from __future__ import annotations
 import pickle
 
 from evalsi.evaluators import Score
-from evalsi.ray._wire import pack_records, pack_rows, unpack_columns, unpack_records
+from evalsi.ray._wire import (
+    PART_BYTES,
+    from_parts,
+    pack_records,
+    pack_rows,
+    to_parts,
+    unpack_columns,
+    unpack_records,
+)
 from evalsi.records import Record
 
 RECORDS = [
@@ -41,3 +49,23 @@ def test_what_travels_names_no_class_so_no_pickler_callback_runs() -> None:
         data = pickle.dumps(packed, protocol=5)
         assert b"evalsi" not in data
         assert pickle.loads(data) == packed
+
+
+def test_a_chunk_travels_in_parts_under_the_inline_threshold_and_comes_back_in_order() -> None:
+    records = [Record(completion=f"step {i}: " + "x" * (300 + i % 700), prompt=f"problem {i}") for i in range(600)]
+    packed = pack_records(records)
+    parts = to_parts(packed)
+    assert len(parts) > 1
+    assert all(len(part) <= PART_BYTES for part in parts)
+    assert unpack_records(from_parts(parts)) == records
+    assert all(b"evalsi" not in part for part in parts)
+
+
+def test_a_small_chunk_is_one_part_and_a_record_larger_than_a_part_travels_alone() -> None:
+    packed = pack_records(RECORDS)
+    assert len(to_parts(packed)) == 1
+    assert from_parts(to_parts([])) == []
+    huge = pack_records([Record(completion="y" * 200), Record(completion="z" * 5000), Record(completion="w")])
+    parts = to_parts(huge, limit=1000)
+    assert [len(pickle.loads(part)) for part in parts] == [1, 1, 1]
+    assert from_parts(parts) == huge

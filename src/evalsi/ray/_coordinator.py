@@ -47,7 +47,7 @@ from evalsi.ray._cache import keep, look_up, shared_tier, tier_stats
 from evalsi.ray._metrics import PoolMetrics, quantiles
 from evalsi.ray._options import PoolOptions
 from evalsi.ray._scorer import ScorerActor
-from evalsi.ray._wire import PackedRecord, PackedRow, PackedScore, unpack_records
+from evalsi.ray._wire import PackedRecord, PackedRow, PackedScore, from_parts, to_parts, unpack_records
 from evalsi.records import Record
 from evalsi.rewards import from_mapping
 
@@ -65,18 +65,40 @@ Records come in and rows of scores go out as tuples (:mod:`evalsi.ray._wire`): t
 between callers and actors as they are, building a ``Record`` only to read a rollout's keys and group."""
 
 
-class ChunkFailed(EvalsiError, RuntimeError):
-    """A chunk could not be scored (its actor raised, or every attempt failed)."""
+@dataclass(eq=False)
+class _Call:
+    """One scoring call's rows as its rollouts finish; ``done`` resolves once every position is settled.
+
+    One future per call, not one per rollout: a chunk's rows are handed to their calls with plain assignments,
+    where a future per rollout cost a callback scheduled on the event loop for each (milliseconds a batch).
+    """
+
+    done: asyncio.Future[None]
+    rows: list[PackedRow]
+    left: int
+    failures: dict[int, str] = field(default_factory=dict)
+    """The positions that could not be scored, and why."""
+
+    def settle(self, position: int, row: PackedRow | None, error: str | None) -> None:
+        """Position ``position`` is scored (``row``) or failed (``error``); the last one resolves ``done``."""
+        if error is not None:
+            self.failures[position] = error
+        elif row is not None:
+            self.rows[position] = row
+        self.left -= 1
+        if self.left == 0 and not self.done.done():
+            self.done.set_result(None)
 
 
-@dataclass
+@dataclass(eq=False)
 class _Item:
     signature: bytes
     record: PackedRecord
     spec_id: str
     resource: dict[str, Any]
     eager: bool
-    future: asyncio.Future[PackedRow]
+    waiters: list[tuple[_Call, int]]
+    """The calls (and positions in them) that this computation answers: several when equal rollouts share it."""
     keys: tuple[bytes, ...] = ()
     """The rollout's content key under each component of the spec (what the shared tier is looked up by)."""
     queued_at: float = field(default_factory=time.monotonic)
@@ -87,6 +109,8 @@ class _Item:
     """The call that sent the item, for specs with a group-level component (a chunk holds one call's items)."""
     unit: int | None = None
     """The unit of whole groups the item belongs to (chunks never split one); None for record-level specs."""
+    settled: bool = False
+    """Whether its result (or failure) was handed to its calls: the first attempt to finish counts, once."""
 
 
 class GroupTooLarge(EvalsiError, ValueError):
@@ -128,7 +152,8 @@ class Coordinator:
         self._pending: OrderedDict[str, deque[_Item]] = OrderedDict()
         self._queued = 0
         self._eager = 0
-        self._inflight: dict[bytes, asyncio.Future[PackedRow]] = {}
+        self._inflight: dict[bytes, _Item] = {}
+        """Items queued or on an actor, by signature: an equal rollout of any call waits for that computation."""
         self._on_actors = 0
         self._waiting = 0
         self._admitted = 0
@@ -169,12 +194,12 @@ class Coordinator:
 
         return list(await asyncio.gather(*(hello(index) for index in range(len(self.actors)))))
 
-    async def score(
-        self, spec_id: str, resource: dict[str, Any], packed: list[PackedRecord], eager: bool = True
-    ) -> Outcome:
-        """Raw component scores of the records (as tuples) by record, packed (the caller composes them).
+    async def score(self, spec_id: str, resource: dict[str, Any], eager: bool, *parts: bytes) -> Outcome:
+        """Raw component scores of the records by record, packed (the caller composes them).
 
-        ``eager`` sends the rollouts at once; otherwise they wait up to ``window_ms`` for company (``score_one``).
+        The records come as tuples pickled in parts (:func:`evalsi.ray._wire.to_parts`), each part an argument
+        of its own so that Ray sends it inside the call. ``eager`` sends the rollouts at once; otherwise they
+        wait up to ``window_ms`` for company (``score_one``).
         """
         self._start()
         started = time.perf_counter()
@@ -183,27 +208,31 @@ class Coordinator:
             jobs = self._spec_jobs(spec_id, resource)
         except EvalsiError as exc:
             return ("spec_error", str(exc))
+        packed = from_parts(parts)
+        if not packed:
+            return ("ok", [])
         records = unpack_records(packed)
+        call = _Call(asyncio.get_running_loop().create_future(), [()] * len(records), len(records))
         group_bys = [getattr(job.params, "group_by", None) for job in jobs if job.evaluator.scope == "group"]
         if group_bys:
             try:
-                futures, new = self._unit_items(spec_id, resource, records, packed, group_bys, eager)
+                new = self._unit_items(call, spec_id, resource, records, packed, group_bys, eager)
             except GroupTooLarge as exc:
                 return ("failed", exc.position, str(exc))
         else:
-            futures, new = self._record_items(spec_id, resource, records, packed, eager)
+            new = self._record_items(call, spec_id, resource, records, packed, eager)
         # shielded: were this call cancelled while it waits for room, its rollouts are still admitted and
         # scored, so another call waiting on the same computation is never left waiting for good
         await asyncio.shield(self._admit(new))
-        rows = await asyncio.gather(*futures, return_exceptions=True)
+        await call.done
         self.counters["rollouts"] += len(records)
         self.metrics.observe_call(time.perf_counter() - started)
-        for position, row in enumerate(rows):
-            if isinstance(row, BaseException):
-                self.metrics.rollouts.inc(len(records), tags={"status": "failed"})
-                return ("failed", position, str(row))
+        if call.failures:
+            self.metrics.rollouts.inc(len(records), tags={"status": "failed"})
+            position = min(call.failures)
+            return ("failed", position, call.failures[position])
         self.metrics.rollouts.inc(len(records), tags={"status": "ok"})
-        return ("ok", rows)
+        return ("ok", call.rows)
 
     async def stats(self) -> dict[str, Any]:
         """Counters, queue depth, in-flight, retries, latencies (p50/p99) and cache figures of the pool."""
@@ -288,37 +317,43 @@ class Coordinator:
         return list(await asyncio.gather(*(self._where(index) for index in range(len(self.actors)))))
 
     def _record_items(
-        self, spec_id: str, resource: dict[str, Any], records: list[Record], packed: list[PackedRecord], eager: bool
-    ) -> tuple[list[asyncio.Future[PackedRow]], list[_Item]]:
-        """Futures of every record, and the items to queue: one per distinct computation not already under way."""
+        self,
+        call: _Call,
+        spec_id: str,
+        resource: dict[str, Any],
+        records: list[Record],
+        packed: list[PackedRecord],
+        eager: bool,
+    ) -> list[_Item]:
+        """The items to queue for a call: one per distinct computation not already under way (any call's)."""
         jobs = self._jobs[spec_id]
-        loop = asyncio.get_running_loop()
-        futures: list[asyncio.Future[PackedRow]] = []
         new: list[_Item] = []
-        for record, fields in zip(records, packed, strict=True):
+        shared = 0
+        for position, (record, fields) in enumerate(zip(records, packed, strict=True)):
             keys = _keys(jobs, record)
             signature = hashlib.sha256(b"".join(keys)).digest()
-            future = self._inflight.get(signature)
-            if future is None:
-                future = loop.create_future()
-                self._inflight[signature] = future
-                future.add_done_callback(self._forget(signature))
-                new.append(_Item(signature, fields, spec_id, resource, eager, future, keys))
+            item = self._inflight.get(signature)
+            if item is None:
+                item = self._inflight[signature] = _Item(signature, fields, spec_id, resource, eager, [], keys)
+                new.append(item)
             else:
-                self.counters["deduplicated"] += 1
-                self.metrics.shared.inc()
-            futures.append(future)
-        return futures, new
+                shared += 1
+            item.waiters.append((call, position))
+        if shared:
+            self.counters["deduplicated"] += shared
+            self.metrics.shared.inc(shared)
+        return new
 
     def _unit_items(
         self,
+        call: _Call,
         spec_id: str,
         resource: dict[str, Any],
         records: list[Record],
         packed: list[PackedRecord],
         group_bys: list[str | None],
         eager: bool,
-    ) -> tuple[list[asyncio.Future[PackedRow]], list[_Item]]:
+    ) -> list[_Item]:
         """One item per record, queued unit by unit (whole groups together); none shared with other calls.
 
         A group-level score depends on the rest of the group as this call sent it, so equal rollouts of other
@@ -328,28 +363,19 @@ class Coordinator:
             GroupTooLarge: A unit could never be admitted whole (names its first rollout).
 
         """
-        loop = asyncio.get_running_loop()
         jobs = self._jobs[spec_id]
-        call = next(self._ids)
-        futures: list[asyncio.Future[PackedRow]] = [loop.create_future() for _ in records]
+        call_id = next(self._ids)
         new: list[_Item] = []
         for unit in group_units(records, group_bys):
             if len(unit) > self.options.max_queued:
                 raise GroupTooLarge(unit[0], len(unit), self.options.max_queued)
             unit_id = next(self._ids)
             for position in unit:
-                item = _Item(b"", packed[position], spec_id, resource, eager, futures[position], call=call)
+                item = _Item(b"", packed[position], spec_id, resource, eager, [(call, position)], call=call_id)
                 item.keys = _keys(jobs, records[position])
                 item.unit = unit_id
                 new.append(item)
-        return futures, new
-
-    def _forget(self, signature: bytes) -> Any:
-        def forget(future: asyncio.Future[PackedRow]) -> None:
-            if self._inflight.get(signature) is future:
-                del self._inflight[signature]
-
-        return forget
+        return new
 
     def _spec_jobs(self, spec_id: str, resource: dict[str, Any]) -> list[ComponentJob]:
         jobs = self._jobs.get(spec_id)
@@ -470,7 +496,8 @@ class Coordinator:
         cause: str | None = None
         try:
             found, asked = self._look_up(chunk)
-            ref = actor.score.remote(first.spec_id, first.resource, [item.record for item in chunk], found, asked)
+            parts = to_parts([item.record for item in chunk])
+            ref = actor.score.remote(first.spec_id, first.resource, found, asked, *parts)
             rows, info, computed = await asyncio.wait_for(_awaitable(ref), timeout=self.options.chunk_timeout)
         except TimeoutError:
             self._down.add(index)
@@ -543,16 +570,24 @@ class Coordinator:
         self.metrics.queued.set(self._queued)
 
     def _finish(self, item: _Item, row: PackedRow) -> None:
-        if not item.future.done():
-            item.future.set_result(row)
+        self._settle(item, row, None)
         self._release()
 
     def _fail(self, chunk: list[_Item], message: str) -> None:
         self.counters["failed_rollouts"] += len(chunk)
         for item in chunk:
-            if not item.future.done():
-                item.future.set_exception(ChunkFailed(message))
+            self._settle(item, None, message)
             self._release()
+
+    def _settle(self, item: _Item, row: PackedRow | None, error: str | None) -> None:
+        """Hand an item's row (or failure) to every call waiting on it, once; it is then no longer under way."""
+        if item.settled:
+            return
+        item.settled = True
+        if self._inflight.get(item.signature) is item:
+            del self._inflight[item.signature]
+        for call, position in item.waiters:
+            call.settle(position, row, error)
 
     def _release(self) -> None:
         self._admitted -= 1

@@ -16,7 +16,7 @@ from evalsi.evaluators import Score
 from evalsi.ray._coordinator import Coordinator
 from evalsi.ray._options import NAMESPACE, PoolOptions
 from evalsi.ray._ray import connect
-from evalsi.ray._wire import pack_records, unpack_columns
+from evalsi.ray._wire import pack_records, to_parts, unpack_columns
 from evalsi.records import Record, canonical_json
 from evalsi.rewards import Reward, RewardResult, from_mapping, load
 from evalsi.rewards._compose import ComponentRule
@@ -411,8 +411,8 @@ class RewardPool:
         return actors
 
     def _submit(self, records: Sequence[Record], eager: bool) -> Any:
-        """The coordinator's call scoring ``records`` (an object ref), records sent as tuples (``_wire``)."""
-        return self.coordinator.score.remote(self._spec_id, self._resource, pack_records(records), eager)
+        """The coordinator's call scoring ``records`` (an object ref): tuples, pickled in parts (``_wire``)."""
+        return self.coordinator.score.remote(self._spec_id, self._resource, eager, *to_parts(pack_records(records)))
 
     def _compose(self, outcome: tuple[Any, ...]) -> list[RewardResult]:
         return self.reward.compose(self._columns(outcome))

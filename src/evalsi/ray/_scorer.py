@@ -23,7 +23,7 @@ from evalsi.engine import Pools
 from evalsi.ray._cache import SeededCache, cache_counts, open_cache
 from evalsi.ray._metrics import ActorMetrics
 from evalsi.ray._options import PoolOptions
-from evalsi.ray._wire import PackedRecord, PackedRow, PackedScore, pack_rows, unpack_records
+from evalsi.ray._wire import PackedRow, PackedScore, from_parts, pack_rows, unpack_records
 from evalsi.records import Record
 from evalsi.rewards import Reward, from_mapping
 
@@ -106,13 +106,14 @@ class ScorerActor:
         self,
         spec_id: str,
         resource: dict[str, Any],
-        packed: Sequence[PackedRecord],
-        found: dict[bytes, PackedScore] | None = None,
-        asked: int = 0,
+        found: dict[bytes, PackedScore] | None,
+        asked: int,
+        *parts: bytes,
     ) -> tuple[list[PackedRow], dict[str, Any], list[tuple[bytes, PackedScore]]]:
         """Raw component scores of the records under the spec, by record; this actor's counters; new verdicts.
 
-        Records come and scores go as tuples (:mod:`evalsi.ray._wire`): what Ray pickles fastest. ``found`` are
+        Records come as tuples pickled in parts (:func:`evalsi.ray._wire.to_parts`: each part travels inside the
+        call, not through the object store) and scores go as tuples (:mod:`evalsi.ray._wire`). ``found`` are
         the verdicts the pool's shared tier (in the coordinator) holds for the chunk, of the ``asked`` keys it
         looked up; the verdicts computed here go back with the scores, for the shared tier to keep.
 
@@ -121,7 +122,7 @@ class ScorerActor:
 
         """
         started = time.perf_counter()
-        records = unpack_records(packed)
+        records = unpack_records(from_parts(parts))
         self.metrics.inflight(len(records))
         try:
             reward = self._reward(spec_id, resource)

@@ -6,10 +6,18 @@ of its own, a ``Record`` or a ``Score`` included, and that callback costs far mo
 Tuples of strings, numbers, lists and dicts go through the C pickler without it. So records travel caller →
 coordinator → actor, and scores actor → coordinator → caller (the shared cache's verdicts both ways), as
 tuples of their fields; each side builds the objects back only where it reads them.
+
+A chunk's records also travel pickled, in parts of at most :data:`PART_BYTES` each, one call argument per part
+(:func:`to_parts`). Ray sends an argument smaller than its inline threshold (100 KiB unless the cluster sets
+``max_direct_call_object_size``) inside the call itself; a larger one it puts in the object store, for the
+receiver to fetch: a put, a fetch and their bookkeeping at each hop, milliseconds for a chunk of 256 rollouts
+of a few hundred characters each (170 KiB). The parts are pickled here once; Ray then copies them as bytes.
 """
 
 from __future__ import annotations
 
+import math
+import pickle
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -22,6 +30,8 @@ PackedScore = tuple[Any, ...]
 """A score's fields in constructor order: value, status, reason, details."""
 PackedRow = tuple[PackedScore, ...]
 """One record's scores, one per component in spec order."""
+PART_BYTES = 64 * 1024
+"""Most bytes of one part of a chunk's records (under Ray's default inline threshold of 100 KiB, with room)."""
 
 
 def pack_records(records: Iterable[Record]) -> list[PackedRecord]:
@@ -42,6 +52,32 @@ def unpack_records(packed: Iterable[PackedRecord]) -> list[Record]:
 
     """
     return [Record(*fields) for fields in packed]
+
+
+def to_parts(packed: Sequence[PackedRecord], limit: int = PART_BYTES) -> list[bytes]:
+    """Packed records pickled in consecutive parts of at most ``limit`` bytes each (a lone larger record alone).
+
+    Args:
+        packed: Records as tuples, in order.
+        limit: Most bytes of one part.
+
+    """
+    data = pickle.dumps(list(packed), protocol=pickle.HIGHEST_PROTOCOL)
+    if len(data) <= limit or len(packed) <= 1:
+        return [data]
+    count = math.ceil(len(data) / limit)
+    step = math.ceil(len(packed) / count)
+    return [part for start in range(0, len(packed), step) for part in to_parts(packed[start : start + step], limit)]
+
+
+def from_parts(parts: Iterable[bytes]) -> list[PackedRecord]:
+    """The packed records back from :func:`to_parts`, in order.
+
+    Args:
+        parts: The pickled parts, in order.
+
+    """
+    return [record for part in parts for record in pickle.loads(part)]
 
 
 def pack_score(score: Score) -> PackedScore:
