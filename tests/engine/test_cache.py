@@ -7,7 +7,8 @@ from collections.abc import Iterator
 import pytest
 
 import evalsi.rewards
-from evalsi.engine import ScoreCache
+from evalsi.engine import ScoreCache, finish_components
+from evalsi.engine._keys import record_key
 from evalsi.evaluators import Score
 from tests.helpers.counting import Counting
 
@@ -126,3 +127,17 @@ def test_an_evaluator_cache_version_changes_every_key(monkeypatch: pytest.Monkey
     after = ComponentJob("c", evaluator, params).key_prefix
     assert before != after and ComponentJob("c", evaluator, params).key_prefix == after
     assert get_evaluator("code-exec-tests").cache_version  # its extraction rule changed the verdicts
+
+
+def test_a_look_up_with_keys_given_uses_them_and_finds_what_the_computed_keys_would() -> None:
+    reward = evalsi.rewards.from_mapping({"components": [{"ref": "exact-match", "name": "exact"}]})
+    records = reward.records([{"completion": "a", "reference": "a"}, {"completion": "b", "reference": "a"}])
+    job = reward.components[0].job
+    computed = [record_key(job.key_prefix, record, job.fields) for record in records]
+    cache = ScoreCache()
+    first = finish_components(reward.look_up(records, cache=cache, keys=[computed]), cache)
+    assert first == reward.component_scores(records, cache=None)
+    assert reward.look_up(records, cache=cache).done  # stored under the keys given, which are the computed ones
+    other = [bytes([i]) * 32 for i in range(2)]
+    looked = reward.look_up(records, cache=cache, keys=[other])
+    assert not looked.done and list(looked.pending[0].todo) == other

@@ -8,8 +8,10 @@ from evalsi.evaluators import Score
 from evalsi.ray._wire import (
     PART_BYTES,
     from_parts,
+    join_keys,
     pack_records,
     pack_rows,
+    split_keys,
     to_parts,
     unpack_columns,
     unpack_records,
@@ -69,3 +71,12 @@ def test_a_small_chunk_is_one_part_and_a_record_larger_than_a_part_travels_alone
     parts = to_parts(huge, limit=1000)
     assert [len(pickle.loads(part)) for part in parts] == [1, 1, 1]
     assert from_parts(parts) == huge
+
+
+def test_content_keys_travel_one_byte_string_per_component_and_come_back_by_component() -> None:
+    keys = [(bytes([i]) * 32, bytes([100 + i]) * 32) for i in range(5)]
+    joined = join_keys(keys)
+    assert joined is not None and [len(column) for column in joined] == [160, 160]
+    assert split_keys(joined, 5) == [[row[0] for row in keys], [row[1] for row in keys]]
+    assert join_keys([]) is None and join_keys([(b"short",)]) is None and join_keys([(), ()]) is None
+    assert split_keys(joined, 4) is None and split_keys(None, 5) is None

@@ -57,20 +57,25 @@ class PendingComponent:
         return not self.todo
 
 
-def look_up(job: ComponentJob, records: Sequence[Record], cache: ScoreCache | None) -> PendingComponent:
+def look_up(
+    job: ComponentJob, records: Sequence[Record], cache: ScoreCache | None, keys: Sequence[bytes] | None = None
+) -> PendingComponent:
     """Key every record and take what the cache holds; identical records share one key (scored once).
 
     A group-level component's score depends on the other rollouts of its group: every record is scored, in the
-    batch it came in, and nothing is cached.
+    batch it came in, and nothing is cached. ``keys`` are the records' content keys under this component when
+    the caller has computed them already (:func:`record_key` with the job's prefix and fields).
     """
     if job.evaluator.scope == "group":
         return PendingComponent(job, records, [None] * len(records), {b"%d" % i: [i] for i in range(len(records))})
-    prefix = job.key_prefix
-    fields = job.fields
-    keys = [record_key(prefix, r, fields) for r in records]
-    cached: list[Score | None] = cache.get_many(keys) if cache is not None else [None] * len(records)
+    if keys is None:
+        prefix, fields = job.key_prefix, job.fields
+        keyed = [record_key(prefix, r, fields) for r in records]
+    else:
+        keyed = list(keys)
+    cached: list[Score | None] = cache.get_many(keyed) if cache is not None else [None] * len(records)
     todo: dict[bytes, list[int]] = {}
-    for position, (key, hit) in enumerate(zip(keys, cached, strict=True)):
+    for position, (key, hit) in enumerate(zip(keyed, cached, strict=True)):
         if hit is None:
             todo.setdefault(key, []).append(position)
     return PendingComponent(job, records, cached, todo)
@@ -195,7 +200,12 @@ class LookedUp:
 
 
 def look_up_components(
-    jobs: Sequence[ComponentJob], records: Sequence[Record], cache: ScoreCache | None, *, timed: bool = False
+    jobs: Sequence[ComponentJob],
+    records: Sequence[Record],
+    cache: ScoreCache | None,
+    *,
+    timed: bool = False,
+    keys: Sequence[Sequence[bytes]] | None = None,
 ) -> LookedUp:
     """Every component's cache look-up over ``records``, timed per component when ``timed``.
 
@@ -204,14 +214,18 @@ def look_up_components(
         records: The records to score.
         cache: Where scores are looked up; None finds none.
         timed: Whether to time each component's look-up.
+        keys: The records' content keys by component, then record, when already computed (else computed here).
 
     """
+    by_job = keys if keys is not None else [None] * len(jobs)
     if not timed:
-        return LookedUp(jobs, [look_up(job, records, cache) for job in jobs], [0.0] * len(jobs))
+        return LookedUp(
+            jobs, [look_up(job, records, cache, k) for job, k in zip(jobs, by_job, strict=True)], [0.0] * len(jobs)
+        )
     pending, seconds = [], []
-    for job in jobs:
+    for job, job_keys in zip(jobs, by_job, strict=True):
         started = time.perf_counter()
-        pending.append(look_up(job, records, cache))
+        pending.append(look_up(job, records, cache, job_keys))
         seconds.append(time.perf_counter() - started)
     return LookedUp(jobs, pending, seconds)
 

@@ -47,7 +47,7 @@ from evalsi.ray._cache import keep, look_up, shared_tier, tier_stats
 from evalsi.ray._metrics import PoolMetrics, quantiles
 from evalsi.ray._options import PoolOptions
 from evalsi.ray._scorer import ScorerActor
-from evalsi.ray._wire import PackedRecord, PackedRow, PackedScore, from_parts, to_parts, unpack_records
+from evalsi.ray._wire import PackedRecord, PackedRow, PackedScore, from_parts, join_keys, to_parts, unpack_records
 from evalsi.records import Record
 from evalsi.rewards import from_mapping
 
@@ -497,7 +497,8 @@ class Coordinator:
         try:
             found, asked = self._look_up(chunk)
             parts = to_parts([item.record for item in chunk])
-            ref = actor.score.remote(first.spec_id, first.resource, found, asked, *parts)
+            keys = join_keys([item.keys for item in chunk])
+            ref = actor.score.remote(first.spec_id, first.resource, found, asked, keys, *parts)
             rows, info, computed = await asyncio.wait_for(_awaitable(ref), timeout=self.options.chunk_timeout)
         except TimeoutError:
             self._down.add(index)

@@ -19,11 +19,11 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from evalsi.engine import Pools
+from evalsi.engine import Pools, finish_components
 from evalsi.ray._cache import SeededCache, cache_counts, open_cache
 from evalsi.ray._metrics import ActorMetrics
 from evalsi.ray._options import PoolOptions
-from evalsi.ray._wire import PackedRow, PackedScore, from_parts, pack_rows, unpack_records
+from evalsi.ray._wire import PackedRow, PackedScore, from_parts, pack_rows, split_keys, unpack_records
 from evalsi.records import Record
 from evalsi.rewards import Reward, from_mapping
 
@@ -108,6 +108,7 @@ class ScorerActor:
         resource: dict[str, Any],
         found: dict[bytes, PackedScore] | None,
         asked: int,
+        keys: list[bytes] | None,
         *parts: bytes,
     ) -> tuple[list[PackedRow], dict[str, Any], list[tuple[bytes, PackedScore]]]:
         """Raw component scores of the records under the spec, by record; this actor's counters; new verdicts.
@@ -115,7 +116,9 @@ class ScorerActor:
         Records come as tuples pickled in parts (:func:`evalsi.ray._wire.to_parts`: each part travels inside the
         call, not through the object store) and scores go as tuples (:mod:`evalsi.ray._wire`). ``found`` are
         the verdicts the pool's shared tier (in the coordinator) holds for the chunk, of the ``asked`` keys it
-        looked up; the verdicts computed here go back with the scores, for the shared tier to keep.
+        looked up; the verdicts computed here go back with the scores, for the shared tier to keep. ``keys`` are
+        the records' content keys, one byte string per component (:func:`evalsi.ray._wire.join_keys`): the
+        coordinator computed them, so the engine here does not again.
 
         Raises:
             SpecError: The spec does not bind here (an evaluator this process does not have).
@@ -129,7 +132,8 @@ class ScorerActor:
             if isinstance(self.cache, SeededCache):
                 self.cache.seed(found or {}, asked)
             pools = Pools(components=self._threads, observe=self.metrics.observe_component)
-            columns = reward.component_scores(records, cache=self.cache, pools=pools)
+            looked = reward.look_up(records, cache=self.cache, timed=True, keys=split_keys(keys, len(records)))
+            columns = finish_components(looked, self.cache, pools)
         finally:
             new = self.cache.take_new() if isinstance(self.cache, SeededCache) else []
             self.metrics.inflight(-len(records))

@@ -80,6 +80,36 @@ def from_parts(parts: Iterable[bytes]) -> list[PackedRecord]:
     return [record for part in parts for record in pickle.loads(part)]
 
 
+KEY_BYTES = 32
+"""Bytes of one content key (a sha256 digest)."""
+
+
+def join_keys(keys: Sequence[Sequence[bytes]]) -> list[bytes] | None:
+    """Records' content keys (by record, then component) as one byte string per component; None if any is amiss.
+
+    Args:
+        keys: Each record's key under each component, in spec order.
+
+    """
+    width = len(keys[0]) if keys else 0
+    if not width or any(len(row) != width or any(len(key) != KEY_BYTES for key in row) for row in keys):
+        return None
+    return [b"".join(row[component] for row in keys) for component in range(width)]
+
+
+def split_keys(joined: Sequence[bytes] | None, count: int) -> list[list[bytes]] | None:
+    """The keys of :func:`join_keys` by component, then record, for ``count`` records (None: none sent, or amiss).
+
+    Args:
+        joined: One byte string per component.
+        count: Records.
+
+    """
+    if not joined or any(len(column) != KEY_BYTES * count for column in joined):
+        return None
+    return [[column[at : at + KEY_BYTES] for at in range(0, len(column), KEY_BYTES)] for column in joined]
+
+
 def pack_score(score: Score) -> PackedScore:
     """A score as the tuple of its fields.
 

@@ -185,7 +185,14 @@ class Reward:
         chosen = self.cache if isinstance(cache, OwnCache) else cache
         return score_components(self._jobs, records, chosen, pools or self._pools(), cancelled, seconds)
 
-    def look_up(self, records: Sequence[Record], *, cache: ScoreCache | None, timed: bool = False) -> LookedUp:
+    def look_up(
+        self,
+        records: Sequence[Record],
+        *,
+        cache: ScoreCache | None,
+        timed: bool = False,
+        keys: Sequence[Sequence[bytes]] | None = None,
+    ) -> LookedUp:
         """The cache look-ups of :meth:`component_scores` alone: no evaluator is called.
 
         Finish with :func:`evalsi.engine.finish_components`; ``timed`` measures each component's look-up (metrics).
@@ -194,9 +201,11 @@ class Reward:
             records: The batch, normalised.
             cache: Where scores are looked up; None finds none.
             timed: Whether to time each component's look-up.
+            keys: The records' content keys by component (in spec order), then record, when computed already
+                (a reward pool's coordinator keys every rollout; its actor does not key them again).
 
         """
-        return look_up_components(self._jobs, records, cache, timed=timed)
+        return look_up_components(self._jobs, records, cache, timed=timed, keys=keys)
 
     def compose(self, columns: Sequence[Sequence[Score]]) -> list[RewardResult]:
         """Totals and breakdowns from scores indexed ``[component][record]``, by this spec's rules.
