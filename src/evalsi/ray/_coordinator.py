@@ -65,7 +65,7 @@ Records come in and rows of scores go out as tuples (:mod:`evalsi.ray._wire`): t
 between callers and actors as they are, building a ``Record`` only to read a rollout's keys and group."""
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Call:
     """One scoring call's rows as its rollouts finish; ``done`` resolves once every position is settled.
 
@@ -90,7 +90,7 @@ class _Call:
             self.done.set_result(None)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Item:
     signature: bytes
     record: PackedRecord
@@ -512,12 +512,14 @@ class Coordinator:
         except Exception as exc:
             self._fail(chunk, f"actor {index} failed: {type(exc).__name__}: {exc}")
         else:
-            if self.shared is not None:
-                keep(self.shared, computed)
             self.actor_info[index] = info
             self.actor_latency[index].append(time.perf_counter() - started)
             for item, row in zip(chunk, rows, strict=True):
                 self._finish(item, row)
+            if self.shared is not None and computed:
+                # once the calls are answered (their tasks were woken first), and still before any call that
+                # arrives later: the event loop runs its callbacks in order
+                asyncio.get_running_loop().call_soon(keep, self.shared, computed)
         finally:
             self._on_actors -= len(chunk)
             self.metrics.inflight.set(self._on_actors)
