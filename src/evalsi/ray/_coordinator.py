@@ -76,6 +76,10 @@ class _Call:
     done: asyncio.Future[None]
     rows: list[PackedRow]
     left: int
+    spec_id: str
+    resource: dict[str, Any]
+    eager: bool
+    """Send its rollouts at once (or let them wait up to ``window_ms`` for company)."""
     failures: dict[int, str] = field(default_factory=dict)
     """The positions that could not be scored, and why."""
 
@@ -212,15 +216,16 @@ class Coordinator:
         if not packed:
             return ("ok", [])
         records = unpack_records(packed)
-        call = _Call(asyncio.get_running_loop().create_future(), [()] * len(records), len(records))
+        done = asyncio.get_running_loop().create_future()
+        call = _Call(done, [()] * len(records), len(records), spec_id, resource, eager)
         group_bys = [getattr(job.params, "group_by", None) for job in jobs if job.evaluator.scope == "group"]
         if group_bys:
             try:
-                new = self._unit_items(call, spec_id, resource, records, packed, group_bys, eager)
+                new = self._unit_items(call, records, packed, group_bys)
             except GroupTooLarge as exc:
                 return ("failed", exc.position, str(exc))
         else:
-            new = self._record_items(call, spec_id, resource, records, packed, eager)
+            new = self._record_items(call, records, packed)
         # shielded: were this call cancelled while it waits for room, its rollouts are still admitted and
         # scored, so another call waiting on the same computation is never left waiting for good
         await asyncio.shield(self._admit(new))
@@ -316,16 +321,9 @@ class Coordinator:
         """The node and process of every scorer actor (waits for restarting ones)."""
         return list(await asyncio.gather(*(self._where(index) for index in range(len(self.actors)))))
 
-    def _record_items(
-        self,
-        call: _Call,
-        spec_id: str,
-        resource: dict[str, Any],
-        records: list[Record],
-        packed: list[PackedRecord],
-        eager: bool,
-    ) -> list[_Item]:
+    def _record_items(self, call: _Call, records: list[Record], packed: list[PackedRecord]) -> list[_Item]:
         """The items to queue for a call: one per distinct computation not already under way (any call's)."""
+        spec_id, resource, eager = call.spec_id, call.resource, call.eager
         jobs = self._jobs[spec_id]
         new: list[_Item] = []
         shared = 0
@@ -345,14 +343,7 @@ class Coordinator:
         return new
 
     def _unit_items(
-        self,
-        call: _Call,
-        spec_id: str,
-        resource: dict[str, Any],
-        records: list[Record],
-        packed: list[PackedRecord],
-        group_bys: list[str | None],
-        eager: bool,
+        self, call: _Call, records: list[Record], packed: list[PackedRecord], group_bys: list[str | None]
     ) -> list[_Item]:
         """One item per record, queued unit by unit (whole groups together); none shared with other calls.
 
@@ -363,6 +354,7 @@ class Coordinator:
             GroupTooLarge: A unit could never be admitted whole (names its first rollout).
 
         """
+        spec_id, resource, eager = call.spec_id, call.resource, call.eager
         jobs = self._jobs[spec_id]
         call_id = next(self._ids)
         new: list[_Item] = []
