@@ -3,32 +3,28 @@
 Keys are the engine's content keys (sha256 over evaluator, canonical params and the record fields read), so an
 actor that scores a rollout leaves its verdicts for every other actor of the pool, and a restarted actor finds
 them again. The shared tier lives in the coordinator, which every chunk passes through anyway: it looks up a
-chunk's keys before sending it, sends the verdicts it holds along with the records, and keeps the verdicts the
-actor computed, which come back with the chunk's scores. So the shared tier costs no message of its own (a cache
-actor of its own cost a round trip per chunk before scoring could start, and a message after). Errors are
-never stored. Scores travel as tuples (:mod:`evalsi.ray._wire`).
+chunk's keys before sending it, sends the verdicts it holds along with the records, and keeps the chunk's scores
+that it did not hold under the keys it computed for the chunk (it keys every rollout anyway), once they come back.
+So the shared tier costs no message of its own (a cache actor of its own cost a round trip per chunk before
+scoring could start, and a message after), and the verdicts are not sent twice (as scores, and again as new
+entries for the tier). Errors and group-level scores are never stored. Scores travel as tuples
+(:mod:`evalsi.ray._wire`).
 """
 
 from __future__ import annotations
 
 from evalsi.engine import ScoreCache
-from evalsi.evaluators import Score
 from evalsi.ray._options import PoolOptions
 from evalsi.ray._wire import PackedScore, pack_score, unpack_score
 
 
 class SeededCache(ScoreCache):
-    """An actor's own LRU, seeded per chunk with the shared verdicts the coordinator sent, keeping what it stores.
-
-    The engine's ``ScoreCache`` interface: what the engine stores during a chunk is also kept aside, packed, for
-    :meth:`take_new` to hand back to the coordinator with the chunk's scores.
-    """
+    """An actor's own LRU, seeded per chunk with the shared verdicts the coordinator sent (the engine's interface)."""
 
     def __init__(self, max_entries: int) -> None:
         super().__init__(max_entries)
         self.shared_hits = 0
         self.shared_misses = 0
-        self._new: list[tuple[bytes, PackedScore]] = []
 
     def seed(self, found: dict[bytes, PackedScore], asked: int) -> None:
         """Take the shared verdicts the coordinator found for a chunk (of the ``asked`` keys it looked up).
@@ -42,16 +38,6 @@ class SeededCache(ScoreCache):
             super().put_many([(key, unpack_score(packed)) for key, packed in found.items()])
         self.shared_hits += len(found)
         self.shared_misses += asked - len(found)
-
-    def put_many(self, items: list[tuple[bytes, Score]]) -> None:
-        """Store in memory, and keep decided and skipped scores for the shared tier."""
-        super().put_many(items)
-        self._new.extend((key, pack_score(score)) for key, score in items if score.status != "error")
-
-    def take_new(self) -> list[tuple[bytes, PackedScore]]:
-        """The scores stored since the last call, packed, for the shared tier."""
-        new, self._new = self._new, []
-        return new
 
 
 def shared_tier(options: PoolOptions) -> ScoreCache | None:
@@ -71,7 +57,7 @@ def look_up(shared: ScoreCache, keys: list[bytes]) -> dict[bytes, PackedScore]:
 
 
 def keep(shared: ScoreCache, new: list[tuple[bytes, PackedScore]]) -> None:
-    """Store the verdicts an actor computed (packed) in the shared tier.
+    """Store verdicts (packed) in the shared tier; errors are not stored.
 
     Args:
         shared: The shared tier.

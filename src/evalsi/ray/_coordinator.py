@@ -14,8 +14,8 @@ named actor, so:
 - **Computed once cluster-wide.** A rollout whose component keys equal those of one already queued or being
   scored (GRPO's repeats, in one batch or across concurrent calls) waits for that computation instead of
   starting another; the pool's cache serves the ones scored before. Its shared tier is held here (``cache="ray"``):
-  a chunk goes out with the verdicts held for its keys, and the verdicts its actor computed come back with its
-  scores, so sharing them costs no message of its own.
+  a chunk goes out with the verdicts held for its keys, and its scores that were not held are kept under the
+  keys computed here once they come back, so sharing them costs no message of its own.
 - **Back-pressure.** At most ``max_queued`` distinct rollouts are admitted (queued or on an actor); a call
   beyond that waits for room, so memory stays bounded while every actor is busy.
 - **Faults.** A chunk whose actor died (killed, out of memory, its node lost) is scored again on another actor,
@@ -491,7 +491,7 @@ class Coordinator:
             parts = to_parts([item.record for item in chunk])
             keys = join_keys([item.keys for item in chunk])
             ref = actor.score.remote(first.spec_id, first.resource, found, asked, keys, *parts)
-            rows, info, computed = await asyncio.wait_for(_awaitable(ref), timeout=self.options.chunk_timeout)
+            rows, info = await asyncio.wait_for(_awaitable(ref), timeout=self.options.chunk_timeout)
         except TimeoutError:
             self._down.add(index)
             cause = f"actor {index} took longer than chunk_timeout ({self.options.chunk_timeout:g} s) and was restarted"
@@ -508,10 +508,10 @@ class Coordinator:
             self.actor_latency[index].append(time.perf_counter() - started)
             for item, row in zip(chunk, rows, strict=True):
                 self._finish(item, row)
-            if self.shared is not None and computed:
+            if self.shared is not None:
                 # once the calls are answered (their tasks were woken first), and still before any call that
                 # arrives later: the event loop runs its callbacks in order
-                asyncio.get_running_loop().call_soon(keep, self.shared, computed)
+                asyncio.get_running_loop().call_soon(self._keep, chunk, rows, found)
         finally:
             self._on_actors -= len(chunk)
             self.metrics.inflight.set(self._on_actors)
@@ -520,6 +520,20 @@ class Coordinator:
         if cause is not None:
             self._retry(chunk, cause)
             await self._recover(index)
+
+    def _keep(self, chunk: list[_Item], rows: list[PackedRow], found: dict[bytes, PackedScore]) -> None:
+        """Store a chunk's scores that the shared tier did not hold, under each rollout's keys (record-level ones)."""
+        jobs = self._jobs.get(chunk[0].spec_id)
+        if jobs is None or self.shared is None:  # the spec's jobs were dropped meanwhile (least recently used)
+            return
+        cached = [column for column, job in enumerate(jobs) if job.evaluator.scope != "group"]
+        new = [
+            (item.keys[column], row[column])
+            for item, row in zip(chunk, rows, strict=True)
+            for column in cached
+            if item.keys[column] not in found
+        ]
+        keep(self.shared, new)
 
     def _look_up(self, chunk: list[_Item]) -> tuple[dict[bytes, PackedScore], int]:
         """The shared tier's verdicts for a chunk's keys (packed, sent with it), and how many keys were looked up."""

@@ -110,13 +110,13 @@ class ScorerActor:
         asked: int,
         keys: list[bytes] | None,
         *parts: bytes,
-    ) -> tuple[list[PackedRow], dict[str, Any], list[tuple[bytes, PackedScore]]]:
-        """Raw component scores of the records under the spec, by record; this actor's counters; new verdicts.
+    ) -> tuple[list[PackedRow], dict[str, Any]]:
+        """Raw component scores of the records under the spec, by record, and this actor's counters.
 
         Records come as tuples pickled in parts (:func:`evalsi.ray._wire.to_parts`: each part travels inside the
         call, not through the object store) and scores go as tuples (:mod:`evalsi.ray._wire`). ``found`` are
         the verdicts the pool's shared tier (in the coordinator) holds for the chunk, of the ``asked`` keys it
-        looked up; the verdicts computed here go back with the scores, for the shared tier to keep. ``keys`` are
+        looked up (the coordinator keeps the chunk's new verdicts from the scores it gets back). ``keys`` are
         the records' content keys, one byte string per component (:func:`evalsi.ray._wire.join_keys`): the
         coordinator computed them, so the engine here does not again.
 
@@ -135,7 +135,6 @@ class ScorerActor:
             looked = reward.look_up(records, cache=self.cache, timed=True, keys=split_keys(keys, len(records)))
             columns = finish_components(looked, self.cache, pools)
         finally:
-            new = self.cache.take_new() if isinstance(self.cache, SeededCache) else []
             self.metrics.inflight(-len(records))
         self.chunks += 1
         self.rollouts += len(records)
@@ -153,7 +152,7 @@ class ScorerActor:
             "seconds": self.seconds,
             **counts,
         }
-        return rows, info, new
+        return rows, info
 
     def _reward(self, spec_id: str, resource: dict[str, Any]) -> Reward:
         with self._lock:
