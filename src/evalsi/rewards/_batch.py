@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from evalsi.evaluators import Score
 from evalsi.rewards._compose import ComponentRule, RewardResult
+from evalsi.rewards._skips import SKIPPED_SUFFIX
 
 TRL_RESERVED = frozenset(
     {"prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric", "environments"}
@@ -187,15 +189,112 @@ def vector_values(results: Sequence[RewardResult], name: str, skipped: float | N
     return out
 
 
-def vector_columns(rules: Sequence[ComponentRule], results: Sequence[RewardResult]) -> dict[str, list[float]]:
-    """``reward/<component>`` (the vector, skipped read as 0.0) and ``reward_weight/<component>`` per rollout.
+class PlainNumbers:
+    """The numbers verl and OpenRLHF log per rollout, for trainers that average what they are given.
 
-    For trainers whose per-rollout extra values must be numbers (verl, OpenRLHF): the weight repeats on every
-    rollout so a trainer normalising each component within its group can weight them without reading the spec.
+    For each rollout, in order: each component's value (0.0 where it was skipped or errored; pass/fail reads 1.0
+    or 0.0), each ``<component>_skipped`` (1.0 when skipped: its mean is the fraction skipped), then for each rule
+    the reward vector ``reward/<component>`` (as :func:`vector_values`, skipped read as 0.0) and
+    ``reward_weight/<component>``: the weight repeats on every rollout so a trainer normalising each component
+    within its group can weight them without reading the spec. The keys are worked out once per call; per-sample
+    trainers call once per rollout.
     """
-    out: dict[str, list[float]] = {}
-    for rule in rules:
-        out[VECTOR_PREFIX + rule.name] = [0.0 if v is None else v for v in vector_values(results, rule.name, 0.0)]
-    for rule in rules:
-        out[WEIGHT_PREFIX + rule.name] = [rule.weight] * len(results)
-    return out
+
+    def __init__(self, components: Sequence[str], rules: Sequence[ComponentRule] = ()) -> None:
+        """Lay out the keys of a spec's numbers.
+
+        Args:
+            components: Component names in spec order.
+            rules: The spec's composition rules; none leaves out the vector and weights.
+
+        """
+        self._components = [(name, name + SKIPPED_SUFFIX) for name in components]
+        self._vector = [(VECTOR_PREFIX + rule.name, rule.name) for rule in rules]
+        self._weights = {WEIGHT_PREFIX + rule.name: rule.weight for rule in rules}
+        # a key named twice (a component called "x_skipped" beside "x") keeps its first place, as in a dict
+        every = [*components, *(flag for _, flag in self._components), *(key for key, _ in self._vector)]
+        self.keys = list(dict.fromkeys([*every, *self._weights]))
+        """Every key of a row, in order."""
+
+    def row(self, result: RewardResult) -> dict[str, float]:
+        """The numbers of one rollout, by key (in the order of :attr:`keys`).
+
+        Args:
+            result: The rollout's result.
+
+        Returns:
+            ``{<component>: value, <component>_skipped: flag, reward/<component>: entry, reward_weight/...}``.
+
+        """
+        scores = result.components
+        values: dict[str, float] = {}
+        flags: dict[str, float] = {}
+        for name, flag in self._components:
+            values[name] = _plain_value(scores[name])
+            flags[flag] = 1.0 if scores[name].status == "skipped" else 0.0
+        row = values.copy()
+        row.update(flags)
+        # a rollout without a total, or gated, reads 0.0 in every component; otherwise the entry is the value
+        # logged above (an error under onError: zero and a skipped component read 0.0)
+        if result.total is not None and result.status != "gated":
+            for key, name in self._vector:
+                value = values.get(name)
+                row[key] = _plain_value(scores[name]) if value is None else value
+        else:
+            for key, _ in self._vector:
+                row[key] = 0.0
+        row.update(self._weights)
+        return row
+
+    def columns(self, results: Sequence[RewardResult]) -> dict[str, list[float]]:
+        """The numbers of every rollout, one list per key (in the order of :attr:`keys`), aligned with ``results``.
+
+        Args:
+            results: One result per rollout.
+
+        Returns:
+            One list of floats per key.
+
+        """
+        if len(results) == 1:  # a per-sample trainer's call
+            return {key: [value] for key, value in self.row(results[0]).items()}
+        if not results:
+            return {key: [] for key in self.keys}
+        rows = zip(*(self.row(result).values() for result in results), strict=True)
+        return dict(zip(self.keys, map(list, rows), strict=True))
+
+
+_layouts: dict[tuple[int, int], tuple[Sequence[str], Sequence[ComponentRule], PlainNumbers]] = {}
+_LAYOUTS_KEPT = 16
+
+
+def plain_numbers(components: Sequence[str], rules: Sequence[ComponentRule]) -> PlainNumbers:
+    """:class:`PlainNumbers` for these lists, laid out once per pair of list objects (a scorer's own).
+
+    A scorer's ``component_names`` and ``rules`` are the same lists on every call (they are read, never changed),
+    so the layout is looked up by their identity; the few most recent pairs are kept.
+
+    Args:
+        components: Component names in spec order.
+        rules: The spec's composition rules.
+
+    Returns:
+        The layout of their numbers.
+
+    """
+    key = (id(components), id(rules))
+    found = _layouts.get(key)
+    if found is not None and found[0] is components and found[1] is rules:
+        return found[2]
+    numbers = PlainNumbers(components, rules)
+    if len(_layouts) >= _LAYOUTS_KEPT:
+        _layouts.pop(next(iter(_layouts)), None)
+    # holding the lists keeps their ids from being reused while the entry lives
+    _layouts[key] = (components, rules, numbers)
+    return numbers
+
+
+def _plain_value(score: Score) -> float:
+    """A component's value in plain numbers: the number it scored (pass/fail 1.0 or 0.0), else 0.0."""
+    value = score.value
+    return float(value) if value is not None and score.status == "ok" else 0.0

@@ -9,11 +9,14 @@ of the last :data:`WINDOW` rollouts this process scored, since the percentiles o
 
 from __future__ import annotations
 
+import bisect
 import math
 import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Sequence
+from operator import itemgetter
+from typing import Any
 
 from evalsi.rewards._batch import LATENCY_KEY
 from evalsi.rewards._compose import RewardResult
@@ -33,22 +36,67 @@ def elapsed_ms(started: float) -> float:
 def percentile(values: Sequence[float], q: float) -> float:
     """The nearest-rank ``q``-th percentile of non-empty ``values`` (one of the values, never interpolated)."""
     ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100.0 * len(ordered)))
-    return ordered[rank - 1]
+    return ordered[_rank(len(ordered), q) - 1]
 
 
 class RecentLatencies:
-    """The per-rollout latencies of the last ``size`` rollouts scored, shared by a process's adapter calls."""
+    """The per-rollout latencies of the last ``size`` rollouts scored, shared by a process's adapter calls.
+
+    The window is kept sorted as it changes (one insertion and one removal per rollout), so the percentiles of a
+    one-rollout call are read off by index: per-sample trainers call once per rollout, and sorting the whole
+    window three times per call cost more than scoring a cached rollout.
+    """
 
     def __init__(self, size: int = WINDOW) -> None:
-        self._values: deque[float] = deque(maxlen=size)
+        self._values: deque[float] = deque()
+        self._sorted: list[float] = []
+        self._size = size
         self._lock = threading.Lock()
+        self._count = 0
+        self._pick = _picker(1)
 
-    def add(self, values: Iterable[float]) -> list[float]:
-        """Remember ``values``; returns the window's contents after adding them."""
+    def add_and_rank(self, values: Iterable[float]) -> tuple[float, ...]:
+        """Remember ``values``; the window's :data:`PERCENTILES` (nearest rank) after adding them.
+
+        Args:
+            values: Latencies of the rollouts just scored, in milliseconds: at least one, or the window must hold
+                some already.
+
+        Returns:
+            One value of the window per percentile.
+
+        """
         with self._lock:
-            self._values.extend(values)
-            return list(self._values)
+            ordered = self._sorted
+            arrived = self._values
+            for value in values:
+                arrived.append(value)
+                bisect.insort(ordered, value)
+                if len(arrived) > self._size:
+                    _remove(ordered, arrived.popleft())
+            if len(ordered) != self._count:  # the ranks change only while the window fills
+                self._count = len(ordered)
+                self._pick = _picker(self._count)
+            return self._pick(ordered)  # type: ignore[no-any-return]
+
+
+def _picker(count: int) -> itemgetter[Any]:
+    """Reads the :data:`PERCENTILES` (nearest rank) off an ascending list of ``count`` values."""
+    return itemgetter(*(_rank(count, q) - 1 for q in PERCENTILES))
+
+
+def _remove(ordered: list[float], value: float) -> None:
+    """Drop one occurrence of ``value`` from the ascending list ``ordered`` (by equality, or identity for NaN)."""
+    at = bisect.bisect_left(ordered, value)
+    if at < len(ordered) and ordered[at] == value:
+        del ordered[at]
+    else:  # NaN compares unequal to everything: list.remove finds the very object
+        ordered.remove(value)
+
+
+def _rank(count: int, q: float) -> int:
+    """The 1-based nearest rank of the ``q``-th percentile among ``count`` values."""
+    return max(1, math.ceil(q / 100.0 * count))
 
 
 _recent = RecentLatencies()
@@ -61,8 +109,9 @@ def latency_percentiles(results: Sequence[RewardResult], recent: RecentLatencies
     default the process's window). Results scored on a server carry no per-rollout time and add nothing.
     """
     measured = [r.latency_ms for r in results if r.latency_ms is not None]
-    window = (recent or _recent).add(measured)
-    values = measured if len(measured) > 1 else window if measured else []
-    if not values:
+    if not measured:
         return {}
-    return {key: percentile(values, q) for key, q in zip(PERCENTILE_KEYS, PERCENTILES, strict=True)}
+    in_window = (recent or _recent).add_and_rank(measured)
+    # a call of several rollouts: theirs, sorted once for the three percentiles
+    values = in_window if len(measured) == 1 else _picker(len(measured))(sorted(measured))
+    return dict(zip(PERCENTILE_KEYS, values, strict=True))
