@@ -246,22 +246,32 @@ class PlainNumbers:
         row.update(self._weights)
         return row
 
-    def columns(self, results: Sequence[RewardResult]) -> dict[str, list[float]]:
+    def columns(
+        self, results: Sequence[RewardResult], shared: Mapping[str, float] | None = None
+    ) -> dict[str, list[float]]:
         """The numbers of every rollout, one list per key (in the order of :attr:`keys`), aligned with ``results``.
 
         Args:
             results: One result per rollout.
+            shared: Values the same for every rollout (a call's latency...), each repeated as a column after them.
 
         Returns:
             One list of floats per key.
 
         """
         if len(results) == 1:  # a per-sample trainer's call
-            return {key: [value] for key, value in self.row(results[0]).items()}
-        if not results:
-            return {key: [] for key in self.keys}
-        rows = zip(*(self.row(result).values() for result in results), strict=True)
-        return dict(zip(self.keys, map(list, rows), strict=True))
+            row = self.row(results[0])
+            if shared:
+                row.update(shared)
+            return {key: [value] for key, value in row.items()}
+        if results:
+            rows = zip(*(self.row(result).values() for result in results), strict=True)
+            out = dict(zip(self.keys, map(list, rows), strict=True))
+        else:
+            out = {key: [] for key in self.keys}
+        for key, value in (shared or {}).items():
+            out[key] = [value] * len(results)
+        return out
 
 
 _layouts: dict[tuple[int, int], tuple[Sequence[str], Sequence[ComponentRule], PlainNumbers]] = {}

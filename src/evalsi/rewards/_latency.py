@@ -58,22 +58,27 @@ class RecentLatencies:
     def add_and_rank(self, values: Iterable[float]) -> tuple[float, ...]:
         """Remember ``values``; the window's :data:`PERCENTILES` (nearest rank) after adding them.
 
+        A NaN has no place in an order and is not kept.
+
         Args:
-            values: Latencies of the rollouts just scored, in milliseconds: at least one, or the window must hold
-                some already.
+            values: Latencies of the rollouts just scored, in milliseconds.
 
         Returns:
-            One value of the window per percentile.
+            One value of the window per percentile; empty while the window is.
 
         """
         with self._lock:
             ordered = self._sorted
             arrived = self._values
             for value in values:
+                if value != value:  # NaN
+                    continue
                 arrived.append(value)
                 bisect.insort(ordered, value)
                 if len(arrived) > self._size:
-                    _remove(ordered, arrived.popleft())
+                    del ordered[bisect.bisect_left(ordered, arrived.popleft())]
+            if not ordered:
+                return ()
             if len(ordered) != self._count:  # the ranks change only while the window fills
                 self._count = len(ordered)
                 self._pick = _picker(self._count)
@@ -83,15 +88,6 @@ class RecentLatencies:
 def _picker(count: int) -> itemgetter[Any]:
     """Reads the :data:`PERCENTILES` (nearest rank) off an ascending list of ``count`` values."""
     return itemgetter(*(_rank(count, q) - 1 for q in PERCENTILES))
-
-
-def _remove(ordered: list[float], value: float) -> None:
-    """Drop one occurrence of ``value`` from the ascending list ``ordered`` (by equality, or identity for NaN)."""
-    at = bisect.bisect_left(ordered, value)
-    if at < len(ordered) and ordered[at] == value:
-        del ordered[at]
-    else:  # NaN compares unequal to everything: list.remove finds the very object
-        ordered.remove(value)
 
 
 def _rank(count: int, q: float) -> int:
@@ -108,10 +104,16 @@ def latency_percentiles(results: Sequence[RewardResult], recent: RecentLatencies
     Over the call's rollouts when it scored several, else over the process's recent rollouts (``recent``, by
     default the process's window). Results scored on a server carry no per-rollout time and add nothing.
     """
+    if len(results) == 1:  # a per-sample trainer's call: over the window
+        latency_ms = results[0].latency_ms
+        if latency_ms is None:
+            return {}
+        ranked = (recent or _recent).add_and_rank((latency_ms,))
+        return dict(zip(PERCENTILE_KEYS, ranked, strict=True)) if ranked else {}
     measured = [r.latency_ms for r in results if r.latency_ms is not None]
     if not measured:
         return {}
     in_window = (recent or _recent).add_and_rank(measured)
     # a call of several rollouts: theirs, sorted once for the three percentiles
     values = in_window if len(measured) == 1 else _picker(len(measured))(sorted(measured))
-    return dict(zip(PERCENTILE_KEYS, values, strict=True))
+    return dict(zip(PERCENTILE_KEYS, values, strict=True)) if values else {}

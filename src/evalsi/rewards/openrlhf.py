@@ -223,12 +223,11 @@ def reward_response(
 
     """
     rewards = [_NAN if r.total is None else r.total for r in results]
+    shared: dict[str, float] = {} if latency_ms is None else {LATENCY_KEY: latency_ms}
+    shared.update(percentiles or {})
+    shared.update(monitors or {})
     # a skipped or errored component logs 0.0 (see the module docstring)
-    logs = plain_numbers(components, rules).columns(results)
-    if latency_ms is not None:
-        logs[LATENCY_KEY] = [latency_ms] * len(results)
-    for key, value in {**(percentiles or {}), **(monitors or {})}.items():
-        logs[key] = [value] * len(results)
+    logs = plain_numbers(components, rules).columns(results, shared)
     if tensor is None:
         return {"rewards": rewards, "scores": list(rewards), "extra_logs": logs}
     return {
