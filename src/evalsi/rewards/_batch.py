@@ -209,40 +209,46 @@ class PlainNumbers:
 
         """
         self._components = [(name, name + SKIPPED_SUFFIX) for name in components]
-        self._vector = [(VECTOR_PREFIX + rule.name, rule.name) for rule in rules]
+        at = {name: index for index, name in enumerate(components)}
+        self._vector = [(VECTOR_PREFIX + rule.name, rule.name, at.get(rule.name)) for rule in rules]
+        self._no_vector = dict.fromkeys([key for key, _, _ in self._vector], 0.0)
         self._weights = {WEIGHT_PREFIX + rule.name: rule.weight for rule in rules}
         # a key named twice (a component called "x_skipped" beside "x") keeps its first place, as in a dict
-        every = [*components, *(flag for _, flag in self._components), *(key for key, _ in self._vector)]
+        every = [*components, *(flag for _, flag in self._components), *self._no_vector]
         self.keys = list(dict.fromkeys([*every, *self._weights]))
         """Every key of a row, in order."""
 
-    def row(self, result: RewardResult) -> dict[str, float]:
+    def row(self, result: RewardResult, into: dict[str, float] | None = None) -> dict[str, float]:
         """The numbers of one rollout, by key (in the order of :attr:`keys`).
 
         Args:
             result: The rollout's result.
+            into: A dict to add them to (after what it holds); a new one when None.
 
         Returns:
             ``{<component>: value, <component>_skipped: flag, reward/<component>: entry, reward_weight/...}``.
 
         """
+        row: dict[str, float] = {} if into is None else into
         scores = result.components
-        values: dict[str, float] = {}
-        flags: dict[str, float] = {}
-        for name, flag in self._components:
-            values[name] = _plain_value(scores[name])
-            flags[flag] = 1.0 if scores[name].status == "skipped" else 0.0
-        row = values.copy()
-        row.update(flags)
+        values: list[float] = []
+        skipped: list[float] = []
+        for name, _ in self._components:
+            score = scores[name]
+            value = score.value
+            status = score.status
+            values.append(float(value) if value is not None and status == "ok" else 0.0)
+            skipped.append(1.0 if status == "skipped" else 0.0)
+            row[name] = values[-1]
+        for (_, flag), is_skipped in zip(self._components, skipped, strict=True):
+            row[flag] = is_skipped
         # a rollout without a total, or gated, reads 0.0 in every component; otherwise the entry is the value
         # logged above (an error under onError: zero and a skipped component read 0.0)
         if result.total is not None and result.status != "gated":
-            for key, name in self._vector:
-                value = values.get(name)
-                row[key] = _plain_value(scores[name]) if value is None else value
+            for key, name, at in self._vector:
+                row[key] = values[at] if at is not None else _plain_value(scores[name])
         else:
-            for key, _ in self._vector:
-                row[key] = 0.0
+            row.update(self._no_vector)
         row.update(self._weights)
         return row
 

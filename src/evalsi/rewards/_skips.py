@@ -34,20 +34,26 @@ def watch_skips(components: Sequence[str], results: Sequence[RewardResult], trai
     if not results:
         return
     due: list[tuple[str, int, int]] = []  # (component, batch size, streak) to warn about
+    single = results[0].components if len(results) == 1 else None
     with _lock:  # once per call, not per component: per-sample trainers call once per rollout
         for name in components:
             if name in _warned:
                 continue
-            skipped = [result.components[name].status == "skipped" for result in results]
-            if False in skipped:  # the streak the next call continues: the skips at the end of this batch
-                _streaks[name] = skipped[::-1].index(False)
-                continue
-            streak = _streaks.get(name, 0) + len(skipped)
+            if single is not None:  # a per-sample trainer's call
+                if single[name].status != "skipped":
+                    _streaks[name] = 0
+                    continue
+            else:
+                skipped = [result.components[name].status == "skipped" for result in results]
+                if False in skipped:  # the streak the next call continues: the skips at the end of this batch
+                    _streaks[name] = skipped[::-1].index(False)
+                    continue
+            streak = _streaks.get(name, 0) + len(results)
             _streaks[name] = streak
-            if len(skipped) < MIN_BATCH and streak < MIN_STREAK:
+            if len(results) < MIN_BATCH and streak < MIN_STREAK:
                 continue
             _warned.add(name)
-            due.append((name, len(skipped), streak))
+            due.append((name, len(results), streak))
     for name, size, streak in due:
         count = f"all {size} rollouts of a batch" if size >= MIN_BATCH else f"{streak} rollouts in a row"
         log.warning(

@@ -314,8 +314,7 @@ def _dicts(
     shared.update(monitors or {})
     out: list[dict[str, float]] = []
     for result in results:
-        item = {"score": _NAN if result.total is None else result.total}
-        item.update(numbers.row(result))
+        item = numbers.row(result, {"score": _NAN if result.total is None else result.total})
         item.update(shared)
         out.append(item)
     return out
