@@ -104,7 +104,11 @@ def test_the_sorted_window_reads_the_percentiles_of_exactly_the_last_rollouts() 
         # repeated values (cached scores all read 0.0), one at a time and in batches, as the adapters add them
         values = [float(rng.choice([0, 0, 1, 2, rng.randint(0, 500)])) for _ in range(1 if step % 3 else 7)]
         kept.extend(values)
-        ranked = recent.add_and_rank(values)
+        if step % 3:
+            ranked = recent.add_and_rank(values)
+        else:  # a batch call only remembers its rollouts; the next one-rollout call reads them too
+            recent.add(values)
+            ranked = recent.add_and_rank([])
         assert list(ranked) == [percentile(list(kept), q) for q in (50, 90, 99)]
 
 
@@ -116,6 +120,8 @@ def test_a_nan_latency_is_not_kept_in_the_window() -> None:
     for ms in (1.0, math.nan, 2.0, 3.0, 4.0):
         recent.add_and_rank([ms])
     assert recent.add_and_rank([]) == (3.0, 4.0, 4.0)  # the last three numbers: 2, 3, 4
+    recent.add([math.nan, 5.0, math.nan])
+    assert recent.add_and_rank([]) == (4.0, 5.0, 5.0)  # 3, 4, 5
 
 
 # --- the adapters ----------------------------------------------------------------------------------------------------

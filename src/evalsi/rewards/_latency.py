@@ -42,23 +42,29 @@ def percentile(values: Sequence[float], q: float) -> float:
 class RecentLatencies:
     """The per-rollout latencies of the last ``size`` rollouts scored, shared by a process's adapter calls.
 
-    The window is kept sorted as it changes (one insertion and one removal per rollout), so the percentiles of a
-    one-rollout call are read off by index: per-sample trainers call once per rollout, and sorting the whole
-    window three times per call cost more than scoring a cached rollout.
+    Per-sample trainers call once per rollout, and sorting the whole window three times per call cost more than
+    scoring a cached rollout: while one-rollout calls read it, the window is kept sorted as it changes (one
+    insertion and one removal per rollout) and the percentiles are read off by index. Calls of a whole batch only
+    remember their rollouts (they report their own percentiles); the sorted copy is rebuilt once when a
+    one-rollout call next reads the window. A NaN has no place in an order and is not kept.
     """
 
     def __init__(self, size: int = WINDOW) -> None:
-        self._values: deque[float] = deque()
+        self._values: deque[float] = deque(maxlen=size)
         self._sorted: list[float] = []
-        self._size = size
+        self._stale = False
         self._lock = threading.Lock()
         self._count = 0
         self._pick = _picker(1)
 
+    def add(self, values: Iterable[float]) -> None:
+        """Remember ``values`` (a batch's latencies, in milliseconds)."""
+        with self._lock:
+            self._values.extend(value for value in values if value == value)  # NaN != NaN
+            self._stale = True
+
     def add_and_rank(self, values: Iterable[float]) -> tuple[float, ...]:
         """Remember ``values``; the window's :data:`PERCENTILES` (nearest rank) after adding them.
-
-        A NaN has no place in an order and is not kept.
 
         Args:
             values: Latencies of the rollouts just scored, in milliseconds.
@@ -68,15 +74,18 @@ class RecentLatencies:
 
         """
         with self._lock:
-            ordered = self._sorted
             arrived = self._values
+            if self._stale:
+                self._sorted = sorted(arrived)
+                self._stale = False
+            ordered = self._sorted
             for value in values:
                 if value != value:  # NaN
                     continue
+                if len(arrived) == arrived.maxlen:  # the oldest leaves as this one arrives
+                    del ordered[bisect.bisect_left(ordered, arrived[0])]
                 arrived.append(value)
                 bisect.insort(ordered, value)
-                if len(arrived) > self._size:
-                    del ordered[bisect.bisect_left(ordered, arrived.popleft())]
             if not ordered:
                 return ()
             if len(ordered) != self._count:  # the ranks change only while the window fills
@@ -113,7 +122,10 @@ def latency_percentiles(results: Sequence[RewardResult], recent: RecentLatencies
     measured = [r.latency_ms for r in results if r.latency_ms is not None]
     if not measured:
         return {}
-    in_window = (recent or _recent).add_and_rank(measured)
+    window = recent or _recent
+    if len(measured) == 1:
+        values = window.add_and_rank(measured)
+        return dict(zip(PERCENTILE_KEYS, values, strict=True)) if values else {}
+    window.add(measured)
     # a call of several rollouts: theirs, sorted once for the three percentiles
-    values = in_window if len(measured) == 1 else _picker(len(measured))(sorted(measured))
-    return dict(zip(PERCENTILE_KEYS, values, strict=True)) if values else {}
+    return dict(zip(PERCENTILE_KEYS, _picker(len(measured))(sorted(measured)), strict=True))
