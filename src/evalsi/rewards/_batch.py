@@ -7,6 +7,7 @@ with the same two projections.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -196,8 +197,8 @@ class PlainNumbers:
     or 0.0), each ``<component>_skipped`` (1.0 when skipped: its mean is the fraction skipped), then for each rule
     the reward vector ``reward/<component>`` (as :func:`vector_values`, skipped read as 0.0) and
     ``reward_weight/<component>``: the weight repeats on every rollout so a trainer normalising each component
-    within its group can weight them without reading the spec. The keys are worked out once per call; per-sample
-    trainers call once per rollout.
+    within its group can weight them without reading the spec. The keys are worked out once (see
+    :func:`plain_numbers`): per-sample trainers call once per rollout.
     """
 
     def __init__(self, components: Sequence[str], rules: Sequence[ComponentRule] = ()) -> None:
@@ -282,6 +283,7 @@ class PlainNumbers:
 
 _layouts: dict[tuple[int, int], tuple[Sequence[str], Sequence[ComponentRule], PlainNumbers]] = {}
 _LAYOUTS_KEPT = 16
+_layouts_lock = threading.Lock()
 
 
 def plain_numbers(components: Sequence[str], rules: Sequence[ComponentRule]) -> PlainNumbers:
@@ -303,10 +305,11 @@ def plain_numbers(components: Sequence[str], rules: Sequence[ComponentRule]) -> 
     if found is not None and found[0] is components and found[1] is rules:
         return found[2]
     numbers = PlainNumbers(components, rules)
-    if len(_layouts) >= _LAYOUTS_KEPT:
-        _layouts.pop(next(iter(_layouts)), None)
-    # holding the lists keeps their ids from being reused while the entry lives
-    _layouts[key] = (components, rules, numbers)
+    with _layouts_lock:  # adapters are called from several threads (OpenRLHF's asyncio.to_thread)
+        if len(_layouts) >= _LAYOUTS_KEPT:
+            del _layouts[next(iter(_layouts))]
+        # holding the lists keeps their ids from being reused while the entry lives
+        _layouts[key] = (components, rules, numbers)
     return numbers
 
 

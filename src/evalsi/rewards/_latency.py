@@ -113,17 +113,11 @@ def latency_percentiles(results: Sequence[RewardResult], recent: RecentLatencies
     Over the call's rollouts when it scored several, else over the process's recent rollouts (``recent``, by
     default the process's window). Results scored on a server carry no per-rollout time and add nothing.
     """
-    if len(results) == 1:  # a per-sample trainer's call: over the window
-        latency_ms = results[0].latency_ms
-        if latency_ms is None:
-            return {}
-        ranked = (recent or _recent).add_and_rank((latency_ms,))
-        return dict(zip(PERCENTILE_KEYS, ranked, strict=True)) if ranked else {}
     measured = [r.latency_ms for r in results if r.latency_ms is not None]
     if not measured:
         return {}
     window = recent or _recent
-    if len(measured) == 1:
+    if len(measured) == 1:  # a per-sample trainer's call: over the window
         values = window.add_and_rank(measured)
         return dict(zip(PERCENTILE_KEYS, values, strict=True)) if values else {}
     window.add(measured)
