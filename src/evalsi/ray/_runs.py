@@ -20,7 +20,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from evalsi.ray._limiter import Limit, limit_upstreams
+from evalsi.ray._limiter import Limit, configure_limits, limit_upstreams
 from evalsi.ray._options import NAMESPACE
 from evalsi.ray._ray import connect
 from evalsi.runs import BoundRun, Shard, ShardReport, run_from_mapping, run_shard
@@ -90,7 +90,7 @@ class RayShards:
 
         """
         ray = connect(self.address, NAMESPACE)
-        limits = target_limits(run.body.target) if self.limit_target else {}
+        limits = configure_limits(target_limits(run.body.target) if self.limit_target else {})
         base_dir = None if run.base_dir is None else str(run.base_dir)
         options: dict[str, Any] = {
             "num_cpus": self.num_cpus,
