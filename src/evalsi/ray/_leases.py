@@ -179,7 +179,7 @@ class LeaseBook:
             "most": self.most,
             "granted": self.granted,
             "reclaimed": self.reclaimed,
-            "holders": len(self.holders),
+            "holders": sorted(self.holders),
             "max_concurrency": self.limit.max_concurrency,
             "rate": self.limit.rate,
         }

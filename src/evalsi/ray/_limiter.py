@@ -28,6 +28,7 @@ import hashlib
 import logging
 import math
 import os
+import socket
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -159,7 +160,8 @@ class RayGate:
         import ray
 
         self._ray = ray
-        self.holder = f"{os.getpid()}-{uuid.uuid4().hex[:16]}"
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+        """This gate's name at the limiters: the host and process holding the leases (``stats()["holders"]``)."""
         chosen = {_normal(upstream): limit for upstream, limit in limits.items()}
         self.handles = {upstream: limiter(upstream, limit) for upstream, limit in chosen.items()}
         self.heartbeat = Heartbeat(self._beat, {upstream: limit.heartbeat for upstream, limit in chosen.items()})
