@@ -165,6 +165,7 @@ class RayGate:
         chosen = {_normal(upstream): limit for upstream, limit in limits.items()}
         self.handles = {upstream: limiter(upstream, limit) for upstream, limit in chosen.items()}
         self.heartbeat = Heartbeat(self._beat, {upstream: limit.heartbeat for upstream, limit in chosen.items()})
+        self._returning: set[asyncio.Future[None]] = set()
 
     def acquire(self, upstream: str) -> Any:
         """A lease of the upstream's limiter (waits in this thread), or None when it is not listed."""
@@ -185,6 +186,10 @@ class RayGate:
             lease = await ref
         except asyncio.CancelledError:  # else the limiter grants it later to nobody, until this process stops
             self._ray.cancel(ref)
+            # granted before the cancel arrived (the answer was on its way): given back once it is here
+            returning = asyncio.ensure_future(_give_back(handle, ref))
+            self._returning.add(returning)
+            returning.add_done_callback(self._returning.discard)
             raise
         self.heartbeat.took(upstream)
         return lease
@@ -204,6 +209,12 @@ class RayGate:
             with contextlib.suppress(Exception):  # a limiter restarting: the next round reaches it
                 answers[upstream] = float(self._ray.get(ref, timeout=BEAT_WAIT))
         return answers
+
+
+async def _give_back(handle: Any, ref: Any) -> None:
+    """Release the lease a cancelled wait was granted anyway (nothing when the cancel came first)."""
+    with contextlib.suppress(Exception):  # the wait was cancelled at the limiter: no lease
+        handle.release.remote(await ref)
 
 
 BEAT_WAIT = 5.0
