@@ -1,12 +1,16 @@
-"""The process's gate without Ray: a wait for a lease cancelled after the limiter granted it gives the lease back."""
+"""The process's gate without Ray: a wait for a lease cancelled after the limiter granted it gives the lease back,
+and a limiter restarted since the gate configured it is configured again by the gate's next heartbeat."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
+import pytest
+
+from evalsi.ray import Limit
 from evalsi.ray._heartbeat import Heartbeat
-from evalsi.ray._limiter import RayGate
+from evalsi.ray._limiter import LimiterActor, RayGate
 
 UPSTREAM = "http://rm.internal:5000"
 
@@ -29,6 +33,8 @@ class Limiter:
     def __init__(self) -> None:
         self.acquire = Method()
         self.release = Method()
+        self.heartbeat = Method()
+        self.configure = Method()
 
 
 class Ref:
@@ -48,6 +54,9 @@ class FakeRay:
     def cancel(self, ref: Any) -> None:
         self.cancelled.append(ref)
 
+    def get(self, ref: Any, timeout: float | None = None) -> Any:
+        return ref  # the fake methods answer at once
+
 
 def gate(limiter: Limiter) -> RayGate:
     """A gate on one upstream's limiter, built around the fakes (its constructor would join a Ray cluster)."""
@@ -55,6 +64,8 @@ def gate(limiter: Limiter) -> RayGate:
     made._ray = FakeRay()
     made.holder = "host:1:test"
     made.handles = {UPSTREAM: limiter}
+    made.limits = {UPSTREAM: Limit(max_concurrency=2)}
+    made._started = {UPSTREAM: "first"}
     made.heartbeat = Heartbeat(lambda upstreams: {}, {UPSTREAM: 5.0})
     made._returning = set()
     return made
@@ -98,3 +109,25 @@ async def _until(condition: Any) -> None:
     """Yield to the loop until ``condition()`` holds (no clock involved)."""
     while not condition():
         await asyncio.sleep(0)
+
+
+def test_a_heartbeat_configures_a_restarted_limiter_again_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    limiter = Limiter()
+    made = gate(limiter)
+    limiter.heartbeat.result = (4.0, "first")
+    assert made._beat([UPSTREAM]) == {UPSTREAM: 4.0}
+    assert limiter.configure.calls == []  # the same limiter as when the gate was installed
+    limiter.heartbeat.result = (5.0, "second")  # restarted: back at the limit it was created with
+    limiter.configure.result = (Limit(max_concurrency=8), "second")
+    assert made._beat([UPSTREAM]) == {UPSTREAM: 5.0}
+    assert limiter.configure.calls == [(Limit(max_concurrency=2),)] and made._started[UPSTREAM] == "second"
+    (warning,) = [r.getMessage() for r in caplog.records if "changes from" in r.getMessage()]
+    assert "max_concurrency=8" in warning and "max_concurrency=2" in warning and UPSTREAM in warning
+    assert made._beat([UPSTREAM]) == {UPSTREAM: 5.0} and len(limiter.configure.calls) == 1
+    assert limiter.heartbeat.calls == [("host:1:test",)] * 3
+
+
+def test_every_run_of_a_limiter_has_a_name_of_its_own() -> None:
+    first, second = LimiterActor(Limit()), LimiterActor(Limit())
+    assert first.started != second.started
+    assert first.heartbeat("h") == (Limit().heartbeat, first.started)

@@ -144,7 +144,7 @@ def test_actor_waiters_are_woken_by_a_raised_limit_and_by_a_release() -> None:
         waiters = [asyncio.create_task(actor.acquire("b")) for _ in range(3)]
         await asyncio.sleep(0)  # let them start waiting
         assert not any(w.done() for w in waiters)
-        assert actor.configure(Limit(max_concurrency=3)) == Limit(max_concurrency=1)
+        assert actor.configure(Limit(max_concurrency=3)) == (Limit(max_concurrency=1), actor.started)
         await asyncio.wait_for(_until(lambda: sum(w.done() for w in waiters) == 2), timeout=60)
         assert actor.stats()["held"] == 3  # the third waiter still waits
         actor.release(first)

@@ -17,7 +17,9 @@ A limiter keeps the limit it was last configured with: every process that instal
 upstream's limiter with it, and one that differs from the limiter's own replaces it, with a warning naming the
 upstream and both limits. Lowering ``max_concurrency`` lets the leases held past it drain (no request is revoked);
 the rate bucket earns at the new rate from then on. Two live pools that disagree share the limit configured last
-(each configure warns); a scorer actor restarted by Ray configures its pool's limit again.
+(each configure warns); a scorer actor restarted by Ray configures its pool's limit again. A limiter that Ray
+restarts (its node was lost) starts again from the limit it was created with, and with no leases; the first
+heartbeat of each holder configures it with that holder's limit again.
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ class LimiterActor:
     def __init__(self, limit: Limit) -> None:
         self.book = LeaseBook(limit)
         self._changed: asyncio.Event | None = None
+        self.started = uuid.uuid4().hex
+        """This run of the limiter: a limiter restarted by Ray has a new one (and its creation limit again)."""
 
     async def acquire(self, holder: str | None = None) -> int:
         """Wait for a free slot and a rate token; a lease id.
@@ -83,19 +87,19 @@ class LimiterActor:
         if self.book.release(lease):
             self._notify()
 
-    def heartbeat(self, holder: str) -> float:
-        """Renew every lease ``holder`` holds; the seconds until its next heartbeat is due."""
-        return self.book.heartbeat(holder)
+    def heartbeat(self, holder: str) -> tuple[float, str]:
+        """Renew every lease ``holder`` holds; the seconds until its next heartbeat is due, and :attr:`started`."""
+        return self.book.heartbeat(holder), self.started
 
-    def configure(self, limit: Limit) -> Limit:
-        """Keep ``limit`` from now on (see :meth:`LeaseBook.configure`); the limit it replaces."""
+    def configure(self, limit: Limit) -> tuple[Limit, str]:
+        """Keep ``limit`` from now on (see :meth:`LeaseBook.configure`); the limit it replaces, and :attr:`started`."""
         old = self.book.configure(limit)
         self._notify()
-        return old
+        return old, self.started
 
     def stats(self) -> dict[str, Any]:
-        """Leases held now, the most held at once, granted and reclaimed, holders, and the limit kept."""
-        return self.book.stats()
+        """Leases held now, the most held at once, granted and reclaimed, holders, the limit kept, this run."""
+        return {**self.book.stats(), "started": self.started, "pid": os.getpid()}
 
     def _notify(self) -> None:
         if self._changed is not None:
@@ -119,6 +123,11 @@ def limiter(upstream: str, limit: Limit) -> Any:
         The limiter's actor handle.
 
     """
+    return _configure(upstream, limit)[0]
+
+
+def _configure(upstream: str, limit: Limit) -> tuple[Any, str]:
+    """:func:`limiter`, and the limiter's :attr:`LimiterActor.started`."""
     import ray
 
     handle = (
@@ -134,15 +143,19 @@ def limiter(upstream: str, limit: Limit) -> Any:
         )
         .remote(limit)
     )
-    old = ray.get(handle.configure.remote(limit))
-    if old != limit:
+    old, started = ray.get(handle.configure.remote(limit))
+    _warn_if_changed(upstream, old, limit)
+    return handle, started
+
+
+def _warn_if_changed(upstream: str, old: Limit, new: Limit) -> None:
+    if old != new:
         log.warning(
             "the limit of %s changes from %s to %s (the limit configured last holds for the whole cluster)",
             upstream,
             old,
-            limit,
+            new,
         )
-    return handle
 
 
 class RayGate:
@@ -163,7 +176,10 @@ class RayGate:
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
         """This gate's name at the limiters: the host and process holding the leases (``stats()["holders"]``)."""
         chosen = {_normal(upstream): limit for upstream, limit in limits.items()}
-        self.handles = {upstream: limiter(upstream, limit) for upstream, limit in chosen.items()}
+        self.limits = chosen
+        configured = {upstream: _configure(upstream, limit) for upstream, limit in chosen.items()}
+        self.handles = {upstream: handle for upstream, (handle, _) in configured.items()}
+        self._started = {upstream: started for upstream, (_, started) in configured.items()}
         self.heartbeat = Heartbeat(self._beat, {upstream: limit.heartbeat for upstream, limit in chosen.items()})
         self._returning: set[asyncio.Future[None]] = set()
 
@@ -202,12 +218,21 @@ class RayGate:
             self.heartbeat.gave(upstream)
 
     def _beat(self, upstreams: Sequence[str]) -> dict[str, float]:
-        """One heartbeat to each upstream's limiter; the intervals they ask for (waited at most a few seconds)."""
+        """One heartbeat to each upstream's limiter; the intervals they ask for (waited at most a few seconds).
+
+        A limiter restarted since this gate last heard from it is configured with this gate's limit again.
+        """
         refs = {upstream: self.handles[upstream].heartbeat.remote(self.holder) for upstream in upstreams}
         answers: dict[str, float] = {}
         for upstream, ref in refs.items():
             with contextlib.suppress(Exception):  # a limiter restarting: the next round reaches it
-                answers[upstream] = float(self._ray.get(ref, timeout=BEAT_WAIT))
+                interval, started = self._ray.get(ref, timeout=BEAT_WAIT)
+                answers[upstream] = float(interval)
+                if started != self._started[upstream]:
+                    handle = self.handles[upstream]
+                    old, started = self._ray.get(handle.configure.remote(self.limits[upstream]), timeout=BEAT_WAIT)
+                    _warn_if_changed(upstream, old, self.limits[upstream])
+                    self._started[upstream] = started
         return answers
 
 

@@ -123,6 +123,24 @@ def test_a_lower_limit_configured_later_takes_effect_and_is_warned_of(
     assert not [r for r in caplog.records if "changes from" in r.getMessage()]  # the same limit: no warning
 
 
+def test_a_restarted_limiter_is_configured_again_by_the_heartbeats_of_its_holders(upstream: str) -> None:
+    configure_limits({upstream: Limit(max_concurrency=8)})  # the limiter is created with 8
+    holder = ray.remote(Holder).options(num_cpus=0, resources={"evalsi_node_b": 1})
+    lowered = holder.remote(upstream, Limit(max_concurrency=2, holder_timeout=3.0))
+    ray.get(lowered.take.remote(1))
+    before = stats(upstream)
+    assert before["max_concurrency"] == 2
+    os.kill(before["pid"], signal.SIGKILL)  # Ray restarts it, with the arguments it was created with
+
+    def configured_again() -> dict[str, Any] | None:
+        now = stats(upstream)
+        return now if now["started"] != before["started"] and now["max_concurrency"] == 2 else None
+
+    after = wait_for(configured_again, BOUND, "the restarted limiter configured with the holder's limit")
+    assert after["pid"] != before["pid"]
+    ray.kill(lowered, no_restart=True)
+
+
 def test_two_live_pools_that_disagree_share_the_limit_configured_last(
     cluster: Cluster, caplog: pytest.LogCaptureFixture
 ) -> None:
