@@ -133,7 +133,10 @@ def test_a_restarted_limiter_is_configured_again_by_the_heartbeats_of_its_holder
     os.kill(before["pid"], signal.SIGKILL)  # Ray restarts it, with the arguments it was created with
 
     def configured_again() -> dict[str, Any] | None:
-        now = stats(upstream)
+        try:
+            now = stats(upstream)
+        except ray.exceptions.RayActorError:  # still restarting
+            return None
         return now if now["started"] != before["started"] and now["max_concurrency"] == 2 else None
 
     after = wait_for(configured_again, BOUND, "the restarted limiter configured with the holder's limit")
