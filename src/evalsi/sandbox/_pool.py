@@ -169,7 +169,7 @@ def _spread(
     try:
         for i in order:
             try:
-                sent[i] = sandboxes[i].submit(source, shares[i], limits, files)
+                sent[i] = sandboxes[i].submit(source, shares[i], limits, files, "wipe")
             except SandboxError as exc:
                 results[i] = _failed(exc, len(shares[i]))
         for i in order:

@@ -195,24 +195,12 @@ class Sandbox:
         """
         out: list[CaseOutcome] = []
         for chunk in _chunks(cases):
-            if not self.alive:
-                self.start(limits)
-            out.extend(self._run_chunk(source, chunk, limits, files or {}, workdir))
+            out.extend(self.collect(self.submit(source, chunk, limits, files or {}, workdir)))
         self.programs_run += 1
         return out
 
-    def _run_chunk(
-        self, source: str | None, cases: list[Case], limits: Limits, files: dict[str, str], workdir: WorkdirMode
-    ) -> list[CaseOutcome]:
-        return self.collect(self.submit(source, cases, limits, files, workdir))
-
     def submit(
-        self,
-        source: str | None,
-        cases: list[Case],
-        limits: Limits,
-        files: dict[str, str] | None = None,
-        workdir: WorkdirMode = "wipe",
+        self, source: str | None, cases: list[Case], limits: Limits, files: dict[str, str], workdir: WorkdirMode
     ) -> Pending:
         """Send one request (at most one message's call cases) and return without waiting for its answer.
 
@@ -225,7 +213,7 @@ class Sandbox:
             cases: The test cases, run in order (at most ``MAX_CALL_CASES_PER_REQUEST`` of them ``call`` cases).
             limits: Limits per case.
             files: Further files written into the work dir.
-            workdir: As for :meth:`run`.
+            workdir: What becomes of the work dir, as for :meth:`run`.
 
         Returns:
             The request in flight.
@@ -249,7 +237,7 @@ class Sandbox:
         wire_cases = [{"kind": c.kind, "stdin": c.stdin, "argv": list(c.argv)} for c in cases]
         request: dict[str, Any] = {"op": "program", "nonce": pending.nonce, "source": source, "cases": wire_cases}
         shared = self._cgroup is not None
-        request.update(limits=limits.to_wire(shared_memory=shared), files=files or {}, workdir=workdir)
+        request.update(limits=limits.to_wire(shared_memory=shared), files=files, workdir=workdir)
         if self._cgroup is not None:
             try:
                 self._bound(limits)
@@ -259,7 +247,7 @@ class Sandbox:
         pending.deadline = time.monotonic() + sum(limits.wall_time + 2.0 for _ in cases) + 5.0
         try:
             _send(self._ctl, request, pending.tester_ends)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             pending.failure = f"sandbox failed: {type(exc).__name__}: {exc}"
         return pending
 
