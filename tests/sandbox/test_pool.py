@@ -9,7 +9,6 @@ import sys
 import pytest
 
 from evalsi.sandbox import RUNGS, Case, Limits, Sandbox, SandboxPool
-from evalsi.sandbox._sandbox import Pending
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(120)]
 LIMITS = Limits(wall_time=5)
@@ -72,19 +71,6 @@ def test_a_share_whose_sandbox_dies_fails_alone_and_the_pool_recovers():
         assert [o.run.stdout for o in again] == ["1\n", "2\n", "3\n", "4\n"]
     finally:
         pool.close()
-
-
-def test_a_sandbox_whose_last_case_left_processes_behind_is_not_reused(monkeypatch: pytest.MonkeyPatch):
-    sandbox = Sandbox(RUNGS["process"])
-    closed: list[bool] = []
-    monkeypatch.setattr(sandbox, "close", lambda: closed.append(True))
-    ended = {"timed_out": False, "exit": 0, "stdout": "1\n", "stderr": "", "wall": 0.001, "cpu": 0.001}
-    results = [{**ended, "clean": True}, {**ended, "clean": False}]  # the server stops after an unclean case
-    for answered in (results[:1], results):
-        pending = Pending("n" * 32, [Case("stdio")] * len(answered), LIMITS, host_ends=[None] * len(answered))
-        outcomes = sandbox._collect(pending, {"nonce": "n" * 32, "results": answered}, LIMITS)
-        assert [o.run.stdout for o in outcomes] == ["1\n"] * len(answered)
-    assert closed == [True]
 
 
 def test_one_sandbox_serves_many_programs_with_a_wiped_work_dir():

@@ -341,8 +341,6 @@ class Sandbox:
         _close_all(pending.host_ends)
         if reply.get("dirty"):
             self.close()  # its work dir could not be wiped: the next program gets a new sandbox
-        elif raw_results and isinstance(raw_results[-1], dict) and raw_results[-1].get("clean") is False:
-            self.close()  # its last case left processes it could not kill: not reused either
         return out
 
     def kill(self) -> None:
