@@ -4,9 +4,9 @@ Each sandbox is used by one thread at a time; the threads mostly wait on sockets
 bottleneck. A sandbox is restarted after ``recycle_after`` programs, and whenever it failed.
 
 A program whose cases would otherwise run one after another on one sandbox while others sit idle (one rollout
-scored alone, or the last programs of a batch) has its cases split over the idle sandboxes: each is sent its
-share in order, from the calling thread, and the answers are read after, so the shares run at once on as many
-cores. A batch of at least as many programs as sandboxes gives each program one sandbox, as before.
+scored alone, or a batch of fewer programs than sandboxes) has its cases split over the idle sandboxes: each is
+sent its run of consecutive cases from the calling thread, and the answers are read after, so the runs go at
+once on as many cores. A batch of at least as many programs as sandboxes gives each program one sandbox.
 """
 
 from __future__ import annotations
