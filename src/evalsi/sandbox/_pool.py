@@ -174,7 +174,8 @@ def _spread(
                 results[i] = _failed(exc, len(shares[i]))
         for i in order:
             if i in sent:
-                results[i] = sandboxes[i].collect(sent.pop(i))
+                results[i] = sandboxes[i].collect(sent[i])
+                del sent[i]
                 sandboxes[i].programs_run += 1
     finally:
         for i in sent:  # an answer left unread: the sandbox is not reused with it in its channel
