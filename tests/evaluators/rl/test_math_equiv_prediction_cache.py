@@ -209,3 +209,36 @@ def test_a_worker_writes_after_a_comparison_only_when_it_ended_well_before_the_b
     assert writes == [True]
     assert _pool.run_task(lambda x: x * 3, (2,), 1.0) == 6  # 3 s: closer to the backstop than a write should go
     assert writes == [True]
+
+
+def test_a_worker_does_not_replace_a_larger_dfa_another_worker_wrote(
+    parser: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_prediction_cache, "SAVE_SHARE", 1e9)  # no waiting between writes here
+    other = _cache(parser, tmp_path)
+    _trees(parser, TEXTS)
+    assert other.save()
+    larger = other.states()
+    assert other.file_states() == larger
+    written = other.path.read_bytes()
+
+    _fresh_dfas(parser)
+    worker = _cache(parser, tmp_path)  # a worker that learnt fewer states, after the other one wrote
+    _trees(parser, TEXTS[:6])
+    assert _prediction_cache.MIN_GROWTH <= worker.states() < larger
+    assert not worker.save_if_grown()
+    assert other.path.read_bytes() == written  # the larger DFA stays
+    assert worker.saved_states == worker.states()  # and the worker waits for new growth before looking again
+
+    _trees(parser, TEXTS + ["\\sqrt{x+1}-\\sqrt{x}", "\\left(\\frac{3}{4}\\right)^{-2}", "\\int_0^1 x\\,dx"])
+    assert worker.states() > larger
+    assert worker.save_if_grown()  # now it holds more than the file
+    assert worker.file_states() == worker.states()
+
+
+def test_the_state_count_of_a_missing_or_foreign_file_is_zero(parser: Any, tmp_path: Path) -> None:
+    cache = _cache(parser, tmp_path)
+    assert cache.file_states() == 0
+    cache.path.parent.mkdir(parents=True)
+    cache.path.write_bytes(b'{"states":12,"key":"x"}')
+    assert cache.file_states() == 0
