@@ -1,6 +1,6 @@
 """Build the LaTeX parser's prediction cache (ANTLR's DFA) that ships with math-equiv, from generated answers.
 
-    .venv/bin/python scripts/build_math_dfa.py            # writes src/evalsi/evaluators/rl/math_equiv/data/antlr-dfa.json.gz
+    .venv/bin/python scripts/build_math_dfa.py        # writes src/evalsi/evaluators/rl/math_equiv/data/
     .venv/bin/python scripts/build_math_dfa.py --pairs 400 --output /tmp/dfa.json.gz
 
 A fresh math-equiv worker learns the parser's predictions on its first parses of each shape of answer; the
@@ -48,15 +48,19 @@ class Answers:
         self.rng = random.Random(state)
 
     def pick(self, options: list[str]) -> str:
+        """One of ``options``."""
         return options[self.rng.randrange(len(options))]
 
     def integer(self, low: int = -20, high: int = 60) -> str:
+        """An integer in ``[low, high]``."""
         return str(self.rng.randint(low, high))
 
     def positive(self) -> str:
+        """A small positive integer."""
         return str(self.rng.randint(1, 12))
 
     def number(self) -> str:
+        """A number as answers write them: mostly integers, some decimals, thousands and powers of ten."""
         kind = self.rng.randrange(9)
         if kind == 0:
             return f"{self.rng.randint(0, 99)}.{self.rng.randint(0, 999)}"
@@ -186,6 +190,7 @@ class Answers:
         return shapes[self.rng.randrange(len(shapes))]()
 
     def answer(self) -> str:
+        """An answer: a short common shape, or an expression, relation, set, interval, tuple, matrix, sum..."""
         kind = self.rng.randrange(20)
         e = self.expression
         if self.rng.random() < SHORT:
@@ -212,6 +217,7 @@ class Answers:
         return shapes[kind - 5]()
 
     def interval(self) -> str:
+        """An interval, open or closed at either end, possibly unbounded."""
         left = self.pick(["(", "["])
         right = self.pick([")", "]"])
         low = self.pick(["-\\infty", self.expression(2)])
@@ -223,6 +229,7 @@ class Answers:
         return f"{left}{low},{high}{right}"
 
     def matrix(self) -> str:
+        """A small matrix or vector."""
         size = self.rng.randint(1, 3)
         rows = " \\\\ ".join(" & ".join(self.expression(2) for _ in range(size)) for _ in range(self.rng.randint(1, 3)))
         env = self.pick(["pmatrix", "bmatrix"])
@@ -240,6 +247,7 @@ class Answers:
         return self.answer()
 
     def completion(self, answer: str) -> str:
+        """A model's last sentence giving ``answer``, in one of the usual styles."""
         styles = [
             f"So the answer is $\\boxed{{{answer}}}$.",
             f"Final Answer: The final answer is ${answer}$. I hope it is correct.",
@@ -315,6 +323,7 @@ def train(pairs: int, budget: float, visits: Visits) -> None:
 
 
 def main() -> int:
+    """Learn the DFA from generated answers and write the common part of it."""
     from evalsi.evaluators.rl.math_equiv import _prediction_cache
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -230,7 +230,7 @@ def test_a_worker_does_not_replace_a_larger_dfa_another_worker_wrote(
     assert other.path.read_bytes() == written  # the larger DFA stays
     assert worker.saved_states == worker.states()  # and the worker waits for new growth before looking again
 
-    _trees(parser, TEXTS + ["\\sqrt{x+1}-\\sqrt{x}", "\\left(\\frac{3}{4}\\right)^{-2}", "\\int_0^1 x\\,dx"])
+    _trees(parser, [*TEXTS, "\\sqrt{x+1}-\\sqrt{x}", "\\left(\\frac{3}{4}\\right)^{-2}", "\\int_0^1 x\\,dx"])
     assert worker.states() > larger
     assert worker.save_if_grown()  # now it holds more than the file
     assert worker.file_states() == worker.states()

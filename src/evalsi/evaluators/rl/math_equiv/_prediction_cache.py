@@ -274,8 +274,8 @@ def _encode(parser: Any, key: str, keep: Callable[[Any], bool] | None = None) ->
         except (_Skip, KeyError):
             continue
         decisions.append({"decision": dfa.decision, "states": states, "edges": edges, "start": start})
-    states = sum(len(decision["states"]) for decision in decisions)
-    return {"key": key, "states": states, "contexts": contexts, "decisions": decisions}
+    total = sum(len(decision["states"]) for decision in decisions)
+    return {"key": key, "states": total, "contexts": contexts, "decisions": decisions}
 
 
 def _int(value: Any, low: int, high: int) -> int:
