@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ pytest.importorskip("latex2sympy2_extended")
 
 from evalsi.evaluators.rl.math_equiv import _prediction_cache
 from evalsi.evaluators.rl.math_equiv._prediction_cache import BUNDLED, PredictionCache, installed_cache
+from tests.evaluators.rl._parser_dfa import fresh_dfas, trees
 
 REBUILD = "rebuild it with: .venv/bin/python scripts/build_math_dfa.py"
 
@@ -42,41 +42,6 @@ SAMPLE = [
 ]
 
 
-def _fresh_dfas(parser: Any) -> None:
-    from antlr4.dfa.DFA import DFA
-    from antlr4.PredictionContext import PredictionContextCache
-
-    parser.decisionsToDFA[:] = [DFA(state, i) for i, state in enumerate(parser.atn.decisionToState)]
-    parser.sharedContextCache.cache = PredictionContextCache().cache
-
-
-@pytest.fixture
-def parser() -> Iterator[Any]:
-    """latex2sympy's parser class with empty DFAs, its own restored afterwards."""
-    from latex2sympy2_extended.antlr_parser import PSParser
-
-    saved, cache = list(PSParser.decisionsToDFA), PSParser.sharedContextCache.cache
-    _fresh_dfas(PSParser)
-    yield PSParser
-    PSParser.decisionsToDFA[:] = saved
-    PSParser.sharedContextCache.cache = cache
-
-
-def _trees(parser: Any, texts: list[str]) -> list[str]:
-    from antlr4 import CommonTokenStream, InputStream
-    from latex2sympy2_extended.antlr_parser import PSLexer
-
-    out = []
-    for text in texts:
-        instance = parser(CommonTokenStream(PSLexer(InputStream(text))))
-        instance.removeErrorListeners()
-        try:
-            out.append(instance.math().toStringTree(recog=instance))
-        except Exception as exc:
-            out.append(f"{type(exc).__name__}: {exc}")
-    return out
-
-
 def test_the_shipped_dfa_is_for_the_installed_antlr_latex2sympy_and_grammar(tmp_path: Path) -> None:
     assert BUNDLED.is_file(), f"{BUNDLED} is missing; {REBUILD}"
     assert BUNDLED.stat().st_size < 1_000_000, f"{BUNDLED} has grown past 1 MB; {REBUILD} with a higher --least"
@@ -88,22 +53,22 @@ def test_the_shipped_dfa_is_for_the_installed_antlr_latex2sympy_and_grammar(tmp_
 
 
 def test_with_no_cache_on_disk_the_shipped_dfa_is_loaded_and_parses_the_same(parser: Any, tmp_path: Path) -> None:
-    expected = _trees(parser, SAMPLE)  # learnt from empty DFAs
-    _fresh_dfas(parser)
+    expected = trees(parser, SAMPLE)  # learnt from empty DFAs
+    fresh_dfas(parser)
     cache = installed_cache(tmp_path)
     loaded = cache.load()
     assert loaded > 100
     assert cache.source == "bundled"
-    assert _trees(parser, SAMPLE) == expected
+    assert trees(parser, SAMPLE) == expected
     assert not cache.path.exists()  # loading writes nothing
 
 
 def test_the_users_cache_comes_before_the_shipped_one(parser: Any, tmp_path: Path) -> None:
     cache = installed_cache(tmp_path)
-    _trees(parser, SAMPLE[:3])
+    trees(parser, SAMPLE[:3])
     assert cache.save()
     saved = cache.states()
-    _fresh_dfas(parser)
+    fresh_dfas(parser)
     again = installed_cache(tmp_path)
     assert again.load() == saved
     assert again.source == "disk"
@@ -120,11 +85,11 @@ def test_a_damaged_shipped_file_is_ignored(parser: Any, tmp_path: Path, damage: 
     cache = PredictionCache(parser, ["antlr", "latex2sympy", [1]], tmp_path, bundled)
     assert cache.load() == 0
     assert cache.source == ""
-    assert _trees(parser, SAMPLE[:2])
+    assert trees(parser, SAMPLE[:2])
 
 
 def test_an_exported_dfa_loads_back_whole_or_pruned_and_parses_the_same(parser: Any, tmp_path: Path) -> None:
-    expected = _trees(parser, SAMPLE)
+    expected = trees(parser, SAMPLE)
     cache = PredictionCache(parser, ["antlr", "latex2sympy", [1]], tmp_path / "none", tmp_path / "all.json.gz")
     everything = cache.states()
     assert cache.export(tmp_path / "all.json.gz") == everything
@@ -136,10 +101,10 @@ def test_an_exported_dfa_loads_back_whole_or_pruned_and_parses_the_same(parser: 
     assert 0 < starts < everything
 
     for name, states in (("all.json.gz", everything), ("starts.json.gz", starts)):
-        _fresh_dfas(parser)
+        fresh_dfas(parser)
         again = PredictionCache(parser, ["antlr", "latex2sympy", [1]], tmp_path / "none", tmp_path / name)
         assert again.load() == states
-        assert _trees(parser, SAMPLE) == expected
+        assert trees(parser, SAMPLE) == expected
         assert again.states() >= states
 
 
