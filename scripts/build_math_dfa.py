@@ -236,7 +236,7 @@ class Answers:
         return f"\\begin{{{env}}} {rows} \\end{{{env}}}"
 
     def rewrite(self, answer: str) -> str:
-        """The same answer written another way, or another answer of its kind (a negative)."""
+        """The same answer written another way, or another generated answer (most often a different value)."""
         kind = self.rng.randrange(5)
         if kind == 0:
             return answer.replace(", ", ",").replace(" = ", "=").replace(" + ", "+")
