@@ -1,6 +1,7 @@
 """Benchmark: math-equiv cold against math-verify cold, each from a fresh process, on a hard mix.
 
-    .venv/bin/python bench/math_cold.py [--runs 5] [--limit 0] [--batch 1024] [--corpus PATH] [--profile] [--quick]
+    .venv/bin/python bench/math_cold.py [--runs 5] [--limit 0] [--batch 1024] [--corpus PATH] [--first-run]
+                                        [--profile] [--quick]
 
 Cold means everything a new scoring process pays before its first verdicts: the interpreter start, the imports,
 math-equiv's symbolic worker pool (started only when a record needs it) and the scoring itself. Each run starts
@@ -16,6 +17,10 @@ values, units...), about one pair in six beyond the pure-Python fast path. Both 
   boxed unless it carries its own math delimiters, an exception counted as a fail;
 - math-equiv as a reward function calls it: ``get_evaluator("math-equiv").score_batch`` in batches of
   ``--batch`` (a GRPO step's rollouts).
+
+math-equiv's workers keep the LaTeX parser's prediction cache under ``$EVALSI_CACHE_DIR``, so every run after
+a machine's first starts with it. ``--first-run`` gives each math-equiv process a new, empty cache directory: each
+run is then a machine's first (the parser starts from the prediction cache that ships with evalsi).
 
 ``--profile`` adds one math-equiv process under cProfile (the scoring process only; the workers' own time
 shows as waiting) and ``python -X importtime``'s slowest imports of math-equiv.
@@ -33,6 +38,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -143,14 +149,16 @@ def fresh(side: str, args: argparse.Namespace) -> tuple[float, dict[str, Any]]:
     """Seconds from launching a fresh process for ``side`` to its verdicts, and what it printed."""
     argv = [sys.executable, __file__, "--child", side, "--corpus", str(args.corpus), "--limit", str(args.limit)]
     argv += ["--batch", str(args.batch)]
-    start = time.perf_counter()
-    with subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, cwd=ROOT) as process:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        elapsed = time.perf_counter() - start
-        process.stdout.read()
-        if process.wait() != 0 or not line:
-            raise SystemExit(f"the {side} process failed (exit {process.returncode})")
+    with tempfile.TemporaryDirectory(prefix="math-cold-cache-") as empty:
+        env = dict(os.environ, EVALSI_CACHE_DIR=empty) if args.first_run else None
+        start = time.perf_counter()
+        with subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env) as process:
+            assert process.stdout is not None
+            line = process.stdout.readline()
+            elapsed = time.perf_counter() - start
+            process.stdout.read()
+            if process.wait() != 0 or not line:
+                raise SystemExit(f"the {side} process failed (exit {process.returncode})")
     return elapsed, json.loads(line)
 
 
@@ -192,6 +200,9 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=0, help="pairs taken evenly from the corpus (0: all)")
     parser.add_argument("--batch", type=int, default=1024, help="math-equiv batch size (a GRPO step's rollouts)")
     parser.add_argument("--runs", type=int, default=5, help="fresh processes per side; the medians are compared")
+    parser.add_argument(
+        "--first-run", action="store_true", help="a new, empty cache directory per process (a machine's first run)"
+    )
     parser.add_argument("--profile", action="store_true", help="also profile one cold math-equiv process")
     parser.add_argument("--quick", action="store_true", help="60 pairs, one run (a smoke run)")
     parser.add_argument("--child", choices=["math-verify", "math-equiv"], help=argparse.SUPPRESS)
@@ -203,7 +214,11 @@ def main() -> int:
         args.limit, args.runs = 60, 1
     compile_evalsi()
     rows = load(args.corpus, args.limit)
-    print(f"hard mix: {len(rows)} labelled pairs from {args.corpus.relative_to(ROOT)}; {args.runs} fresh runs a side")
+    caches = "a new, empty cache directory per process" if args.first_run else "the user's cache directory"
+    print(
+        f"hard mix: {len(rows)} labelled pairs from {args.corpus.relative_to(ROOT)}; {args.runs} fresh runs a side; "
+        f"math-equiv with {caches}"
+    )
     times: dict[str, list[float]] = {"math-verify": [], "math-equiv": []}
     results: dict[str, dict[str, Any]] = {}
     phases: list[tuple[float, float]] = []

@@ -29,7 +29,7 @@ from pathlib import Path
 from evalsi.evaluators import ScoreContext, get_evaluator
 from evalsi.records import from_rollout
 from evalsi.rewards import from_mapping
-from evalsi.sandbox import close_shared_pools, shared_pool
+from evalsi.sandbox import close_shared_pools
 from evalsi.sandbox._host import PROBE_SLOT, drop_to, sandbox_python, sandbox_uid
 from evalsi.sandbox._rungs import bwrap_argv
 from evalsi.sandbox._seccomp import deny_filter
@@ -153,11 +153,17 @@ def per_case_end_to_end(n: int) -> list[float]:
 
 
 def fork_to_exit(n: int) -> list[float]:
-    """Fork-to-exit wall time of single cases, as the fork server measured them (ms)."""
-    from evalsi.sandbox import Case, Limits
+    """Fork-to-exit wall time of single cases, as one fork server running alone measured them (ms).
 
-    pool = shared_pool("namespaced")
-    outcomes = pool.run(PROGRAM, [Case("stdio", stdin=f"{i}\n") for i in range(n)], Limits())
+    A sandbox of its own: the pool would split the cases over its idle sandboxes, which then share the cores.
+    """
+    from evalsi.sandbox import RUNGS, Case, Limits, Sandbox
+
+    sandbox = Sandbox(RUNGS["namespaced"])
+    try:
+        outcomes = sandbox.run(PROGRAM, [Case("stdio", stdin=f"{i}\n") for i in range(n)], Limits())
+    finally:
+        sandbox.close()
     return [o.run.wall_time * 1000 for o in outcomes]
 
 

@@ -28,6 +28,9 @@ Messages = list[dict[str, Any]]
 Content = str | Messages
 
 _CONSUMED_ALWAYS = frozenset({"prompt", "input", "completion", "output", "completion_tokens", "completion_ids", "id"})
+READ_FIELDS: frozenset[str] = _CONSUMED_ALWAYS | frozenset(REFERENCE_FIELDS)
+"""The fields :func:`from_rollout` may read into a record's own fields when the spec names no ``referenceField``;
+a rollout with none of them keeps every other field as metadata as is."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import math
+import random
+from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -91,6 +94,34 @@ def test_percentiles_are_nearest_rank_and_a_one_rollout_call_uses_the_recent_win
     assert latency_percentiles([one], recent) == {P50: 30.0, P90: 40.0, P99: 40.0}  # the last three: 30, 40, 10
     unmeasured = evalsi.rewards.RewardResult(1.0, "ok", {})
     assert latency_percentiles([unmeasured, unmeasured], recent) == {}
+
+
+def test_the_sorted_window_reads_the_percentiles_of_exactly_the_last_rollouts() -> None:
+    rng = random.Random(7)
+    recent = RecentLatencies(size=50)
+    kept: deque[float] = deque(maxlen=50)
+    for step in range(400):
+        # repeated values (cached scores all read 0.0), one at a time and in batches, as the adapters add them
+        values = [float(rng.choice([0, 0, 1, 2, rng.randint(0, 500)])) for _ in range(1 if step % 3 else 7)]
+        kept.extend(values)
+        if step % 3:
+            ranked = recent.add_and_rank(values)
+        else:  # a batch call only remembers its rollouts; the next one-rollout call reads them too
+            recent.add(values)
+            ranked = recent.add_and_rank([])
+        assert list(ranked) == [percentile(list(kept), q) for q in (50, 90, 99)]
+
+
+def test_a_nan_latency_is_not_kept_in_the_window() -> None:
+    recent = RecentLatencies(size=3)
+    assert recent.add_and_rank([math.nan]) == ()
+    nan_result = evalsi.rewards.RewardResult(1.0, "ok", {}, latency_ms=math.nan)
+    assert latency_percentiles([nan_result], recent) == {}
+    for ms in (1.0, math.nan, 2.0, 3.0, 4.0):
+        recent.add_and_rank([ms])
+    assert recent.add_and_rank([]) == (3.0, 4.0, 4.0)  # the last three numbers: 2, 3, 4
+    recent.add([math.nan, 5.0, math.nan])
+    assert recent.add_and_rank([]) == (4.0, 5.0, 5.0)  # 3, 4, 5
 
 
 # --- the adapters ----------------------------------------------------------------------------------------------------

@@ -21,7 +21,8 @@ import pytest
 import yaml
 
 import evalsi.rewards.verl
-from evalsi.errors import RewardBatchError, SpecError
+from evalsi.errors import DataError, RewardBatchError, SpecError
+from evalsi.records import from_rollout
 from evalsi.rewards._scorer import clear_shared
 from tests.rewards._adapter_evaluators import CountingLength
 from tests.rewards._keys import without_vector
@@ -191,3 +192,30 @@ def test_remote_scoring_batches_into_one_request(spec_file: Path) -> None:
     )
     assert [without_vector(o) for o in out] == [without_vector(o) for o in local]
     assert not any(math.isnan(v) for item in out for v in item.values())
+
+
+SAMPLES: list[tuple[Any, Any, Any, Any]] = [
+    ("gsm8k", "42", "42", None),
+    ("gsm8k", "42", None, {}),
+    (ArrayLike(["d"]), "x", ArrayLike([1, 2]), {"tests": ArrayLike(["x"]), "index": 3, "num_turns": None}),
+    ("d", "x", "y", {"data_source": "overridden", "split": "train"}),
+    ("d", "x", "y", {"prompt": "Q?", "id": 7, "completion_tokens": 5}),  # fields a record reads itself
+    ("d", "x", "y", {"reference": "from extra_info", "answer": "also"}),
+    ("d", "x", None, {"answer": "the reference when verl sends none"}),
+    ("d", "x", "y", {"completion": "lost to solution_str", "output": "kept as an alias"}),
+    ("d", [{"role": "assistant", "content": "chat"}], "y", None),
+    ("d", "x", "y", ArrayLike([1])),  # not a mapping: ignored
+]
+
+
+@pytest.mark.parametrize("field", [None, "reference", "answer"])
+@pytest.mark.parametrize("sample", SAMPLES)
+def test_records_built_directly_equal_the_rollouts_normalised(sample: Any, field: str | None) -> None:
+    direct = evalsi.rewards.verl._records([sample], field)
+    assert direct == [from_rollout(evalsi.rewards.verl.rollout(*sample), reference_field=field, index=0)]
+
+
+def test_a_malformed_sample_names_its_index() -> None:
+    with pytest.raises(DataError, match=r"rollout 1\b.*'completion' must be text"):
+        malformed: list[Any] = [("d", "ok", None, None), ("d", 42, None, None)]
+        evalsi.rewards.verl._records(malformed)

@@ -85,7 +85,10 @@ def test_killed_run_resumes_without_recomputing(tmp_path: Path) -> None:
         assert not journal_path(out).exists()
 
 
+# Ctrl-C as at a terminal: SIGINT's default handler, even when these tests run where SIGINT is ignored (a
+# background job of a non-interactive shell), which a child process would otherwise inherit.
 CLI = (
+    "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
     "import typer; from evalsi.cli.run import run_command; app = typer.Typer(); "
     "app.command('run')(run_command); app.command('other')(lambda: None); app()"
 )

@@ -27,6 +27,52 @@ def test_programs_spread_over_every_sandbox_of_the_pool():
         pool.close()
 
 
+MARKS = "import os\nprint(input(), os.path.exists('mark'))\nopen('mark', 'w').close()\n"
+"""Prints its input, and whether an earlier case of the program ran in the same sandbox (its work dir)."""
+
+
+def test_one_programs_cases_are_split_in_order_over_idle_sandboxes():
+    pool = SandboxPool("namespaced", size=2)
+    try:
+        outcomes = pool.run(MARKS, [Case("stdio", stdin=f"{i}\n") for i in range(5)], LIMITS)
+        # two runs of consecutive cases (3 then 2), each in a sandbox of its own, outcomes in the cases' order
+        assert [o.run.stdout for o in outcomes] == ["0 False\n", "1 True\n", "2 True\n", "3 False\n", "4 True\n"]
+        assert [s.programs_run for s in pool._idle.queue] == [1, 1]
+        asserts = [Case("call", payload={"kind": "asserts", "code": f"assert sq({i}) == {i * i}"}) for i in range(6)]
+        asserts.append(Case("call", payload={"kind": "asserts", "code": "assert sq(2) == 5"}))
+        verdicts = pool.run("def sq(x):\n    return x * x\n", asserts, LIMITS)
+        assert [o.verdict is not None and o.verdict["passed"] for o in verdicts] == [True] * 6 + [False]
+    finally:
+        pool.close()
+
+
+def test_small_programs_and_full_batches_keep_one_sandbox_per_program():
+    pool = SandboxPool("namespaced", size=2)
+    try:
+        two = pool.run(MARKS, [Case("stdio", stdin="a"), Case("stdio", stdin="b")], LIMITS)
+        assert [o.run.stdout for o in two] == ["a False\n", "b True\n"]
+        assert sorted(s.programs_run for s in pool._idle.queue) == [0, 1]
+        cases = [Case("stdio", stdin=str(i)) for i in range(6)]
+        batch = pool.map(lambda p: pool.run(p, cases, LIMITS), [MARKS, MARKS + "# another\n"])
+        for outcomes in batch:
+            assert [o.run.stdout for o in outcomes] == ["0 False\n"] + [f"{i} True\n" for i in range(1, 6)]
+    finally:
+        pool.close()
+
+
+def test_a_share_whose_sandbox_dies_fails_alone_and_the_pool_recovers():
+    pool = SandboxPool("namespaced", size=2)
+    program = "import os, signal\nn = int(input())\nif n == 0:\n    os.kill(os.getppid(), signal.SIGKILL)\nprint(n)\n"
+    try:
+        outcomes = pool.run(program, [Case("stdio", stdin=str(i)) for i in range(4)], LIMITS)
+        assert [o.run.reason for o in outcomes[:2]] == ["sandbox", "sandbox"]
+        assert [o.run.stdout for o in outcomes[2:]] == ["2\n", "3\n"]
+        again = pool.run(program, [Case("stdio", stdin=str(i)) for i in range(1, 5)], LIMITS)
+        assert [o.run.stdout for o in again] == ["1\n", "2\n", "3\n", "4\n"]
+    finally:
+        pool.close()
+
+
 def test_one_sandbox_serves_many_programs_with_a_wiped_work_dir():
     sandbox = Sandbox(RUNGS["namespaced"])
     try:

@@ -14,6 +14,7 @@ from typing import Any
 from evalsi.errors import EvalsiError, SpecError
 from evalsi.evaluators import Score
 from evalsi.ray._coordinator import Coordinator
+from evalsi.ray._limiter import configure_limits
 from evalsi.ray._options import NAMESPACE, PoolOptions
 from evalsi.ray._ray import connect
 from evalsi.ray._wire import pack_records, to_parts, unpack_columns
@@ -135,6 +136,7 @@ class RewardPool:
             limits=dict(limits or {}),
         )
         self._ray = connect(address, NAMESPACE)
+        configure_limits(self.options.limits)  # a changed limit is warned of here, where the operator changed it
         self._resource = self.reward.to_resource()
         self._spec_id = hashlib.sha256(canonical_json(self._resource)).hexdigest()
         self.coordinator = (

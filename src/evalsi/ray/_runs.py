@@ -20,7 +20,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from evalsi.ray._limiter import Limit, limit_upstreams
+from evalsi.ray._limiter import Limit, configure_limits, limit_upstreams
 from evalsi.ray._options import NAMESPACE
 from evalsi.ray._ray import connect
 from evalsi.runs import BoundRun, Shard, ShardReport, run_from_mapping, run_shard
@@ -41,7 +41,8 @@ class RayShards:
         runtime_env: The actors' Ray runtime environment.
         imports: Modules each actor imports before binding the spec (evaluator packs that register on import).
         limit_target: Limit the shards' requests to each endpoint of the target through its cluster-wide
-            limiter, to the target's ``maxConcurrency`` in all.
+            limiter, to the target's ``maxConcurrency`` in all (a limiter kept at another limit by an earlier run
+            takes this one, with a warning; a lost shard's leases come back within ``Limit.holder_timeout``).
 
     Raises:
         ValueError: ``count`` is below 1.
@@ -90,7 +91,7 @@ class RayShards:
 
         """
         ray = connect(self.address, NAMESPACE)
-        limits = target_limits(run.body.target) if self.limit_target else {}
+        limits = configure_limits(target_limits(run.body.target) if self.limit_target else {})
         base_dir = None if run.base_dir is None else str(run.base_dir)
         options: dict[str, Any] = {
             "num_cpus": self.num_cpus,
@@ -260,8 +261,8 @@ STOP_SECONDS = 30.0
 async def _stop(ray: Any, actors: Sequence[Any], runs: Sequence[Any]) -> None:
     """Stop the shards: cancel their runs, let them give their leases back (bounded), then kill the actors.
 
-    Killed at once, a shard would keep its leases of the target's limiter until their ``lease_timeout``, and a
-    resumed run would wait for them.
+    Killed at once, a shard would keep its leases of the target's limiter until its heartbeats are missed
+    (``holder_timeout``), and a run resumed at once would wait for them.
     """
     for refs in runs:
         with contextlib.suppress(Exception):  # a finished or lost shard's run

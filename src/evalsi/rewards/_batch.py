@@ -7,10 +7,13 @@ with the same two projections.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from evalsi.evaluators import Score
 from evalsi.rewards._compose import ComponentRule, RewardResult
+from evalsi.rewards._skips import SKIPPED_SUFFIX
 
 TRL_RESERVED = frozenset(
     {"prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric", "environments"}
@@ -187,15 +190,130 @@ def vector_values(results: Sequence[RewardResult], name: str, skipped: float | N
     return out
 
 
-def vector_columns(rules: Sequence[ComponentRule], results: Sequence[RewardResult]) -> dict[str, list[float]]:
-    """``reward/<component>`` (the vector, skipped read as 0.0) and ``reward_weight/<component>`` per rollout.
+class PlainNumbers:
+    """The numbers verl and OpenRLHF log per rollout, for trainers that average what they are given.
 
-    For trainers whose per-rollout extra values must be numbers (verl, OpenRLHF): the weight repeats on every
-    rollout so a trainer normalising each component within its group can weight them without reading the spec.
+    For each rollout, in order: each component's value (0.0 where it was skipped or errored; pass/fail reads 1.0
+    or 0.0), each ``<component>_skipped`` (1.0 when skipped: its mean is the fraction skipped), then for each rule
+    the reward vector ``reward/<component>`` (as :func:`vector_values`, skipped read as 0.0) and
+    ``reward_weight/<component>``: the weight repeats on every rollout so a trainer normalising each component
+    within its group can weight them without reading the spec. The keys are worked out once (see
+    :func:`plain_numbers`): per-sample trainers call once per rollout.
     """
-    out: dict[str, list[float]] = {}
-    for rule in rules:
-        out[VECTOR_PREFIX + rule.name] = [0.0 if v is None else v for v in vector_values(results, rule.name, 0.0)]
-    for rule in rules:
-        out[WEIGHT_PREFIX + rule.name] = [rule.weight] * len(results)
-    return out
+
+    def __init__(self, components: Sequence[str], rules: Sequence[ComponentRule] = ()) -> None:
+        """Lay out the keys of a spec's numbers.
+
+        Args:
+            components: Component names in spec order.
+            rules: The spec's composition rules; none leaves out the vector and weights.
+
+        """
+        self._components = [(name, name + SKIPPED_SUFFIX) for name in components]
+        at = {name: index for index, name in enumerate(components)}
+        self._vector = [(VECTOR_PREFIX + rule.name, rule.name, at.get(rule.name)) for rule in rules]
+        self._no_vector = dict.fromkeys([key for key, _, _ in self._vector], 0.0)
+        self._weights = {WEIGHT_PREFIX + rule.name: rule.weight for rule in rules}
+        # a key named twice (a component called "x_skipped" beside "x") keeps its first place, as in a dict
+        every = [*components, *(flag for _, flag in self._components), *self._no_vector]
+        self.keys = list(dict.fromkeys([*every, *self._weights]))
+        """Every key of a row, in order."""
+
+    def row(self, result: RewardResult, into: dict[str, float] | None = None) -> dict[str, float]:
+        """The numbers of one rollout, by key (in the order of :attr:`keys`).
+
+        Args:
+            result: The rollout's result.
+            into: A dict to add them to (after what it holds); a new one when None.
+
+        Returns:
+            ``{<component>: value, <component>_skipped: flag, reward/<component>: entry, reward_weight/...}``.
+
+        """
+        row: dict[str, float] = {} if into is None else into
+        scores = result.components
+        values: list[float] = []
+        skipped: list[float] = []
+        for name, _ in self._components:
+            score = scores[name]
+            value = score.value
+            status = score.status
+            values.append(float(value) if value is not None and status == "ok" else 0.0)
+            skipped.append(1.0 if status == "skipped" else 0.0)
+            row[name] = values[-1]
+        for (_, flag), is_skipped in zip(self._components, skipped, strict=True):
+            row[flag] = is_skipped
+        # a rollout without a total, or gated, reads 0.0 in every component; otherwise the entry is the value
+        # logged above (an error under onError: zero and a skipped component read 0.0)
+        if result.total is not None and result.status != "gated":
+            for key, name, at in self._vector:
+                row[key] = values[at] if at is not None else _plain_value(scores[name])
+        else:
+            row.update(self._no_vector)
+        row.update(self._weights)
+        return row
+
+    def columns(
+        self, results: Sequence[RewardResult], shared: Mapping[str, float] | None = None
+    ) -> dict[str, list[float]]:
+        """The numbers of every rollout, one list per key (in the order of :attr:`keys`), aligned with ``results``.
+
+        Args:
+            results: One result per rollout.
+            shared: Values the same for every rollout (a call's latency...), each repeated as a column after them.
+
+        Returns:
+            One list of floats per key.
+
+        """
+        if len(results) == 1:  # a per-sample trainer's call
+            row = self.row(results[0])
+            if shared:
+                row.update(shared)
+            return {key: [value] for key, value in row.items()}
+        if results:
+            rows = zip(*(self.row(result).values() for result in results), strict=True)
+            out = dict(zip(self.keys, map(list, rows), strict=True))
+        else:
+            out = {key: [] for key in self.keys}
+        for key, value in (shared or {}).items():
+            out[key] = [value] * len(results)
+        return out
+
+
+_layouts: dict[tuple[int, int], tuple[Sequence[str], Sequence[ComponentRule], PlainNumbers]] = {}
+_LAYOUTS_KEPT = 16
+_layouts_lock = threading.Lock()
+
+
+def plain_numbers(components: Sequence[str], rules: Sequence[ComponentRule]) -> PlainNumbers:
+    """:class:`PlainNumbers` for these lists, laid out once per pair of list objects (a scorer's own).
+
+    A scorer's ``component_names`` and ``rules`` are the same lists on every call (they are read, never changed),
+    so the layout is looked up by their identity; the few most recent pairs are kept.
+
+    Args:
+        components: Component names in spec order.
+        rules: The spec's composition rules.
+
+    Returns:
+        The layout of their numbers.
+
+    """
+    key = (id(components), id(rules))
+    found = _layouts.get(key)
+    if found is not None and found[0] is components and found[1] is rules:
+        return found[2]
+    numbers = PlainNumbers(components, rules)
+    with _layouts_lock:  # adapters are called from several threads (OpenRLHF's asyncio.to_thread)
+        if len(_layouts) >= _LAYOUTS_KEPT:
+            del _layouts[next(iter(_layouts))]
+        # holding the lists keeps their ids from being reused while the entry lives
+        _layouts[key] = (components, rules, numbers)
+    return numbers
+
+
+def _plain_value(score: Score) -> float:
+    """A component's value in plain numbers: the number it scored (pass/fail 1.0 or 0.0), else 0.0."""
+    value = score.value
+    return float(value) if value is not None and score.status == "ok" else 0.0

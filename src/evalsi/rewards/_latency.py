@@ -9,11 +9,14 @@ of the last :data:`WINDOW` rollouts this process scored, since the percentiles o
 
 from __future__ import annotations
 
+import bisect
 import math
 import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Sequence
+from operator import itemgetter
+from typing import Any
 
 from evalsi.rewards._batch import LATENCY_KEY
 from evalsi.rewards._compose import RewardResult
@@ -33,22 +36,72 @@ def elapsed_ms(started: float) -> float:
 def percentile(values: Sequence[float], q: float) -> float:
     """The nearest-rank ``q``-th percentile of non-empty ``values`` (one of the values, never interpolated)."""
     ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100.0 * len(ordered)))
-    return ordered[rank - 1]
+    return ordered[_rank(len(ordered), q) - 1]
 
 
 class RecentLatencies:
-    """The per-rollout latencies of the last ``size`` rollouts scored, shared by a process's adapter calls."""
+    """The per-rollout latencies of the last ``size`` rollouts scored, shared by a process's adapter calls.
+
+    Per-sample trainers call once per rollout, and sorting the whole window three times per call cost more than
+    scoring a cached rollout: while one-rollout calls read it, the window is kept sorted as it changes (one
+    insertion and one removal per rollout) and the percentiles are read off by index. Calls of a whole batch only
+    remember their rollouts (they report their own percentiles); the sorted copy is rebuilt once when a
+    one-rollout call next reads the window. A NaN has no place in an order and is not kept.
+    """
 
     def __init__(self, size: int = WINDOW) -> None:
         self._values: deque[float] = deque(maxlen=size)
+        self._sorted: list[float] = []
+        self._stale = False
         self._lock = threading.Lock()
+        self._count = 0
+        self._pick = _picker(1)
 
-    def add(self, values: Iterable[float]) -> list[float]:
-        """Remember ``values``; returns the window's contents after adding them."""
+    def add(self, values: Iterable[float]) -> None:
+        """Remember ``values`` (a batch's latencies, in milliseconds)."""
         with self._lock:
-            self._values.extend(values)
-            return list(self._values)
+            self._values.extend(value for value in values if value == value)  # NaN != NaN
+            self._stale = True
+
+    def add_and_rank(self, values: Iterable[float]) -> tuple[float, ...]:
+        """Remember ``values``; the window's :data:`PERCENTILES` (nearest rank) after adding them.
+
+        Args:
+            values: Latencies of the rollouts just scored, in milliseconds.
+
+        Returns:
+            One value of the window per percentile; empty while the window is.
+
+        """
+        with self._lock:
+            arrived = self._values
+            if self._stale:
+                self._sorted = sorted(arrived)
+                self._stale = False
+            ordered = self._sorted
+            for value in values:
+                if value != value:  # NaN
+                    continue
+                if len(arrived) == arrived.maxlen:  # the oldest leaves as this one arrives
+                    del ordered[bisect.bisect_left(ordered, arrived[0])]
+                arrived.append(value)
+                bisect.insort(ordered, value)
+            if not ordered:
+                return ()
+            if len(ordered) != self._count:  # the ranks change only while the window fills
+                self._count = len(ordered)
+                self._pick = _picker(self._count)
+            return self._pick(ordered)  # type: ignore[no-any-return]
+
+
+def _picker(count: int) -> itemgetter[Any]:
+    """Reads the :data:`PERCENTILES` (nearest rank) off an ascending list of ``count`` values."""
+    return itemgetter(*(_rank(count, q) - 1 for q in PERCENTILES))
+
+
+def _rank(count: int, q: float) -> int:
+    """The 1-based nearest rank of the ``q``-th percentile among ``count`` values."""
+    return max(1, math.ceil(q / 100.0 * count))
 
 
 _recent = RecentLatencies()
@@ -61,8 +114,12 @@ def latency_percentiles(results: Sequence[RewardResult], recent: RecentLatencies
     default the process's window). Results scored on a server carry no per-rollout time and add nothing.
     """
     measured = [r.latency_ms for r in results if r.latency_ms is not None]
-    window = (recent or _recent).add(measured)
-    values = measured if len(measured) > 1 else window if measured else []
-    if not values:
+    if not measured:
         return {}
-    return {key: percentile(values, q) for key, q in zip(PERCENTILE_KEYS, PERCENTILES, strict=True)}
+    window = recent or _recent
+    if len(measured) == 1:  # a per-sample trainer's call: over the window
+        values = window.add_and_rank(measured)
+        return dict(zip(PERCENTILE_KEYS, values, strict=True)) if values else {}
+    window.add(measured)
+    # a call of several rollouts: theirs, sorted once for the three percentiles
+    return dict(zip(PERCENTILE_KEYS, _picker(len(measured))(sorted(measured)), strict=True))

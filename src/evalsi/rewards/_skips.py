@@ -13,7 +13,6 @@ import logging
 import threading
 from collections.abc import Sequence
 
-from evalsi.evaluators import Score
 from evalsi.rewards._compose import RewardResult
 
 log = logging.getLogger("evalsi.rewards")
@@ -30,33 +29,32 @@ _streaks: dict[str, int] = {}
 _warned: set[str] = set()
 
 
-def skip_flags(components: Sequence[str], results: Sequence[RewardResult]) -> dict[str, list[float]]:
-    """``{<component>_skipped: [1.0 | 0.0 per rollout]}`` for every component, in spec order."""
-    return {
-        name + SKIPPED_SUFFIX: [1.0 if r.components[name].status == "skipped" else 0.0 for r in results]
-        for name in components
-    }
-
-
 def watch_skips(components: Sequence[str], results: Sequence[RewardResult], trainer: str) -> None:
     """Warn once per process and component when it is skipped for a whole batch or a long run of rollouts."""
     if not results:
         return
-    for name in components:
-        scores = [r.components[name] for r in results]
-        all_skipped = all(s.status == "skipped" for s in scores)
-        with _lock:
+    due: list[tuple[str, int, int]] = []  # (component, batch size, streak) to warn about
+    single = results[0].components if len(results) == 1 else None
+    with _lock:  # once per call, not per component: per-sample trainers call once per rollout
+        for name in components:
             if name in _warned:
                 continue
-            if not all_skipped:
-                _streaks[name] = _trailing_skips(scores)
-                continue
-            streak = _streaks.get(name, 0) + len(scores)
+            if single is not None:  # a per-sample trainer's call
+                if single[name].status != "skipped":
+                    _streaks[name] = 0
+                    continue
+            else:
+                skipped = [result.components[name].status == "skipped" for result in results]
+                if False in skipped:  # the streak the next call continues: the skips at the end of this batch
+                    _streaks[name] = skipped[::-1].index(False)
+                    continue
+            streak = _streaks.get(name, 0) + len(results)
             _streaks[name] = streak
-            if len(scores) < MIN_BATCH and streak < MIN_STREAK:
+            if len(results) < MIN_BATCH and streak < MIN_STREAK:
                 continue
             _warned.add(name)
-        size = len(scores)
+            due.append((name, len(results), streak))
+    for name, size, streak in due:
         count = f"all {size} rollouts of a batch" if size >= MIN_BATCH else f"{streak} rollouts in a row"
         log.warning(
             "%s: component %r was skipped for %s (%s); it adds nothing to the reward. If every rollout should "
@@ -64,7 +62,7 @@ def watch_skips(components: Sequence[str], results: Sequence[RewardResult], trai
             trainer,
             name,
             count,
-            scores[0].reason or "no reason given",
+            results[0].components[name].reason or "no reason given",
         )
 
 
@@ -73,13 +71,3 @@ def reset_skip_watch() -> None:
     with _lock:
         _streaks.clear()
         _warned.clear()
-
-
-def _trailing_skips(scores: Sequence[Score]) -> int:
-    """How many scores at the end of the batch are skipped (the streak the next call continues)."""
-    count = 0
-    for score in reversed(scores):
-        if score.status != "skipped":
-            break
-        count += 1
-    return count

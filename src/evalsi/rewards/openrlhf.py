@@ -39,13 +39,13 @@ from typing import Any
 
 from evalsi.errors import DataError, SpecError
 from evalsi.records import Record
-from evalsi.rewards._batch import LATENCY_KEY, completion_after_prompt, vector_columns
+from evalsi.rewards._batch import LATENCY_KEY, completion_after_prompt, plain_numbers
 from evalsi.rewards._compose import ComponentRule, RewardResult
 from evalsi.rewards._latency import elapsed_ms, latency_percentiles
 from evalsi.rewards._monitoring import adapter_monitor, stop_on_list
 from evalsi.rewards._reward import Reward
 from evalsi.rewards._scorer import Components, checked_scorer
-from evalsi.rewards._skips import skip_flags, watch_skips
+from evalsi.rewards._skips import watch_skips
 
 _NAN = float("nan")
 
@@ -223,17 +223,11 @@ def reward_response(
 
     """
     rewards = [_NAN if r.total is None else r.total for r in results]
-    logs: dict[str, list[float]] = {name: [] for name in components}
-    for result in results:
-        for name, score in result.components.items():
-            value = score.value  # a skipped or errored component logs 0.0 (see the module docstring)
-            logs[name].append(float(value) if value is not None and score.status == "ok" else 0.0)
-    logs.update(skip_flags(components, results))
-    logs.update(vector_columns(rules, results))
-    if latency_ms is not None:
-        logs[LATENCY_KEY] = [latency_ms] * len(results)
-    for key, value in {**(percentiles or {}), **(monitors or {})}.items():
-        logs[key] = [value] * len(results)
+    shared: dict[str, float] = {} if latency_ms is None else {LATENCY_KEY: latency_ms}
+    shared.update(percentiles or {})
+    shared.update(monitors or {})
+    # a skipped or errored component logs 0.0 (see the module docstring)
+    logs = plain_numbers(components, rules).columns(results, shared)
     if tensor is None:
         return {"rewards": rewards, "scores": list(rewards), "extra_logs": logs}
     return {

@@ -43,14 +43,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evalsi.errors import SpecError
-from evalsi.rewards._batch import LATENCY_KEY, plain, vector_columns
+from evalsi.records import READ_FIELDS, Record, from_rollout
+from evalsi.rewards._batch import LATENCY_KEY, plain, plain_numbers
 from evalsi.rewards._compose import ComponentRule, RewardResult
 from evalsi.rewards._latency import elapsed_ms, latency_percentiles
 from evalsi.rewards._monitoring import AdapterMonitor, adapter_monitor, stop_on_list
-from evalsi.rewards._scorer import Components, Scorer, shared_scorer
-from evalsi.rewards._skips import SKIPPED_SUFFIX, watch_skips
+from evalsi.rewards._reward import Reward
+from evalsi.rewards._scorer import Components, Scorer, checked_scorer
+from evalsi.rewards._skips import watch_skips
 
 __all__ = ["compute_score", "compute_score_batch", "rollout"]
+
+_NAN = float("nan")
 
 
 def compute_score(
@@ -80,10 +84,11 @@ def compute_score(
 
     """
     scorer = _scorer(reward_kwargs)
+    found = [(data_source, solution_str, ground_truth, extra_info)]
     started = time.perf_counter()
-    results = scorer.score([rollout(data_source, solution_str, ground_truth, extra_info)])
+    results = _score(scorer, found)
     latency_ms = elapsed_ms(started)
-    watched = _watch(scorer, reward_kwargs, [solution_str], [_group(ground_truth, extra_info)], results, per_call=False)
+    watched = _watch(scorer, reward_kwargs, found, results, per_call=False)
     return answer(scorer, results, latency_ms, watched)[0]
 
 
@@ -113,10 +118,9 @@ def compute_score_batch(
     scorer = _scorer(reward_kwargs)
     found = samples(data_sources, solution_strs, ground_truths, extra_infos)
     started = time.perf_counter()
-    results = scorer.score([rollout(*sample) for sample in found])
+    results = _score(scorer, found)
     latency_ms = elapsed_ms(started)
-    groups = [_group(truth, info) for _, _, truth, info in found]
-    watched = _watch(scorer, reward_kwargs, solution_strs, groups, results, per_call=True)
+    watched = _watch(scorer, reward_kwargs, found, results, per_call=True)
     return answer(scorer, results, latency_ms, watched)
 
 
@@ -156,8 +160,9 @@ def answer(
     the call's latency and its rollouts' latency percentiles, and the monitors' metrics. The Ray adapter
     (``evalsi/ray/verl.py``) answers with it too.
     """
-    watch_skips(scorer.component_names, results, "verl")
-    return _dicts(results, scorer.rules, latency_ms, latency_percentiles(results), monitors)
+    names = scorer.component_names
+    watch_skips(names, results, "verl")
+    return _dicts(results, names, scorer.rules, latency_ms, latency_percentiles(results), monitors)
 
 
 DEFAULT_MONITOR_BATCH = 1024
@@ -181,15 +186,17 @@ def _monitor(scorer: Scorer, reward_kwargs: Mapping[str, Any], *, per_call: bool
 def _watch(
     scorer: Scorer,
     reward_kwargs: Mapping[str, Any],
-    completions: Sequence[str],
-    groups: Sequence[Any],
+    found: Sequence[Sample],
     results: Sequence[RewardResult],
     *,
     per_call: bool,
 ) -> dict[str, float]:
     """Feed the scored rollouts to the monitor when one is configured; its latest metrics (else nothing)."""
     monitor = _monitor(scorer, reward_kwargs, per_call=per_call)
-    return {} if monitor is None else monitor.feed(completions, groups, results)
+    if monitor is None:
+        return {}
+    completions = [solution for _, solution, _, _ in found]
+    return monitor.feed(completions, [_group(truth, info) for _, _, truth, info in found], results)
 
 
 def _group(ground_truth: Any, extra_info: Mapping[str, Any] | None) -> str:
@@ -223,7 +230,52 @@ def rollout(
 
 
 def _scorer(reward_kwargs: Mapping[str, Any]) -> Scorer:
-    return shared_scorer(spec_of(reward_kwargs), reward_kwargs.get("server") or None, total_required_by="verl")
+    return checked_scorer(spec_of(reward_kwargs), reward_kwargs.get("server") or None, "verl")
+
+
+def _score(scorer: Scorer, found: Sequence[Sample]) -> list[RewardResult]:
+    """Score verl samples: as records built directly in this process, as rollout mappings for a server."""
+    if isinstance(scorer, Reward):
+        return scorer.score_records(_records(found, scorer.spec.spec.reference_field))
+    return scorer.score([rollout(*sample) for sample in found])
+
+
+def _records(found: Sequence[Sample], reference_field: str | None = None) -> list[Record]:
+    """Samples as records: what :func:`rollout` then :func:`~evalsi.records.from_rollout` make of them.
+
+    A sample whose ``extra_info`` holds none of the fields ``from_rollout`` reads (``prompt``, ``id``, a
+    reference field...) becomes its record directly, without the intermediate mapping: verl's per-sample managers
+    call once per rollout, and that detour cost as much as a cached score. Any other sample (a chat completion, a
+    ``referenceField`` other than ``reference``) goes through :func:`rollout`, so both ways agree.
+
+    Args:
+        found: The samples.
+        reference_field: The spec's ``referenceField``, if any.
+
+    Returns:
+        One record per sample.
+
+    Raises:
+        DataError: A sample is malformed (names its index).
+
+    """
+    direct = reference_field is None or reference_field == "reference"
+    out: list[Record] = []
+    for index, (data_source, solution_str, ground_truth, extra_info) in enumerate(found):
+        info = plain(extra_info) if extra_info and isinstance(extra_info, Mapping) else {}
+        reference = None if ground_truth is None else plain(ground_truth)
+        if (
+            direct
+            and type(solution_str) is str
+            and (reference is not None or ground_truth is None)
+            and info.keys().isdisjoint(READ_FIELDS)
+        ):
+            info["data_source"] = plain(data_source)
+            out.append(Record(solution_str, None, reference, None, None, info))
+        else:
+            sample = rollout(data_source, solution_str, ground_truth, extra_info)
+            out.append(from_rollout(sample, reference_field=reference_field, index=index))
+    return out
 
 
 def spec_of(reward_kwargs: Mapping[str, Any]) -> str:
@@ -244,32 +296,25 @@ def spec_of(reward_kwargs: Mapping[str, Any]) -> str:
 
 def _dicts(
     results: Sequence[RewardResult],
+    components: Sequence[str],
     rules: Sequence[ComponentRule] = (),
     latency_ms: float | None = None,
     percentiles: Mapping[str, float] | None = None,
     monitors: Mapping[str, float] | None = None,
 ) -> list[dict[str, float]]:
-    """One verl dict per result.
+    """One verl dict per result: the total as ``score``, and :class:`~evalsi.rewards._batch.PlainNumbers`.
 
     With ``rules``, the reward vector and weights too; the call's latency and its rollouts' latency percentiles
-    when given, and the monitors' metrics (the same in every dict).
+    when given, and the monitors' metrics (the same in every dict). Component names are never "score" (the spec
+    forbids it).
     """
-    vector = vector_columns(rules, results)
+    numbers = plain_numbers(components, rules)
+    shared: dict[str, float] = {} if latency_ms is None else {LATENCY_KEY: latency_ms}
+    shared.update(percentiles or {})
+    shared.update(monitors or {})
     out: list[dict[str, float]] = []
-    for index, result in enumerate(results):
-        item = {"score": float("nan") if result.total is None else result.total}
-        # the breakdown is in spec order; component names are never "score" (the spec forbids it)
-        for name, score in result.components.items():
-            value = score.value  # a skipped or errored component reads 0.0 (see the module docstring)
-            item[name] = float(value) if value is not None and score.status == "ok" else 0.0
-            item[name + SKIPPED_SUFFIX] = 1.0 if score.status == "skipped" else 0.0
-        for key, values in vector.items():
-            item[key] = values[index]
-        if latency_ms is not None:
-            item[LATENCY_KEY] = latency_ms
-        if percentiles:
-            item.update(percentiles)
-        if monitors:
-            item.update(monitors)
+    for result in results:
+        item = numbers.row(result, {"score": _NAN if result.total is None else result.total})
+        item.update(shared)
         out.append(item)
     return out

@@ -8,7 +8,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 
 SANDBOX_UID_BASE = 61000
@@ -59,8 +58,23 @@ def release_slot(slot: int) -> None:
         os.close(lock)
 
 
+SLOT_LOCK_DIRS = ("/run/evalsi-sandbox-slots", "/tmp/evalsi-sandbox-slots")
+"""Where slot lock files live: a fixed, machine-wide path (the first whose parent is writable), never under
+``$TMPDIR``: two evalsi processes with different temporary folders (a Ray worker's, a test's) must still see each
+other's slots, or both could give one uid to two sandboxes, and one sandbox's cleanup (``kill(-1)`` as its uid)
+would end the other's program."""
+
+
+def slot_lock_dir() -> str:
+    """The machine-wide folder of slot lock files (see :data:`SLOT_LOCK_DIRS`)."""
+    for folder in SLOT_LOCK_DIRS:
+        if os.access(os.path.dirname(folder), os.W_OK):
+            return folder
+    return SLOT_LOCK_DIRS[-1]
+
+
 def _lock_slot(slot: int) -> int | None:
-    folder = os.path.join(tempfile.gettempdir(), "evalsi-sandbox-slots")
+    folder = slot_lock_dir()
     os.makedirs(folder, mode=0o700, exist_ok=True)
     fd = os.open(os.path.join(folder, f"{slot}.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:

@@ -2,6 +2,11 @@
 
 Each sandbox is used by one thread at a time; the threads mostly wait on sockets, so the host's GIL is not the
 bottleneck. A sandbox is restarted after ``recycle_after`` programs, and whenever it failed.
+
+A program whose cases would otherwise run one after another on one sandbox while others sit idle (one rollout
+scored alone, or a batch of fewer programs than sandboxes) has its cases split over the idle sandboxes: each is
+sent its run of consecutive cases from the calling thread, and the answers are read after, so the runs go at
+once on as many cores. A batch of at least as many programs as sandboxes gives each program one sandbox.
 """
 
 from __future__ import annotations
@@ -16,10 +21,13 @@ from typing import TypeVar
 
 from evalsi.errors import SandboxError
 from evalsi.sandbox._ladder import RUNGS
-from evalsi.sandbox._sandbox import Case, CaseOutcome, Sandbox
+from evalsi.sandbox._sandbox import MAX_CALL_CASES_PER_REQUEST, Case, CaseOutcome, Pending, Sandbox
 from evalsi.sandbox._types import Isolation, Limits, RunResult
 
 T = TypeVar("T")
+MIN_SHARE = 2
+"""The fewest cases a sandbox is given when a program's cases are split: a program of two or three cases stays on
+one sandbox, where its cases share a work dir as they run one after another."""
 
 
 class SandboxPool:
@@ -42,6 +50,8 @@ class SandboxPool:
             self._idle.put(Sandbox(self.rung))
         self._executor = ThreadPoolExecutor(self.size, thread_name_prefix=f"evalsi-sandbox-{rung}")
         self._closed = False
+        self._width = threading.local()
+        """Per thread, the most sandboxes one program may take (set by :meth:`map` for its items)."""
 
     def run(
         self,
@@ -64,25 +74,57 @@ class SandboxPool:
             fresh: Run on a sandbox that has never run anything.
 
         """
-        sandbox = self._idle.get()
+        first = self._idle.get()
+        taken = [first]
         try:
-            if sandbox.programs_run >= self.recycle_after:
-                sandbox.close()
-                sandbox.programs_run = 0
-            try:
-                if not fresh:
-                    return sandbox.run(source, cases, limits, files)
-                out: list[CaseOutcome] = []
-                for case in cases:
-                    sandbox.close()
-                    out.extend(sandbox.run(source, [case], limits, files))
-                sandbox.close()
-                return out
-            except SandboxError as exc:
-                failed = RunResult(None, "", "", 0.0, 0.0, "sandbox", detail=str(exc), infrastructure=True)
-                return [CaseOutcome(failed) for _ in cases]
+            self._recycle(first)
+            if fresh:
+                return self._fresh(first, source, cases, limits, files)
+            for sandbox in self._spare(cases):
+                taken.append(sandbox)
+                self._recycle(sandbox)
+            if len(taken) == 1:
+                try:
+                    return first.run(source, cases, limits, files)
+                except SandboxError as exc:
+                    return _failed(exc, len(cases))
+            return _spread(taken, source, cases, limits, files or {})
         finally:
-            self._idle.put(sandbox)
+            for sandbox in taken:
+                self._idle.put(sandbox)
+
+    def _recycle(self, sandbox: Sandbox) -> None:
+        """Restart a sandbox (at its next use) once it has run ``recycle_after`` programs."""
+        if sandbox.programs_run >= self.recycle_after:
+            sandbox.close()
+            sandbox.programs_run = 0
+
+    def _fresh(
+        self, sandbox: Sandbox, source: str | None, cases: list[Case], limits: Limits, files: dict[str, str] | None
+    ) -> list[CaseOutcome]:
+        """The slow baseline: every case on a sandbox started for it alone."""
+        out: list[CaseOutcome] = []
+        try:
+            for case in cases:
+                sandbox.close()
+                out.extend(sandbox.run(source, [case], limits, files))
+            sandbox.close()
+        except SandboxError as exc:
+            return _failed(exc, len(cases))
+        return out
+
+    def _spare(self, cases: list[Case]) -> list[Sandbox]:
+        """Idle sandboxes (none waited for) to share a program's cases with the one it has, within its width."""
+        width = min(getattr(self._width, "value", self.size), len(cases) // MIN_SHARE)
+        if sum(c.kind == "call" for c in cases) > MAX_CALL_CASES_PER_REQUEST:
+            width = 1  # such a program is sent in several requests, one after another: it stays on one sandbox
+        spare: list[Sandbox] = []
+        while len(spare) < width - 1:
+            try:
+                spare.append(self._idle.get_nowait())
+            except queue.Empty:
+                break
+        return spare
 
     def map(self, fn: Callable[[T], list[CaseOutcome]], items: Sequence[T]) -> list[list[CaseOutcome]]:
         """``fn(item)`` for every item, spread over the pool's threads, in order.
@@ -94,7 +136,13 @@ class SandboxPool:
         """
         if len(items) <= 1:
             return [fn(item) for item in items]
-        return list(self._executor.map(fn, items))
+        width = max(1, self.size // len(items))
+
+        def one(item: T) -> list[CaseOutcome]:
+            self._width.value = width  # a program takes no more than its part of the pool
+            return fn(item)
+
+        return list(self._executor.map(one, items))
 
     def close(self) -> None:
         """Stop every sandbox."""
@@ -104,6 +152,51 @@ class SandboxPool:
         self._executor.shutdown(wait=True)
         while not self._idle.empty():
             self._idle.get().close()
+
+
+def _spread(
+    sandboxes: list[Sandbox], source: str | None, cases: list[Case], limits: Limits, files: dict[str, str]
+) -> list[CaseOutcome]:
+    """One program's cases split in order over ``sandboxes``, which run their shares at once; outcomes in order.
+
+    Every share is sent before any answer is read (sandboxes already running first, so a cold one starts while
+    they work). A sandbox that cannot start fails its share's cases, as a pool's sandbox fails a whole program.
+    """
+    shares = _shares(cases, len(sandboxes))
+    order = sorted(range(len(sandboxes)), key=lambda i: not sandboxes[i].alive)
+    sent: dict[int, Pending] = {}
+    results: dict[int, list[CaseOutcome]] = {}
+    try:
+        for i in order:
+            try:
+                sent[i] = sandboxes[i].submit(source, shares[i], limits, files, "wipe")
+            except SandboxError as exc:
+                results[i] = _failed(exc, len(shares[i]))
+        for i in order:
+            if i in sent:
+                results[i] = sandboxes[i].collect(sent[i])
+                del sent[i]
+                sandboxes[i].programs_run += 1
+    finally:
+        for i in sent:  # an answer left unread: the sandbox is not reused with it in its channel
+            sandboxes[i].close()
+    return [outcome for i in range(len(sandboxes)) for outcome in results[i]]
+
+
+def _shares(cases: list[Case], n: int) -> list[list[Case]]:
+    """``cases`` cut in ``n`` runs of consecutive cases, their sizes differing by one at most."""
+    size, extra = divmod(len(cases), n)
+    out, start = [], 0
+    for i in range(n):
+        end = start + size + (i < extra)
+        out.append(cases[start:end])
+        start = end
+    return out
+
+
+def _failed(exc: SandboxError, cases: int) -> list[CaseOutcome]:
+    failed = RunResult(None, "", "", 0.0, 0.0, "sandbox", detail=str(exc), infrastructure=True)
+    return [CaseOutcome(failed) for _ in range(cases)]
 
 
 _pools: dict[tuple[Isolation, int], SandboxPool] = {}

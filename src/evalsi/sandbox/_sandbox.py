@@ -77,10 +77,18 @@ class CaseOutcome:
 
 
 @dataclass
-class _Pending:
+class Pending:
+    """A request sent to a sandbox whose answer is not read yet (see :meth:`Sandbox.submit`)."""
+
     nonce: str
     cases: list[Case]
+    limits: Limits
+    deadline: float = 0.0
     host_ends: list[socket.socket | None] = field(default_factory=list)
+    tester_ends: list[int] = field(default_factory=list)
+    """The testers' ends of the call cases' sockets, closed once the answer is read."""
+    failure: str | None = None
+    """Why sending the request failed, if it did."""
 
 
 class Sandbox:
@@ -187,18 +195,37 @@ class Sandbox:
         """
         out: list[CaseOutcome] = []
         for chunk in _chunks(cases):
-            if not self.alive:
-                self.start(limits)
-            out.extend(self._run_chunk(source, chunk, limits, files or {}, workdir))
+            out.extend(self.collect(self.submit(source, chunk, limits, files or {}, workdir)))
         self.programs_run += 1
         return out
 
-    def _run_chunk(
+    def submit(
         self, source: str | None, cases: list[Case], limits: Limits, files: dict[str, str], workdir: WorkdirMode
-    ) -> list[CaseOutcome]:
+    ) -> Pending:
+        """Send one request (at most one message's call cases) and return without waiting for its answer.
+
+        Its answer must be read with :meth:`collect` before anything else is sent to this sandbox. The server is
+        started first when it does not run. Several sandboxes can so run one program's cases at once from one
+        thread: each is sent its share, then each answer is read.
+
+        Args:
+            source: The program's source; None when ``files`` hold it.
+            cases: The test cases, run in order (at most ``MAX_CALL_CASES_PER_REQUEST`` of them ``call`` cases).
+            limits: Limits per case.
+            files: Further files written into the work dir.
+            workdir: What becomes of the work dir, as for :meth:`run`.
+
+        Returns:
+            The request in flight.
+
+        Raises:
+            SandboxError: The server could not be started, or its cgroup refused the limits.
+
+        """
+        if not self.alive:
+            self.start(limits)
         assert self._ctl is not None
-        pending = _Pending(secrets.token_hex(16), cases)
-        tester_ends: list[int] = []
+        pending = Pending(secrets.token_hex(16), cases, limits)
         for case in cases:
             if case.kind != "call":
                 pending.host_ends.append(None)
@@ -206,26 +233,57 @@ class Sandbox:
             host_end, tester_end = socket.socketpair()
             _send_async(host_end, {**(case.payload or {}), "nonce": pending.nonce})
             pending.host_ends.append(host_end)
-            tester_ends.append(tester_end.detach())
+            pending.tester_ends.append(tester_end.detach())
         wire_cases = [{"kind": c.kind, "stdin": c.stdin, "argv": list(c.argv)} for c in cases]
         request: dict[str, Any] = {"op": "program", "nonce": pending.nonce, "source": source, "cases": wire_cases}
         shared = self._cgroup is not None
         request.update(limits=limits.to_wire(shared_memory=shared), files=files, workdir=workdir)
         if self._cgroup is not None:
-            self._bound(limits)
-        deadline = time.monotonic() + sum(limits.wall_time + 2.0 for _ in cases) + 5.0
+            try:
+                self._bound(limits)
+            except SandboxError:
+                self._release(pending)
+                raise
+        pending.deadline = time.monotonic() + sum(limits.wall_time + 2.0 for _ in cases) + 5.0
         try:
-            _send(self._ctl, request, tester_ends)
-            reply = _recv(self._ctl, deadline)
+            _send(self._ctl, request, pending.tester_ends)
+        except (OSError, ValueError) as exc:
+            pending.failure = f"sandbox failed: {type(exc).__name__}: {exc}"
+        return pending
+
+    def collect(self, pending: Pending) -> list[CaseOutcome]:
+        """Wait for the answer to a request sent with :meth:`submit`; the cases' outcomes, in order.
+
+        Args:
+            pending: The request in flight.
+
+        Returns:
+            One outcome per case; a failed sandbox fails only the cases it had not finished.
+
+        """
+        try:
+            if pending.failure is not None or self._ctl is None:
+                reply: dict[str, Any] = {"error": pending.failure or "sandbox failed: it was closed"}
+            else:
+                reply = _recv(self._ctl, pending.deadline)
         except (OSError, EOFError, ValueError) as exc:
             reply = {"error": f"sandbox failed: {type(exc).__name__}: {exc}"}
         finally:
-            for fd in tester_ends:
+            for fd in pending.tester_ends:
                 os.close(fd)
+            pending.tester_ends.clear()
         # read before the answer is handled: a sandbox whose runtime was killed is closed there, cgroup and all
-        out_of_memory = self._oom_killed(reply, len(cases))
-        out = self._collect(pending, reply, limits)
+        out_of_memory = self._oom_killed(reply, len(pending.cases))
+        out = self._collect(pending, reply, pending.limits)
         return [_out_of_memory(o) for o in out] if out_of_memory else out
+
+    @staticmethod
+    def _release(pending: Pending) -> None:
+        """Close a request's sockets when it was never sent."""
+        for fd in pending.tester_ends:
+            os.close(fd)
+        pending.tester_ends.clear()
+        _close_all(pending.host_ends)
 
     def _oom_killed(self, reply: dict[str, Any], cases: int) -> bool:
         """Whether the cgroup's OOM killer killed in the sandbox since the last look.
@@ -262,7 +320,7 @@ class Sandbox:
             self.close()
             raise SandboxError(f"the sandbox's cgroup refused its limits: {exc.strerror}") from None
 
-    def _collect(self, pending: _Pending, reply: dict[str, Any], limits: Limits) -> list[CaseOutcome]:
+    def _collect(self, pending: Pending, reply: dict[str, Any], limits: Limits) -> list[CaseOutcome]:
         if reply.get("nonce") != pending.nonce:
             self.close()
             detail = str(reply.get("error") or "the sandbox's answer did not carry this run's nonce")

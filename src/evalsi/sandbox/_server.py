@@ -194,8 +194,8 @@ def read_capped(fd: int, cap: int) -> tuple[str, bool]:
         cap: The most bytes read.
 
     """
-    os.lseek(fd, 0, os.SEEK_SET)
-    data = os.read(fd, cap + 1)
+    # sized by the file, not the cap: a read of cap + 1 bytes allocates (and frees) a buffer that big every case
+    data = os.pread(fd, min(os.fstat(fd).st_size, cap) + 1, 0)
     return data[:cap].decode("utf-8", "replace"), len(data) > cap
 
 

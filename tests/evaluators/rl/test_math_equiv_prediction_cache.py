@@ -4,7 +4,6 @@ corrupt, for another grammar or malformed is ignored."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ pytest.importorskip("latex2sympy2_extended")
 
 from evalsi.evaluators.rl.math_equiv import _prediction_cache
 from evalsi.evaluators.rl.math_equiv._prediction_cache import PredictionCache
+from tests.evaluators.rl._parser_dfa import fresh_dfas, trees
 
 TEXTS = [
     "\\frac{x+2}{7}",
@@ -35,41 +35,6 @@ TEXTS = [
 ]
 
 
-def _fresh_dfas(parser: Any) -> None:
-    from antlr4.dfa.DFA import DFA
-    from antlr4.PredictionContext import PredictionContextCache
-
-    parser.decisionsToDFA[:] = [DFA(state, i) for i, state in enumerate(parser.atn.decisionToState)]
-    parser.sharedContextCache.cache = PredictionContextCache().cache
-
-
-@pytest.fixture
-def parser() -> Iterator[Any]:
-    """latex2sympy's parser class with empty DFAs, its own restored afterwards."""
-    from latex2sympy2_extended.antlr_parser import PSParser
-
-    saved, cache = list(PSParser.decisionsToDFA), PSParser.sharedContextCache.cache
-    _fresh_dfas(PSParser)
-    yield PSParser
-    PSParser.decisionsToDFA[:] = saved
-    PSParser.sharedContextCache.cache = cache
-
-
-def _trees(parser: Any, texts: list[str]) -> list[str]:
-    from antlr4 import CommonTokenStream, InputStream
-    from latex2sympy2_extended.antlr_parser import PSLexer
-
-    out = []
-    for text in texts:
-        instance = parser(CommonTokenStream(PSLexer(InputStream(text))))
-        instance.removeErrorListeners()
-        try:
-            out.append(instance.math().toStringTree(recog=instance))
-        except Exception as exc:
-            out.append(f"{type(exc).__name__}: {exc}")
-    return out
-
-
 def _cache(parser: Any, directory: Path) -> PredictionCache:
     return PredictionCache(parser, ["antlr", "latex2sympy", [1, 2, 3]], directory)
 
@@ -77,39 +42,39 @@ def _cache(parser: Any, directory: Path) -> PredictionCache:
 def test_a_loaded_dfa_is_the_saved_one_and_parses_the_same_without_learning_again(parser: Any, tmp_path: Path) -> None:
     cache = _cache(parser, tmp_path)
     assert cache.load() == 0  # no file yet
-    learnt = _trees(parser, TEXTS)
+    learnt = trees(parser, TEXTS)
     states = cache.states()
     assert states > 50
     assert cache.save()
     assert cache.path.parent == tmp_path / "math-equiv"
     assert [p.name for p in cache.path.parent.iterdir()] == [cache.path.name]  # written atomically, nothing left
 
-    _fresh_dfas(parser)
+    fresh_dfas(parser)
     assert cache.states() == 0
     again = _cache(parser, tmp_path)
     assert again.load() == states
     assert _prediction_cache._encode(parser, again.key) == json.loads(cache.path.read_bytes())
-    assert _trees(parser, TEXTS) == learnt
+    assert trees(parser, TEXTS) == learnt
     assert again.states() == states  # every prediction came from the loaded DFA
 
 
 def test_a_loaded_dfa_goes_on_learning_new_shapes(parser: Any, tmp_path: Path) -> None:
     cache = _cache(parser, tmp_path)
-    _trees(parser, TEXTS[:3])
+    trees(parser, TEXTS[:3])
     cache.save()
-    _fresh_dfas(parser)
-    expected = _trees(parser, TEXTS)
+    fresh_dfas(parser)
+    expected = trees(parser, TEXTS)
 
-    _fresh_dfas(parser)
+    fresh_dfas(parser)
     assert _cache(parser, tmp_path).load() > 0
-    assert _trees(parser, TEXTS) == expected
+    assert trees(parser, TEXTS) == expected
 
 
 def _saved(parser: Any, tmp_path: Path) -> PredictionCache:
     cache = _cache(parser, tmp_path)
-    _trees(parser, TEXTS[:2])
+    trees(parser, TEXTS[:2])
     assert cache.save()
-    _fresh_dfas(parser)
+    fresh_dfas(parser)
     return cache
 
 
@@ -145,7 +110,7 @@ def test_a_damaged_or_foreign_file_is_ignored_and_nothing_is_installed(
     cache.path.write_bytes(damage(json.loads(cache.path.read_bytes())))
     assert _cache(parser, tmp_path).load() == 0
     assert cache.states() == 0
-    assert _trees(parser, TEXTS[:2])  # the parser still works, learning as it always did
+    assert trees(parser, TEXTS[:2])  # the parser still works, learning as it always did
 
 
 def _damaged(data: dict[str, Any], change: Any) -> dict[str, Any]:
@@ -160,16 +125,16 @@ def test_a_worker_saves_only_when_its_dfa_grew_enough(
     cache = _cache(parser, tmp_path)
     cache.load()
     assert not cache.save_if_grown()  # nothing learnt
-    _trees(parser, TEXTS)
+    trees(parser, TEXTS)
     assert cache.save_if_grown()  # the first write waits for nothing
     assert not cache.save_if_grown()  # nothing new since
-    _trees(parser, ["\\sqrt{x+1}-\\sqrt{x}", "\\left(\\frac{3}{4}\\right)^{-2}", "\\cos(2\\theta)"])
+    trees(parser, ["\\sqrt{x+1}-\\sqrt{x}", "\\left(\\frac{3}{4}\\right)^{-2}", "\\cos(2\\theta)"])
     assert cache.states() >= cache.saved_states + _prediction_cache.MIN_GROWTH
     assert not cache.save_if_grown()  # grown, but the last write's cost is not yet paid back
     monkeypatch.setattr(_prediction_cache, "SAVE_SHARE", 1e9)
     assert cache.save_if_grown()
     monkeypatch.setattr(_prediction_cache, "MAX_STATES", 10)
-    _trees(parser, ["\\int_0^1 x\\,dx", "\\binom{5}{2}", "|x-3|<2", "\\overline{AB}", "f'(x)=3x^2"])
+    trees(parser, ["\\int_0^1 x\\,dx", "\\binom{5}{2}", "|x-3|<2", "\\overline{AB}", "f'(x)=3x^2"])
     assert not cache.save_if_grown()  # too large to be worth loading
 
 
@@ -185,7 +150,7 @@ def test_an_unwritable_directory_only_means_no_cache(parser: Any, tmp_path: Path
     blocker = tmp_path / "file"
     blocker.write_text("")
     cache = _cache(parser, blocker)  # its math-equiv directory cannot be made under a file
-    _trees(parser, TEXTS[:2])
+    trees(parser, TEXTS[:2])
     assert not cache.save()
     assert cache.load() == 0
 
@@ -209,3 +174,36 @@ def test_a_worker_writes_after_a_comparison_only_when_it_ended_well_before_the_b
     assert writes == [True]
     assert _pool.run_task(lambda x: x * 3, (2,), 1.0) == 6  # 3 s: closer to the backstop than a write should go
     assert writes == [True]
+
+
+def test_a_worker_does_not_replace_a_larger_dfa_another_worker_wrote(
+    parser: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_prediction_cache, "SAVE_SHARE", 1e9)  # no waiting between writes here
+    other = _cache(parser, tmp_path)
+    trees(parser, TEXTS)
+    assert other.save()
+    larger = other.states()
+    assert other.file_states() == larger
+    written = other.path.read_bytes()
+
+    fresh_dfas(parser)
+    worker = _cache(parser, tmp_path)  # a worker that learnt fewer states, after the other one wrote
+    trees(parser, TEXTS[:6])
+    assert _prediction_cache.MIN_GROWTH <= worker.states() < larger
+    assert not worker.save_if_grown()
+    assert other.path.read_bytes() == written  # the larger DFA stays
+    assert worker.saved_states == worker.states()  # and the worker waits for new growth before looking again
+
+    trees(parser, [*TEXTS, "\\sqrt{x+1}-\\sqrt{x}", "\\left(\\frac{3}{4}\\right)^{-2}", "\\int_0^1 x\\,dx"])
+    assert worker.states() > larger
+    assert worker.save_if_grown()  # now it holds more than the file
+    assert worker.file_states() == worker.states()
+
+
+def test_the_state_count_of_a_missing_or_foreign_file_is_zero(parser: Any, tmp_path: Path) -> None:
+    cache = _cache(parser, tmp_path)
+    assert cache.file_states() == 0
+    cache.path.parent.mkdir(parents=True)
+    cache.path.write_bytes(b'{"states":12,"key":"x"}')
+    assert cache.file_states() == 0

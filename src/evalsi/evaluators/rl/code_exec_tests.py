@@ -1,8 +1,9 @@
 """``code-exec-tests``: run the completion's program against the record's test cases in the sandbox.
 
 Each case runs in its own process, forked from a warm server inside the sandbox; a batch's programs are spread
-over the sandbox pool (one sandbox per core). Stdin/stdout cases are compared on the host; assert and call
-cases are judged by a tester process whose verdict carries a per-run nonce on a channel the program never holds.
+over the sandbox pool (one sandbox per core), and a program's cases over the sandboxes left idle (a rollout
+scored alone). Stdin/stdout cases are compared on the host; assert and call cases are judged by a tester process
+whose verdict carries a per-run nonce on a channel the program never holds.
 """
 
 from __future__ import annotations

@@ -53,6 +53,10 @@ class Parsed:
     unit: str = ""
 
 
+RETRIES_AFTER_DEATH = 2
+"""Times a comparison whose worker died is sent again before it counts as an error."""
+
+
 def _parse(text: str) -> Parsed:
     canonical, unit = normalise_with_unit(text)
     return Parsed(canonical, parse_value(canonical) if canonical else None, unit)
@@ -194,7 +198,11 @@ class Judge:
             futures = {i: self._submit(pool, pair) for i, pair in enumerate(pairs) if outcomes[i] is None}
             for index, future in futures.items():
                 outcome = self._collect(future)
-                if outcome[0] is None:  # the worker died; once more, in case its template was killed under it
+                # The worker died: again, in case its template was killed under it (a retry sent before the pool
+                # noticed can land on the dying template too, so twice at most).
+                for _ in range(RETRIES_AFTER_DEATH):
+                    if outcome[0] is not None:
+                        break
                     outcome = self._collect(self._submit(pool, pairs[index]))
                 outcomes[index] = outcome
                 if outcome[0] is not None:

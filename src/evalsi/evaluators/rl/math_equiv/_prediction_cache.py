@@ -13,15 +13,23 @@ computation: a state loaded here is the state the parser would have built, and t
 The file is plain JSON of integers (never pickle), keyed on the versions of ANTLR and latex2sympy and on the
 grammar's serialized ATN; it is written atomically, and a file that is unreadable, for another grammar or
 malformed in any way is ignored (the parser then starts with empty DFAs, as it always did).
+
+evalsi ships a DFA of the same format (gzip-compressed, :data:`BUNDLED`), learnt by ``scripts/build_math_dfa.py``
+from generated answers of many shapes: when the user's cache directory holds no usable file (a machine's first
+run), the template loads that one, so a first run starts with most predictions made. It carries the same key and
+is ignored under any other version of ANTLR, latex2sympy or the grammar.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gzip
 import hashlib
 import json
 import os
+import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +42,13 @@ SAVE_SHARE = 0.1
 until the worker has used t / SAVE_SHARE more seconds of CPU (a write costs about 0.15 ms per DFA state)."""
 MIN_GROWTH = 16
 """New states since the last write that make a worker write again (a few states cost less to learn again)."""
+
+BUNDLED = Path(__file__).with_name("data") / "antlr-dfa.json.gz"
+"""The DFA shipped with evalsi, loaded when the user's cache holds none (rebuilt by ``scripts/build_math_dfa.py``)."""
+
+_HEAD = 256
+_STATES = re.compile(rb'^\{"key":"[0-9a-f]{64}","states":(\d{1,9}),')
+"""The state count a file written by :meth:`PredictionCache.save` starts with, after its key."""
 
 _NONE, _PREDICATE, _PRECEDENCE = 0, 1, 2
 _ERROR = -1
@@ -59,10 +74,13 @@ class PredictionCache:
     ``grammar`` (the runtime's and the grammar package's versions, the serialized ATN) keys the file.
     """
 
-    def __init__(self, parser_class: Any, grammar: list[Any], directory: Path) -> None:
+    def __init__(self, parser_class: Any, grammar: list[Any], directory: Path, bundled: Path | None = None) -> None:
         self.parser = parser_class
         self.key = hashlib.sha256(json.dumps([FORMAT, *grammar]).encode()).hexdigest()
         self.path = directory / "math-equiv" / f"antlr-dfa-{self.key[:16]}.json"
+        self.bundled = bundled
+        self.source = ""
+        """Where the loaded DFA came from: ``"disk"``, ``"bundled"`` or ``""`` (nothing loaded)."""
         self.saved_states = 0
         self.saved_at = 0.0
         self.save_cost = 0.0
@@ -72,13 +90,14 @@ class PredictionCache:
         return sum(len(dfa._states) for dfa in self.parser.decisionsToDFA)
 
     def load(self) -> int:
-        """Install the saved DFA into decisions that have none yet; the number of states loaded (0: none)."""
-        try:
-            data = json.loads(self.path.read_bytes())
-            if not isinstance(data, dict) or data.get("key") != self.key:
-                return 0
-            decoded = _decode(self.parser, data)
-        except Exception:  # unreadable, truncated, malformed or for another grammar: start empty, as always
+        """Install the saved DFA (else the bundled one) into decisions that have none yet; the states loaded."""
+        decoded = self._read(self.path, compressed=False)
+        self.source = "disk"
+        if decoded is None and self.bundled is not None:
+            decoded = self._read(self.bundled, compressed=True)
+            self.source = "bundled"
+        if decoded is None:
+            self.source = ""
             return 0
         loaded = 0
         for decision, dfa, contexts in decoded:
@@ -89,6 +108,17 @@ class PredictionCache:
                     self.parser.sharedContextCache.add(context)
         self.saved_states = self.states()
         return loaded
+
+    def _read(self, path: Path, compressed: bool) -> list[tuple[int, Any, list[Any]]] | None:
+        """The decisions saved in ``path`` for this key, or None when it is missing, foreign or malformed."""
+        try:
+            body = path.read_bytes()
+            data = json.loads(gzip.decompress(body) if compressed else body)
+            if not isinstance(data, dict) or data.get("key") != self.key:
+                return None
+            return _decode(self.parser, data)
+        except Exception:  # unreadable, truncated, malformed or for another grammar: start empty, as always
+            return None
 
     def save(self) -> bool:
         """Write the parser's DFA (atomically); False when it is too large or cannot be written."""
@@ -110,17 +140,57 @@ class PredictionCache:
             self.save_cost = self.saved_at - started
         return True
 
+    def export(self, path: Path, keep: Callable[[Any], bool] | None = None) -> int:
+        """Write the parser's DFA to ``path``, gzip-compressed and byte-for-byte reproducible (as :data:`BUNDLED`).
+
+        Args:
+            path: The file to write.
+            keep: Which DFA states to write (each decision's start states always are); all when None.
+
+        Returns:
+            How many DFA states were written.
+
+        """
+        data = _encode(self.parser, self.key, keep)
+        body = json.dumps(data, separators=(",", ":")).encode()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(gzip.compress(body, compresslevel=9, mtime=0))
+        return int(data["states"])
+
     def save_if_grown(self) -> bool:
-        """Save when the DFA grew by :data:`MIN_GROWTH` states, keeping to :data:`SAVE_SHARE` of the CPU time."""
-        if self.states() < self.saved_states + MIN_GROWTH:
+        """Save when the DFA grew by :data:`MIN_GROWTH` states, keeping to :data:`SAVE_SHARE` of the CPU time.
+
+        Several workers write the same file, the last write replacing the others: a worker whose DFA holds no more
+        states than the file does now leaves it alone, so a larger DFA another worker wrote is not replaced by a
+        smaller one (the next template loads the largest, and the workers forked from it add to it).
+        """
+        count = self.states()
+        if count < self.saved_states + MIN_GROWTH:
             return False
         if time.process_time() - self.saved_at < self.save_cost / SAVE_SHARE:
             return False
+        if count <= self.file_states():
+            self.saved_states = count
+            return False
         return self.save()
 
+    def file_states(self) -> int:
+        """How many DFA states the file on disk holds now, from its first bytes (0 when none or unreadable)."""
+        try:
+            with self.path.open("rb") as handle:
+                head = handle.read(_HEAD)
+        except OSError:
+            return 0
+        found = _STATES.search(head)
+        return int(found.group(1)) if found else 0
 
-def _encode(parser: Any, key: str) -> dict[str, Any]:
-    """The parser's DFAs as JSON-ready integers: a shared table of contexts, then each decision's states."""
+
+def _encode(parser: Any, key: str, keep: Callable[[Any], bool] | None = None) -> dict[str, Any]:
+    """The parser's DFAs as JSON-ready integers: a shared table of contexts, then each decision's states.
+
+    With ``keep``, only the states it accepts (and each decision's start states) are written, with the edges
+    between them: a prediction that reaches a state left out is computed again, as on an empty DFA.
+    """
     from antlr4.atn.ATNSimulator import ATNSimulator
     from antlr4.PredictionContext import PredictionContext, SingletonPredictionContext
 
@@ -157,10 +227,16 @@ def _encode(parser: Any, key: str) -> dict[str, Any]:
         if not dfa._states:
             continue
         try:
-            order = {id(state): index for index, state in enumerate(dfa._states)}
+            starts = [s for s in (dfa.s0.edges if dfa.precedenceDfa else [dfa.s0]) or () if s is not None]
+            if keep is None:
+                kept = list(dfa._states)
+            else:
+                first = {id(s) for s in starts}
+                kept = [state for state in dfa._states if id(state) in first or keep(state)]
+            order = {id(state): index for index, state in enumerate(kept)}
             states = []
             edges: list[int] = []
-            for state in dfa._states:
+            for state in kept:
                 configs = state.configs
                 flat: list[int] = []
                 for config in configs.configs:
@@ -187,18 +263,19 @@ def _encode(parser: Any, key: str) -> dict[str, Any]:
                     ]
                 )
                 for symbol, target in enumerate(state.edges or ()):
-                    if target is not None:
-                        to = _ERROR if target is ATNSimulator.ERROR else order[id(target)]
-                        edges += [order[id(state)], symbol, to]
+                    if target is ATNSimulator.ERROR:
+                        edges += [order[id(state)], symbol, _ERROR]
+                    elif target is not None and id(target) in order:
+                        edges += [order[id(state)], symbol, order[id(target)]]
             if dfa.precedenceDfa:
-                starts = [[p, order[id(s)]] for p, s in enumerate(dfa.s0.edges) if s is not None]
-                start: Any = starts
+                start: Any = [[p, order[id(s)]] for p, s in enumerate(dfa.s0.edges) if s is not None]
             else:
                 start = order[id(dfa.s0)] if dfa.s0 is not None else -1
         except (_Skip, KeyError):
             continue
         decisions.append({"decision": dfa.decision, "states": states, "edges": edges, "start": start})
-    return {"key": key, "contexts": contexts, "decisions": decisions}
+    total = sum(len(decision["states"]) for decision in decisions)
+    return {"key": key, "states": total, "contexts": contexts, "decisions": decisions}
 
 
 def _int(value: Any, low: int, high: int) -> int:
@@ -310,15 +387,31 @@ def load() -> int:
     if _cache is not None:
         return 0
     try:
-        from importlib.metadata import version
-
-        from latex2sympy2_extended.antlr_parser import PSParser
-
-        grammar = [version("antlr4-python3-runtime"), version("latex2sympy2_extended"), _serialized_atn(PSParser)]
+        _cache = installed_cache(cache_dir())
     except Exception:  # latex2sympy or ANTLR missing, or a layout this module does not know
         return 0
-    _cache = PredictionCache(PSParser, grammar, cache_dir())
     return _cache.load()
+
+
+def installed_cache(directory: Path) -> PredictionCache:
+    """The cache of latex2sympy's installed parser, keyed on the installed versions, with the bundled DFA.
+
+    Args:
+        directory: The cache directory its file lives under.
+
+    Returns:
+        The cache (nothing loaded yet).
+
+    Raises:
+        ImportError: latex2sympy or ANTLR is not installed.
+
+    """
+    from importlib.metadata import version
+
+    from latex2sympy2_extended.antlr_parser import PSParser
+
+    grammar = [version("antlr4-python3-runtime"), version("latex2sympy2_extended"), _serialized_atn(PSParser)]
+    return PredictionCache(PSParser, grammar, directory, BUNDLED)
 
 
 def _serialized_atn(parser_class: Any) -> list[int]:
