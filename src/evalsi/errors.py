@@ -31,7 +31,6 @@ so callers can catch either::
     ├── RayUnavailableError(ImportError)        evalsi.ray        Ray is not installed
     ├── RewardPoolError(RuntimeError)           evalsi.ray        the Ray reward pool could not score a rollout
     ├── RewardPoolStartError(RuntimeError)      evalsi.ray        the Ray reward pool did not start
-    ├── ChunkFailed(RuntimeError)               evalsi.ray._coordinator  a chunk could not be scored
     ├── GroupTooLarge(ValueError)               evalsi.ray._coordinator  whole groups larger than the pool's queue
     ├── ServiceError                            evalsi.server._errors    a refused or failed call, with its status
     ├── ImageError(ValueError)                  evalsi_harness    an agent task's image cannot be used
