@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from google.protobuf.message import DecodeError
 from wandb.proto import wandb_internal_pb2
 
 from evalsi.runs._log_wandb import run_id
@@ -60,9 +62,27 @@ def artifacts(run_files: list[Path]) -> list[Any]:
     return [r.artifact for path in run_files for r in records(path) if r.WhichOneof("record_type") == "artifact"]
 
 
-def offline_runs(folder: Path) -> list[Path]:
-    """The transaction logs of the offline runs under a W&B dir, oldest first."""
-    return sorted(folder.glob("wandb/offline-run-*/run-*.wandb"), key=lambda p: p.parent.name)
+def offline_runs(folder: Path, bound: float = 120.0) -> list[Path]:
+    """The transaction logs of the offline runs under a W&B dir, oldest first, once each holds its exit record.
+
+    W&B's service process may still be writing a log when ``run.finish()`` has returned: read at once, a log can
+    stop short of its history. After ``bound`` seconds the logs are returned as they are, and the assertions that
+    follow say what is missing.
+    """
+    deadline = time.monotonic() + bound
+    while True:
+        runs = sorted(folder.glob("wandb/offline-run-*/run-*.wandb"), key=lambda p: p.parent.name)
+        if (runs and all(map(_finished, runs))) or time.monotonic() > deadline:
+            return runs
+        time.sleep(0.1)
+
+
+def _finished(path: Path) -> bool:
+    """Whether a run's transaction log holds its exit record (the last one ``run.finish()`` sends)."""
+    try:
+        return any(record.WhichOneof("record_type") == "exit" for record in records(path))
+    except (AssertionError, OSError, DecodeError):  # not even its header yet, or a record half written
+        return False
 
 
 @pytest.fixture(autouse=True)
