@@ -185,7 +185,9 @@ def drop_when_cancelled(futures: list[Future[str]], cancelled: threading.Event) 
     """Wait for the requests; if the caller goes away first, stop them (those not yet sent never go)."""
     while not all(f.done() for f in futures):
         if cancelled.wait(0.05):
-            for future in futures:
+            # Newest first: the queued requests are dropped before the one in flight is stopped, or stopping it
+            # would free its slot for the next queued request, sent before its own cancel arrived.
+            for future in reversed(futures):
                 future.cancel()  # a request already sent is stopped; the others never go
             return
 
