@@ -41,6 +41,7 @@ from evalsi.errors import DataError, SpecError
 from evalsi.records import Record
 from evalsi.rewards._batch import LATENCY_KEY, completion_after_prompt, plain_numbers
 from evalsi.rewards._compose import ComponentRule, RewardResult
+from evalsi.rewards._environment import EnvironmentValues
 from evalsi.rewards._latency import elapsed_ms, latency_percentiles
 from evalsi.rewards._monitoring import adapter_monitor, stop_on_list
 from evalsi.rewards._reward import Reward
@@ -76,14 +77,15 @@ def reward_func(
         RewardBatchError: A component errored under ``onError: raise``.
 
     """
-    spec = required_spec()
-    scorer = checked_scorer(spec, os.environ.get("EVALSI_SERVER") or None, "OpenRLHF")
+    spec, server, monitor_on = _SETTINGS.read()
+    spec = _required(spec)
+    scorer = checked_scorer(spec, server or None, "OpenRLHF")
     started = time.perf_counter()
     found = records(queries, prompts, labels)
     results = scorer.score_records(found) if isinstance(scorer, Reward) else scorer.score(_mappings(found))
     latency_ms = elapsed_ms(started)
     monitors: dict[str, float] = {}
-    if os.environ.get("EVALSI_MONITOR", "").strip().lower() in ("1", "true", "yes", "on"):
+    if monitor_on and monitor_on.strip().lower() in ("1", "true", "yes", "on"):
         batch = os.environ.get("EVALSI_MONITOR_BATCH", "").strip()
         monitor = adapter_monitor(
             spec,
@@ -103,10 +105,17 @@ def required_spec() -> str:
         SpecError: The variable is not set.
 
     """
-    spec = os.environ.get("EVALSI_REWARD_SPEC")
+    return _required(_SETTINGS.read()[0])
+
+
+def _required(spec: str | None) -> str:
     if not spec:
         raise SpecError("OpenRLHF reward_func: set EVALSI_REWARD_SPEC to the RewardSpec file to score with")
     return spec
+
+
+_SETTINGS = EnvironmentValues("EVALSI_REWARD_SPEC", "EVALSI_SERVER", "EVALSI_MONITOR")
+"""What every call reads of the environment (the monitor's other settings are read only when it is on)."""
 
 
 def answer(

@@ -46,7 +46,7 @@ from evalsi.errors import SpecError
 from evalsi.records import READ_FIELDS, Record, from_rollout
 from evalsi.rewards._batch import LATENCY_KEY, plain, plain_numbers
 from evalsi.rewards._compose import ComponentRule, RewardResult
-from evalsi.rewards._latency import elapsed_ms, latency_percentiles
+from evalsi.rewards._latency import PERCENTILE_KEYS, elapsed_ms, latency_percentiles, window_percentiles
 from evalsi.rewards._monitoring import AdapterMonitor, adapter_monitor, stop_on_list
 from evalsi.rewards._reward import Reward
 from evalsi.rewards._scorer import Components, Scorer, checked_scorer
@@ -55,6 +55,9 @@ from evalsi.rewards._skips import watch_skips
 __all__ = ["compute_score", "compute_score_batch", "rollout"]
 
 _NAN = float("nan")
+_SCORE_KEY = ("score",)
+_LATENCY_KEYS = (LATENCY_KEY,)
+_SHARED_KEYS = (LATENCY_KEY, *PERCENTILE_KEYS)
 
 
 def compute_score(
@@ -162,6 +165,15 @@ def answer(
     """
     names = scorer.component_names
     watch_skips(names, results, "verl")
+    if len(results) == 1:  # a per-sample manager's call: one dict, its keys laid out once
+        result = results[0]
+        numbers = plain_numbers(names, scorer.rules)
+        ranked = window_percentiles(result)
+        keys = numbers.framed(_SCORE_KEY, _SHARED_KEYS if ranked else _LATENCY_KEYS)
+        item = dict(zip(keys, [_total(result), *numbers.row_values(result), latency_ms, *ranked], strict=True))
+        if monitors:
+            item.update(monitors)
+        return [item]
     return _dicts(results, names, scorer.rules, latency_ms, latency_percentiles(results), monitors)
 
 
@@ -314,7 +326,12 @@ def _dicts(
     shared.update(monitors or {})
     out: list[dict[str, float]] = []
     for result in results:
-        item = numbers.row(result, {"score": _NAN if result.total is None else result.total})
+        item = numbers.row(result, {"score": _total(result)})
         item.update(shared)
         out.append(item)
     return out
+
+
+def _total(result: RewardResult) -> float:
+    """A rollout's ``score``: its total (NaN for none, which a spec verl accepts never leaves)."""
+    return _NAN if result.total is None else result.total
