@@ -228,9 +228,9 @@ class PlainNumbers:
         "x") is there twice, and a dict built from the pairs keeps its first place and its last value."""
         self.keys = list(dict.fromkeys(self.row_keys))
         """Every key of a row, in order."""
-        self._framed: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[str, ...]] = {}
+        self._framed: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[tuple[str, ...], dict[str, float]]] = {}
 
-    def framed(self, before: tuple[str, ...], after: tuple[str, ...]) -> tuple[str, ...]:
+    def framed(self, before: tuple[str, ...], after: tuple[str, ...]) -> tuple[tuple[str, ...], dict[str, float]]:
         """:attr:`row_keys` between ``before`` and ``after``, joined once per pair (an adapter's few constants).
 
         Args:
@@ -238,13 +238,16 @@ class PlainNumbers:
             after: Keys after them (the call's latency and percentiles).
 
         Returns:
-            The keys of ``[*before values, *row_values(result), *after values]``, in order.
+            The keys of ``[*before values, *row_values(result), *after values]`` in order, and a dict of them all
+            (each once, at its first place) to copy and fill: a copy holds every key already, so filling it with
+            ``update(zip(keys, values))`` never grows it, and makes what ``dict(zip(keys, values))`` would.
 
         """
         key = (before, after)
         found = self._framed.get(key)
         if found is None:
-            found = self._framed[key] = (*before, *self.row_keys, *after)
+            keys = (*before, *self.row_keys, *after)
+            found = self._framed[key] = (keys, dict.fromkeys(keys, 0.0))
         return found
 
     def row_values(self, result: RewardResult) -> list[float]:

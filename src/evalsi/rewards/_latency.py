@@ -24,6 +24,8 @@ from evalsi.rewards._compose import RewardResult
 PERCENTILES: tuple[int, ...] = (50, 90, 99)
 """The percentiles logged, as ``reward/latency_ms/p<q>``."""
 PERCENTILE_KEYS: tuple[str, ...] = tuple(f"{LATENCY_KEY}/p{q}" for q in PERCENTILES)
+CALL_KEYS: tuple[str, ...] = (LATENCY_KEY, *PERCENTILE_KEYS)
+"""A one-rollout call's latency, then the window's percentiles (as :func:`window_percentiles` reads them)."""
 WINDOW = 1024
 """How many recent rollouts the percentiles of a one-rollout call are taken over."""
 
@@ -168,3 +170,13 @@ def window_percentiles(result: RewardResult, recent: RecentLatencies | None = No
     if latency is None:
         return ()
     return (recent or _recent).add_one(latency)
+
+
+def call_keys(ranked: tuple[float, ...]) -> tuple[str, ...]:
+    """The keys of ``(latency, *ranked)``: the call's latency, and the percentiles when the window had any.
+
+    Args:
+        ranked: What :func:`window_percentiles` read.
+
+    """
+    return CALL_KEYS if ranked else CALL_KEYS[:1]

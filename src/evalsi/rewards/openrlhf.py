@@ -42,7 +42,7 @@ from evalsi.records import Record
 from evalsi.rewards._batch import LATENCY_KEY, completion_after_prompt, plain_numbers
 from evalsi.rewards._compose import ComponentRule, RewardResult
 from evalsi.rewards._environment import EnvironmentValues
-from evalsi.rewards._latency import elapsed_ms, latency_percentiles
+from evalsi.rewards._latency import call_keys, elapsed_ms, latency_percentiles, window_percentiles
 from evalsi.rewards._monitoring import adapter_monitor, stop_on_list
 from evalsi.rewards._reward import Reward
 from evalsi.rewards._scorer import Components, checked_scorer
@@ -132,10 +132,21 @@ def answer(
     """
     watch_skips(scorer.component_names, results, "OpenRLHF")
     torch = sys.modules.get("torch")
+    tensor = torch.tensor if torch is not None else None
+    if len(results) == 1:  # OpenRLHF 0.10+ calls once per rollout: its logs laid out once
+        result = results[0]
+        numbers = plain_numbers(scorer.component_names, scorer.rules)
+        ranked = window_percentiles(result)
+        keys = numbers.framed((), call_keys(ranked))[0]
+        values = [*numbers.row_values(result), latency_ms, *ranked]
+        logs = {key: [value] for key, value in zip(keys, values, strict=True)}
+        for key, value in (monitors or {}).items():
+            logs[key] = [value]
+        return _response([_NAN if result.total is None else result.total], logs, tensor)
     return reward_response(
         scorer.component_names,
         results,
-        tensor=torch.tensor if torch is not None else None,
+        tensor=tensor,
         rules=scorer.rules,
         latency_ms=latency_ms,
         percentiles=latency_percentiles(results),
@@ -236,7 +247,11 @@ def reward_response(
     shared.update(percentiles or {})
     shared.update(monitors or {})
     # a skipped or errored component logs 0.0 (see the module docstring)
-    logs = plain_numbers(components, rules).columns(results, shared)
+    return _response(rewards, plain_numbers(components, rules).columns(results, shared), tensor)
+
+
+def _response(rewards: list[float], logs: dict[str, list[float]], tensor: Any) -> dict[str, Any]:
+    """The answer holding ``rewards`` (also as ``scores``) and ``logs``, each list wrapped by ``tensor`` if given."""
     if tensor is None:
         return {"rewards": rewards, "scores": list(rewards), "extra_logs": logs}
     return {

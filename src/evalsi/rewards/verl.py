@@ -46,7 +46,7 @@ from evalsi.errors import SpecError
 from evalsi.records import READ_FIELDS, Record, from_rollout
 from evalsi.rewards._batch import LATENCY_KEY, plain, plain_numbers
 from evalsi.rewards._compose import ComponentRule, RewardResult
-from evalsi.rewards._latency import PERCENTILE_KEYS, elapsed_ms, latency_percentiles, window_percentiles
+from evalsi.rewards._latency import call_keys, elapsed_ms, latency_percentiles, window_percentiles
 from evalsi.rewards._monitoring import AdapterMonitor, adapter_monitor, stop_on_list
 from evalsi.rewards._reward import Reward
 from evalsi.rewards._scorer import Components, Scorer, checked_scorer
@@ -56,8 +56,6 @@ __all__ = ["compute_score", "compute_score_batch", "rollout"]
 
 _NAN = float("nan")
 _SCORE_KEY = ("score",)
-_LATENCY_KEYS = (LATENCY_KEY,)
-_SHARED_KEYS = (LATENCY_KEY, *PERCENTILE_KEYS)
 
 
 def compute_score(
@@ -169,8 +167,9 @@ def answer(
         result = results[0]
         numbers = plain_numbers(names, scorer.rules)
         ranked = window_percentiles(result)
-        keys = numbers.framed(_SCORE_KEY, _SHARED_KEYS if ranked else _LATENCY_KEYS)
-        item = dict(zip(keys, [_total(result), *numbers.row_values(result), latency_ms, *ranked], strict=True))
+        keys, blank = numbers.framed(_SCORE_KEY, call_keys(ranked))
+        item = blank.copy()
+        item.update(zip(keys, [_total(result), *numbers.row_values(result), latency_ms, *ranked], strict=True))
         if monitors:
             item.update(monitors)
         return [item]
