@@ -331,6 +331,8 @@ class PlainNumbers:
 _layouts: dict[tuple[int, int], tuple[Sequence[str], Sequence[ComponentRule], PlainNumbers]] = {}
 _LAYOUTS_KEPT = 16
 _layouts_lock = threading.Lock()
+_NO_LAYOUT: tuple[Sequence[str], Sequence[ComponentRule], PlainNumbers] = ((), (), PlainNumbers(()))
+_last_layout = _NO_LAYOUT
 
 
 def plain_numbers(components: Sequence[str], rules: Sequence[ComponentRule]) -> PlainNumbers:
@@ -347,17 +349,21 @@ def plain_numbers(components: Sequence[str], rules: Sequence[ComponentRule]) -> 
         The layout of their numbers.
 
     """
-    key = (id(components), id(rules))
-    found = _layouts.get(key)
-    if found is not None and found[0] is components and found[1] is rules:
+    global _last_layout  # one reference, replaced whole: a thread reads either entry
+    found = _last_layout  # a process scores with one spec: the same pair as last time, without hashing
+    if found[0] is components and found[1] is rules:
         return found[2]
-    numbers = PlainNumbers(components, rules)
-    with _layouts_lock:  # adapters are called from several threads (OpenRLHF's asyncio.to_thread)
-        if len(_layouts) >= _LAYOUTS_KEPT:
-            del _layouts[next(iter(_layouts))]
-        # holding the lists keeps their ids from being reused while the entry lives
-        _layouts[key] = (components, rules, numbers)
-    return numbers
+    key = (id(components), id(rules))
+    found = _layouts.get(key, _NO_LAYOUT)
+    if found[0] is not components or found[1] is not rules:
+        found = (components, rules, PlainNumbers(components, rules))
+        with _layouts_lock:  # adapters are called from several threads (OpenRLHF's asyncio.to_thread)
+            if len(_layouts) >= _LAYOUTS_KEPT:
+                del _layouts[next(iter(_layouts))]
+            # holding the lists keeps their ids from being reused while the entry lives
+            _layouts[key] = found
+    _last_layout = found
+    return found[2]
 
 
 def _plain_value(score: Score) -> float:

