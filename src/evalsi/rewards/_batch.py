@@ -39,6 +39,8 @@ END_MARKERS: tuple[str, ...] = (
 """End-of-sequence and padding tokens a decoded OpenRLHF query may end with (it is decoded with
 ``skip_special_tokens=False``); they are not part of what the model wrote."""
 
+_FRAMES_KEPT = 16
+
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 Batch = dict[str, list[Any]]
@@ -246,6 +248,8 @@ class PlainNumbers:
         key = (before, after)
         found = self._framed.get(key)
         if found is None:
+            if len(self._framed) >= _FRAMES_KEPT:  # a few constants per adapter: more means they vary
+                self._framed.clear()
             keys = (*before, *self.row_keys, *after)
             found = self._framed[key] = (keys, dict.fromkeys(keys, 0.0))
         return found
@@ -319,7 +323,10 @@ class PlainNumbers:
                 single[key] = [value]
             return single
         if results:
-            rows = zip(*(self.row(result).values() for result in results), strict=True)
+            if len(self.keys) == len(self.row_keys):  # each key once: the values are the row's
+                rows = zip(*(self.row_values(result) for result in results), strict=True)
+            else:
+                rows = zip(*(self.row(result).values() for result in results), strict=True)
             out = dict(zip(self.keys, map(list, rows), strict=True))
         else:
             out = {key: [] for key in self.keys}

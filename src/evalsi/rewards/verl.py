@@ -44,8 +44,8 @@ from typing import Any
 
 from evalsi.errors import SpecError
 from evalsi.records import READ_FIELDS, Record, from_rollout
-from evalsi.rewards._batch import LATENCY_KEY, plain, plain_numbers
-from evalsi.rewards._compose import ComponentRule, RewardResult
+from evalsi.rewards._batch import LATENCY_KEY, PlainNumbers, plain, plain_numbers
+from evalsi.rewards._compose import RewardResult
 from evalsi.rewards._latency import call_keys, elapsed_ms, latency_percentiles, window_percentiles
 from evalsi.rewards._monitoring import AdapterMonitor, adapter_monitor, stop_on_list
 from evalsi.rewards._reward import Reward
@@ -163,18 +163,15 @@ def answer(
     """
     names = scorer.component_names
     watch_skips(names, results, "verl")
-    if len(results) == 1:  # a per-sample manager's call: one dict, its keys laid out once
-        result = results[0]
-        numbers = plain_numbers(names, scorer.rules)
-        ranked = window_percentiles(result)
-        keys, blank = numbers.framed(_SCORE_KEY, call_keys(ranked))
-        item = blank.copy()
-        # aligned by construction: framed() laid the keys out for these values
-        item.update(zip(keys, [_total(result), *numbers.row_values(result), latency_ms, *ranked], strict=False))
-        if monitors:
-            item.update(monitors)
-        return [item]
-    return _dicts(results, names, scorer.rules, latency_ms, latency_percentiles(results), monitors)
+    if len(results) == 1:  # a per-sample manager's call: the percentiles of the process's recent rollouts
+        ranked = window_percentiles(results[0])
+        after, values = call_keys(ranked), [latency_ms, *ranked]
+    else:
+        shared = {LATENCY_KEY: latency_ms, **latency_percentiles(results)}
+        after, values = tuple(shared), list(shared.values())
+    if monitors:
+        after, values = (*after, *monitors), [*values, *monitors.values()]
+    return _dicts(results, plain_numbers(names, scorer.rules), after, values)
 
 
 DEFAULT_MONITOR_BATCH = 1024
@@ -307,27 +304,19 @@ def spec_of(reward_kwargs: Mapping[str, Any]) -> str:
 
 
 def _dicts(
-    results: Sequence[RewardResult],
-    components: Sequence[str],
-    rules: Sequence[ComponentRule] = (),
-    latency_ms: float | None = None,
-    percentiles: Mapping[str, float] | None = None,
-    monitors: Mapping[str, float] | None = None,
+    results: Sequence[RewardResult], numbers: PlainNumbers, after: tuple[str, ...], shared: Sequence[float]
 ) -> list[dict[str, float]]:
-    """One verl dict per result: the total as ``score``, and :class:`~evalsi.rewards._batch.PlainNumbers`.
+    """One verl dict per result: the total as ``score``, its plain numbers, then ``shared`` under ``after``.
 
-    With ``rules``, the reward vector and weights too; the call's latency and its rollouts' latency percentiles
-    when given, and the monitors' metrics (the same in every dict). Component names are never "score" (the spec
-    forbids it).
+    ``shared`` is the same in every dict: the call's latency and percentiles, the monitors' metrics. Component
+    names are never "score" (the spec forbids it).
     """
-    numbers = plain_numbers(components, rules)
-    shared: dict[str, float] = {} if latency_ms is None else {LATENCY_KEY: latency_ms}
-    shared.update(percentiles or {})
-    shared.update(monitors or {})
+    keys, blank = numbers.framed(_SCORE_KEY, after)
     out: list[dict[str, float]] = []
     for result in results:
-        item = numbers.row(result, {"score": _total(result)})
-        item.update(shared)
+        item = blank.copy()  # every key already: filling it never grows it
+        # aligned by construction: framed() laid the keys out for these values
+        item.update(zip(keys, [_total(result), *numbers.row_values(result), *shared], strict=False))
         out.append(item)
     return out
 
