@@ -211,38 +211,29 @@ class PlainNumbers:
             rules: The spec's composition rules; none leaves out the vector and weights.
 
         """
-        self._names = tuple(components)
+        self._components = [(name, name + SKIPPED_SUFFIX) for name in components]
         at = {name: index for index, name in enumerate(components)}
-        self._vector = [(rule.name, at.get(rule.name)) for rule in rules]
-        # when every rule is a component (as in a bound spec), the vector is read off the values by index
-        self._vector_at = [index for _, index in self._vector if index is not None]
-        if len(self._vector_at) != len(self._vector):
-            self._vector_at = []
-        self._no_vector = [0.0] * len(self._vector)
-        self._weights = [rule.weight for rule in rules]
-        self.row_keys: tuple[str, ...] = (
-            *components,
-            *(name + SKIPPED_SUFFIX for name in components),
-            *(VECTOR_PREFIX + rule.name for rule in rules),
-            *(WEIGHT_PREFIX + rule.name for rule in rules),
-        )
-        """The keys of :meth:`row_values`, in order; a key named twice (a component called "x_skipped" beside
-        "x") is there twice, and a dict built from the pairs keeps its first place and its last value."""
-        self.keys = list(dict.fromkeys(self.row_keys))
+        self._vector = [(VECTOR_PREFIX + rule.name, rule.name, at.get(rule.name)) for rule in rules]
+        self._no_vector = dict.fromkeys([key for key, _, _ in self._vector], 0.0)
+        self._weights = {WEIGHT_PREFIX + rule.name: rule.weight for rule in rules}
+        # a key named twice (a component called "x_skipped" beside "x") keeps its first place, as in a dict
+        every = [*components, *(flag for _, flag in self._components), *self._no_vector]
+        self.keys = list(dict.fromkeys([*every, *self._weights]))
         """Every key of a row, in order."""
-        self._framed: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[tuple[str, ...], dict[str, float]]] = {}
+        self._framed: dict[tuple[tuple[str, ...], tuple[str, ...]], dict[str, float]] = {}
 
-    def framed(self, before: tuple[str, ...], after: tuple[str, ...]) -> tuple[tuple[str, ...], dict[str, float]]:
-        """:attr:`row_keys` between ``before`` and ``after``, joined once per pair (an adapter's few constants).
+    def framed(self, before: tuple[str, ...], after: tuple[str, ...]) -> dict[str, float]:
+        """A dict of ``before``, then :attr:`keys`, then ``after``, to copy and fill (laid out once per pair).
+
+        A copy holds every key already, at its place: :meth:`row` fills it without growing it, and the keys
+        before and after take their values wherever they are set.
 
         Args:
             before: Keys ahead of the row's (verl's ``score``).
-            after: Keys after them (the call's latency and percentiles).
+            after: Keys after them (the call's latency and percentiles, monitors).
 
         Returns:
-            The keys of ``[*before values, *row_values(result), *after values]`` in order, and a dict of them all
-            (each once, at its first place) to copy and fill: a copy holds every key already, so filling it with
-            ``update(zip(keys, values))`` never grows it, and makes what ``dict(zip(keys, values))`` would.
+            The keys, each once at its first place, all 0.0.
 
         """
         key = (before, after)
@@ -250,42 +241,8 @@ class PlainNumbers:
         if found is None:
             if len(self._framed) >= _FRAMES_KEPT:  # a few constants per adapter: more means they vary
                 self._framed.clear()
-            keys = (*before, *self.row_keys, *after)
-            found = self._framed[key] = (keys, dict.fromkeys(keys, 0.0))
+            found = self._framed[key] = dict.fromkeys((*before, *self.keys, *after), 0.0)
         return found
-
-    def row_values(self, result: RewardResult) -> list[float]:
-        """The numbers of one rollout, aligned with :attr:`row_keys`: a dict of the pairs is :meth:`row`.
-
-        Args:
-            result: The rollout's result.
-
-        Returns:
-            Each component's value, each ``<component>_skipped`` flag, the reward vector, the weights.
-
-        """
-        scores = result.components
-        values: list[float] = []
-        skipped: list[float] = []
-        for name in self._names:
-            score = scores[name]
-            status = score.status
-            if status == "ok":
-                value = score.value
-                values.append(0.0 if value is None else float(value))
-                skipped.append(0.0)
-            else:
-                values.append(0.0)
-                skipped.append(1.0 if status == "skipped" else 0.0)
-        # a rollout without a total, or gated, reads 0.0 in every component; otherwise the entry is the value
-        # logged above (an error under onError: zero and a skipped component read 0.0)
-        if result.total is None or result.status == "gated":
-            vector = self._no_vector
-        elif self._vector_at:
-            vector = [values[index] for index in self._vector_at]
-        else:
-            vector = [values[at] if at is not None else _plain_value(scores[name]) for name, at in self._vector]
-        return [*values, *skipped, *vector, *self._weights]
 
     def row(self, result: RewardResult, into: dict[str, float] | None = None) -> dict[str, float]:
         """The numbers of one rollout, by key (in the order of :attr:`keys`).
@@ -298,11 +255,28 @@ class PlainNumbers:
             ``{<component>: value, <component>_skipped: flag, reward/<component>: entry, reward_weight/...}``.
 
         """
-        pairs = zip(self.row_keys, self.row_values(result), strict=True)
-        if into is None:
-            return dict(pairs)
-        into.update(pairs)
-        return into
+        row: dict[str, float] = {} if into is None else into
+        scores = result.components
+        values: list[float] = []
+        skipped: list[float] = []
+        for name, _ in self._components:
+            score = scores[name]
+            value = score.value
+            status = score.status
+            values.append(float(value) if value is not None and status == "ok" else 0.0)
+            skipped.append(1.0 if status == "skipped" else 0.0)
+            row[name] = values[-1]
+        for (_, flag), is_skipped in zip(self._components, skipped, strict=True):
+            row[flag] = is_skipped
+        # a rollout without a total, or gated, reads 0.0 in every component; otherwise the entry is the value
+        # logged above (an error under onError: zero and a skipped component read 0.0)
+        if result.total is not None and result.status != "gated":
+            for key, name, at in self._vector:
+                row[key] = values[at] if at is not None else _plain_value(scores[name])
+        else:
+            row.update(self._no_vector)
+        row.update(self._weights)
+        return row
 
     def columns(
         self, results: Sequence[RewardResult], shared: Mapping[str, float] | None = None
@@ -318,15 +292,13 @@ class PlainNumbers:
 
         """
         if len(results) == 1:  # a per-sample trainer's call
-            single = {key: [value] for key, value in zip(self.row_keys, self.row_values(results[0]), strict=True)}
-            for key, value in (shared or {}).items():
-                single[key] = [value]
-            return single
+            row = self.row(results[0])
+            if shared:
+                row.update(shared)
+            return {key: [value] for key, value in row.items()}
         if results:
-            if len(self.keys) == len(self.row_keys):  # each key once: the values are the row's
-                rows = zip(*(self.row_values(result) for result in results), strict=True)
-            else:
-                rows = zip(*(self.row(result).values() for result in results), strict=True)
+            blank = self.framed((), ())  # every row a copy of it, filled: none grows
+            rows = zip(*(self.row(result, blank.copy()).values() for result in results), strict=True)
             out = dict(zip(self.keys, map(list, rows), strict=True))
         else:
             out = {key: [] for key in self.keys}

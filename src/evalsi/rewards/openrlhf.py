@@ -135,13 +135,14 @@ def answer(
     tensor = torch.tensor if torch is not None else None
     if len(results) == 1:  # OpenRLHF 0.10+ calls once per rollout: its logs laid out once
         result = results[0]
-        numbers = plain_numbers(scorer.component_names, scorer.rules)
         ranked = window_percentiles(result)
-        keys = numbers.framed((), call_keys(ranked))[0]
-        values = [*numbers.row_values(result), latency_ms, *ranked]
-        logs = {key: [value] for key, value in zip(keys, values, strict=False)}  # aligned by construction
-        for key, value in (monitors or {}).items():
-            logs[key] = [value]
+        after = call_keys(ranked)
+        numbers = plain_numbers(scorer.component_names, scorer.rules)
+        row = numbers.row(result, numbers.framed((), after).copy())  # every key already there: it never grows
+        row.update(zip(after, (latency_ms, *ranked), strict=True))
+        if monitors:
+            row.update(monitors)
+        logs = {key: [value] for key, value in row.items()}
         return _response([_NAN if result.total is None else result.total], logs, tensor)
     return reward_response(
         scorer.component_names,

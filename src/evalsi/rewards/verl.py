@@ -311,16 +311,11 @@ def _dicts(
     ``shared`` is the same in every dict: the call's latency and percentiles, the monitors' metrics. Component
     names are never "score" (the spec forbids it).
     """
-    keys, blank = numbers.framed(_SCORE_KEY, after)
+    blank = numbers.framed(_SCORE_KEY, after)
     out: list[dict[str, float]] = []
     for result in results:
-        item = blank.copy()  # every key already: filling it never grows it
-        # aligned by construction: framed() laid the keys out for these values
-        item.update(zip(keys, [_total(result), *numbers.row_values(result), *shared], strict=False))
+        item = numbers.row(result, blank.copy())  # every key already there: filling it never grows it
+        item["score"] = _NAN if result.total is None else result.total
+        item.update(zip(after, shared, strict=True))
         out.append(item)
     return out
-
-
-def _total(result: RewardResult) -> float:
-    """A rollout's ``score``: its total (NaN for none, which a spec verl accepts never leaves)."""
-    return _NAN if result.total is None else result.total
