@@ -165,13 +165,15 @@ def answer(
     watch_skips(names, results, "verl")
     if len(results) == 1:  # a per-sample manager's call: the percentiles of the process's recent rollouts
         ranked = window_percentiles(results[0])
-        after, values = call_keys(ranked), [latency_ms, *ranked]
+        after = call_keys(ranked)
+        shared = dict(zip(after, (latency_ms, *ranked), strict=False))  # a key for each value, by construction
     else:
         shared = {LATENCY_KEY: latency_ms, **latency_percentiles(results)}
-        after, values = tuple(shared), list(shared.values())
+        after = tuple(shared)
     if monitors:
-        after, values = (*after, *monitors), [*values, *monitors.values()]
-    return _dicts(results, plain_numbers(names, scorer.rules), after, values)
+        shared.update(monitors)
+        after = tuple(shared)
+    return _dicts(results, plain_numbers(names, scorer.rules), after, shared)
 
 
 DEFAULT_MONITOR_BATCH = 1024
@@ -304,18 +306,18 @@ def spec_of(reward_kwargs: Mapping[str, Any]) -> str:
 
 
 def _dicts(
-    results: Sequence[RewardResult], numbers: PlainNumbers, after: tuple[str, ...], shared: Sequence[float]
+    results: Sequence[RewardResult], numbers: PlainNumbers, after: tuple[str, ...], shared: Mapping[str, float]
 ) -> list[dict[str, float]]:
-    """One verl dict per result: the total as ``score``, its plain numbers, then ``shared`` under ``after``.
+    """One verl dict per result: the total as ``score``, its plain numbers, then ``shared``.
 
-    ``shared`` is the same in every dict: the call's latency and percentiles, the monitors' metrics. Component
-    names are never "score" (the spec forbids it).
+    ``shared`` is the same in every dict: the call's latency and percentiles, the monitors' metrics; ``after``
+    holds its keys. Component names are never "score" (the spec forbids it).
     """
     blank = numbers.framed(_SCORE_KEY, after)
     out: list[dict[str, float]] = []
     for result in results:
         item = numbers.row(result, blank.copy())  # every key already there: filling it never grows it
         item["score"] = _NAN if result.total is None else result.total
-        item.update(zip(after, shared, strict=True))
+        item.update(shared)
         out.append(item)
     return out
