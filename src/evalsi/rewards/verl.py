@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from evalsi.errors import SpecError
@@ -163,17 +163,13 @@ def answer(
     """
     names = scorer.component_names
     watch_skips(names, results, "verl")
-    if len(results) == 1:  # a per-sample manager's call: the percentiles of the process's recent rollouts
+    numbers = plain_numbers(names, scorer.rules)
+    if len(results) == 1 and not monitors:  # a per-sample manager's call: its dict's keys are constants
         ranked = window_percentiles(results[0])
         after = call_keys(ranked)
-        shared = dict(zip(after, (latency_ms, *ranked), strict=False))  # a key for each value, by construction
-    else:
-        shared = {LATENCY_KEY: latency_ms, **latency_percentiles(results)}
-        after = tuple(shared)
-    if monitors:
-        shared.update(monitors)
-        after = tuple(shared)
-    return _dicts(results, plain_numbers(names, scorer.rules), after, shared)
+        return _dicts(results, numbers, after, zip(after, (latency_ms, *ranked), strict=False))
+    shared = {LATENCY_KEY: latency_ms, **latency_percentiles(results), **(monitors or {})}
+    return _dicts(results, numbers, tuple(shared), shared)
 
 
 DEFAULT_MONITOR_BATCH = 1024
@@ -306,12 +302,16 @@ def spec_of(reward_kwargs: Mapping[str, Any]) -> str:
 
 
 def _dicts(
-    results: Sequence[RewardResult], numbers: PlainNumbers, after: tuple[str, ...], shared: Mapping[str, float]
+    results: Sequence[RewardResult],
+    numbers: PlainNumbers,
+    after: tuple[str, ...],
+    shared: Mapping[str, float] | Iterator[tuple[str, float]],
 ) -> list[dict[str, float]]:
     """One verl dict per result: the total as ``score``, its plain numbers, then ``shared``.
 
     ``shared`` is the same in every dict: the call's latency and percentiles, the monitors' metrics; ``after``
-    holds its keys. Component names are never "score" (the spec forbids it).
+    holds its keys. A mapping for a batch; for one result, its pairs may come as an iterator (read once).
+    Component names are never "score" (the spec forbids it).
     """
     blank = numbers.framed(_SCORE_KEY, after)
     out: list[dict[str, float]] = []
