@@ -39,8 +39,6 @@ END_MARKERS: tuple[str, ...] = (
 """End-of-sequence and padding tokens a decoded OpenRLHF query may end with (it is decoded with
 ``skip_special_tokens=False``); they are not part of what the model wrote."""
 
-_FRAMES_KEPT = 16
-
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 Batch = dict[str, list[Any]]
@@ -314,6 +312,8 @@ class PlainNumbers:
 
 _layouts: dict[tuple[int, int], tuple[Sequence[str], Sequence[ComponentRule], PlainNumbers]] = {}
 _LAYOUTS_KEPT = 16
+_FRAMES_KEPT = 16
+"""Framed dicts a layout keeps (:meth:`PlainNumbers.framed`): each adapter frames its rows with a few constants."""
 _layouts_lock = threading.Lock()
 _NO_LAYOUT: tuple[Sequence[str], Sequence[ComponentRule], PlainNumbers] = ((), (), PlainNumbers(()))
 _last_layout = _NO_LAYOUT

@@ -163,7 +163,8 @@ def window_percentiles(result: RewardResult, recent: RecentLatencies | None = No
         recent: The window, by default the process's.
 
     Returns:
-        One value per key; empty when the rollout was not measured (a server) and the window holds nothing.
+        One value per key; empty when the rollout was not measured (a server), or while the window holds nothing
+        (its latency was NaN).
 
     """
     latency = result.latency_ms
