@@ -112,6 +112,23 @@ def test_the_sorted_window_reads_the_percentiles_of_exactly_the_last_rollouts() 
         assert list(ranked) == [percentile(list(kept), q) for q in (50, 90, 99)]
 
 
+def test_one_rollout_at_a_time_reads_the_window_even_when_an_equal_value_replaces_the_oldest() -> None:
+    rng = random.Random(11)
+    recent = RecentLatencies(size=40)
+    kept: deque[float] = deque(maxlen=40)
+    for step in range(600):
+        if step % 50 == 49:  # a batch call in between leaves the sorted copy to rebuild
+            batch = [float(rng.randint(0, 9)) for _ in range(5)]
+            recent.add(batch)
+            kept.extend(batch)
+        # mostly 0.0 (cached scores), so the arriving value often equals the one leaving
+        value = float(rng.choice([0, 0, 0, 0, rng.randint(0, 30)])) if step % 97 != 96 else math.nan
+        ranked = recent.add_one(value)
+        if value == value:
+            kept.append(value)
+        assert list(ranked) == [percentile(list(kept), q) for q in (50, 90, 99)]
+
+
 def test_a_nan_latency_is_not_kept_in_the_window() -> None:
     recent = RecentLatencies(size=3)
     assert recent.add_and_rank([math.nan]) == ()

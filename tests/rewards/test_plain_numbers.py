@@ -90,3 +90,26 @@ def test_the_layout_is_kept_per_pair_of_lists() -> None:
     for _ in range(40):  # many short-lived lists: the kept layouts stay few, and each is right for its lists
         assert plain_numbers([*NAMES[:2]], RULES[:2]).keys[:2] == NAMES[:2]
     assert len(_batch._layouts) <= _batch._LAYOUTS_KEPT
+
+
+@pytest.mark.parametrize("item", [OK, SKIPPED, ERRORED, GATED, NO_TOTAL])
+def test_a_row_filled_into_a_framed_copy_is_the_row_between_the_keys_before_and_after(item: RewardResult) -> None:
+    numbers = PlainNumbers(NAMES, RULES)
+    blank = numbers.framed(("score",), ("latency",))
+    assert numbers.framed(("score",), ("latency",)) is blank  # laid out once
+    filled = numbers.row(item, blank.copy())
+    filled["latency"] = 3.0
+    filled["score"] = 7.0
+    assert list(filled.items()) == [("score", 7.0), *numbers.row(item).items(), ("latency", 3.0)]
+    assert set(blank.values()) == {0.0}  # the copy was filled, not the layout
+
+
+def test_a_key_named_twice_keeps_its_first_place_and_its_last_value_in_a_framed_row() -> None:
+    # a component called "exact_skipped" beside "exact": the flag of "exact" is written after the component
+    rules = [ComponentRule("exact", 1.0), ComponentRule("exact_skipped", 1.0)]
+    numbers = PlainNumbers([rule.name for rule in rules], rules)
+    item = RewardResult(1.0, "ok", {"exact": Score.skipped("none"), "exact_skipped": Score(1.0)})
+    filled = numbers.row(item, numbers.framed((), ("latency",)).copy())
+    assert list(filled) == [*numbers.keys, "latency"]
+    assert filled == {**numbers.row(item), "latency": 0.0}
+    assert filled["exact_skipped"] == 1.0  # the flag of "exact", written after the component's value

@@ -218,6 +218,34 @@ class PlainNumbers:
         every = [*components, *(flag for _, flag in self._components), *self._no_vector]
         self.keys = list(dict.fromkeys([*every, *self._weights]))
         """Every key of a row, in order."""
+        self._framed: dict[tuple[tuple[str, ...], tuple[str, ...]], dict[str, float]] = {}
+        self._last_frame: tuple[tuple[str, ...], tuple[str, ...], dict[str, float]] = ((), (), {})
+
+    def framed(self, before: tuple[str, ...], after: tuple[str, ...]) -> dict[str, float]:
+        """A dict of ``before``, then :attr:`keys`, then ``after``, to copy and fill (laid out once per pair).
+
+        A copy holds every key already, at its place: :meth:`row` fills it without growing it, and the keys
+        before and after take their values wherever they are set.
+
+        Args:
+            before: Keys ahead of the row's (verl's ``score``).
+            after: Keys after them (the call's latency and percentiles, monitors).
+
+        Returns:
+            The keys, each once at its first place, all 0.0.
+
+        """
+        last = self._last_frame  # per-sample calls pass the same constants every time: no hashing
+        if last[0] is before and last[1] is after:
+            return last[2]
+        key = (before, after)
+        found = self._framed.get(key)
+        if found is None:
+            if len(self._framed) >= _FRAMES_KEPT:  # a few constants per adapter: more means they vary
+                self._framed.clear()
+            found = self._framed[key] = dict.fromkeys((*before, *self.keys, *after), 0.0)
+        self._last_frame = (before, after, found)
+        return found
 
     def row(self, result: RewardResult, into: dict[str, float] | None = None) -> dict[str, float]:
         """The numbers of one rollout, by key (in the order of :attr:`keys`).
@@ -272,7 +300,8 @@ class PlainNumbers:
                 row.update(shared)
             return {key: [value] for key, value in row.items()}
         if results:
-            rows = zip(*(self.row(result).values() for result in results), strict=True)
+            blank = self.framed((), ())  # every row a copy of it, filled: none grows
+            rows = zip(*(self.row(result, blank.copy()).values() for result in results), strict=True)
             out = dict(zip(self.keys, map(list, rows), strict=True))
         else:
             out = {key: [] for key in self.keys}
@@ -283,7 +312,11 @@ class PlainNumbers:
 
 _layouts: dict[tuple[int, int], tuple[Sequence[str], Sequence[ComponentRule], PlainNumbers]] = {}
 _LAYOUTS_KEPT = 16
+_FRAMES_KEPT = 16
+"""Framed dicts a layout keeps (:meth:`PlainNumbers.framed`): each adapter frames its rows with a few constants."""
 _layouts_lock = threading.Lock()
+_NO_LAYOUT: tuple[Sequence[str], Sequence[ComponentRule], PlainNumbers] = ((), (), PlainNumbers(()))
+_last_layout = _NO_LAYOUT
 
 
 def plain_numbers(components: Sequence[str], rules: Sequence[ComponentRule]) -> PlainNumbers:
@@ -300,17 +333,21 @@ def plain_numbers(components: Sequence[str], rules: Sequence[ComponentRule]) -> 
         The layout of their numbers.
 
     """
-    key = (id(components), id(rules))
-    found = _layouts.get(key)
-    if found is not None and found[0] is components and found[1] is rules:
+    global _last_layout  # one reference, replaced whole: a thread reads either entry
+    found = _last_layout  # a process scores with one spec: the same pair as last time, without hashing
+    if found[0] is components and found[1] is rules:
         return found[2]
-    numbers = PlainNumbers(components, rules)
-    with _layouts_lock:  # adapters are called from several threads (OpenRLHF's asyncio.to_thread)
-        if len(_layouts) >= _LAYOUTS_KEPT:
-            del _layouts[next(iter(_layouts))]
-        # holding the lists keeps their ids from being reused while the entry lives
-        _layouts[key] = (components, rules, numbers)
-    return numbers
+    key = (id(components), id(rules))
+    found = _layouts.get(key, _NO_LAYOUT)
+    if found[0] is not components or found[1] is not rules:
+        found = (components, rules, PlainNumbers(components, rules))
+        with _layouts_lock:  # adapters are called from several threads (OpenRLHF's asyncio.to_thread)
+            if len(_layouts) >= _LAYOUTS_KEPT:
+                del _layouts[next(iter(_layouts))]
+            # holding the lists keeps their ids from being reused while the entry lives
+            _layouts[key] = found
+    _last_layout = found
+    return found[2]
 
 
 def _plain_value(score: Score) -> float:

@@ -33,8 +33,14 @@ def watch_skips(components: Sequence[str], results: Sequence[RewardResult], trai
     """Warn once per process and component when it is skipped for a whole batch or a long run of rollouts."""
     if not results:
         return
-    due: list[tuple[str, int, int]] = []  # (component, batch size, streak) to warn about
     single = results[0].components if len(results) == 1 else None
+    if single is not None:  # a per-sample trainer's call: nothing to count unless a component is skipped
+        for name in components:
+            if name not in _warned and (single[name].status == "skipped" or _streaks.get(name)):
+                break
+        else:
+            return
+    due: list[tuple[str, int, int]] = []  # (component, batch size, streak) to warn about
     with _lock:  # once per call, not per component: per-sample trainers call once per rollout
         for name in components:
             if name in _warned:

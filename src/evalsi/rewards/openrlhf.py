@@ -41,7 +41,8 @@ from evalsi.errors import DataError, SpecError
 from evalsi.records import Record
 from evalsi.rewards._batch import LATENCY_KEY, completion_after_prompt, plain_numbers
 from evalsi.rewards._compose import ComponentRule, RewardResult
-from evalsi.rewards._latency import elapsed_ms, latency_percentiles
+from evalsi.rewards._environment import EnvironmentValues
+from evalsi.rewards._latency import call_keys, elapsed_ms, latency_percentiles, window_percentiles
 from evalsi.rewards._monitoring import adapter_monitor, stop_on_list
 from evalsi.rewards._reward import Reward
 from evalsi.rewards._scorer import Components, checked_scorer
@@ -76,14 +77,15 @@ def reward_func(
         RewardBatchError: A component errored under ``onError: raise``.
 
     """
-    spec = required_spec()
-    scorer = checked_scorer(spec, os.environ.get("EVALSI_SERVER") or None, "OpenRLHF")
+    spec, server, monitor_on = _SETTINGS.read()
+    spec = _required(spec)
+    scorer = checked_scorer(spec, server or None, "OpenRLHF")
     started = time.perf_counter()
     found = records(queries, prompts, labels)
     results = scorer.score_records(found) if isinstance(scorer, Reward) else scorer.score(_mappings(found))
     latency_ms = elapsed_ms(started)
     monitors: dict[str, float] = {}
-    if os.environ.get("EVALSI_MONITOR", "").strip().lower() in ("1", "true", "yes", "on"):
+    if monitor_on and monitor_on.strip().lower() in ("1", "true", "yes", "on"):
         batch = os.environ.get("EVALSI_MONITOR_BATCH", "").strip()
         monitor = adapter_monitor(
             spec,
@@ -103,10 +105,17 @@ def required_spec() -> str:
         SpecError: The variable is not set.
 
     """
-    spec = os.environ.get("EVALSI_REWARD_SPEC")
+    return _required(_SETTINGS.read()[0])
+
+
+def _required(spec: str | None) -> str:
     if not spec:
         raise SpecError("OpenRLHF reward_func: set EVALSI_REWARD_SPEC to the RewardSpec file to score with")
     return spec
+
+
+_SETTINGS = EnvironmentValues("EVALSI_REWARD_SPEC", "EVALSI_SERVER", "EVALSI_MONITOR")
+"""What every call reads of the environment (the monitor's other settings are read only when it is on)."""
 
 
 def answer(
@@ -123,10 +132,22 @@ def answer(
     """
     watch_skips(scorer.component_names, results, "OpenRLHF")
     torch = sys.modules.get("torch")
+    tensor = torch.tensor if torch is not None else None
+    if len(results) == 1:  # OpenRLHF 0.10+ calls once per rollout: its logs laid out once
+        result = results[0]
+        ranked = window_percentiles(result)
+        after = call_keys(ranked)
+        numbers = plain_numbers(scorer.component_names, scorer.rules)
+        row = numbers.row(result, numbers.framed((), after).copy())  # every key already there: it never grows
+        row.update(zip(after, (latency_ms, *ranked), strict=True))
+        if monitors:
+            row.update(monitors)
+        logs = {key: [value] for key, value in row.items()}
+        return _response([_NAN if result.total is None else result.total], logs, tensor)
     return reward_response(
         scorer.component_names,
         results,
-        tensor=torch.tensor if torch is not None else None,
+        tensor=tensor,
         rules=scorer.rules,
         latency_ms=latency_ms,
         percentiles=latency_percentiles(results),
@@ -177,19 +198,20 @@ def records(queries: Sequence[str], prompts: Sequence[str] | None, labels: Seque
         DataError: The lists differ in length, or a query or prompt is not text (names the sample's index).
 
     """
-    _check_aligned(queries, prompts, labels)
+    count = len(queries)
+    if (prompts is not None and len(prompts) != count) or (labels is not None and len(labels) != count):
+        _misaligned(count, prompts, labels)
     out: list[Record] = []
     for index, query in enumerate(queries):
-        prompt = prompts[index] if prompts is not None else None
+        prompt = None if prompts is None else prompts[index]
         if not isinstance(query, str) or (prompt is not None and not isinstance(prompt, str)):
             raise DataError("query and prompt must be text", index=index)
-        label = labels[index] if labels is not None else None
-        out.append(Record(completion_after_prompt(query, prompt), prompt, label))
+        out.append(Record(completion_after_prompt(query, prompt), prompt, None if labels is None else labels[index]))
     return out
 
 
-def _check_aligned(queries: Sequence[str], prompts: Sequence[str] | None, labels: Sequence[Any] | None) -> None:
-    count = len(queries)
+def _misaligned(count: int, prompts: Sequence[str] | None, labels: Sequence[Any] | None) -> None:
+    """Raise for the list whose length is not ``count``, the queries'."""
     if prompts is not None and len(prompts) != count:
         raise DataError(f"prompts has {len(prompts)} items for {count} queries; OpenRLHF sends aligned lists")
     if labels is not None and len(labels) != count:
@@ -227,7 +249,11 @@ def reward_response(
     shared.update(percentiles or {})
     shared.update(monitors or {})
     # a skipped or errored component logs 0.0 (see the module docstring)
-    logs = plain_numbers(components, rules).columns(results, shared)
+    return _response(rewards, plain_numbers(components, rules).columns(results, shared), tensor)
+
+
+def _response(rewards: list[float], logs: dict[str, list[float]], tensor: Any) -> dict[str, Any]:
+    """The answer holding ``rewards`` (also as ``scores``) and ``logs``, each list wrapped by ``tensor`` if given."""
     if tensor is None:
         return {"rewards": rewards, "scores": list(rewards), "extra_logs": logs}
     return {

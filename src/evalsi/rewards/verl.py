@@ -39,14 +39,14 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from evalsi.errors import SpecError
 from evalsi.records import READ_FIELDS, Record, from_rollout
-from evalsi.rewards._batch import LATENCY_KEY, plain, plain_numbers
-from evalsi.rewards._compose import ComponentRule, RewardResult
-from evalsi.rewards._latency import elapsed_ms, latency_percentiles
+from evalsi.rewards._batch import LATENCY_KEY, PlainNumbers, plain, plain_numbers
+from evalsi.rewards._compose import RewardResult
+from evalsi.rewards._latency import call_keys, elapsed_ms, latency_percentiles, window_percentiles
 from evalsi.rewards._monitoring import AdapterMonitor, adapter_monitor, stop_on_list
 from evalsi.rewards._reward import Reward
 from evalsi.rewards._scorer import Components, Scorer, checked_scorer
@@ -55,6 +55,7 @@ from evalsi.rewards._skips import watch_skips
 __all__ = ["compute_score", "compute_score_batch", "rollout"]
 
 _NAN = float("nan")
+_SCORE_KEY = ("score",)
 
 
 def compute_score(
@@ -88,7 +89,7 @@ def compute_score(
     started = time.perf_counter()
     results = _score(scorer, found)
     latency_ms = elapsed_ms(started)
-    watched = _watch(scorer, reward_kwargs, found, results, per_call=False)
+    watched = _watch(scorer, reward_kwargs, found, results, per_call=False) if reward_kwargs.get("monitor") else None
     return answer(scorer, results, latency_ms, watched)[0]
 
 
@@ -162,7 +163,13 @@ def answer(
     """
     names = scorer.component_names
     watch_skips(names, results, "verl")
-    return _dicts(results, names, scorer.rules, latency_ms, latency_percentiles(results), monitors)
+    numbers = plain_numbers(names, scorer.rules)
+    if len(results) == 1 and not monitors:  # a per-sample manager's call: its dict's keys are constants
+        ranked = window_percentiles(results[0])
+        after = call_keys(ranked)
+        return _dicts(results, numbers, after, zip(after, (latency_ms, *ranked), strict=False))
+    shared = {LATENCY_KEY: latency_ms, **latency_percentiles(results), **(monitors or {})}
+    return _dicts(results, numbers, tuple(shared), shared)
 
 
 DEFAULT_MONITOR_BATCH = 1024
@@ -296,25 +303,21 @@ def spec_of(reward_kwargs: Mapping[str, Any]) -> str:
 
 def _dicts(
     results: Sequence[RewardResult],
-    components: Sequence[str],
-    rules: Sequence[ComponentRule] = (),
-    latency_ms: float | None = None,
-    percentiles: Mapping[str, float] | None = None,
-    monitors: Mapping[str, float] | None = None,
+    numbers: PlainNumbers,
+    after: tuple[str, ...],
+    shared: Mapping[str, float] | Iterator[tuple[str, float]],
 ) -> list[dict[str, float]]:
-    """One verl dict per result: the total as ``score``, and :class:`~evalsi.rewards._batch.PlainNumbers`.
+    """One verl dict per result: the total as ``score``, its plain numbers, then ``shared``.
 
-    With ``rules``, the reward vector and weights too; the call's latency and its rollouts' latency percentiles
-    when given, and the monitors' metrics (the same in every dict). Component names are never "score" (the spec
-    forbids it).
+    ``shared`` is the same in every dict: the call's latency and percentiles, the monitors' metrics; ``after``
+    holds its keys. A mapping for a batch; for one result, its pairs may come as an iterator (read once).
+    Component names are never "score" (the spec forbids it).
     """
-    numbers = plain_numbers(components, rules)
-    shared: dict[str, float] = {} if latency_ms is None else {LATENCY_KEY: latency_ms}
-    shared.update(percentiles or {})
-    shared.update(monitors or {})
+    blank = numbers.framed(_SCORE_KEY, after)
     out: list[dict[str, float]] = []
     for result in results:
-        item = numbers.row(result, {"score": _NAN if result.total is None else result.total})
+        item = numbers.row(result, blank.copy())  # every key already there: filling it never grows it
+        item["score"] = _NAN if result.total is None else result.total
         item.update(shared)
         out.append(item)
     return out
