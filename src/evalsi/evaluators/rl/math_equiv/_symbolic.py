@@ -8,6 +8,7 @@ functions it sends to workers, never imports sympy there.
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import re
 from functools import lru_cache
@@ -47,12 +48,18 @@ def warm_up() -> None:
 
     LaTeX is parsed in two stages from here on (:mod:`._parsing`): the same trees, at a fraction of the cost; the
     parser's prediction cache saved by earlier workers is loaded first (:mod:`._prediction_cache`).
+
+    Only run in a process of its own (the pool's template, or a worker started without one): the objects alive
+    once the cache is loaded (hundreds of thousands, the DFA's, kept for the life of the process) are moved out of
+    the garbage collector's reach, so the collections the imports and comparisons set off, here and in the
+    workers forked from here, no longer walk them (about 0.1 s of the template's start).
     """
     from evalsi.evaluators.rl.math_equiv import _prediction_cache
     from evalsi.evaluators.rl.math_equiv._parsing import install
 
     install()
     _prediction_cache.load()
+    gc.freeze()
     if importlib.util.find_spec("math_verify") is not None:
         import math_verify.grader
         import math_verify.parser
