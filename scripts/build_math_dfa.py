@@ -16,10 +16,11 @@ words, approximations), each compared with a rewriting of itself or with another
 way the workers compare them (normalised as the scoring process does, then :func:`compare` in two-stage parsing).
 No benchmark or test corpus is read, so the DFA does not favour the answers any measurement scores.
 
-With the defaults (6,000 pairs, states reached by at least 3 answers) the file holds 2,453 DFA states in 554 KB;
-loading it costs a worker template about 0.3 s of CPU, each state it holds saves every worker that needs it
-about 2 ms of learning. More pairs keep more, rarer states (10,000: 3,292 states, 785 KB) that cost more to load
-than they save.
+The template's own warm-up comparisons are parsed first and every state they reach is kept, so a template
+learns nothing while it warms up. With the defaults (6,000 pairs, states reached by at least 3 answers, and the
+warm-up's) the file holds 2,497 DFA states in 566 KB; loading it costs a worker template about 0.3 s of CPU, and
+each state it holds saves every worker that needs it about 2 ms of learning. More pairs keep more, rarer states
+(10,000: 3,292 states, 785 KB) that cost more to load than they save.
 """
 
 from __future__ import annotations
@@ -353,6 +354,9 @@ class Visits:
         self.counts: dict[int, int] = {}
         self.seen: dict[int, int] = {}
         self.answer = 0
+        self.warm: set[int] = set()
+        """The states the template's warm-up reached (answer -1): kept whatever their count, every template
+        parses them."""
 
     def install(self) -> None:
         """Count every state ANTLR's prediction moves to, whether it was cached or computed."""
@@ -361,6 +365,8 @@ class Visits:
         def counting(method: Callable[..., object]) -> Callable[..., object]:
             def moved(*args: object) -> object:
                 state = method(*args)
+                if state is not None and self.answer == -1:
+                    self.warm.add(id(state))
                 if state is not None and self.seen.get(id(state)) != self.answer:
                     self.seen[id(state)] = self.answer
                     self.counts[id(state)] = self.counts.get(id(state), 0) + 1
@@ -372,8 +378,8 @@ class Visits:
         ParserATNSimulator.computeTargetState = counting(ParserATNSimulator.computeTargetState)
 
     def common(self, least: int) -> Callable[[object], bool]:
-        """Whether a state was reached by ``least`` answers or more."""
-        return lambda state: self.counts.get(id(state), 0) >= least
+        """Whether a state was reached by ``least`` answers or more, or by the template's warm-up (answer -1)."""
+        return lambda state: self.counts.get(id(state), 0) >= least or id(state) in self.warm
 
 
 def train(pairs: int, budget: float, visits: Visits) -> None:
@@ -381,6 +387,7 @@ def train(pairs: int, budget: float, visits: Visits) -> None:
     import math_verify.grader
     import math_verify.parser
 
+    from evalsi.evaluators.rl.math_equiv import _symbolic
     from evalsi.evaluators.rl.math_equiv._extract import extract_answer, extract_reference
     from evalsi.evaluators.rl.math_equiv._normalise import normalise_with_unit
     from evalsi.evaluators.rl.math_equiv._parsing import install
@@ -391,6 +398,10 @@ def train(pairs: int, budget: float, visits: Visits) -> None:
     math_verify.parser.TIMEOUT_WARNING_SHOWN = True
     install()
     visits.install()
+    visits.answer = -1
+    _symbolic.warm_math_verify()
+    _symbolic._parsed_gold.cache_clear()
+    _symbolic._latex.cache_clear()
     answers = Answers(GENERATOR)
     done = failed = 0
     for number in range(pairs):
