@@ -82,6 +82,14 @@ def _damaged_state_number(data: dict[str, Any]) -> None:
     data["decisions"][-1]["states"][0][9][0] = 10**9  # an ATN state the grammar does not have
 
 
+def _negative_context(data: dict[str, Any]) -> None:
+    data["decisions"][-1]["states"][0][9][2] = -1  # would index the context table from its end
+
+
+def _fractional_alternative(data: dict[str, Any]) -> None:
+    data["decisions"][-1]["states"][0][9][1] = 1.5
+
+
 def _damaged_edge(data: dict[str, Any]) -> None:
     data["decisions"][-1]["edges"][:3] = [0, 10**6, 0]  # a token type the grammar does not have
 
@@ -97,11 +105,23 @@ def _damaged_context(data: dict[str, Any]) -> None:
         lambda data: json.dumps(data).encode()[:-40],  # truncated
         lambda data: json.dumps({**data, "key": "0" * 64}).encode(),  # another grammar's
         lambda data: json.dumps(_damaged(data, _damaged_state_number)).encode(),
+        lambda data: json.dumps(_damaged(data, _negative_context)).encode(),
+        lambda data: json.dumps(_damaged(data, _fractional_alternative)).encode(),
         lambda data: json.dumps(_damaged(data, _damaged_edge)).encode(),
         lambda data: json.dumps(_damaged(data, _damaged_context)).encode(),
         lambda data: json.dumps(_damaged(data, lambda d: d["decisions"][0].update(states=[["x"]]))).encode(),
     ],
-    ids=["not-json", "truncated", "other-key", "no-such-atn-state", "no-such-token", "context-order", "bad-state"],
+    ids=[
+        "not-json",
+        "truncated",
+        "other-key",
+        "no-such-atn-state",
+        "negative-context",
+        "fractional-alt",
+        "no-such-token",
+        "context-order",
+        "bad-state",
+    ],
 )
 def test_a_damaged_or_foreign_file_is_ignored_and_nothing_is_installed(
     parser: Any, tmp_path: Path, damage: Any
@@ -207,3 +227,37 @@ def test_the_state_count_of_a_missing_or_foreign_file_is_zero(parser: Any, tmp_p
     cache.path.parent.mkdir(parents=True)
     cache.path.write_bytes(b'{"states":12,"key":"x"}')
     assert cache.file_states() == 0
+
+
+def test_a_write_after_a_load_keeps_the_loaded_rows_and_loads_back_to_the_same_dfa(parser: Any, tmp_path: Path) -> None:
+    first = _cache(parser, tmp_path)
+    trees(parser, TEXTS[:4])
+    assert first.save()
+    read = json.loads(first.path.read_bytes())
+    fresh_dfas(parser)
+
+    again = _cache(parser, tmp_path)
+    loaded = again.load()
+    learnt = trees(parser, TEXTS)
+    assert again.states() > loaded
+    expected = _prediction_cache._encode(parser, again.key)  # every state encoded afresh
+    assert again.known is not None
+    kept = [row for _, row in again.known.rows.values()]
+    assert len(kept) == loaded
+    for row in kept:
+        row[2] += 1000  # a prediction no state has: it shows where a written row came from
+    reusing = _prediction_cache._encode(parser, again.key, known=again.known)
+    assert sum(row[2] >= 1000 for decision in reusing["decisions"] for row in decision["states"]) == loaded
+    for row in kept:
+        row[2] -= 1000
+    assert again.save()
+    written = json.loads(again.path.read_bytes())
+    assert written["contexts"][: len(read["contexts"])] == read["contexts"]  # the loaded table first, as read
+    rows = {decision["decision"]: decision["states"] for decision in written["decisions"]}
+    for decision in read["decisions"]:  # each loaded state's row as it was read
+        assert rows[decision["decision"]][: len(decision["states"])] == decision["states"]
+
+    fresh_dfas(parser)
+    assert _cache(parser, tmp_path).load() == expected["states"]
+    assert _prediction_cache._encode(parser, again.key) == expected
+    assert trees(parser, TEXTS) == learnt

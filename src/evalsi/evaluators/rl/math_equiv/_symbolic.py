@@ -8,6 +8,7 @@ functions it sends to workers, never imports sympy there.
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import re
 from functools import lru_cache
@@ -47,12 +48,18 @@ def warm_up() -> None:
 
     LaTeX is parsed in two stages from here on (:mod:`._parsing`): the same trees, at a fraction of the cost; the
     parser's prediction cache saved by earlier workers is loaded first (:mod:`._prediction_cache`).
+
+    Only run in a process of its own (the pool's template, or a worker started without one): the objects alive
+    once the cache is loaded (hundreds of thousands, the DFA's, kept for the life of the process) are moved out of
+    the garbage collector's reach, so the collections the imports and comparisons set off, here and in the
+    workers forked from here, no longer walk them (about 0.1 s of the template's start).
     """
     from evalsi.evaluators.rl.math_equiv import _prediction_cache
     from evalsi.evaluators.rl.math_equiv._parsing import install
 
     install()
     _prediction_cache.load()
+    gc.freeze()
     if importlib.util.find_spec("math_verify") is not None:
         import math_verify.grader
         import math_verify.parser
@@ -60,33 +67,44 @@ def warm_up() -> None:
         # Our pool bounds every call; math-verify's signal-based timeouts are off, so silence its warning.
         math_verify.grader.TIMEOUT_WARNING_SHOWN = True
         math_verify.parser.TIMEOUT_WARNING_SHOWN = True
-        for gold, pred in (
-            ("\\frac{1}{2}", "0.5"),
-            ("\\{1,2\\}", "\\{2,1\\}"),
-            ("(1,2]", "(1,2]"),
-            ("x^2-1", "(x-1)(x+1)"),
-            ("\\sqrt{8}", "2\\sqrt{2}"),
-        ):
-            _math_verify(gold, pred, 6)
-        for gold, pred in (
-            ("\\cosh(bx)", "\\frac{e^{bx}+e^{-bx}}{2}"),
-            ("\\sinh(x)+\\tan(x)", "\\frac{e^x-e^{-x}}{2}+\\frac{\\sin x}{\\cos x}"),
-            ("e^{2\\pi i}", "1"),
-            ("\\frac{1}{2}t", "\\frac{t}{2}"),
-            ("y=2x+3", "y-2x=3"),
-            ("\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", "\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}"),
-            ("(-\\infty,\\sqrt{3}]", "(-\\infty,\\sqrt{3}]"),
-            ("\\sum_{k=1}^{n}k", "\\frac{n(n+1)}{2}"),
-            ("F_n=\\sum_{k=0}^{n-1}F_kF_{n-k-1}", "F_n=\\sum_{k=0}^{n-1}F_{n-k-1}F_k"),
-            ("f(x)=x^2", "g(x)=x^2"),
-        ):
-            compare("math-verify", gold, pred, 6, 6)
+        warm_math_verify()
         _parsed_gold.cache_clear()
         _latex.cache_clear()
     if importlib.util.find_spec("sympy") is not None:
         import sympy.physics.units  # noqa: F401  # simplify() imports it on its first call: once here, not per worker
 
         _sympy("\\sqrt{8}", "2\\sqrt{2}")
+
+
+WARM_BACKEND = (
+    ("\\frac{1}{2}", "0.5"),
+    ("\\{1,2\\}", "\\{2,1\\}"),
+    ("(1,2]", "(1,2]"),
+    ("x^2-1", "(x-1)(x+1)"),
+    ("\\sqrt{8}", "2\\sqrt{2}"),
+)
+"""Pairs the template compares with math-verify alone, to warm it up."""
+WARM_COMPARE = (
+    ("\\cosh(bx)", "\\frac{e^{bx}+e^{-bx}}{2}"),
+    ("\\sinh(x)+\\tan(x)", "\\frac{e^x-e^{-x}}{2}+\\frac{\\sin x}{\\cos x}"),
+    ("e^{2\\pi i}", "1"),
+    ("\\frac{1}{2}t", "\\frac{t}{2}"),
+    ("y=2x+3", "y-2x=3"),
+    ("\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", "\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}"),
+    ("(-\\infty,\\sqrt{3}]", "(-\\infty,\\sqrt{3}]"),
+    ("\\sum_{k=1}^{n}k", "\\frac{n(n+1)}{2}"),
+    ("F_n=\\sum_{k=0}^{n-1}F_kF_{n-k-1}", "F_n=\\sum_{k=0}^{n-1}F_{n-k-1}F_k"),
+    ("f(x)=x^2", "g(x)=x^2"),
+)
+"""Pairs the template compares the way workers do (every stage), to warm up each of them."""
+
+
+def warm_math_verify() -> None:
+    """Run the warm-up comparisons of math-verify (the shipped prediction cache is built to hold their parses)."""
+    for gold, pred in WARM_BACKEND:
+        _math_verify(gold, pred, 6)
+    for gold, pred in WARM_COMPARE:
+        compare("math-verify", gold, pred, 6, 6)
 
 
 @lru_cache(maxsize=4096)
