@@ -66,6 +66,10 @@ PROBE_TIMEOUT = 60.0
 """Seconds one look at a restarting actor may take before it is looked at again."""
 PROBE_BACKOFF = (0.5, 5.0)
 """First and longest pause between looks at a restarting actor (doubling in between)."""
+KEEP_DELAY = 0.002
+"""Seconds a chunk's new verdicts wait before the shared tier stores them, so the replies to the calls they
+answer are sent first (storing them holds the interpreter that sends the replies). A look-up stores every
+waiting verdict first, so a later chunk still finds them."""
 
 Outcome = tuple[Any, ...]
 """What a call answers: ``("ok", rows)``, ``("failed", position, message)`` or ``("spec_error", message)``.
@@ -201,6 +205,9 @@ class Coordinator:
         self.retries: dict[str, int] = {}
         self.actor_info: dict[int, dict[str, Any]] = {}
         self.actor_latency: dict[int, deque[float]] = {i: deque(maxlen=1024) for i in range(options.num_workers)}
+        self._keeping: list[tuple[list[_Item], list[PackedRow], dict[bytes, PackedScore]]] = []
+        """Chunks whose new verdicts the shared tier has not stored yet (see :data:`KEEP_DELAY`)."""
+        self._keep_timer: asyncio.TimerHandle | None = None
 
     def _start(self) -> None:
         if self._started:
@@ -275,6 +282,7 @@ class Coordinator:
 
     async def stats(self) -> dict[str, Any]:
         """Counters, queue depth, in-flight, retries, latencies (p50/p99) and cache figures of the pool."""
+        self._store_kept()
         cache = tier_stats(self.shared) if self.shared is not None else None
         actors = []
         for index in range(len(self.actors)):
@@ -543,9 +551,9 @@ class Coordinator:
             for item, row in zip(chunk, rows, strict=True):
                 self._finish(item, row)
             if self.shared is not None:
-                # once the calls are answered (their tasks were woken first), and still before any call that
-                # arrives later: the event loop runs its callbacks in order
-                asyncio.get_running_loop().call_soon(self._keep, chunk, rows, found)
+                self._keeping.append((chunk, rows, found))
+                if self._keep_timer is None:
+                    self._keep_timer = asyncio.get_running_loop().call_later(KEEP_DELAY, self._store_kept)
         finally:
             self._on_actors -= len(chunk)
             self.metrics.inflight.set(self._on_actors)
@@ -554,6 +562,15 @@ class Coordinator:
         if cause is not None:
             self._retry(chunk, cause)
             await self._recover(index)
+
+    def _store_kept(self) -> None:
+        """Store the new verdicts of every chunk that waits for it (:data:`KEEP_DELAY`), in the order they came."""
+        if self._keep_timer is not None:
+            self._keep_timer.cancel()
+            self._keep_timer = None
+        waiting, self._keeping = self._keeping, []
+        for chunk, rows, found in waiting:
+            self._keep(chunk, rows, found)
 
     def _keep(self, chunk: list[_Item], rows: list[PackedRow], found: dict[bytes, PackedScore]) -> None:
         """Store a chunk's scores that the shared tier did not hold, under each rollout's keys (record-level ones)."""
@@ -573,6 +590,7 @@ class Coordinator:
         """The shared tier's verdicts for a chunk's keys (packed, sent with it), and how many keys were looked up."""
         if self.shared is None:
             return {}, 0
+        self._store_kept()
         keys = list(dict.fromkeys(key for item in chunk for key in item.keys))
         return look_up(self.shared, keys), len(keys)
 
