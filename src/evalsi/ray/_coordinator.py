@@ -30,12 +30,12 @@ named actor, so:
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import importlib
 import itertools
 import math
 import time
 from collections import OrderedDict, deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,7 +47,16 @@ from evalsi.ray._cache import keep, look_up, shared_tier, tier_stats
 from evalsi.ray._metrics import PoolMetrics, quantiles
 from evalsi.ray._options import PoolOptions
 from evalsi.ray._scorer import ScorerActor
-from evalsi.ray._wire import PackedRecord, PackedRow, PackedScore, from_parts, join_keys, to_parts, unpack_records
+from evalsi.ray._wire import (
+    PackedRecord,
+    PackedRow,
+    PackedScore,
+    from_parts,
+    join_keys,
+    split_keys,
+    to_parts,
+    unpack_records,
+)
 from evalsi.records import Record
 from evalsi.rewards import from_mapping
 
@@ -57,12 +66,17 @@ PROBE_TIMEOUT = 60.0
 """Seconds one look at a restarting actor may take before it is looked at again."""
 PROBE_BACKOFF = (0.5, 5.0)
 """First and longest pause between looks at a restarting actor (doubling in between)."""
+KEEP_DELAY = 0.002
+"""Seconds a chunk's new verdicts wait before the shared tier stores them, so the replies to the calls they
+answer are sent first (storing them holds the interpreter that sends the replies). A look-up stores every
+waiting verdict first, so a later chunk still finds them."""
 
 Outcome = tuple[Any, ...]
 """What a call answers: ``("ok", rows)``, ``("failed", position, message)`` or ``("spec_error", message)``.
 
 Records come in and rows of scores go out as tuples (:mod:`evalsi.ray._wire`): the coordinator passes them
-between callers and actors as they are, building a ``Record`` only to read a rollout's keys and group."""
+between callers and actors as they are, building a ``Record`` only to read a rollout's group (and its keys, when
+the caller did not send them)."""
 
 
 @dataclass(eq=False, slots=True)
@@ -80,8 +94,18 @@ class _Call:
     resource: dict[str, Any]
     eager: bool
     """Send its rollouts at once (or let them wait up to ``window_ms`` for company)."""
+    parts: tuple[bytes, ...] = ()
+    """Its records as the caller pickled them (:func:`evalsi.ray._wire.to_parts`)."""
+    unpacked: list[PackedRecord] | None = None
+    """Its records as tuples, once a chunk needed them one by one (unpickled at most once)."""
     failures: dict[int, str] = field(default_factory=dict)
     """The positions that could not be scored, and why."""
+
+    def packed(self) -> list[PackedRecord]:
+        """The call's records as tuples (unpickled from its parts on first use)."""
+        if self.unpacked is None:
+            self.unpacked = from_parts(self.parts)
+        return self.unpacked
 
     def settle(self, position: int, row: PackedRow | None, error: str | None) -> None:
         """Position ``position`` is scored (``row``) or failed (``error``); the last one resolves ``done``."""
@@ -97,7 +121,10 @@ class _Call:
 @dataclass(eq=False, slots=True)
 class _Item:
     signature: bytes
-    record: PackedRecord
+    source: _Call
+    """The call whose rollout this is (the first one, when equal rollouts of several calls share it)."""
+    position: int
+    """Its position in that call."""
     spec_id: str
     resource: dict[str, Any]
     eager: bool
@@ -115,6 +142,11 @@ class _Item:
     """The unit of whole groups the item belongs to (chunks never split one); None for record-level specs."""
     settled: bool = False
     """Whether its result (or failure) was handed to its calls: the first attempt to finish counts, once."""
+
+    @property
+    def record(self) -> PackedRecord:
+        """The rollout's fields as a tuple."""
+        return self.source.packed()[self.position]
 
 
 class GroupTooLarge(EvalsiError, ValueError):
@@ -173,6 +205,9 @@ class Coordinator:
         self.retries: dict[str, int] = {}
         self.actor_info: dict[int, dict[str, Any]] = {}
         self.actor_latency: dict[int, deque[float]] = {i: deque(maxlen=1024) for i in range(options.num_workers)}
+        self._keeping: list[tuple[list[_Item], list[PackedRow], dict[bytes, PackedScore]]] = []
+        """Chunks whose new verdicts the shared tier has not stored yet (see :data:`KEEP_DELAY`)."""
+        self._keep_timer: asyncio.TimerHandle | None = None
 
     def _start(self) -> None:
         if self._started:
@@ -198,12 +233,17 @@ class Coordinator:
 
         return list(await asyncio.gather(*(hello(index) for index in range(len(self.actors)))))
 
-    async def score(self, spec_id: str, resource: dict[str, Any], eager: bool, *parts: bytes) -> Outcome:
-        """Raw component scores of the records by record, packed (the caller composes them).
+    async def score(
+        self, spec_id: str, resource: dict[str, Any], eager: bool, count: int, keys: list[bytes] | None, *parts: bytes
+    ) -> Outcome:
+        """Raw component scores of the ``count`` records by record, packed (the caller composes them).
 
         The records come as tuples pickled in parts (:func:`evalsi.ray._wire.to_parts`), each part an argument
-        of its own so that Ray sends it inside the call. ``eager`` sends the rollouts at once; otherwise they
-        wait up to ``window_ms`` for company (``score_one``).
+        of its own so that Ray sends it inside the call. ``keys`` are their content keys, computed by the caller
+        (:func:`content_keys`, joined by :func:`evalsi.ray._wire.join_keys`); None has them computed here. A
+        record-level call whose keys came along is not unpickled here unless a chunk needs its records one by
+        one: a chunk holding the whole call, in order, goes out in the caller's parts as they are. ``eager``
+        sends the rollouts at once; otherwise they wait up to ``window_ms`` for company (``score_one``).
         """
         self._start()
         started = time.perf_counter()
@@ -212,35 +252,37 @@ class Coordinator:
             jobs = self._spec_jobs(spec_id, resource)
         except EvalsiError as exc:
             return ("spec_error", str(exc))
-        packed = from_parts(parts)
-        if not packed:
+        if not count:
             return ("ok", [])
-        records = unpack_records(packed)
         done = asyncio.get_running_loop().create_future()
-        call = _Call(done, [()] * len(records), len(records), spec_id, resource, eager)
+        call = _Call(done, [()] * count, count, spec_id, resource, eager, parts)
+        given = split_keys(keys, count)
+        rows = list(zip(*given, strict=True)) if given is not None and len(given) == len(jobs) else None
         group_bys = [getattr(job.params, "group_by", None) for job in jobs if job.evaluator.scope == "group"]
         if group_bys:
+            records = unpack_records(call.packed())
             try:
-                new = self._unit_items(call, records, packed, group_bys)
+                new = self._unit_items(call, records, rows or content_keys(jobs, records), group_bys)
             except GroupTooLarge as exc:
                 return ("failed", exc.position, str(exc))
         else:
-            new = self._record_items(call, records, packed)
+            new = self._record_items(call, rows or content_keys(jobs, unpack_records(call.packed())))
         # shielded: were this call cancelled while it waits for room, its rollouts are still admitted and
         # scored, so another call waiting on the same computation is never left waiting for good
         await asyncio.shield(self._admit(new))
         await call.done
-        self.counters["rollouts"] += len(records)
+        self.counters["rollouts"] += count
         self.metrics.observe_call(time.perf_counter() - started)
         if call.failures:
-            self.metrics.rollouts.inc(len(records), tags={"status": "failed"})
+            self.metrics.rollouts.inc(count, tags={"status": "failed"})
             position = min(call.failures)
             return ("failed", position, call.failures[position])
-        self.metrics.rollouts.inc(len(records), tags={"status": "ok"})
+        self.metrics.rollouts.inc(count, tags={"status": "ok"})
         return ("ok", call.rows)
 
     async def stats(self) -> dict[str, Any]:
         """Counters, queue depth, in-flight, retries, latencies (p50/p99) and cache figures of the pool."""
+        self._store_kept()
         cache = tier_stats(self.shared) if self.shared is not None else None
         actors = []
         for index in range(len(self.actors)):
@@ -321,18 +363,19 @@ class Coordinator:
         """The node and process of every scorer actor (waits for restarting ones)."""
         return list(await asyncio.gather(*(self._where(index) for index in range(len(self.actors)))))
 
-    def _record_items(self, call: _Call, records: list[Record], packed: list[PackedRecord]) -> list[_Item]:
-        """The items to queue for a call: one per distinct computation not already under way (any call's)."""
+    def _record_items(self, call: _Call, keys: list[tuple[bytes, ...]]) -> list[_Item]:
+        """The items to queue for a call: one per distinct computation not already under way (any call's).
+
+        Rollouts are the same computation when their content keys are (the keys joined are the signature).
+        """
         spec_id, resource, eager = call.spec_id, call.resource, call.eager
-        jobs = self._jobs[spec_id]
         new: list[_Item] = []
         shared = 0
-        for position, (record, fields) in enumerate(zip(records, packed, strict=True)):
-            keys = _keys(jobs, record)
-            signature = hashlib.sha256(b"".join(keys)).digest()
+        for position, row in enumerate(keys):
+            signature = b"".join(row)
             item = self._inflight.get(signature)
             if item is None:
-                item = self._inflight[signature] = _Item(signature, fields, spec_id, resource, eager, [], keys)
+                item = self._inflight[signature] = _Item(signature, call, position, spec_id, resource, eager, [], row)
                 new.append(item)
             else:
                 shared += 1
@@ -343,7 +386,7 @@ class Coordinator:
         return new
 
     def _unit_items(
-        self, call: _Call, records: list[Record], packed: list[PackedRecord], group_bys: list[str | None]
+        self, call: _Call, records: list[Record], keys: list[tuple[bytes, ...]], group_bys: list[str | None]
     ) -> list[_Item]:
         """One item per record, queued unit by unit (whole groups together); none shared with other calls.
 
@@ -355,7 +398,6 @@ class Coordinator:
 
         """
         spec_id, resource, eager = call.spec_id, call.resource, call.eager
-        jobs = self._jobs[spec_id]
         call_id = next(self._ids)
         new: list[_Item] = []
         for unit in group_units(records, group_bys):
@@ -363,8 +405,8 @@ class Coordinator:
                 raise GroupTooLarge(unit[0], len(unit), self.options.max_queued)
             unit_id = next(self._ids)
             for position in unit:
-                item = _Item(b"", packed[position], spec_id, resource, eager, [(call, position)], call=call_id)
-                item.keys = _keys(jobs, records[position])
+                item = _Item(b"", call, position, spec_id, resource, eager, [(call, position)], call=call_id)
+                item.keys = keys[position]
                 item.unit = unit_id
                 new.append(item)
         return new
@@ -488,7 +530,7 @@ class Coordinator:
         cause: str | None = None
         try:
             found, asked = self._look_up(chunk)
-            parts = to_parts([item.record for item in chunk])
+            parts = _chunk_parts(chunk)
             keys = join_keys([item.keys for item in chunk])
             ref = actor.score.remote(first.spec_id, first.resource, found, asked, keys, *parts)
             rows, info = await asyncio.wait_for(_awaitable(ref), timeout=self.options.chunk_timeout)
@@ -509,9 +551,9 @@ class Coordinator:
             for item, row in zip(chunk, rows, strict=True):
                 self._finish(item, row)
             if self.shared is not None:
-                # once the calls are answered (their tasks were woken first), and still before any call that
-                # arrives later: the event loop runs its callbacks in order
-                asyncio.get_running_loop().call_soon(self._keep, chunk, rows, found)
+                self._keeping.append((chunk, rows, found))
+                if self._keep_timer is None:
+                    self._keep_timer = asyncio.get_running_loop().call_later(KEEP_DELAY, self._store_kept)
         finally:
             self._on_actors -= len(chunk)
             self.metrics.inflight.set(self._on_actors)
@@ -520,6 +562,15 @@ class Coordinator:
         if cause is not None:
             self._retry(chunk, cause)
             await self._recover(index)
+
+    def _store_kept(self) -> None:
+        """Store the new verdicts of every chunk that waits for it (:data:`KEEP_DELAY`), in the order they came."""
+        if self._keep_timer is not None:
+            self._keep_timer.cancel()
+            self._keep_timer = None
+        waiting, self._keeping = self._keeping, []
+        for chunk, rows, found in waiting:
+            self._keep(chunk, rows, found)
 
     def _keep(self, chunk: list[_Item], rows: list[PackedRow], found: dict[bytes, PackedScore]) -> None:
         """Store a chunk's scores that the shared tier did not hold, under each rollout's keys (record-level ones)."""
@@ -539,6 +590,7 @@ class Coordinator:
         """The shared tier's verdicts for a chunk's keys (packed, sent with it), and how many keys were looked up."""
         if self.shared is None:
             return {}, 0
+        self._store_kept()
         keys = list(dict.fromkeys(key for item in chunk for key in item.keys))
         return look_up(self.shared, keys), len(keys)
 
@@ -643,9 +695,24 @@ def _runs(items: list[_Item]) -> list[list[_Item]]:
     return runs
 
 
-def _keys(jobs: list[ComponentJob], record: Record) -> tuple[bytes, ...]:
-    """A rollout's content key under each component of the spec: what its scores depend on."""
-    return tuple(record_key(job.key_prefix, record, job.fields) for job in jobs)
+def content_keys(jobs: Sequence[ComponentJob], records: Sequence[Record]) -> list[tuple[bytes, ...]]:
+    """Each record's content key under each component of the spec: what its scores depend on.
+
+    Args:
+        jobs: The spec's component jobs, in spec order.
+        records: The records.
+
+    """
+    return [tuple(record_key(job.key_prefix, record, job.fields) for job in jobs) for record in records]
+
+
+def _chunk_parts(chunk: list[_Item]) -> Sequence[bytes]:
+    """A chunk's records pickled in parts: the caller's own parts when the chunk is its whole call, in order."""
+    call = chunk[0].source
+    whole = len(chunk) == len(call.rows) and all(
+        item.source is call and item.position == at for at, item in enumerate(chunk)
+    )
+    return call.parts if whole and call.parts else to_parts([item.record for item in chunk])
 
 
 async def _awaitable(ref: Any) -> Any:

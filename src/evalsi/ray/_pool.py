@@ -13,11 +13,11 @@ from typing import Any
 
 from evalsi.errors import EvalsiError, SpecError
 from evalsi.evaluators import Score
-from evalsi.ray._coordinator import Coordinator
+from evalsi.ray._coordinator import Coordinator, content_keys
 from evalsi.ray._limiter import configure_limits
 from evalsi.ray._options import NAMESPACE, PoolOptions
 from evalsi.ray._ray import connect
-from evalsi.ray._wire import pack_records, to_parts, unpack_columns
+from evalsi.ray._wire import join_keys, pack_records, to_parts, unpack_columns
 from evalsi.records import Record, canonical_json
 from evalsi.rewards import Reward, RewardResult, from_mapping, load
 from evalsi.rewards._compose import ComponentRule
@@ -413,8 +413,14 @@ class RewardPool:
         return actors
 
     def _submit(self, records: Sequence[Record], eager: bool) -> Any:
-        """The coordinator's call scoring ``records`` (an object ref): tuples, pickled in parts (``_wire``)."""
-        return self.coordinator.score.remote(self._spec_id, self._resource, eager, *to_parts(pack_records(records)))
+        """The coordinator's call scoring ``records`` (an object ref): tuples, pickled in parts (``_wire``).
+
+        Their content keys are computed here and go with them: keying is a large share of the coordinator's work
+        on a call, and every caller of the pool keys its own rollouts instead of the one coordinator keying all.
+        """
+        keys = join_keys(content_keys([component.job for component in self.reward.components], records))
+        parts = to_parts(pack_records(records))
+        return self.coordinator.score.remote(self._spec_id, self._resource, eager, len(records), keys, *parts)
 
     def _compose(self, outcome: tuple[Any, ...]) -> list[RewardResult]:
         return self.reward.compose(self._columns(outcome))
