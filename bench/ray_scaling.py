@@ -1,6 +1,6 @@
 """Benchmark: the reward pool on Ray against in-process scoring, by number of actors.
 
-    python bench/ray_scaling.py [--quick] [--address ADDRESS] [--batches 6] [--pairs 25] [--batch 256] [--actors 1,2,4]
+    python bench/ray_scaling.py [--quick] [--address ADDRESS] [--batches 12] [--pairs 25] [--batch 256] [--actors 1,2,4]
 
 Needs the ``ray`` extra (``pip install 'evalsi[ray]'``; the ``ray`` nox session has it). Without ``--address`` it
 starts a local Ray instance with as many CPUs as the machine has (token authentication with a token of its own, so
@@ -222,7 +222,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a short run (3 batches of 64, 1 and 2 actors)")
     parser.add_argument("--address", default=None, help="a running Ray cluster (default: a local one)")
     parser.add_argument("--pairs", type=int, default=25, help="batches scored in turn by the pool and in-process")
-    parser.add_argument("--batches", type=int, default=6)
+    parser.add_argument("--batches", type=int, default=12, help="batches per rate (the first a warm-up)")
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--actors", default="1,2,4")
     parser.add_argument("--seed", type=int, default=0)

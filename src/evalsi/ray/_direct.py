@@ -235,7 +235,9 @@ class DirectRoute:
                     failed.append((chunk, *self._prepare(packed, keys, chunk), "moved"))
                     continue
                 self.room.take(len(chunk.positions))
-                sent.append((chunk, self._send(route, spec_id, resource, packed, keys, chunk)))
+                sent.append(
+                    (chunk, self._send(route, spec_id, resource, packed, keys, chunk))
+                )  # gives room back if it raises
             deadline = time.monotonic() + (route["chunk_timeout"] or math.inf)
             for chunk, (ref, parts, joined) in sent:
                 try:
@@ -301,10 +303,16 @@ class DirectRoute:
         keys: list[tuple[bytes, ...]],
         chunk: Chunk,
     ) -> tuple[Any, list[bytes], list[bytes] | None]:
-        parts, joined = self._prepare(packed, keys, chunk)
+        """Send a chunk to its actor (its room taken already; given back if it cannot be sent)."""
+        try:
+            parts, joined = self._prepare(packed, keys, chunk)
+            ref = route["actors"][chunk.actor].score_direct.remote(spec_id, resource, joined, *parts)
+        except BaseException:
+            assert self.room is not None
+            self.room.release(len(chunk.positions))
+            raise
         with self._lock:
             self._busy[chunk.actor] = self._busy.get(chunk.actor, 0) + 1
-        ref = route["actors"][chunk.actor].score_direct.remote(spec_id, resource, joined, *parts)
         return ref, parts, joined
 
     @staticmethod

@@ -289,12 +289,8 @@ class RewardPool:
         """
         if not records:
             return []
-        if eager and self._record_level:
-            keys = self._keys(records)
-            outcome = self._direct.score(self._spec_id, self._resource, pack_records(records), keys)
-            if outcome is not None:
-                return self._compose(outcome)
-        return self._compose(self._ray.get(self._submit(records, eager)))
+        outcome = self._straight(records) if eager else None
+        return self._compose(outcome or self._ray.get(self._submit(records, eager)))
 
     def component_scores(self, records: Sequence[Record]) -> list[list[Score]]:
         """Raw scores indexed ``[component][record]``, before composition, as ``Reward.component_scores`` gives them.
@@ -310,11 +306,7 @@ class RewardPool:
         """
         if not records:
             return [[] for _ in self.reward.components]
-        if self._record_level:
-            outcome = self._direct.score(self._spec_id, self._resource, pack_records(records), self._keys(records))
-            if outcome is not None:
-                return self._columns(outcome)
-        return self._columns(self._ray.get(self._submit(records, True)))
+        return self._columns(self._straight(records) or self._ray.get(self._submit(records, True)))
 
     async def score_async(self, rollouts: Iterable[Mapping[str, Any]]) -> list[RewardResult]:
         """:meth:`score` for an event loop: awaits the pool without holding a thread.
@@ -335,12 +327,11 @@ class RewardPool:
         """
         if not records:
             return []
+        outcome = None
         if eager and self._record_level:
             keys = self._keys(records)
             outcome = await self._direct.score_async(self._spec_id, self._resource, pack_records(records), keys)
-            if outcome is not None:
-                return self._compose(outcome)
-        return self._compose(await self._submit(records, eager))
+        return self._compose(outcome or await self._submit(records, eager))
 
     async def score_one(self, rollout: Mapping[str, Any]) -> RewardResult:
         """Score one rollout as it finishes, batched with those of every other caller of the pool.
@@ -448,6 +439,12 @@ class RewardPool:
 
     def _keys(self, records: Sequence[Record]) -> list[tuple[bytes, ...]]:
         return content_keys([component.job for component in self.reward.components], records)
+
+    def _straight(self, records: Sequence[Record]) -> tuple[Any, ...] | None:
+        """The outcome of ``records`` sent straight to the actors; None for a group-level spec or no live actor."""
+        if not self._record_level:
+            return None
+        return self._direct.score(self._spec_id, self._resource, pack_records(records), self._keys(records))
 
     def _submit(self, records: Sequence[Record], eager: bool) -> Any:
         """The coordinator's call scoring ``records`` (an object ref): tuples, pickled in parts (``_wire``).
