@@ -1,7 +1,12 @@
 """The pool's coordinator: one async Ray actor that queues rollouts, batches them and spreads them over scorers.
 
-Every caller of a pool (a trainer's driver, each of verl's reward workers, a Ray Data task) talks to this one
-named actor, so:
+Every caller of a pool (a trainer's driver, each of verl's reward workers, a Ray Data task) finds this one named
+actor. A caller's whole batches (``pool.score``) of a spec with no group-level component go straight to the
+scorer actors (:mod:`evalsi.ray._direct`): the coordinator hands the caller the actors' handles
+(:meth:`Coordinator.route`), is told of each call's counters afterwards (:meth:`Coordinator.tally`), keeps and
+forwards the verdicts the actors publish (:meth:`Coordinator.publish`), and takes over a chunk whose actor died or
+hung (:meth:`Coordinator.rescue`).
+Everything else passes through it:
 
 - **Batching across callers.** Rollouts scored one at a time (``score_one``) gather for ``window_ms`` (or until
   ``max_batch`` are queued) into one chunk; whole batches go out at once, split evenly over the live actors:
@@ -30,10 +35,12 @@ named actor, so:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import itertools
 import math
 import time
+import uuid
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -46,7 +53,7 @@ from evalsi.evaluators._group import group_of
 from evalsi.ray._cache import keep, look_up, shared_tier, tier_stats
 from evalsi.ray._metrics import PoolMetrics, quantiles
 from evalsi.ray._options import PoolOptions
-from evalsi.ray._scorer import ScorerActor
+from evalsi.ray._scorer import CONTROL, ScorerActor
 from evalsi.ray._wire import (
     PackedRecord,
     PackedRow,
@@ -70,6 +77,8 @@ KEEP_DELAY = 0.002
 """Seconds a chunk's new verdicts wait before the shared tier stores them, so the replies to the calls they
 answer are sent first (storing them holds the interpreter that sends the replies). A look-up stores every
 waiting verdict first, so a later chunk still finds them."""
+INFO_TIMEOUT = 10.0
+"""Seconds :meth:`Coordinator.stats` waits for an actor's counters before it reports the last ones it saw."""
 
 Outcome = tuple[Any, ...]
 """What a call answers: ``("ok", rows)``, ``("failed", position, message)`` or ``("spec_error", message)``.
@@ -172,19 +181,25 @@ class Coordinator:
         self.options = options
         self.shared = shared_tier(options)
         """The pool's shared verdict cache (``cache="ray"``), looked up for each chunk before it goes out."""
-        scorer = ray.remote(ScorerActor).options(
+        scorer = ray.remote(concurrency_groups={CONTROL: 2})(ScorerActor).options(
             num_cpus=options.num_cpus,
             resources=dict(options.resources),
             max_restarts=-1,
             max_task_retries=0,  # a died chunk is re-dispatched here, to whichever actor is idle first
             runtime_env=dict(options.runtime_env) if options.runtime_env else None,
         )
-        self.actors = [scorer.remote(options, index) for index in range(options.num_workers)]
+        me = ray.get_runtime_context().current_actor
+        self.actors = [scorer.remote(options, index, me) for index in range(options.num_workers)]
         self.metrics = PoolMetrics(options.name)
         self._jobs: OrderedDict[str, list[ComponentJob]] = OrderedDict()
         self._ids = itertools.count()
         self._down: set[int] = set()
         """Actors that died or were killed and have not answered since: left out of the even split."""
+        self._recovering: set[int] = set()
+        self._generation = uuid.uuid4().hex
+        """This coordinator's life (it and its actors are created anew when Ray restarts it)."""
+        self._incarnation = [0] * options.num_workers
+        """How often each actor was seen dead or killed: a caller's report of a death already seen is not acted on."""
         self._pending: OrderedDict[str, deque[_Item]] = OrderedDict()
         self._queued = 0
         self._eager = 0
@@ -204,10 +219,13 @@ class Coordinator:
         }
         self.retries: dict[str, int] = {}
         self.actor_info: dict[int, dict[str, Any]] = {}
-        self.actor_latency: dict[int, deque[float]] = {i: deque(maxlen=1024) for i in range(options.num_workers)}
-        self._keeping: list[tuple[list[_Item], list[PackedRow], dict[bytes, PackedScore]]] = []
+        self._keeping: list[tuple[int, list[_Item], list[PackedRow], dict[bytes, PackedScore]]] = []
         """Chunks whose new verdicts the shared tier has not stored yet (see :data:`KEEP_DELAY`)."""
         self._keep_timer: asyncio.TimerHandle | None = None
+        self._forwarding: list[tuple[int, list[tuple[bytes, PackedScore]]]] = []
+        """New verdicts (and the actor that computed them) not yet forwarded to the other actors."""
+        self._forward_timer: asyncio.TimerHandle | None = None
+        self._sends: set[asyncio.Task[Any]] = set()
 
     def _start(self) -> None:
         if self._started:
@@ -245,9 +263,94 @@ class Coordinator:
         one: a chunk holding the whole call, in order, goes out in the caller's parts as they are. ``eager``
         sends the rollouts at once; otherwise they wait up to ``window_ms`` for company (``score_one``).
         """
+        return await self._score(spec_id, resource, eager, count, keys, parts)
+
+    async def route(self) -> dict[str, Any]:
+        """What a caller needs to send chunks straight to the scorer actors: their handles and the pool's limits.
+
+        ``down`` are the actors that died or were killed and have not answered since; ``incarnations`` count
+        how often each was: a caller names the one it saw fail in :meth:`rescue`.
+        """
+        self._start()
+        return {
+            "actors": list(self.actors),
+            "generation": self._generation,
+            "down": sorted(self._down),
+            "incarnations": list(self._incarnation),
+            "max_batch": self.options.max_batch,
+            "max_queued": self.options.max_queued,
+            "max_retries": self.options.max_retries,
+            "chunk_timeout": self.options.chunk_timeout,
+        }
+
+    async def rescue(
+        self,
+        index: int,
+        generation: str,
+        incarnation: int,
+        cause: str,
+        spec_id: str,
+        resource: dict[str, Any],
+        count: int,
+        keys: list[bytes] | None,
+        *parts: bytes,
+    ) -> Outcome:
+        """Score a chunk a caller sent straight to actor ``index`` and could not get back from it.
+
+        ``cause``: the actor died (``"died"``) or hung (``"timeout"``), or the caller did not send it there because
+        it saw that actor fail earlier in the call (``"moved"``). A death is counted as a retry and the actor is
+        left out until it answers again (a hung one is killed and restarted first, unless a report of the same
+        incarnation did that already, or the caller's actors were those of this coordinator's previous life,
+        before Ray restarted it); the chunk is then scored as a call of its own here, with its remaining
+        attempts.
+        """
+        self._start()
+        if cause != "moved":
+            kind = "timeout" if cause == "timeout" else "actor_died"
+            self._count_retry(kind)
+            if generation == self._generation and incarnation == self._incarnation[index]:
+                self._lost(index, kill=kind == "timeout")
+        attempts = 0 if cause == "moved" else 1
+        return await self._score(spec_id, resource, True, count, keys, parts, counted=False, attempts=attempts)
+
+    async def publish(self, origin: int, entries: list[tuple[bytes, PackedScore]]) -> None:
+        """Keep verdicts actor ``origin`` computed for a caller's chunk, and forward them to the other actors."""
+        if self.shared is not None:
+            keep(self.shared, entries)
+        self._forward(origin, entries)
+
+    async def tally(self, counts: dict[str, Any]) -> None:
+        """Count a call a caller sent straight to the actors: its rollouts, chunks, failures and latency."""
+        for name in ("calls", "rollouts", "deduplicated", "chunks", "failed_rollouts"):
+            self.counters[name] += int(counts.get(name, 0))
+        self.counters["max_admitted"] = max(self.counters["max_admitted"], int(counts.get("max_admitted", 0)))
+        if counts.get("deduplicated"):
+            self.metrics.shared.inc(int(counts["deduplicated"]))
+        for status in ("ok", "failed"):
+            if counts.get(status):
+                self.metrics.rollouts.inc(int(counts[status]), tags={"status": status})
+        if "seconds" in counts:
+            self.metrics.observe_call(float(counts["seconds"]))
+
+    async def _score(
+        self,
+        spec_id: str,
+        resource: dict[str, Any],
+        eager: bool,
+        count: int,
+        keys: list[bytes] | None,
+        parts: tuple[bytes, ...],
+        *,
+        counted: bool = True,
+        attempts: int = 0,
+    ) -> Outcome:
+        """A call's scores (see :meth:`score`); a rescued chunk (``counted=False``) is not counted as a call.
+
+        ``attempts`` its rollouts have had already (a rescued chunk's first one went straight to its actor).
+        """
         self._start()
         started = time.perf_counter()
-        self.counters["calls"] += 1
+        self.counters["calls"] += counted
         try:
             jobs = self._spec_jobs(spec_id, resource)
         except EvalsiError as exc:
@@ -267,10 +370,15 @@ class Coordinator:
                 return ("failed", exc.position, str(exc))
         else:
             new = self._record_items(call, rows or content_keys(jobs, unpack_records(call.packed())))
+        for item in new:
+            item.attempts = attempts
         # shielded: were this call cancelled while it waits for room, its rollouts are still admitted and
         # scored, so another call waiting on the same computation is never left waiting for good
         await asyncio.shield(self._admit(new))
         await call.done
+        if not counted:  # the caller counts its call once it has every chunk back (:meth:`tally`)
+            first = min(call.failures, default=None)
+            return ("ok", call.rows) if first is None else ("failed", first, call.failures[first])
         self.counters["rollouts"] += count
         self.metrics.observe_call(time.perf_counter() - started)
         if call.failures:
@@ -283,11 +391,11 @@ class Coordinator:
     async def stats(self) -> dict[str, Any]:
         """Counters, queue depth, in-flight, retries, latencies (p50/p99) and cache figures of the pool."""
         self._store_kept()
+        await asyncio.gather(*(self._refresh_info(index) for index in range(len(self.actors))))
         cache = tier_stats(self.shared) if self.shared is not None else None
         actors = []
         for index in range(len(self.actors)):
             info = dict(self.actor_info.get(index, {"index": index}))
-            info.update(quantiles(self.actor_latency[index]))
             actors.append(info)
         return {
             **self.counters,
@@ -300,6 +408,17 @@ class Coordinator:
             "actors": actors,
             "cache": cache,
         }
+
+    async def _refresh_info(self, index: int) -> None:
+        """Take actor ``index``'s current counters (chunks callers sent it straight count there only)."""
+        if index in self._down:
+            return
+        try:
+            ref = self.actors[index].info.options(concurrency_group=CONTROL).remote()
+            info = await asyncio.wait_for(_awaitable(ref), timeout=INFO_TIMEOUT)
+        except Exception:  # restarting or busy beyond the bound: the counters it last reported stand
+            return
+        self.actor_info[index] = {**self.actor_info.get(index, {}), **info}
 
     async def warm(self, spec_id: str, resource: dict[str, Any], records: list[Record]) -> Outcome:
         """Have every scorer actor score ``records`` outside the caches (see ``ScorerActor.warm``); where each runs."""
@@ -504,6 +623,8 @@ class Coordinator:
         while True:
             await self._work.wait()
             index = await self._idle.get()
+            if index in self._down:  # lost since it went idle: it is given back once it answers again
+                continue
             if not self._queued:
                 self._work.clear()
                 self._idle.put_nowait(index)
@@ -526,7 +647,6 @@ class Coordinator:
         self._on_actors += len(chunk)
         self.metrics.inflight.set(self._on_actors)
         self.counters["chunks"] += 1
-        started = time.perf_counter()
         cause: str | None = None
         try:
             found, asked = self._look_up(chunk)
@@ -535,23 +655,21 @@ class Coordinator:
             ref = actor.score.remote(first.spec_id, first.resource, found, asked, keys, *parts)
             rows, info = await asyncio.wait_for(_awaitable(ref), timeout=self.options.chunk_timeout)
         except TimeoutError:
-            self._down.add(index)
             cause = f"actor {index} took longer than chunk_timeout ({self.options.chunk_timeout:g} s) and was restarted"
-            self.ray.kill(actor, no_restart=False)
+            self._lost(index, kill=True)
         except self.ray.exceptions.RayActorError as exc:
-            self._down.add(index)
             cause = f"actor {index} died ({type(exc).__name__})"
+            self._lost(index, kill=False)
         except self.ray.exceptions.RayTaskError as exc:
-            self._fail(chunk, f"actor {index} failed: {_cause(exc)}")
+            self._fail(chunk, f"actor {index} failed: {task_cause(exc)}")
         except Exception as exc:
             self._fail(chunk, f"actor {index} failed: {type(exc).__name__}: {exc}")
         else:
             self.actor_info[index] = info
-            self.actor_latency[index].append(time.perf_counter() - started)
             for item, row in zip(chunk, rows, strict=True):
                 self._finish(item, row)
             if self.shared is not None:
-                self._keeping.append((chunk, rows, found))
+                self._keeping.append((index, chunk, rows, found))
                 if self._keep_timer is None:
                     self._keep_timer = asyncio.get_running_loop().call_later(KEEP_DELAY, self._store_kept)
         finally:
@@ -561,7 +679,18 @@ class Coordinator:
                 self._idle.put_nowait(index)
         if cause is not None:
             self._retry(chunk, cause)
-            await self._recover(index)
+
+    def _lost(self, index: int, *, kill: bool) -> None:
+        """Actor ``index`` died (or hung: ``kill`` restarts it): leave it out until it answers again."""
+        self._incarnation[index] += 1
+        self._down.add(index)
+        if kill:
+            self.ray.kill(self.actors[index], no_restart=False)
+        if index not in self._recovering:
+            self._recovering.add(index)
+            task = asyncio.get_running_loop().create_task(self._recover(index))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     def _store_kept(self) -> None:
         """Store the new verdicts of every chunk that waits for it (:data:`KEEP_DELAY`), in the order they came."""
@@ -569,11 +698,14 @@ class Coordinator:
             self._keep_timer.cancel()
             self._keep_timer = None
         waiting, self._keeping = self._keeping, []
-        for chunk, rows, found in waiting:
-            self._keep(chunk, rows, found)
+        for index, chunk, rows, found in waiting:
+            self._keep(index, chunk, rows, found)
 
-    def _keep(self, chunk: list[_Item], rows: list[PackedRow], found: dict[bytes, PackedScore]) -> None:
-        """Store a chunk's scores that the shared tier did not hold, under each rollout's keys (record-level ones)."""
+    def _keep(self, index: int, chunk: list[_Item], rows: list[PackedRow], found: dict[bytes, PackedScore]) -> None:
+        """Store a chunk's scores that the shared tier did not hold (record-level ones), and forward them.
+
+        They go under each rollout's keys to the shared tier, and to every actor but ``index``, that scored them.
+        """
         jobs = self._jobs.get(chunk[0].spec_id)
         if jobs is None or self.shared is None:  # the spec's jobs were dropped meanwhile (least recently used)
             return
@@ -585,6 +717,32 @@ class Coordinator:
             if item.keys[column] not in found
         ]
         keep(self.shared, new)
+        self._forward(index, new)
+
+    def _forward(self, origin: int, entries: list[tuple[bytes, PackedScore]]) -> None:
+        """Send new verdicts to every actor but ``origin`` (gathered for :data:`KEEP_DELAY`, one message per actor)."""
+        if not entries or len(self.actors) < 2 or self.shared is None:
+            return
+        self._forwarding.append((origin, entries))
+        if self._forward_timer is None:
+            self._forward_timer = asyncio.get_running_loop().call_later(KEEP_DELAY, self._send_forwarded)
+
+    def _send_forwarded(self) -> None:
+        self._forward_timer = None
+        waiting, self._forwarding = self._forwarding, []
+        for index, actor in enumerate(self.actors):
+            if index in self._down:
+                continue
+            entries = [entry for origin, batch in waiting if origin != index for entry in batch]
+            if entries:
+                task = asyncio.get_running_loop().create_task(self._send(actor, entries))
+                self._sends.add(task)
+                task.add_done_callback(self._sends.discard)
+
+    async def _send(self, actor: Any, entries: list[tuple[bytes, PackedScore]]) -> None:
+        """Forward verdicts to one actor; one that died meanwhile misses them (its cache restarts empty anyway)."""
+        with contextlib.suppress(Exception):
+            await actor.replicate.options(concurrency_group=CONTROL).remote(entries)
 
     def _look_up(self, chunk: list[_Item]) -> tuple[dict[bytes, PackedScore], int]:
         """The shared tier's verdicts for a chunk's keys (packed, sent with it), and how many keys were looked up."""
@@ -603,6 +761,7 @@ class Coordinator:
         info = await self._where(index)
         self.actor_info[index] = {**self.actor_info.get(index, {}), **info}
         self._down.discard(index)
+        self._recovering.discard(index)
         self._idle.put_nowait(index)
 
     async def _where(self, index: int) -> dict[str, Any]:
@@ -618,10 +777,12 @@ class Coordinator:
                 continue
             return info
 
-    def _retry(self, chunk: list[_Item], cause: str) -> None:
-        kind = "timeout" if "chunk_timeout" in cause else "actor_died"
+    def _count_retry(self, kind: str) -> None:
         self.retries[kind] = self.retries.get(kind, 0) + 1
         self.metrics.retries.inc(tags={"cause": kind})
+
+    def _retry(self, chunk: list[_Item], cause: str) -> None:
+        self._count_retry("timeout" if "chunk_timeout" in cause else "actor_died")
         for item in reversed(chunk):  # back to the front of the queue, in their order
             item.attempts += 1
             if item.attempts > self.options.max_retries:
@@ -719,7 +880,8 @@ async def _awaitable(ref: Any) -> Any:
     return await ref
 
 
-def _cause(exc: Any) -> str:
+def task_cause(exc: Any) -> str:
+    """The exception an actor's call raised, as ``Type: message`` (Ray wraps it in a ``RayTaskError``)."""
     cause = getattr(exc, "cause", None)
     if isinstance(cause, BaseException):
         return f"{type(cause).__name__}: {cause}"

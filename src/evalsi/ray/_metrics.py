@@ -98,18 +98,23 @@ class ActorMetrics(_Metrics):
         if errors:
             self.component_errors.inc(errors, tags=tags)
 
-    def observe_chunk(self, rollouts: int, seconds: float, counts: dict[str, int]) -> None:
-        """A finished chunk: its latency, its rollouts, and the cache counters' growth since the last chunk."""
+    def observe_chunk(self, rollouts: int, seconds: float, counts: dict[str, Any]) -> None:
+        """A finished chunk: its latency, its rollouts, and the cache counters' growth since the last chunk.
+
+        ``counts`` may hold other figures too: only the ``<tier>_hits`` and ``<tier>_misses`` ones are read.
+        """
         self.chunk_seconds.observe(seconds)
         self.recent.append(seconds)
         if rollouts:
             self.rollouts.inc(rollouts)
         for key, value in counts.items():
+            tier, _, kind = key.partition("_")
+            if kind not in ("hits", "misses"):
+                continue
             grown = value - self._counts.get(key, 0)
             if grown > 0:
-                tier, _, kind = key.partition("_")
                 (self.cache_hits if kind == "hits" else self.cache_misses).inc(grown, tags={"tier": tier})
-        self._counts = dict(counts)
+            self._counts[key] = value
 
 
 class PoolMetrics(_Metrics):

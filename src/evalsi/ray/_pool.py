@@ -14,6 +14,7 @@ from typing import Any
 from evalsi.errors import EvalsiError, SpecError
 from evalsi.evaluators import Score
 from evalsi.ray._coordinator import Coordinator, content_keys
+from evalsi.ray._direct import DirectRoute
 from evalsi.ray._limiter import configure_limits
 from evalsi.ray._options import NAMESPACE, PoolOptions
 from evalsi.ray._ray import connect
@@ -62,6 +63,10 @@ class RewardPool:
     A batch is split evenly over the live actors. With a group-level component (``group-diversity``) each group
     of a call stays whole on one actor, so its rollouts are scored with the same group as in process.
 
+    A whole batch (:meth:`score`, :meth:`score_async`) of a spec with no group-level component goes straight to
+    the actors, one message out and one back per chunk; rollouts scored one at a time (:meth:`score_one`), and
+    group-level specs, go through the pool's coordinator, which batches them across callers.
+
     Args:
         spec: A RewardSpec file, a mapping, or a loaded ``Reward``.
         num_workers: Scorer actors.
@@ -73,7 +78,8 @@ class RewardPool:
         max_batch: Most rollouts in one chunk sent to an actor (a group of a group-level spec is never split, so
             a chunk holding one can be larger).
         window_ms: How long rollouts scored one at a time (``score_one``) wait to be batched together.
-        max_queued: Most distinct rollouts queued or being scored; further calls wait (back-pressure).
+        max_queued: Most distinct rollouts queued or being scored by the coordinator, and on actors for each
+            client's batches sent straight to them; further calls wait (back-pressure).
         max_retries: Further attempts of a chunk whose actor died or hung.
         chunk_timeout: Seconds after which a chunk's actor counts as hung: it is killed and restarted, and the
             chunk is scored again; None never.
@@ -156,6 +162,7 @@ class RewardPool:
             )
             .remote(self.options)
         )
+        self._setup()
         try:
             self._ray.get(self.coordinator.ready.remote(), timeout=start_timeout)
         except self._ray.exceptions.GetTimeoutError:
@@ -190,6 +197,7 @@ class RewardPool:
         pool._resource = pool.reward.to_resource()
         pool._spec_id = hashlib.sha256(canonical_json(pool._resource)).hexdigest()
         pool.coordinator = handle
+        pool._setup()
         return pool
 
     def with_spec(self, spec: SpecSource) -> RewardPool:
@@ -206,7 +214,13 @@ class RewardPool:
         pool._resource = pool.reward.to_resource()
         pool._spec_id = hashlib.sha256(canonical_json(pool._resource)).hexdigest()
         pool.coordinator = self.coordinator
+        pool._setup(self._direct)
         return pool
+
+    def _setup(self, direct: DirectRoute | None = None) -> None:
+        """The route of this client's whole batches straight to the actors (shared by its other specs' clients)."""
+        self._direct = direct or DirectRoute(self._ray, self.coordinator)
+        self._record_level = all(component.evaluator.scope != "group" for component in self.reward.components)
 
     # The Scorer protocol of the trainer adapters.
     @property
@@ -275,7 +289,8 @@ class RewardPool:
         """
         if not records:
             return []
-        return self._compose(self._ray.get(self._submit(records, eager)))
+        outcome = self._straight(records) if eager else None
+        return self._compose(outcome or self._ray.get(self._submit(records, eager)))
 
     def component_scores(self, records: Sequence[Record]) -> list[list[Score]]:
         """Raw scores indexed ``[component][record]``, before composition, as ``Reward.component_scores`` gives them.
@@ -291,7 +306,7 @@ class RewardPool:
         """
         if not records:
             return [[] for _ in self.reward.components]
-        return self._columns(self._ray.get(self._submit(records, True)))
+        return self._columns(self._straight(records) or self._ray.get(self._submit(records, True)))
 
     async def score_async(self, rollouts: Iterable[Mapping[str, Any]]) -> list[RewardResult]:
         """:meth:`score` for an event loop: awaits the pool without holding a thread.
@@ -312,7 +327,11 @@ class RewardPool:
         """
         if not records:
             return []
-        return self._compose(await self._submit(records, eager))
+        outcome = None
+        if eager and self._record_level:
+            keys = self._keys(records)
+            outcome = await self._direct.score_async(self._spec_id, self._resource, pack_records(records), keys)
+        return self._compose(outcome or await self._submit(records, eager))
 
     async def score_one(self, rollout: Mapping[str, Any]) -> RewardResult:
         """Score one rollout as it finishes, batched with those of every other caller of the pool.
@@ -360,7 +379,13 @@ class RewardPool:
 
         Also each actor's node, process, cache hits and latency, and the shared cache's figures.
         """
-        return dict(self._ray.get(self.coordinator.stats.remote()))
+        stats = dict(self._ray.get(self.coordinator.stats.remote()))
+        room = self._direct.room
+        if room is not None:  # this client's batches on actors, or waiting for room, now
+            stats["waiting"] += room.waiting
+            stats["admitted"] += room.held
+            stats["max_admitted"] = max(stats["max_admitted"], room.peak)
+        return stats
 
     def where(self) -> list[dict[str, Any]]:
         """Each scorer actor's node id and process id."""
@@ -412,13 +437,22 @@ class RewardPool:
             )
         return actors
 
+    def _keys(self, records: Sequence[Record]) -> list[tuple[bytes, ...]]:
+        return content_keys([component.job for component in self.reward.components], records)
+
+    def _straight(self, records: Sequence[Record]) -> tuple[Any, ...] | None:
+        """The outcome of ``records`` sent straight to the actors; None for a group-level spec or no live actor."""
+        if not self._record_level:
+            return None
+        return self._direct.score(self._spec_id, self._resource, pack_records(records), self._keys(records))
+
     def _submit(self, records: Sequence[Record], eager: bool) -> Any:
         """The coordinator's call scoring ``records`` (an object ref): tuples, pickled in parts (``_wire``).
 
         Their content keys are computed here and go with them: keying is a large share of the coordinator's work
         on a call, and every caller of the pool keys its own rollouts instead of the one coordinator keying all.
         """
-        keys = join_keys(content_keys([component.job for component in self.reward.components], records))
+        keys = join_keys(self._keys(records))
         parts = to_parts(pack_records(records))
         return self.coordinator.score.remote(self._spec_id, self._resource, eager, len(records), keys, *parts)
 

@@ -4,6 +4,12 @@ An actor scores chunks of records with the engine (``Reward.component_scores``: 
 components on their pools) and hands back the raw component scores; composition happens in the caller, so
 totals, statuses and errors are exactly those of in-process scoring. Its sandboxes run on the actor's node,
 at each component's rung.
+
+A chunk comes either from the pool's coordinator (with the shared tier's verdicts for its keys) or straight from
+a caller (:meth:`ScorerActor.score_direct`); in the second case the actor publishes the verdicts it computed to the
+coordinator just after its reply, and the coordinator forwards them to the other actors (:meth:`replicate`).
+Quick calls (``replicate``, ``info``) run in a concurrency group of their own, so they are answered while a chunk
+is being scored.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import queue
 import socket
 import threading
 import time
@@ -20,8 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from evalsi.engine import Pools, finish_components
-from evalsi.ray._cache import SeededCache, cache_counts, open_cache
-from evalsi.ray._metrics import ActorMetrics
+from evalsi.ray._cache import ReplicaCache, SeededCache, cache_counts, open_cache
+from evalsi.ray._metrics import ActorMetrics, quantiles
 from evalsi.ray._options import PoolOptions
 from evalsi.ray._wire import PackedRow, PackedScore, from_parts, pack_rows, split_keys, unpack_records
 from evalsi.records import Record
@@ -29,12 +36,16 @@ from evalsi.rewards import Reward, from_mapping
 
 MAX_SPECS = 32
 """Bound RewardSpecs an actor keeps (least recently used first out)."""
+CONTROL = "control"
+"""The concurrency group of an actor's quick calls, answered while a chunk is being scored."""
+PUBLISH_DELAY = 0.002
+"""Seconds new verdicts wait before they go to the coordinator, so the reply to the chunk goes out first."""
 
 
 class ScorerActor:
     """One scorer process of a pool (run as a Ray actor; one chunk at a time)."""
 
-    def __init__(self, options: PoolOptions, index: int) -> None:
+    def __init__(self, options: PoolOptions, index: int, coordinator: Any = None) -> None:
         for module in options.imports:  # evaluator packs that register on import
             importlib.import_module(module)
         import ray
@@ -55,6 +66,10 @@ class ScorerActor:
         self.rollouts = 0
         self.seconds = 0.0
         """Time spent scoring chunks here (what the pool's hops add to is the rest of a call's time)."""
+        self._coordinator = coordinator
+        self._published: queue.SimpleQueue[list[tuple[bytes, PackedScore]]] = queue.SimpleQueue()
+        if coordinator is not None and isinstance(self.cache, ReplicaCache):
+            threading.Thread(target=self._publish, name="evalsi-ray-publish", daemon=True).start()
 
     def where(self) -> dict[str, Any]:
         """The node, host and process this actor runs in, and its child processes (math workers, sandboxes)."""
@@ -111,26 +126,74 @@ class ScorerActor:
         keys: list[bytes] | None,
         *parts: bytes,
     ) -> tuple[list[PackedRow], dict[str, Any]]:
-        """Raw component scores of the records under the spec, by record, and this actor's counters.
+        """Raw component scores of a chunk the coordinator sent, by record, and this actor's counters.
 
         Records come as tuples pickled in parts (:func:`evalsi.ray._wire.to_parts`: each part travels inside the
         call, not through the object store) and scores go as tuples (:mod:`evalsi.ray._wire`). ``found`` are
         the verdicts the pool's shared tier (in the coordinator) holds for the chunk, of the ``asked`` keys it
         looked up (the coordinator keeps the chunk's new verdicts from the scores it gets back). ``keys`` are
-        the records' content keys, one byte string per component (:func:`evalsi.ray._wire.join_keys`): the
-        coordinator computed them, so the engine here does not again.
+        the records' content keys, one byte string per component (:func:`evalsi.ray._wire.join_keys`), so the
+        engine here does not key them again.
 
         Raises:
             SpecError: The spec does not bind here (an evaluator this process does not have).
 
         """
+        rows, info = self._score(spec_id, resource, found or {}, asked, keys, parts)
+        if isinstance(self.cache, ReplicaCache):
+            self.cache.drain()  # the coordinator keeps this chunk's verdicts from the rows it gets back
+        return rows, info
+
+    def score_direct(
+        self, spec_id: str, resource: dict[str, Any], keys: list[bytes] | None, *parts: bytes
+    ) -> tuple[list[PackedRow], dict[str, Any]]:
+        """Raw component scores of a chunk a caller sent straight here, by record, and this actor's counters.
+
+        The chunk is looked up in this actor's cache alone (it holds the verdicts the other actors published);
+        the verdicts computed here go to the coordinator just after the reply, for the shared tier and the other
+        actors.
+
+        Raises:
+            SpecError: The spec does not bind here (an evaluator this process does not have).
+
+        """
+        rows, info = self._score(spec_id, resource, None, 0, keys, parts)
+        if isinstance(self.cache, ReplicaCache) and self._coordinator is not None:
+            new = self.cache.drain()
+            if new:
+                self._published.put(new)
+        return rows, info
+
+    def replicate(self, entries: list[tuple[bytes, PackedScore]]) -> int:
+        """Store verdicts the other actors computed (the coordinator forwards them); the entries taken."""
+        if isinstance(self.cache, ReplicaCache):
+            self.cache.replicate(entries)
+            return len(entries)
+        return 0
+
+    def info(self) -> dict[str, Any]:
+        """Where this actor runs, its counters and the p50/p99 of its recent chunks' time here.
+
+        The counters: chunks, rollouts, seconds scoring, cache hits and misses by tier, verdicts replicated.
+        """
+        return {**self.where(), **self._counters(), **quantiles(self.metrics.recent)}
+
+    def _score(
+        self,
+        spec_id: str,
+        resource: dict[str, Any],
+        found: dict[bytes, PackedScore] | None,
+        asked: int,
+        keys: list[bytes] | None,
+        parts: tuple[bytes, ...],
+    ) -> tuple[list[PackedRow], dict[str, Any]]:
         started = time.perf_counter()
         records = unpack_records(from_parts(parts))
         self.metrics.inflight(len(records))
         try:
             reward = self._reward(spec_id, resource)
-            if isinstance(self.cache, SeededCache):
-                self.cache.seed(found or {}, asked)
+            if found is not None and isinstance(self.cache, SeededCache):
+                self.cache.seed(found, asked)
             pools = Pools(components=self._threads, observe=self.metrics.observe_component)
             looked = reward.look_up(records, cache=self.cache, timed=True, keys=split_keys(keys, len(records)))
             columns = finish_components(looked, self.cache, pools)
@@ -138,21 +201,35 @@ class ScorerActor:
             self.metrics.inflight(-len(records))
         self.chunks += 1
         self.rollouts += len(records)
-        counts = cache_counts(self.cache)
         elapsed = time.perf_counter() - started
         self.seconds += elapsed
-        self.metrics.observe_chunk(len(records), elapsed, counts)
-        rows = pack_rows(columns, len(records))
-        info = {
+        info = self._counters()
+        self.metrics.observe_chunk(len(records), elapsed, info)
+        return pack_rows(columns, len(records)), info
+
+    def _counters(self) -> dict[str, Any]:
+        return {
             "index": self.index,
             "node_id": self._node,
             "pid": os.getpid(),
             "chunks": self.chunks,
             "rollouts": self.rollouts,
             "seconds": self.seconds,
-            **counts,
+            **cache_counts(self.cache),
         }
-        return rows, info
+
+    def _publish(self) -> None:
+        """Send the verdicts computed here to the coordinator, a moment after each reply (a thread of its own)."""
+        while True:
+            batch = self._published.get()
+            time.sleep(PUBLISH_DELAY)
+            while True:
+                try:
+                    batch.extend(self._published.get_nowait())
+                except queue.Empty:
+                    break
+            with contextlib.suppress(Exception):  # the coordinator restarting: these verdicts stay local
+                self._coordinator.publish.remote(self.index, batch)
 
     def _reward(self, spec_id: str, resource: dict[str, Any]) -> Reward:
         with self._lock:

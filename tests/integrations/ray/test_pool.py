@@ -108,15 +108,41 @@ def test_repeats_are_computed_once_across_the_cluster(spread: RewardPool, tmp_pa
 def test_one_actors_verdicts_reach_the_other(spread: RewardPool, tmp_path: Path) -> None:
     log = tmp_path / "scored.log"
     pool = spread.with_spec(probe_spec(log))
+    before = {a["index"]: a.get("replicated", 0) for a in pool.stats()["actors"]}
     first = pool.score([{"completion": "shared"}])
-    # idle actors are taken in turn, so the next calls go to the other actor first: its own memory misses,
-    # the pool's shared cache (in the coordinator) answers
-    for _ in range(4):
-        assert dicts(pool.score([{"completion": "shared"}])) == dicts(first)
-    assert probe.scored(log) == [(probe.scored(log)[0][0], "shared")]
-    stats = pool.stats()
-    assert sum(a.get("shared_hits", 0) for a in stats["actors"]) >= 1
-    assert stats["cache"]["entries"] >= 1
+    [(scorer, _)] = probe.scored(log)
+    # the actor that scored it publishes the verdict after its reply; the coordinator keeps it in the shared tier
+    # and forwards it to the other actor
+    other = next(a["index"] for a in pool.stats()["actors"] if a["pid"] != scorer)
+    wait_for(
+        lambda: next(a for a in pool.stats()["actors"] if a["index"] == other).get("replicated", 0) > before[other],
+        what="the verdict to reach the other actor",
+    )
+    # calls of two rollouts: one goes to each actor, which one follows the call's keys, so across these calls
+    # "shared" is sent to both actors; neither computes it again
+    for i in range(12):
+        results = pool.score([{"completion": f"company-{i}"}, {"completion": "shared"}])
+        assert dicts(results[1:]) == dicts(first)
+    scored = probe.scored(log)
+    assert [text for _, text in scored].count("shared") == 1
+    assert len({pid for pid, text in scored if text.startswith("company-")}) == 2  # so "shared" went to both
+    assert pool.stats()["cache"]["entries"] >= 1
+
+
+def test_a_chunk_through_the_coordinator_finds_the_shared_tier(spread: RewardPool, tmp_path: Path) -> None:
+    log = tmp_path / "scored.log"
+    pool = spread.with_spec(probe_spec(log))
+    entries = pool.stats()["cache"]["entries"]
+    first = pool.score([{"completion": "tiered"}])
+    wait_for(lambda: pool.stats()["cache"]["entries"] > entries, what="the verdict in the shared tier")
+    hits = sum(a.get("shared_hits", 0) for a in pool.stats()["actors"])
+
+    async def one_at_a_time() -> list[Any]:  # score_one goes through the coordinator, idle actors in turn
+        return [await pool.score_one({"completion": "tiered"}) for _ in range(4)]
+
+    assert [r.to_dict() for r in asyncio.run(one_at_a_time())] == dicts(first) * 4
+    assert probe.scored(log) == [(probe.scored(log)[0][0], "tiered")]
+    assert sum(a.get("shared_hits", 0) for a in pool.stats()["actors"]) > hits
 
 
 def test_score_one_batches_rollouts_from_concurrent_callers(spread: RewardPool, tmp_path: Path) -> None:
