@@ -222,11 +222,9 @@ class DirectRoute:
     ) -> Outcome | None:
         """Score a call's records on the actors, waiting in this thread; None when no actor is live now."""
         route = self.current()
-        live = self.live(route)
-        if not live:
+        call = self._begin(route, keys)
+        if call is None:
             return None
-        started = time.perf_counter()
-        call = _CallState(self, plan(keys, live, self._busy, route["max_batch"], route["max_queued"]))
         assert self.room is not None
         for wave in call.plan.waves:
             sent, failed = [], []
@@ -256,19 +254,16 @@ class DirectRoute:
             ]
             for chunk, ref in rescues:
                 call.rescued(chunk, self._ray.get(ref))
-        return call.finish(started)
+        return call.finish()
 
     async def score_async(
         self, spec_id: str, resource: dict[str, Any], packed: list[PackedRecord], keys: list[tuple[bytes, ...]]
     ) -> Outcome | None:
         """:meth:`score` for an event loop."""
         route = await self.current_async()
-        live = self.live(route)
-        if not live:
+        call = self._begin(route, keys)
+        if call is None:
             return None
-        started = time.perf_counter()
-        call = _CallState(self, plan(keys, live, self._busy, route["max_batch"], route["max_queued"]))
-        assert self.room is not None
         timeout = route["chunk_timeout"]
 
         async def one(chunk: Chunk) -> None:
@@ -292,7 +287,14 @@ class DirectRoute:
 
         for wave in call.plan.waves:
             await asyncio.gather(*(one(chunk) for chunk in wave))
-        return call.finish(started)
+        return call.finish()
+
+    def _begin(self, route: dict[str, Any], keys: list[tuple[bytes, ...]]) -> _CallState | None:
+        """A call's state, its chunks planned over the live actors; None when none is live."""
+        live = self.live(route)
+        if not live:
+            return None
+        return _CallState(self, plan(keys, live, self._busy, route["max_batch"], route["max_queued"]))
 
     def _send(
         self,
@@ -369,6 +371,7 @@ class _CallState:
     def __init__(self, client: DirectRoute, plan: Plan) -> None:
         self.client = client
         self.plan = plan
+        self.started = time.perf_counter()
         self.rows: dict[int, PackedRow] = {}
         self.failure: tuple[int, str] | None = None
         self.spec_error: str | None = None
@@ -413,7 +416,7 @@ class _CallState:
         if self.failure is None or position < self.failure[0]:
             self.failure = (position, message)
 
-    def finish(self, started: float) -> Outcome:
+    def finish(self) -> Outcome:
         """The call's outcome, its counters sent to the coordinator."""
         total = len(self.plan.answers)
         ok = self.spec_error is None and self.failure is None
@@ -425,7 +428,7 @@ class _CallState:
                 "chunks": self.chunks,
                 "failed_rollouts": self.failed,
                 "ok" if ok else "failed": total,
-                "seconds": time.perf_counter() - started,
+                "seconds": time.perf_counter() - self.started,
                 "max_admitted": self.client.room.peak if self.client.room is not None else 0,
             }
         )
